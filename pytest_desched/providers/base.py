@@ -1,0 +1,193 @@
+"""One provider interface: start a cluster, hand out a `Cluster`, stop what was started."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from pytest_desched.toolchain import Toolchain
+
+PROVIDERS = ("auto", "embedded", "kind", "existing")
+
+# Nodes an experiment may label and drain must carry this label on an existing cluster.
+OPT_IN_LABEL = "descheduler.example.com/lab-node"
+
+
+class ProviderError(RuntimeError):
+    """The provider cannot give a safe cluster; the message says what to change."""
+
+
+@dataclass
+class Cluster:
+    """What experiments see of a cluster: kubeconfig, API clients, worker names, runners."""
+
+    name: str
+    provider: str
+    kubeconfig: Path
+    toolchain: Toolchain
+    workers: list[str] = field(default_factory=list)
+    context: str | None = None
+    # "embedded": the plugin runs Job pods of the descheduler itself (kwok nodes run nothing);
+    # "in-cluster": a kubelet runs them.
+    job_executor: str = "in-cluster"
+    created: bool = True  # False for an existing cluster: never delete it
+    info: dict[str, Any] = field(default_factory=dict)
+
+    # -- API ------------------------------------------------------------
+    @cached_property
+    def api_client(self) -> client.ApiClient:
+        from kubernetes import config
+
+        return config.new_client_from_config(config_file=str(self.kubeconfig), context=self.context)
+
+    @cached_property
+    def core(self) -> client.CoreV1Api:
+        from kubernetes import client
+
+        return client.CoreV1Api(self.api_client)
+
+    @cached_property
+    def apps(self) -> client.AppsV1Api:
+        from kubernetes import client
+
+        return client.AppsV1Api(self.api_client)
+
+    @cached_property
+    def batch(self) -> client.BatchV1Api:
+        from kubernetes import client
+
+        return client.BatchV1Api(self.api_client)
+
+    @cached_property
+    def policy(self) -> client.PolicyV1Api:
+        from kubernetes import client
+
+        return client.PolicyV1Api(self.api_client)
+
+    @cached_property
+    def rbac(self) -> client.RbacAuthorizationV1Api:
+        from kubernetes import client
+
+        return client.RbacAuthorizationV1Api(self.api_client)
+
+    def server_version(self) -> str:
+        from kubernetes import client
+
+        return client.VersionApi(self.api_client).get_code().git_version
+
+    # -- CLI runners (argument lists, explicit KUBECONFIG, never ~/.kube/config) --
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["HELM_CACHE_HOME"] = str(self.kubeconfig.parent / "helm-cache")
+        env["HELM_CONFIG_HOME"] = str(self.kubeconfig.parent / "helm-config")
+        env["HELM_DATA_HOME"] = str(self.kubeconfig.parent / "helm-data")
+        return env
+
+    def _ctx_args(self) -> list[str]:
+        return ["--context", self.context] if self.context else []
+
+    def kubectl(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.toolchain.path("kubectl")), *self._ctx_args(), *args]
+        return run(cmd, env=self.env(), check=check, input=input, timeout=timeout)
+
+    def helm(
+        self, *args: str, check: bool = True, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        ctx = ["--kube-context", self.context] if self.context else []
+        cmd = [str(self.toolchain.path("helm")), *ctx, *args]
+        return run(cmd, env=self.env(), check=check, timeout=timeout)
+
+
+class CommandError(RuntimeError):
+    def __init__(self, cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
+        self.cmd, self.proc = cmd, proc
+        tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
+        super().__init__(f"`{Path(cmd[0]).name} {' '.join(cmd[1:])}` exited {proc.returncode}: {tail}")
+
+
+def run(
+    cmd: list[str],
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    input: str | None = None,
+    timeout: float = 120,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """subprocess.run with text I/O and an error that carries the command's own stderr."""
+    proc = subprocess.run(
+        cmd, env=env, input=input, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+    )
+    if check and proc.returncode != 0:
+        raise CommandError(cmd, proc)
+    return proc
+
+
+class Provider(ABC):
+    """Context manager giving a `Cluster`; `stop` removes only what `start` created."""
+
+    name: str = "base"
+
+    @abstractmethod
+    def start(self) -> Cluster: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    def resume_hint(self) -> str:
+        """How a user reaches (and later deletes) a kept cluster."""
+        return ""
+
+    def __enter__(self) -> Cluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def docker_available(timeout: float = 5) -> bool:
+    """True when a Docker engine answers (not just when the client is installed)."""
+    docker = shutil.which("docker")
+    if not docker:
+        return False
+    try:
+        proc = subprocess.run(
+            [docker, "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def choose_provider(requested: str, docker_answers: bool | None = None) -> str:
+    """Resolve `auto`: kind when a Docker engine answers, else the embedded cluster."""
+    requested = (requested or "auto").strip().lower()
+    if requested not in PROVIDERS:
+        raise ProviderError(
+            f"unknown provider {requested!r}; use one of {', '.join(PROVIDERS)} "
+            f"(--desched-provider or DESCHED_PROVIDER)"
+        )
+    if requested != "auto":
+        return requested
+    if docker_answers is None:
+        docker_answers = docker_available()
+    return "kind" if docker_answers else "embedded"

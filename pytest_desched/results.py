@@ -1,0 +1,107 @@
+"""What one descheduler round decided about each pod: the data every other module exchanges.
+
+A fate always names the *layer* that allowed or stopped the eviction, because the
+runbook's question is never just "was it evicted" but "which link decided".
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Fate(str, Enum):
+    EVICTED = "evicted"  # eviction API call succeeded
+    DRY_RUN = "dry-run"  # would be evicted; dry run sends it to an in-memory client
+    REFUSED = "refused"  # the API server answered the eviction with an error (429 PDB, 403 RBAC, ...)
+    LIMITED = "limited"  # a maxNoOfPodsToEvict* cap stopped it before any API call
+    FILTERED = "filtered"  # DefaultEvictor Filter rejected it (checks listed)
+    NODEFIT = "nodefit"  # DefaultEvictor PreEvictionFilter: fits no other node
+    ERROR = "error"  # any other failure tied to the pod
+
+
+class Layer(str, Enum):
+    """The link of the runbook's chain that produced a fate."""
+
+    POLICY = "policy"  # the strategy picked (or did not pick) the pod
+    EVICTOR_FILTER = "evictor-filter"  # DefaultEvictor Filter (protections, labelSelector, minPodAge...)
+    EVICTOR_NODEFIT = "evictor-prefilter-nodefit"  # DefaultEvictor PreEvictionFilter (nodeFit)
+    LIMITS = "eviction-limits"  # maxNoOfPodsToEvictPerNode/Namespace/Total
+    API_SERVER = "api-server"  # eviction subresource: PDB (429), RBAC (403), ...
+    DRY_RUN = "dry-run"  # fake client: nothing reached the API server
+    CONTROLLER = "controller"  # the owner must create a replacement
+    SCHEDULER = "scheduler"  # the replacement must be placed
+
+
+FATE_LAYER = {
+    Fate.EVICTED: Layer.API_SERVER,
+    Fate.DRY_RUN: Layer.DRY_RUN,
+    Fate.REFUSED: Layer.API_SERVER,
+    Fate.LIMITED: Layer.LIMITS,
+    Fate.FILTERED: Layer.EVICTOR_FILTER,
+    Fate.NODEFIT: Layer.EVICTOR_NODEFIT,
+    Fate.ERROR: Layer.POLICY,
+}
+
+
+@dataclass
+class PodDecision:
+    """One pod's fate in one round, with the log fields that prove it."""
+
+    namespace: str
+    name: str
+    fate: Fate
+    layer: Layer
+    node: str | None = None
+    strategy: str | None = None
+    profile: str | None = None
+    status_code: int | None = None  # HTTP status of a refused eviction (429, 403, ...)
+    reason: str | None = None  # API StatusReason (TooManyRequests, Forbidden) or evictor reason
+    checks: list[str] = field(default_factory=list)  # failing DefaultEvictor checks
+    message: str | None = None  # the log's msg key, never matched by automation
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class RoundResult:
+    """Everything parsed out of one descheduler run's JSON log."""
+
+    decisions: list[PodDecision] = field(default_factory=list)
+    dry_run: bool = False
+    skipped: str | None = None  # e.g. fewer than 2 ready nodes
+    total_evicted: int | None = None  # from "Number of evictions/requests"
+    eviction_requests: int | None = None
+    errors: list[str] = field(default_factory=list)  # error lines tied to no pod
+    lines: int = 0
+    unparsed: int = 0  # non-JSON lines (flags banner, panics)
+
+    def for_pod(self, namespace: str, name: str) -> list[PodDecision]:
+        return [d for d in self.decisions if d.namespace == namespace and d.name == name]
+
+    def in_namespace(self, namespace: str) -> list[PodDecision]:
+        return [d for d in self.decisions if d.namespace == namespace]
+
+    def by_fate(self, fate: Fate, namespace: str | None = None) -> list[PodDecision]:
+        return [
+            d
+            for d in self.decisions
+            if d.fate == fate and (namespace is None or d.namespace == namespace)
+        ]
+
+    def counts(self, namespace: str | None = None) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for d in self.decisions:
+            if namespace is None or d.namespace == namespace:
+                out[d.fate.value] = out.get(d.fate.value, 0) + 1
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for item in d["decisions"]:
+            item["fate"] = item["fate"].value
+            item["layer"] = item["layer"].value
+        return d

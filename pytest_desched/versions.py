@@ -1,0 +1,100 @@
+"""Pinned versions, read from the one file that declares them: manifests/versions.yaml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_desched.resources import manifest_path
+
+
+@dataclass(frozen=True)
+class Component:
+    """One pinned upstream project: its Go module, version and the binaries it yields."""
+
+    name: str
+    version: str
+    module: str = ""
+    binaries: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Versions:
+    kubernetes: Component
+    etcd: Component
+    kwok: Component
+    descheduler: Component
+    helm: Component
+    kind: Component
+    chart_name: str
+    chart_version: str
+    chart_app_version: str
+    chart_repo: str
+    descheduler_image: str
+    workload_image: str
+    kind_node_image: str
+
+    @property
+    def kube_minor(self) -> str:
+        """"v1.36.3" -> "1.36": used to check server and node versions."""
+        return ".".join(self.kubernetes.version.lstrip("v").split(".")[:2])
+
+    def components(self) -> list[Component]:
+        return [self.kubernetes, self.etcd, self.kwok, self.descheduler, self.helm, self.kind]
+
+    def summary(self) -> dict[str, str]:
+        out = {c.name: c.version for c in self.components()}
+        out["chart"] = f"{self.chart_name}-{self.chart_version}"
+        out["image"] = self.descheduler_image
+        return out
+
+
+_REQUIRED = ("kubernetes", "etcd", "kwok", "descheduler", "helm", "kind", "chart", "workload")
+
+
+def parse_versions(data: dict[str, Any]) -> Versions:
+    """Validate the raw YAML mapping; a missing pin is a clear error, never a silent default."""
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise ValueError(f"versions.yaml: missing sections {missing}")
+
+    def comp(name: str) -> Component:
+        raw = dict(data[name])
+        if "version" not in raw:
+            raise ValueError(f"versions.yaml: {name}.version is required")
+        bins = tuple(raw.pop("binaries", None) or (name,))
+        return Component(
+            name=name,
+            version=str(raw.pop("version")),
+            module=str(raw.pop("module", "")),
+            binaries=bins,
+            extra=raw,
+        )
+
+    chart = data["chart"]
+    return Versions(
+        kubernetes=comp("kubernetes"),
+        etcd=comp("etcd"),
+        kwok=comp("kwok"),
+        descheduler=comp("descheduler"),
+        helm=comp("helm"),
+        kind=comp("kind"),
+        chart_name=str(chart["name"]),
+        chart_version=str(chart["version"]),
+        chart_app_version=str(chart["app_version"]),
+        chart_repo=str(chart["repo"]),
+        descheduler_image=str(data["descheduler"]["image"]),
+        workload_image=str(data["workload"]["image"]),
+        kind_node_image=str(data["kind"]["node_image"]),
+    )
+
+
+@lru_cache(maxsize=1)
+def load_versions(path: Path | None = None) -> Versions:
+    p = path or manifest_path("versions.yaml")
+    return parse_versions(yaml.safe_load(p.read_text()))
