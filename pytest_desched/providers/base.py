@@ -41,6 +41,8 @@ class Cluster:
     job_executor: str = "in-cluster"
     created: bool = True  # False for an existing cluster: never delete it
     info: dict[str, Any] = field(default_factory=dict)
+    # Where helm keeps its state for this run (never next to a user's kubeconfig).
+    workdir: Path | None = None
 
     # -- API ------------------------------------------------------------
     @cached_property
@@ -88,9 +90,9 @@ class Cluster:
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
         env["KUBECONFIG"] = str(self.kubeconfig)
-        env["HELM_CACHE_HOME"] = str(self.kubeconfig.parent / "helm-cache")
-        env["HELM_CONFIG_HOME"] = str(self.kubeconfig.parent / "helm-config")
-        env["HELM_DATA_HOME"] = str(self.kubeconfig.parent / "helm-data")
+        home = self.workdir or self.toolchain.cache_dir / "helm-home"
+        for k in ("CACHE", "CONFIG", "DATA"):
+            env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
         return env
 
     def _ctx_args(self) -> list[str]:

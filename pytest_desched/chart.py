@@ -1,0 +1,361 @@
+"""The pinned descheduler chart, installed the runbook's way: suspended, dry-run, checked first.
+
+Every install and upgrade is preceded by `helm template` with the same values and a
+fail-closed check of the render; nothing reaches the cluster when a check fails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from pytest_desched.policy import digest_of_rendered
+from pytest_desched.providers.base import CommandError, run
+from pytest_desched.toolchain import Reporter, _stderr, go_env
+
+if TYPE_CHECKING:
+    from pytest_desched.policy import Policy
+    from pytest_desched.providers.base import Cluster
+    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.versions import Versions
+
+# Lab values on top of `helm show values`: JSON logs at -v=4 so every filter decision
+# is visible (the runbook's "find out why from the descheduler's own output").
+LAB_CMD_OPTIONS = {"v": 4, "logging-format": "json"}
+
+
+class UnsafeRender(RuntimeError):
+    """The rendered chart breaks a safety rule; nothing was installed or changed."""
+
+
+@dataclass(frozen=True)
+class ChartRef:
+    path: Path  # packaged .tgz
+    source: str  # "repo" or "module"
+    version: str
+    app_version: str
+    digest: str  # sha256 of the .tgz
+
+    def evidence(self) -> dict[str, str]:
+        return {
+            "source": self.source,
+            "version": self.version,
+            "app_version": self.app_version,
+            "digest": f"sha256:{self.digest}",
+        }
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def chart_meta(tgz: Path) -> dict[str, Any]:
+    with tarfile.open(tgz) as tf:
+        for m in tf.getmembers():
+            if m.name.endswith("/Chart.yaml") and m.name.count("/") == 1:
+                return yaml.safe_load(tf.extractfile(m).read())  # type: ignore[union-attr]
+    raise UnsafeRender(f"{tgz}: no Chart.yaml inside")
+
+
+def obtain_chart(
+    toolchain: Toolchain,
+    versions: Versions,
+    source: str = "auto",
+    report: Reporter = _stderr,
+    repo_timeout: float = 20,
+) -> ChartRef:
+    """The chart at the pinned version: the Helm repo when reachable, else the pinned module's.
+
+    The module (sigs.k8s.io/descheduler at the pinned tag) carries charts/descheduler with
+    an older Chart.yaml version; it is packaged as the pinned chart/app version.
+    """
+    cache = toolchain.cache_dir / "charts"
+    cache.mkdir(parents=True, exist_ok=True)
+    name, ver, app = versions.chart_name, versions.chart_version, versions.chart_app_version
+    helm = str(toolchain.path("helm"))
+    env = helm_env(cache)
+    errors: list[str] = []
+    if source in ("auto", "repo"):
+        dest = cache / "repo"
+        target = dest / f"{name}-{ver}.tgz"
+        if not target.is_file():
+            dest.mkdir(exist_ok=True)
+            try:
+                run(
+                    [helm, "pull", name, "--repo", versions.chart_repo, "--version", ver, "-d", str(dest)],
+                    env=env,
+                    timeout=repo_timeout,
+                )
+            except (CommandError, subprocess.TimeoutExpired) as exc:
+                errors.append(f"repo {versions.chart_repo}: {str(exc).splitlines()[-1][:200]}")
+        if target.is_file():
+            return _ref(target, "repo")
+        if source == "repo":
+            raise UnsafeRender(f"chart {name} {ver} not available from the repo: {errors}")
+    target = cache / "module" / f"{name}-{ver}.tgz"
+    if not target.is_file():
+        if errors:
+            report(f"chart repo unreachable ({errors[0]}); packaging the pinned module's chart")
+        src_dir = _module_chart_dir(versions)
+        work = cache / "module" / "src"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(src_dir, work / name)
+        for p in (work / name).rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        run(
+            [helm, "package", str(work / name), "--version", ver, "--app-version", app, "-d", str(target.parent)],
+            env=env,
+        )
+        shutil.rmtree(work, ignore_errors=True)
+    return _ref(target, "module")
+
+
+def _ref(tgz: Path, source: str) -> ChartRef:
+    meta = chart_meta(tgz)
+    return ChartRef(tgz, source, str(meta["version"]), str(meta.get("appVersion", "")), sha256_file(tgz))
+
+
+def _module_chart_dir(versions: Versions) -> Path:
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", f"{versions.descheduler.module}@{versions.descheduler.version}"],
+        capture_output=True,
+        text=True,
+        env=go_env(),
+        check=False,
+    )
+    if res.returncode != 0:
+        raise UnsafeRender(f"cannot fetch {versions.descheduler.module} for its chart: {res.stderr[-400:]}")
+    d = Path(json.loads(res.stdout)["Dir"]) / "charts" / versions.chart_name
+    if not (d / "Chart.yaml").is_file():
+        raise UnsafeRender(f"{d} has no Chart.yaml")
+    return d
+
+
+def helm_env(home: Path) -> dict[str, str]:
+    import os
+
+    env = dict(os.environ)
+    for k in ("CACHE", "CONFIG", "DATA"):
+        env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
+    return env
+
+
+# -- rendering and checks ---------------------------------------------------
+def parse_manifests(text: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(text) if isinstance(d, dict) and d.get("kind")]
+
+
+def find(docs: list[dict], kind: str) -> list[dict]:
+    return [d for d in docs if d.get("kind") == kind]
+
+
+def cronjob_args(cj: dict) -> list[str]:
+    c = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    return [str(a) for a in c.get("args", [])]
+
+
+def check_render(
+    docs: list[dict], *, dry_run: bool, image: str, policy: Policy | None = None
+) -> list[str]:
+    """All safety checks of one render; returns the checks that passed (raises on any failure)."""
+    problems: list[str] = []
+    passed: list[str] = []
+    cjs = find(docs, "CronJob")
+    if len(cjs) != 1:
+        raise UnsafeRender(f"render has {len(cjs)} CronJobs, expected 1 (values `kind` must be CronJob)")
+    cj = cjs[0]
+    name = cj["metadata"]["name"]
+    if cj["spec"].get("suspend") is not True:
+        problems.append(f"CronJob {name}: spec.suspend is {cj['spec'].get('suspend')!r}; set --set suspend=true")
+    else:
+        passed.append("cronjob.suspend=true")
+    args = cronjob_args(cj)
+    want = f"--dry-run={'true' if dry_run else 'false'}"
+    dry = [a for a in args if a.startswith("--dry-run")]
+    if dry != [want]:
+        problems.append(f"CronJob {name}: args {dry or 'lack --dry-run'}; expected exactly {want}")
+    else:
+        passed.append(f"args {want}")
+    c = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+    if c.get("image") != image:
+        problems.append(f"CronJob {name}: image {c.get('image')!r}, pinned is {image!r}")
+    else:
+        passed.append(f"image {image}")
+    if "--policy-config-file=/policy-dir/policy.yaml" not in args:
+        problems.append(f"CronJob {name}: args do not read /policy-dir/policy.yaml")
+    cms = [d for d in find(docs, "ConfigMap") if "policy.yaml" in (d.get("data") or {})]
+    if len(cms) != 1:
+        problems.append(f"render has {len(cms)} policy ConfigMaps, expected 1 (deschedulerPolicy empty?)")
+    else:
+        vols = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"].get("volumes", [])
+        refs = [v.get("configMap", {}).get("name") for v in vols]
+        if cms[0]["metadata"]["name"] not in refs:
+            problems.append(f"CronJob {name} does not mount ConfigMap {cms[0]['metadata']['name']}")
+        else:
+            passed.append(f"policy ConfigMap {cms[0]['metadata']['name']} mounted")
+        if policy is not None:
+            live = digest_of_rendered(cms[0]["data"]["policy.yaml"])
+            if live != policy.digest():
+                problems.append("rendered policy.yaml differs from the policy written into values")
+            else:
+                passed.append(f"policy digest {policy.digest()[:12]}")
+    if problems:
+        raise UnsafeRender("unsafe chart render, nothing installed:\n  - " + "\n  - ".join(problems))
+    return passed
+
+
+@dataclass
+class Release:
+    """The descheduler release in one cluster, moved only along the runbook's steps."""
+
+    cluster: Cluster
+    chart: ChartRef
+    versions: Versions
+    workdir: Path
+    name: str = "descheduler"
+    namespace: str = "kube-system"
+    report: Reporter = _stderr
+    values: dict[str, Any] = field(default_factory=dict)
+    dry_run: bool | None = None
+    policy: Policy | None = None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    installed: bool = False
+
+    cronjob_name: str = ""
+    configmap_name: str = ""
+
+    # -- steps ------------------------------------------------------------
+    def show_values(self) -> Path:
+        out = self.cluster.helm("show", "values", str(self.chart.path)).stdout
+        p = self.workdir / "descheduler-values.yaml"
+        p.write_text(out)
+        self.values = yaml.safe_load(out) or {}
+        return p
+
+    def _values_file(self, policy: Policy | None) -> Path:
+        values = json.loads(json.dumps(self.values))
+        values.setdefault("cmdOptions", {}).update(LAB_CMD_OPTIONS)
+        if policy is not None:
+            body = policy.to_dict()
+            values["deschedulerPolicyAPIVersion"] = body.pop("apiVersion")
+            body.pop("kind", None)
+            values["deschedulerPolicy"] = body
+        p = self.workdir / ("values-active.yaml" if policy else "values-first-install.yaml")
+        p.write_text(yaml.safe_dump(values, sort_keys=False))
+        return p
+
+    def _flags(self, values_file: Path, dry_run: bool) -> list[str]:
+        return [
+            "--namespace",
+            self.namespace,
+            "-f",
+            str(values_file),
+            "--set",
+            "suspend=true",
+            "--set",
+            f"cmdOptions.dry-run={'true' if dry_run else 'false'}",
+        ]
+
+    def render(self, dry_run: bool, policy: Policy | None) -> tuple[Path, list[dict]]:
+        vf = self._values_file(policy)
+        text = self.cluster.helm("template", self.name, str(self.chart.path), *self._flags(vf, dry_run)).stdout
+        out = self.workdir / f"rendered-{'dry-run' if dry_run else 'active'}.yaml"
+        out.write_text(text)
+        docs = parse_manifests(text)
+        for d in docs:  # the chart's fullname rule decides these; read them, don't guess
+            if d["kind"] == "CronJob":
+                self.cronjob_name = d["metadata"]["name"]
+            if d["kind"] == "ConfigMap" and "policy.yaml" in (d.get("data") or {}):
+                self.configmap_name = d["metadata"]["name"]
+        return out, docs
+
+    def diff(self, rendered: Path) -> str:
+        """`kubectl diff` of a render against the live objects (exit 1 just means 'differs')."""
+        proc = self.cluster.kubectl("diff", "-f", str(rendered), check=False)
+        if proc.returncode not in (0, 1):
+            return f"(kubectl diff failed: {proc.stderr.strip()[-300:]})"
+        return proc.stdout
+
+    def install_first(self) -> list[str]:
+        """First install: suspended and dry-run, defaults from `helm show values`."""
+        self._refuse_foreign_release()
+        self.show_values()
+        rendered, docs = self.render(dry_run=True, policy=None)
+        checks = check_render(docs, dry_run=True, image=self.versions.descheduler_image)
+        self.report(f"chart render checked ({'; '.join(checks)}); installing {self.name} suspended, dry-run")
+        vf = self._values_file(None)
+        self.cluster.helm("upgrade", "--install", self.name, str(self.chart.path), *self._flags(vf, True), "--wait")
+        self.installed = True
+        self.dry_run, self.policy = True, None
+        self.verify_live(dry_run=True, policy=None)
+        self.history.append({"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)})
+        return checks
+
+    def apply_policy(self, policy: Policy, dry_run: bool = False) -> dict[str, Any]:
+        """Write the policy, re-render (suspend kept), diff, upgrade, verify the live digest."""
+        policy.validate()
+        rendered, docs = self.render(dry_run=dry_run, policy=policy)
+        checks = check_render(docs, dry_run=dry_run, image=self.versions.descheduler_image, policy=policy)
+        diff = self.diff(rendered)
+        vf = self._values_file(policy)
+        self.cluster.helm("upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait")
+        self.dry_run, self.policy = dry_run, policy
+        live = self.verify_live(dry_run=dry_run, policy=policy)
+        step = {"step": "apply-policy", "dry_run": dry_run, "checks": checks, "diff_lines": len(diff.splitlines()), **live}
+        (self.workdir / f"diff-{len(self.history)}.txt").write_text(diff)
+        self.history.append(step)
+        return step
+
+    # -- live state -----------------------------------------------------------
+    def live_cronjob(self) -> Any:
+        return self.cluster.batch.read_namespaced_cron_job(self.cronjob_name, self.namespace)
+
+    def live_policy_yaml(self) -> str:
+        cm = self.cluster.core.read_namespaced_config_map(self.configmap_name, self.namespace)
+        return cm.data["policy.yaml"]
+
+    def configmap_digest(self) -> str:
+        return hashlib.sha256(self.live_policy_yaml().encode()).hexdigest()
+
+    def verify_live(self, dry_run: bool, policy: Policy | None) -> dict[str, Any]:
+        cj = self.live_cronjob()
+        if cj.spec.suspend is not True:
+            raise UnsafeRender(f"live CronJob {self.namespace}/{cj.metadata.name} is not suspended")
+        args = cj.spec.job_template.spec.template.spec.containers[0].args or []
+        want = f"--dry-run={'true' if dry_run else 'false'}"
+        if want not in args:
+            raise UnsafeRender(f"live CronJob {cj.metadata.name} args {args} lack {want}")
+        out: dict[str, Any] = {"suspend": True, "dry_run": dry_run, "configmap_sha256": self.configmap_digest()}
+        if policy is not None:
+            live = digest_of_rendered(self.live_policy_yaml())
+            if live != policy.digest():
+                raise UnsafeRender(
+                    f"live ConfigMap {self.namespace}/{self.name} policy.yaml (digest {live[:12]}) "
+                    f"differs from the written policy ({policy.digest()[:12]})"
+                )
+            out["policy_digest"] = live
+        return out
+
+    def _refuse_foreign_release(self) -> None:
+        """Never take over a descheduler someone else installed (existing clusters)."""
+        proc = self.cluster.helm("status", self.name, "-n", self.namespace, "-o", "json", check=False)
+        if proc.returncode == 0 and not self.cluster.created:
+            raise UnsafeRender(
+                f"helm release {self.namespace}/{self.name} already exists on this existing cluster; "
+                f"pick another --desched-release name or uninstall it yourself"
+            )
+
+    def uninstall(self) -> str:
+        if not self.installed:
+            return ""
+        proc = self.cluster.helm("uninstall", self.name, "-n", self.namespace, "--wait", check=False)
+        self.installed = proc.returncode != 0
+        return proc.stdout + proc.stderr

@@ -1,0 +1,265 @@
+"""Run a descheduler round pod for the embedded cluster, where kwok nodes run nothing.
+
+This is the part of a kubelet the embedded cluster lacks, limited to what a round pod
+needs: the pod's own command and args, its ConfigMap volumes as files, its
+ServiceAccount identity (a pod-bound token from the TokenRequest API, so the API server
+enforces the chart's RBAC), and the real exit status written back to the pod, from
+which the real Job controller decides the Job's outcome.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from pytest_desched.providers.base import Cluster
+
+TERMINATION_MESSAGE_MAX = 4096  # a kubelet caps termination messages at 4 KiB
+
+
+@dataclass
+class PodRun:
+    """What running one round pod produced."""
+
+    namespace: str
+    pod: str
+    uid: str
+    service_account: str
+    argv: list[str]  # binary and args as run (no credentials in them)
+    exit_code: int
+    started: dt.datetime
+    finished: dt.datetime
+    log: str
+    log_path: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def materialize_volumes(cluster: Cluster, pod: Any, root: Path) -> dict[str, Path]:
+    """Write the pod's ConfigMap volumes to files; returns mountPath -> local dir."""
+    ns = pod.metadata.namespace
+    vols = {v.name: v for v in pod.spec.volumes or []}
+    mounts: dict[str, Path] = {}
+    for m in pod.spec.containers[0].volume_mounts or []:
+        vol = vols.get(m.name)
+        if vol is None or vol.config_map is None:
+            continue  # projected SA token volumes are replaced by the TokenRequest kubeconfig
+        cm = cluster.core.read_namespaced_config_map(vol.config_map.name, ns)
+        local = root / "volumes" / m.name
+        local.mkdir(parents=True, exist_ok=True)
+        items = vol.config_map.items or [type("I", (), {"key": k, "path": k}) for k in (cm.data or {})]
+        for it in items:
+            (local / it.path).write_text((cm.data or {})[it.key])
+        mounts[m.mount_path.rstrip("/")] = local
+    return mounts
+
+
+def rewrite_args(args: list[str], mounts: dict[str, Path]) -> list[str]:
+    """Point paths under a mount at the local copy of that volume."""
+    out = []
+    for a in args:
+        for mount, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+            if mount + "/" in a:
+                a = a.replace(mount + "/", str(local) + "/")
+                break
+        out.append(a)
+    return out
+
+
+def sa_kubeconfig(cluster: Cluster, pod: Any, path: Path, ttl: int = 600) -> None:
+    """A kubeconfig holding a token bound to this pod, for its ServiceAccount (file mode 0600)."""
+    from kubernetes import client
+
+    sa = pod.spec.service_account_name or "default"
+    req = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(
+            audiences=[],
+            expiration_seconds=ttl,
+            bound_object_ref=client.V1BoundObjectReference(
+                api_version="v1", kind="Pod", name=pod.metadata.name, uid=pod.metadata.uid
+            ),
+        )
+    )
+    token = cluster.core.create_namespaced_service_account_token(sa, pod.metadata.namespace, req)
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    ctx_name = cluster.context or admin.get("current-context")
+    ctx = next(c["context"] for c in admin["contexts"] if c["name"] == ctx_name)
+    clus = next(c["cluster"] for c in admin["clusters"] if c["name"] == ctx["cluster"])
+    clus = {k: v for k, v in clus.items() if k in ("server", "certificate-authority-data", "certificate-authority")}
+    if "certificate-authority" in clus:  # make it self-contained
+        ca = Path(clus["certificate-authority"])
+        if not ca.is_absolute():
+            ca = cluster.kubeconfig.parent / ca
+        import base64
+
+        clus["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
+        del clus["certificate-authority"]
+    kc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": clus}],
+        "users": [{"name": f"system:serviceaccount:{pod.metadata.namespace}:{sa}", "user": {"token": token.status.token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": f"system:serviceaccount:{pod.metadata.namespace}:{sa}"}}],
+        "current-context": "c",
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        yaml.safe_dump(kc, fh)
+
+
+def run_pod(
+    cluster: Cluster,
+    pod: Any,
+    binary: Path,
+    log_dir: Path,
+    timeout: float = 300,
+) -> PodRun:
+    """Run the real descheduler for `pod` and write its terminated status back to the pod."""
+    c = pod.spec.containers[0]
+    work = Path(tempfile.mkdtemp(prefix="desched-pod-"))
+    notes: list[str] = []
+    started = _now()
+    proc: subprocess.Popen[str] | None = None
+    try:
+        mounts = materialize_volumes(cluster, pod, work)
+        args = rewrite_args(list(c.args or []), mounts)
+        kubeconfig = work / "sa-kubeconfig.yaml"
+        sa_kubeconfig(cluster, pod, kubeconfig)
+        # In a pod the API server is found in-cluster and the metrics port lives in the
+        # pod's own network namespace; on the host both must be explicit.
+        port = _free_port()
+        local_args = [
+            f"--client-connection-kubeconfig={kubeconfig}",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+        ]
+        notes.append(f"image {c.image} command {c.command} run as local binary {binary.name}")
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work)}
+        for e in c.env or []:
+            if e.value is not None:
+                env[e.name] = e.value
+        argv = [str(binary), *args, *local_args]
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"{pod.metadata.name}.log"
+        with open(log_path, "w") as logf:
+            proc = subprocess.Popen(
+                argv, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True, text=True
+            )
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc = proc.wait()
+                notes.append(f"killed after {timeout:.0f}s")
+        log = log_path.read_text()
+        finished = _now()
+        shown = [a if not a.startswith("--client-connection-kubeconfig") else "--client-connection-kubeconfig=<pod SA token>" for a in argv]
+        write_terminated(cluster, pod, rc, log, started, finished)
+        return PodRun(
+            pod.metadata.namespace, pod.metadata.name, pod.metadata.uid,
+            pod.spec.service_account_name or "default", shown, rc, started, finished, log, log_path, notes,
+        )
+    except BaseException:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
+
+
+def write_terminated(
+    cluster: Cluster, pod: Any, rc: int, log: str, started: dt.datetime, finished: dt.datetime
+) -> None:
+    c = pod.spec.containers[0]
+    msg = log[-TERMINATION_MESSAGE_MAX:] if rc != 0 else ""
+    body = {
+        "status": {
+            "phase": "Succeeded" if rc == 0 else "Failed",
+            "conditions": [
+                {"type": "Ready", "status": "False", "reason": "PodCompleted" if rc == 0 else "PodFailed",
+                 "lastTransitionTime": finished.isoformat()},
+                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted" if rc == 0 else "PodFailed",
+                 "lastTransitionTime": finished.isoformat()},
+            ],
+            "containerStatuses": [
+                {
+                    "name": c.name,
+                    "image": c.image,
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {
+                        "terminated": {
+                            "exitCode": rc,
+                            "reason": "Completed" if rc == 0 else "Error",
+                            "message": msg,
+                            "startedAt": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                            "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        }
+                    },
+                }
+            ],
+        }
+    }
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, body)
+
+
+def wait_and_run(
+    cluster: Cluster,
+    job_name: str,
+    namespace: str,
+    binary: Path,
+    log_dir: Path,
+    timeout: float = 300,
+) -> list[PodRun]:
+    """Run every pod of the Job as kwok starts it, until the Job controller finishes the Job."""
+    from pytest_desched.kube import WaitTimeout
+
+    runs: list[PodRun] = []
+    done: set[str] = set()
+    deadline = time.monotonic() + timeout
+    interval = 0.05
+    while True:
+        job = cluster.batch.read_namespaced_job(job_name, namespace)
+        conds = {c.type: c.status for c in job.status.conditions or []}
+        if conds.get("Complete") == "True" or conds.get("Failed") == "True":
+            return runs
+        pods = cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
+        ran = False
+        for p in pods:
+            if p.metadata.uid in done or (p.status.phase != "Running"):
+                continue
+            done.add(p.metadata.uid)
+            runs.append(run_pod(cluster, p, binary, log_dir, timeout=max(5.0, deadline - time.monotonic())))
+            ran = True
+        if time.monotonic() > deadline:
+            raise WaitTimeout(
+                f"Job {namespace}/{job_name} not finished after {timeout:.0f}s; "
+                f"conditions={conds}, pods={[(p.metadata.name, p.status.phase) for p in pods]}"
+            )
+        if not ran:
+            time.sleep(interval)  # API poll interval, bounded by the deadline above
+            interval = min(interval * 2, 0.5)

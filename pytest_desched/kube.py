@@ -1,0 +1,71 @@
+"""Small helpers over the official client: waiting on the API, never sleeping blindly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
+
+if TYPE_CHECKING:
+    from pytest_desched.providers.base import Cluster
+
+T = TypeVar("T")
+
+
+class WaitTimeout(AssertionError):
+    """A condition did not hold in time; the message carries the last observed state."""
+
+
+def wait_for(
+    what: str,
+    probe: Callable[[], T],
+    done: Callable[[T], bool],
+    timeout: float = 60,
+    describe: Callable[[T], str] = repr,
+    max_interval: float = 1.0,
+) -> T:
+    """Poll `probe` until `done(result)`; on timeout fail with what was seen last."""
+    last: list[Any] = [None]
+
+    def attempt() -> bool:
+        last[0] = probe()
+        return bool(done(last[0]))
+
+    try:
+        for a in Retrying(
+            stop=stop_after_delay(timeout),
+            wait=wait_exponential(multiplier=0.05, max=max_interval),
+            retry=retry_if_result(lambda ok: not ok),
+        ):
+            with a:
+                ok = attempt()
+            if not a.retry_state.outcome.failed:
+                a.retry_state.set_result(ok)
+    except RetryError:
+        raise WaitTimeout(
+            f"timed out after {timeout:.0f}s waiting for {what}; last seen: {describe(last[0])}"
+        ) from None
+    return last[0]
+
+
+def node_ready(node: Any) -> bool:
+    for c in node.status.conditions or []:
+        if c.type == "Ready":
+            return c.status == "True"
+    return False
+
+
+def wait_nodes_ready(cluster: Cluster, names: list[str], timeout: float = 60) -> None:
+    def probe() -> dict[str, bool]:
+        nodes = {n.metadata.name: n for n in cluster.core.list_node().items}
+        return {name: name in nodes and node_ready(nodes[name]) for name in names}
+
+    wait_for(f"nodes {names} Ready", probe, lambda s: all(s.values()), timeout)
+
+
+def pod_ready(pod: Any) -> bool:
+    for c in (pod.status.conditions or []) if pod.status else []:
+        if c.type == "Ready":
+            return c.status == "True"
+    return False

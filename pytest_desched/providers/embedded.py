@@ -1,0 +1,263 @@
+"""The default cluster: a real control plane run by `kwokctl --runtime binary`, kwok nodes.
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler are the real
+binaries built by the toolchain; only nodes (and so kubelets) are simulated by the
+kwok controller. Clusters live under `<cache>/clusters/`, each with an owner record,
+so a later run can reap the ones a killed run left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_desched.providers.base import Cluster, Provider, ProviderError, run
+from pytest_desched.resources import manifest_path
+from pytest_desched.toolchain import Reporter, Toolchain, _stderr
+
+CONTROL_PLANE_TOOLS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "kwok")
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+# Annotation on round pods: kwok leaves them Running and the plugin runs them (see kwok-stages.yaml).
+EXECUTOR_ANNOTATION = "desched.pytest.io/executor"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """Allocatable of one simulated worker: realistic, so requests and nodeFit mean something."""
+
+    cpu: str = "4"
+    memory: str = "16Gi"
+    pods: str = "110"
+
+
+def unique_name(prefix: str = "desched") -> str:
+    """Unique per run and per xdist worker, short enough for kwokctl."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    return f"{prefix}-{worker}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+
+
+def node_manifest(name: str, zone: str, spec: NodeSpec) -> dict:
+    res = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": zone,
+                "type": "kwok",
+            },
+        },
+        "status": {"allocatable": res, "capacity": res},
+    }
+
+
+def _proc_start(pid: int) -> str | None:
+    """Kernel start time of a pid: tells a live owner from a recycled pid."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(record: dict) -> bool:
+    pid = int(record.get("pid", 0))
+    return pid > 0 and _proc_start(pid) is not None and _proc_start(pid) == record.get("start")
+
+
+class EmbeddedProvider(Provider):
+    name = "embedded"
+
+    def __init__(
+        self,
+        toolchain: Toolchain,
+        root: Path | None = None,
+        name: str | None = None,
+        workers: int = 3,
+        node_spec: NodeSpec | None = None,
+        keep: bool = False,
+        report: Reporter = _stderr,
+        wait_timeout: float = 60,
+    ) -> None:
+        if workers < 2:
+            raise ProviderError("the descheduler skips clusters with fewer than 2 nodes; use workers >= 2")
+        self.toolchain = toolchain
+        self.root = root or toolchain.cache_dir / "clusters"
+        self.cluster_name = name or unique_name()
+        self.workers = workers
+        self.node_spec = node_spec or NodeSpec()
+        self.keep = keep
+        self.report = report
+        self.wait_timeout = wait_timeout
+        self.cluster: Cluster | None = None
+        self._created = False
+        self.timings: dict[str, float] = {}
+
+    # -- paths ----------------------------------------------------------
+    @property
+    def cluster_dir(self) -> Path:
+        return self.root / "clusters" / self.cluster_name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.cluster_dir / "kubeconfig.yaml"
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KWOK_WORKDIR"] = str(self.root)
+        env.pop("KUBECONFIG", None)
+        return env
+
+    def _kwokctl(self, *args: str, timeout: float = 120, check: bool = True):
+        return run(
+            [str(self.toolchain.path("kwokctl")), *args], env=self._env(), timeout=timeout, check=check
+        )
+
+    # -- lifecycle --------------------------------------------------------
+    def start(self) -> Cluster:
+        t0 = time.monotonic()
+        reap_stale(self.toolchain, self.root, self.report)
+        bins = self.toolchain.ensure([*CONTROL_PLANE_TOOLS, "kwokctl", "kubectl", "helm"])
+        self.timings["tools_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._created = True
+        owner = {"pid": os.getpid(), "start": _proc_start(os.getpid()), "created": time.time()}
+        owners = self.root / "owners"
+        owners.mkdir(exist_ok=True)
+        (owners / f"{self.cluster_name}.json").write_text(json.dumps(owner))
+        self._kwokctl(
+            "create",
+            "cluster",
+            "--name",
+            self.cluster_name,
+            "--runtime",
+            "binary",
+            "--kubeconfig",
+            "",
+            "-c",
+            str(manifest_path("kwok-stages.yaml")),
+            "--kube-apiserver-binary",
+            str(bins["kube-apiserver"]),
+            "--kube-controller-manager-binary",
+            str(bins["kube-controller-manager"]),
+            "--kube-scheduler-binary",
+            str(bins["kube-scheduler"]),
+            "--kwok-controller-binary",
+            str(bins["kwok"]),
+            "--etcd-binary",
+            str(bins["etcd"]),
+            "--wait",
+            f"{int(self.wait_timeout)}s",
+            timeout=self.wait_timeout + 60,
+        )
+        self.timings["control_plane_s"] = time.monotonic() - t1
+        names = [f"{self.cluster_name[-4:]}-worker-{i}" for i in range(1, self.workers + 1)]
+        cluster = Cluster(
+            name=self.cluster_name,
+            provider=self.name,
+            kubeconfig=self.kubeconfig,
+            toolchain=self.toolchain,
+            workers=names,
+            job_executor="embedded",
+            created=True,
+            info={"runtime": "kwokctl binary", "node_allocatable": self.node_spec.__dict__},
+            workdir=self.cluster_dir,
+        )
+        t2 = time.monotonic()
+        from pytest_desched.kube import wait_nodes_ready
+
+        for i, n in enumerate(names):
+            cluster.core.create_node(node_manifest(n, f"zone-{'abc'[i % 3]}", self.node_spec))
+        wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
+        self.timings["nodes_s"] = time.monotonic() - t2
+        self.timings["bring_up_s"] = time.monotonic() - t1
+        cluster.info["bring_up_s"] = round(self.timings["bring_up_s"], 2)
+        self.report(
+            f"embedded cluster {self.cluster_name} up in {self.timings['bring_up_s']:.1f}s: "
+            f"{self.workers} Ready kwok workers, server {cluster.server_version()}"
+        )
+        self.cluster = cluster
+        return cluster
+
+    def stop(self) -> None:
+        if not self._created:
+            return
+        if self.keep:
+            self.report(self.resume_hint())
+            return
+        delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
+        self._created = False
+
+    def resume_hint(self) -> str:
+        return (
+            f"kept embedded cluster {self.cluster_name}:\n"
+            f"  export KUBECONFIG={self.kubeconfig}; kubectl get nodes\n"
+            f"  delete: KWOK_WORKDIR={self.root} kwokctl delete cluster --name {self.cluster_name}"
+            f"  (kwokctl: {self.toolchain.path('kwokctl')})"
+        )
+
+
+def _cluster_pids(cluster_dir: Path) -> list[int]:
+    pids = []
+    for f in (cluster_dir / "pids").glob("*.pid"):
+        try:
+            pids.append(int(f.read_text().strip()))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter = _stderr) -> None:
+    """kwokctl delete, then make sure no component process survives and no files remain."""
+    cdir = root / "clusters" / name
+    pids = _cluster_pids(cdir)
+    env = dict(os.environ, KWOK_WORKDIR=str(root))
+    env.pop("KUBECONFIG", None)
+    proc = run(
+        [str(toolchain.path("kwokctl")), "delete", "cluster", "--name", name],
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    for pid in pids:  # kwokctl stops them; this is the belt to its braces
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    if cdir.exists():
+        shutil.rmtree(cdir, ignore_errors=True)
+    (root / "owners" / f"{name}.json").unlink(missing_ok=True)
+    if proc.returncode != 0:
+        report(f"kwokctl delete cluster {name}: exit {proc.returncode} (processes killed, dir removed)")
+
+
+def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = _stderr) -> list[str]:
+    """Delete clusters whose owning pytest process is gone (killed runs)."""
+    reaped: list[str] = []
+    owners = root / "owners"
+    if not owners.is_dir():
+        return reaped
+    for rec in owners.glob("*.json"):
+        try:
+            record = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            record = {}
+        if record.get("keep") or owner_alive(record):
+            continue
+        name = rec.stem
+        report(f"reaping embedded cluster {name} left by a killed run (pid {record.get('pid')})")
+        delete_cluster(toolchain, root, name, report)
+        reaped.append(name)
+    return reaped

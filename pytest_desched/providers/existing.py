@@ -1,0 +1,206 @@
+"""Someone else's cluster: used only through an explicit context, only on opted-in nodes.
+
+Experiments label, cordon and drain nodes, so nothing is implied: the context must be
+named, the nodes must carry `OPT_IN_LABEL=true`, and `stop` never deletes anything.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
+
+if TYPE_CHECKING:
+    from pytest_desched.toolchain import Toolchain
+
+ALLOW_OPTION = "--desched-allow-existing"
+CONTEXT_OPTION = "--desched-existing-context"
+KUBECONFIG_OPTION = "--desched-existing-kubeconfig"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+MIN_OPTED_IN = 2
+_MAX_LISTED = 20
+
+
+# -- nodes as dicts (kubectl -o json, sanitized API objects) or kubernetes.client.V1Node --
+def _field(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def node_name(node: Any) -> str:
+    return _field(_field(node, "metadata"), "name") or ""
+
+
+def node_labels(node: Any) -> dict[str, str]:
+    return dict(_field(_field(node, "metadata"), "labels") or {})
+
+
+def node_ready(node: Any) -> bool:
+    for cond in _field(_field(node, "status"), "conditions") or []:
+        if _field(cond, "type") == "Ready":
+            return _field(cond, "status") == "True"
+    return False
+
+
+def close_clients(cluster: Cluster) -> None:
+    """Drop the cached API clients (and their connection pools) without touching the cluster."""
+    api = cluster.__dict__.pop("api_client", None)
+    for attr in ("core", "apps", "batch", "policy", "rbac"):
+        cluster.__dict__.pop(attr, None)
+    if api is not None:
+        api.close()
+
+
+# -- guards (pure: unit-tested without a cluster) --------------------------------------
+def resolve_kubeconfig(kubeconfig: Path | None, environ: Mapping[str, str]) -> Path:
+    """The explicit kubeconfig, else the single file in $KUBECONFIG; never ~/.kube/config."""
+    if kubeconfig is not None:
+        path = Path(kubeconfig).expanduser()
+    else:
+        parts = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p.strip()]
+        if not parts:
+            raise ProviderError(
+                f"no kubeconfig for the existing cluster: pass {KUBECONFIG_OPTION}=PATH or set "
+                "KUBECONFIG (~/.kube/config is never used implicitly)"
+            )
+        if len(parts) > 1:
+            raise ProviderError(
+                f"KUBECONFIG lists {len(parts)} files; pass the one to use with "
+                f"{KUBECONFIG_OPTION}=PATH"
+            )
+        path = Path(parts[0]).expanduser()
+    if not path.is_file():
+        raise ProviderError(
+            f"kubeconfig {path} does not exist; pass an existing file with {KUBECONFIG_OPTION}=PATH"
+        )
+    return path
+
+
+def check_context(kubeconfig: Mapping[str, Any], context: str | None) -> dict[str, Any]:
+    """Return the named context's entry; refuse a missing name even if a current-context exists."""
+    entries = [c for c in kubeconfig.get("contexts") or [] if isinstance(c, Mapping)]
+    names = [str(c.get("name")) for c in entries]
+    known = ", ".join(names) or "none"
+    if not context:
+        current = kubeconfig.get("current-context")
+        hint = f"; current-context {current!r} is never used implicitly" if current else ""
+        raise ProviderError(
+            f"an existing cluster needs an explicit context: pass {CONTEXT_OPTION}=NAME "
+            f"(contexts in the kubeconfig: {known}{hint})"
+        )
+    for entry in entries:
+        if entry.get("name") == context:
+            return dict(entry)
+    raise ProviderError(
+        f"context {context!r} is not in the kubeconfig (contexts: {known}); "
+        f"pass one of them with {CONTEXT_OPTION}=NAME"
+    )
+
+
+def opted_in_nodes(nodes: Iterable[Any]) -> list[str]:
+    """Names of the nodes whose owner allowed experiments on them (label value exactly "true")."""
+    return sorted(node_name(n) for n in nodes if node_labels(n).get(OPT_IN_LABEL) == "true")
+
+
+def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN) -> list[str]:
+    """The opted-in node names, or a ProviderError listing every node and the label commands."""
+    chosen = opted_in_nodes(nodes)
+    if len(chosen) >= minimum:
+        return chosen
+    lines = [
+        f"only {len(chosen)} node(s) on context {context!r} carry {OPT_IN_LABEL}=true; "
+        f"experiments label, cordon and drain nodes, so at least {minimum} must opt in.",
+        "nodes:",
+    ]
+    for n in nodes[:_MAX_LISTED]:
+        labels = node_labels(n)
+        role = " (control-plane)" if CONTROL_PLANE_LABEL in labels else ""
+        lines.append(
+            f"  {node_name(n)}{role}: {OPT_IN_LABEL}={labels.get(OPT_IN_LABEL, '<unset>')}"
+        )
+    if len(nodes) > _MAX_LISTED:
+        lines.append(f"  ... and {len(nodes) - _MAX_LISTED} more")
+    if not nodes:
+        lines.append("  (none)")
+    candidates = [n for n in nodes if node_name(n) not in chosen]
+    workers = [n for n in candidates if CONTROL_PLANE_LABEL not in node_labels(n)]
+    suggest = (workers or candidates)[:_MAX_LISTED]
+    if suggest:
+        lines.append(f"fix: opt in at least {minimum - len(chosen)} more node(s), e.g.")
+        lines += [
+            f"  kubectl label node {node_name(n)} {OPT_IN_LABEL}=true --context {context}"
+            for n in suggest
+        ]
+    raise ProviderError("\n".join(lines))
+
+
+def _load_kubeconfig(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ProviderError(f"cannot read kubeconfig {path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProviderError(f"{path} is not a kubeconfig (expected a YAML mapping)")
+    return data
+
+
+class ExistingProvider(Provider):
+    """Hands out a `Cluster` for a named context of a kubeconfig; creates and deletes nothing."""
+
+    name = "existing"
+
+    def __init__(
+        self, kubeconfig: Path | None, context: str | None, toolchain: Toolchain, allow: bool
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.context = context
+        self.toolchain = toolchain
+        self.allow = allow
+        self.cluster: Cluster | None = None
+
+    def start(self) -> Cluster:
+        if not self.allow:
+            raise ProviderError(
+                "experiments on an existing cluster label and drain its nodes; pass "
+                f"{ALLOW_OPTION} together with {CONTEXT_OPTION}=NAME to allow it"
+            )
+        path = resolve_kubeconfig(self.kubeconfig, os.environ)
+        context = str(check_context(_load_kubeconfig(path), self.context)["name"])
+        cluster = Cluster(
+            name=context,
+            provider="existing",
+            kubeconfig=path,
+            toolchain=self.toolchain,
+            context=context,
+            job_executor="in-cluster",
+            created=False,
+        )
+        self.cluster = cluster
+        try:
+            nodes = list(cluster.core.list_node().items)
+        except Exception as exc:
+            raise ProviderError(
+                f"cannot list nodes with context {context!r} of {path}: {exc}"
+            ) from exc
+        cluster.workers = require_opted_in(nodes, context)
+        cluster.info.update(nodes_total=len(nodes), opted_in=list(cluster.workers))
+        return cluster
+
+    def stop(self) -> None:
+        """Close API clients only: the cluster and its nodes belong to someone else."""
+        if self.cluster is not None:
+            close_clients(self.cluster)
+
+    def resume_hint(self) -> str:
+        where = self.cluster.kubeconfig if self.cluster else (self.kubeconfig or "$KUBECONFIG")
+        return (
+            f"existing cluster, context {self.context!r} of {where}; nothing was created or "
+            f"deleted. Opted-in nodes: KUBECONFIG={where} kubectl --context {self.context} "
+            f"get nodes -l {OPT_IN_LABEL}=true"
+        )

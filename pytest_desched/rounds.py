@@ -1,0 +1,197 @@
+"""One descheduler round: a Job created from the suspended CronJob, run, and read back.
+
+Equivalent to `kubectl create job --from=cronjob/descheduler NAME`: the Job copies the
+CronJob's jobTemplate, is owned by the CronJob and annotated as a manual instantiation.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.logparse import parse_log
+from pytest_desched.providers.embedded import EXECUTOR_ANNOTATION
+from pytest_desched.results import RoundResult
+
+if TYPE_CHECKING:
+    from pytest_desched.chart import Release
+    from pytest_desched.executor import PodRun
+    from pytest_desched.providers.base import Cluster
+
+
+class RoundError(RuntimeError):
+    """A round could not be started or read; nothing about evictions is implied."""
+
+
+@dataclass
+class Round:
+    """The outcome of one Job: its identity, timing, exit status, logs and parsed decisions."""
+
+    name: str
+    namespace: str
+    job_uid: str
+    succeeded: bool
+    exit_code: int | None
+    logs: str
+    result: RoundResult
+    started: float  # time.monotonic()
+    ended: float
+    service_account: str
+    executor: str
+    pod_runs: list[PodRun] = field(default_factory=list)
+    log_path: Path | None = None
+    conditions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended - self.started
+
+
+def job_from_cronjob(
+    cronjob: Any,
+    name: str,
+    executor: str = "in-cluster",
+    service_account: str | None = None,
+) -> dict[str, Any]:
+    """The Job `kubectl create job --from=cronjob/...` would create, as a plain manifest.
+
+    `executor="embedded"` annotates the pod template so kwok leaves the pod to the plugin.
+    `service_account` swaps the identity (used to prove RBAC is what the API enforces).
+    """
+    from kubernetes import client
+
+    tmpl = client.ApiClient().sanitize_for_serialization(cronjob.spec.job_template)
+    tmpl = copy.deepcopy(tmpl)
+    meta = tmpl.get("metadata") or {}
+    annotations = dict(meta.get("annotations") or {})
+    annotations["cronjob.kubernetes.io/instantiate"] = "manual"
+    spec = tmpl["spec"]
+    pod_meta = spec["template"].setdefault("metadata", {})
+    if executor == "embedded":
+        pod_meta.setdefault("annotations", {})[EXECUTOR_ANNOTATION] = "embedded"
+    if service_account:
+        spec["template"]["spec"]["serviceAccountName"] = service_account
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": cronjob.metadata.namespace,
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "CronJob",
+                    "name": cronjob.metadata.name,
+                    "uid": cronjob.metadata.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def ensure_suspended(release: Release) -> Any:
+    cj = release.live_cronjob()
+    if cj.spec.suspend is not True:
+        raise RoundError(
+            f"CronJob {release.namespace}/{cj.metadata.name} is not suspended; refusing to run a "
+            f"round (the runbook allows evictions only through explicit Jobs). Suspend it: "
+            f"kubectl -n {release.namespace} patch cronjob {cj.metadata.name} -p "
+            "'{\"spec\":{\"suspend\":true}}'"
+        )
+    return cj
+
+
+def run_round(
+    cluster: Cluster,
+    release: Release,
+    name: str,
+    log_dir: Path,
+    timeout: float = 180,
+    service_account: str | None = None,
+) -> Round:
+    """Create the Job, have it run (in-cluster or by the embedded executor), parse its logs."""
+    cj = ensure_suspended(release)
+    manifest = job_from_cronjob(cj, name, cluster.job_executor, service_account)
+    started = time.monotonic()
+    job = cluster.batch.create_namespaced_job(release.namespace, manifest)
+    pod_runs: list[PodRun] = []
+    if cluster.job_executor == "embedded":
+        from pytest_desched.executor import wait_and_run
+
+        pod_runs = wait_and_run(
+            cluster, name, release.namespace, cluster.toolchain.path("descheduler"), log_dir, timeout
+        )
+        logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
+    else:
+        wait_job_finished(cluster, name, release.namespace, timeout)
+        logs = read_job_logs(cluster, name, release.namespace)
+    ended = time.monotonic()
+    job = cluster.batch.read_namespaced_job(name, release.namespace)
+    conds = {c.type: c.status for c in job.status.conditions or []}
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{name}.log"
+    log_path.write_text(logs)
+    exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, release.namespace)
+    return Round(
+        name=name,
+        namespace=release.namespace,
+        job_uid=job.metadata.uid,
+        succeeded=conds.get("Complete") == "True",
+        exit_code=exit_code,
+        logs=logs,
+        result=parse_log(logs),
+        started=started,
+        ended=ended,
+        service_account=manifest["spec"]["template"]["spec"].get("serviceAccountName", "default"),
+        executor=cluster.job_executor,
+        pod_runs=pod_runs,
+        log_path=log_path,
+        conditions=conds,
+    )
+
+
+def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:
+    def probe() -> dict[str, str]:
+        job = cluster.batch.read_namespaced_job(name, namespace)
+        return {c.type: c.status for c in job.status.conditions or []}
+
+    try:
+        wait_for(
+            f"Job {namespace}/{name} to finish",
+            probe,
+            lambda c: c.get("Complete") == "True" or c.get("Failed") == "True",
+            timeout,
+        )
+    except WaitTimeout as exc:
+        raise WaitTimeout(f"{exc}; logs so far:\n{read_job_logs(cluster, name, namespace)[-2000:]}") from None
+
+
+def _job_pods(cluster: Cluster, name: str, namespace: str) -> list[Any]:
+    return cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
+
+
+def read_job_logs(cluster: Cluster, name: str, namespace: str) -> str:
+    out = []
+    for p in _job_pods(cluster, name, namespace):
+        try:
+            out.append(cluster.core.read_namespaced_pod_log(p.metadata.name, namespace))
+        except Exception as exc:  # logs of a pod that never started
+            out.append(f'{{"msg":"pytest-desched: no logs for pod {p.metadata.name}: {exc}"}}\n')
+    return "".join(out)
+
+
+def _exit_code(cluster: Cluster, name: str, namespace: str) -> int | None:
+    for p in _job_pods(cluster, name, namespace):
+        for cs in p.status.container_statuses or []:
+            if cs.state and cs.state.terminated:
+                return cs.state.terminated.exit_code
+    return None
