@@ -301,7 +301,7 @@ class Lab:
                         self.cluster.core.list_namespaced_pod,
                         self.namespace,
                         label_selector=f"app={self.app}",
-                        timeout_seconds=5,
+                        timeout_seconds=1,
                     ):
                         p = ev["object"]
                         info = PodInfo.of(p)
@@ -320,7 +320,7 @@ class Lab:
                     for ev in w.stream(
                         self.cluster.policy.list_namespaced_pod_disruption_budget,
                         self.namespace,
-                        timeout_seconds=5,
+                        timeout_seconds=1,
                     ):
                         s = ev["object"].status
                         if s is not None and s.disruptions_allowed is not None:
@@ -341,7 +341,7 @@ class Lab:
             for w in watches:
                 w.stop()
             for t in threads:
-                t.join(timeout=6)
+                t.join(timeout=2)
 
     # -- teardown ----------------------------------------------------------
     def restore_labels(self) -> list[str]:
