@@ -299,9 +299,14 @@ class Release:
         self.history.append({"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)})
         return checks
 
-    def apply_policy(self, policy: Policy, dry_run: bool = False) -> dict[str, Any]:
-        """Write the policy, re-render (suspend kept), diff, upgrade, verify the live digest."""
-        policy.validate()
+    def apply_policy(self, policy: Policy | None, dry_run: bool = False) -> dict[str, Any]:
+        """Write the policy, re-render (suspend kept), diff, upgrade, verify the live digest.
+
+        `policy=None` goes back to the chart's default policy (used for dry-run rounds).
+        Everything that can fail (validation, render checks) fails before `helm upgrade`.
+        """
+        if policy is not None:
+            policy.validate()
         rendered, docs = self.render(dry_run=dry_run, policy=policy)
         checks = check_render(docs, dry_run=dry_run, image=self.versions.descheduler_image, policy=policy)
         diff = self.diff(rendered)
@@ -309,12 +314,19 @@ class Release:
         self.cluster.helm("upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait")
         self.dry_run, self.policy = dry_run, policy
         live = self.verify_live(dry_run=dry_run, policy=policy)
-        step = {"step": "apply-policy", "dry_run": dry_run, "checks": checks, "diff_lines": len(diff.splitlines()), **live}
+        step = {"step": "apply-policy", "dry_run": dry_run, "checks": checks, "diff_lines": len(diff.splitlines()), "diff": diff, **live}
         (self.workdir / f"diff-{len(self.history)}.txt").write_text(diff)
         self.history.append(step)
         return step
 
     # -- live state -----------------------------------------------------------
+    def revision(self) -> int:
+        """The helm revision: unchanged proves a refused step changed nothing."""
+        import json as _json
+
+        out = self.cluster.helm("status", self.name, "-n", self.namespace, "-o", "json").stdout
+        return int(_json.loads(out)["version"])
+
     def live_cronjob(self) -> Any:
         return self.cluster.batch.read_namespaced_cron_job(self.cronjob_name, self.namespace)
 

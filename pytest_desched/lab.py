@@ -359,7 +359,18 @@ class Lab:
     def delete_namespace(self, timeout: float = 60) -> None:
         if not self.created_namespace:
             return
+        # Remove the workload first, pods without grace: the namespace controller otherwise
+        # waits out the pods' 30 s grace period before it finalizes the namespace.
         try:
+            self.cluster.apps.delete_collection_namespaced_deployment(self.namespace)
+            self.cluster.core.delete_collection_namespaced_pod(self.namespace, grace_period_seconds=0)
+            wait_for(
+                f"pods in {self.namespace} gone",
+                lambda: self.cluster.core.list_namespaced_pod(self.namespace).items,
+                lambda items: not items,
+                timeout,
+                describe=lambda items: str([p.metadata.name for p in items]),
+            )
             self.cluster.core.delete_namespace(self.namespace)
         except ApiException as exc:
             if exc.status != 404:

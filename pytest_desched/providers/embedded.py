@@ -158,6 +158,8 @@ class EmbeddedProvider(Provider):
             str(bins["kwok"]),
             "--etcd-binary",
             str(bins["etcd"]),
+            # kube-controller-manager at its default 20 QPS needs ~5 s to empty a namespace
+            "--disable-qps-limits",
             "--wait",
             f"{int(self.wait_timeout)}s",
             timeout=self.wait_timeout + 60,
