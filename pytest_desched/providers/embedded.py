@@ -70,6 +70,25 @@ def _proc_start(pid: int) -> str | None:
         return None
 
 
+def become_subreaper() -> bool:
+    """Adopt kwokctl's daemonized components, so their exit is reaped here, not left as zombies."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def _reap(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+
+
 def owner_alive(record: dict) -> bool:
     pid = int(record.get("pid", 0))
     return pid > 0 and _proc_start(pid) is not None and _proc_start(pid) == record.get("start")
@@ -130,6 +149,7 @@ class EmbeddedProvider(Provider):
         bins = self.toolchain.ensure([*CONTROL_PLANE_TOOLS, "kwokctl", "kubectl", "helm"])
         self.timings["tools_s"] = time.monotonic() - t0
         t1 = time.monotonic()
+        become_subreaper()
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         self.root.mkdir(parents=True, exist_ok=True)
         self._created = True
@@ -197,6 +217,9 @@ class EmbeddedProvider(Provider):
         if not self._created:
             return
         if self.keep:
+            owner = self.root / "owners" / f"{self.cluster_name}.json"
+            if owner.is_file():  # a kept cluster is not reaped by later runs
+                owner.write_text(json.dumps({**json.loads(owner.read_text()), "keep": True}))
             self.report(self.resume_hint())
             return
         delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
@@ -235,9 +258,16 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
     )
     for pid in pids:  # kwokctl stops them; this is the belt to its braces
         try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if str(cdir).encode() not in cmdline:
+            continue  # a recycled pid, not one of this cluster's components
+        try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    _reap(pids)
     if cdir.exists():
         shutil.rmtree(cdir, ignore_errors=True)
     (root / "owners" / f"{name}.json").unlink(missing_ok=True)

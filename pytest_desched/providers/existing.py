@@ -7,6 +7,8 @@ named, the nodes must carry `OPT_IN_LABEL=true`, and `stop` never deletes anythi
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -190,12 +192,18 @@ class ExistingProvider(Provider):
             ) from exc
         cluster.workers = require_opted_in(nodes, context)
         cluster.info.update(nodes_total=len(nodes), opted_in=list(cluster.workers))
+        if cluster.workers and all(_is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers):
+            # A kwok cluster (e.g. another run's embedded one): nothing runs Job pods there.
+            cluster.job_executor = "embedded"
+        cluster.workdir = Path(tempfile.mkdtemp(prefix="desched-existing-"))
         return cluster
 
     def stop(self) -> None:
         """Close API clients only: the cluster and its nodes belong to someone else."""
         if self.cluster is not None:
             close_clients(self.cluster)
+            if self.cluster.workdir is not None:
+                shutil.rmtree(self.cluster.workdir, ignore_errors=True)
 
     def resume_hint(self) -> str:
         where = self.cluster.kubeconfig if self.cluster else (self.kubeconfig or "$KUBECONFIG")
@@ -204,3 +212,9 @@ class ExistingProvider(Provider):
             f"deleted. Opted-in nodes: KUBECONFIG={where} kubectl --context {self.context} "
             f"get nodes -l {OPT_IN_LABEL}=true"
         )
+
+
+def _is_kwok_node(node: Any) -> bool:
+    meta = node.get("metadata", {}) if isinstance(node, dict) else node.metadata
+    ann = (meta.get("annotations") if isinstance(meta, dict) else meta.annotations) or {}
+    return ann.get("kwok.x-k8s.io/node") == "fake"

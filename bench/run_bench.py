@@ -1,0 +1,502 @@
+#!/usr/bin/env python3
+"""Time the descheduler runbook experiments on the embedded cluster, on warm tools.
+
+Per run (default 3): bring-up of a fresh embedded cluster (provider start until 3 Ready
+kwok workers), chart first install (obtain_chart + install_first), every experiment
+(positive, nodefit, pdb and minpodage with the pdb-lister-workaround policy, then the three
+runbook-policy variants, which must raise KnownUpstreamBug), and teardown (cleanup_release +
+provider stop). "suite" is the wall time from provider start to the end of the three
+workaround experiments (positive, nodefit, pdb) plus teardown. Then `pytest -m
+descheduler_e2e` runs as a subprocess (default once) so its figure includes pytest itself.
+
+    python bench/run_bench.py [--runs 3] [--pytest-runs 1] [--out bench/results.json]
+
+Writes JSON (--out) and a Markdown table (--md); progress goes to stderr. Exit status 0
+only when every phase behaved as expected; 130 on Ctrl-C (everything is torn down first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the checkout's package, also when it is not installed
+
+WORKAROUND = "pdb-lister-workaround"
+# (experiment, variant, expected outcome, part of the "suite" figure); order matters: the
+# release's policy is upgraded only when it changes, so the first experiment of each policy
+# (positive[workaround], minpodage, positive[runbook]) also carries a `helm upgrade`.
+PLAN: list[tuple[str, str, str, bool]] = [
+    ("positive", WORKAROUND, "pass", True),
+    ("nodefit", WORKAROUND, "pass", True),
+    ("pdb", WORKAROUND, "pass", True),
+    ("minpodage", WORKAROUND, "pass", False),
+    ("positive", "runbook", "known-upstream-bug", False),
+    ("nodefit", "runbook", "known-upstream-bug", False),
+    ("pdb", "runbook", "known-upstream-bug", False),
+]
+PYTEST_ARGS = ["-m", "descheduler_e2e", "-q", "-p", "no:cacheprovider"]
+SUMMARY_RE = re.compile(
+    r"\d+ (passed|failed|errors?|xfailed|xpassed|skipped|deselected)|no tests ran"
+)
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# --- machine facts --------------------------------------------------------------
+def _proc_field(path: str, key: str) -> str | None:
+    try:
+        for line in Path(path).read_text().splitlines():
+            k, _, v = line.partition(":")
+            if k.strip() == key:
+                return v.strip()
+    except OSError:
+        pass
+    return None
+
+
+def _cmd_out(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (out.stdout or out.stderr).strip() or None
+
+
+def foreign_apiservers() -> int:
+    """kube-apiserver processes running now; called while we run none (others skew timings)."""
+    n = 0
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        n += bool(argv) and argv[0].endswith(b"kube-apiserver")
+    return n
+
+
+def machine_facts() -> dict[str, Any]:
+    from pytest_desched.versions import load_versions
+
+    mem_kb = _proc_field("/proc/meminfo", "MemTotal")
+    avail_kb = _proc_field("/proc/meminfo", "MemAvailable")
+    return {
+        "nproc": len(os.sched_getaffinity(0)),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
+        "mem_total_gib": round(int(mem_kb.split()[0]) / 2**20, 1) if mem_kb else None,
+        "mem_available_gib_at_start": round(int(avail_kb.split()[0]) / 2**20, 1)
+        if avail_kb
+        else None,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "go": _cmd_out(["go", "version"]),
+        "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
+        "pinned": load_versions().summary(),
+    }
+
+
+# --- one run ----------------------------------------------------------------------
+def _timed(phases: dict[str, float], key: str, fn: Callable[[], Any]) -> Any:
+    t0 = time.monotonic()
+    try:
+        return fn()
+    finally:
+        phases[key] = round(time.monotonic() - t0, 3)
+
+
+def run_experiment(
+    ctx_factory: Callable[..., Any], release: Any, name: str, variant: str, expect: str
+) -> dict[str, Any]:
+    from pytest_desched.experiments import EXPERIMENTS, KnownUpstreamBug
+
+    ctx = ctx_factory(variant, keep_min_pod_age=(name == "minpodage"))
+    history_before = len(release.history)
+    rec: dict[str, Any] = {"name": name, "variant": variant, "expected": expect}
+    t0 = time.monotonic()
+    try:
+        res = EXPERIMENTS[name](ctx, variant=variant)
+    except KnownUpstreamBug as exc:
+        rec["outcome"] = "known-upstream-bug"
+        rec["detail"] = str(exc).splitlines()[0][:300]
+    except Exception as exc:
+        rec["outcome"] = "failed"
+        rec["detail"] = f"{type(exc).__name__}: {str(exc)[:1500]}"
+    else:
+        rec["outcome"] = "pass"
+        rec.update(
+            evictions=res.evictions,
+            blocking_layer=res.blocking_layer,
+            ready_latency_s=res.ready_latency_s,
+            rounds_s=[round(r.duration_s, 3) for r in res.rounds],
+        )
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    rec["policy_upgrade"] = len(release.history) > history_before
+    rec["ok"] = rec["outcome"] == expect
+    return rec
+
+
+def one_run(i: int, toolchain: Any, workdir: Path) -> dict[str, Any]:
+    """Fresh cluster, install, every experiment, teardown; always tears down (Ctrl-C too)."""
+    from pytest_desched.chart import Release, obtain_chart
+    from pytest_desched.experiments import ExperimentContext, lab_policy
+    from pytest_desched.providers.embedded import EmbeddedProvider
+    from pytest_desched.safety import cleanup_release
+
+    rdir = workdir / f"run{i}"
+    (rdir / "release").mkdir(parents=True, exist_ok=True)
+    phases: dict[str, float] = {}
+    run: dict[str, Any] = {"run": i, "phases": phases, "experiments": [], "errors": []}
+    provider = EmbeddedProvider(toolchain, workers=3)
+    release = None
+    run["foreign_apiservers_at_start"] = foreign_apiservers()
+    t_start = time.monotonic()
+    try:
+        cluster = _timed(phases, "bring_up", provider.start)
+        for k in ("tools", "control_plane", "nodes"):
+            phases[f"bring_up.{k}"] = round(provider.timings[f"{k}_s"], 3)
+        phases["bring_up.timings"] = round(provider.timings["bring_up_s"], 3)
+        log(f"run {i}: cluster up in {phases['bring_up']:.1f}s; installing the chart")
+
+        def install() -> Any:
+            chart = _timed(
+                phases, "install.obtain_chart", lambda: obtain_chart(toolchain, toolchain.versions)
+            )
+            rel = Release(cluster, chart, toolchain.versions, rdir / "release")
+            nonlocal release
+            release = rel
+            _timed(phases, "install.install_first", rel.install_first)
+            return rel
+
+        _timed(phases, "install", install)
+        log(f"run {i}: chart installed in {phases['install']:.1f}s")
+        w = cluster.workers
+
+        def ctx_factory(variant: str, keep_min_pod_age: bool) -> Any:
+            return ExperimentContext(
+                cluster,
+                release,
+                lab_policy(variant, keep_min_pod_age=keep_min_pod_age),
+                w[0],
+                w[1],
+                log_dir=rdir / "logs",
+            )
+
+        suite_ok = True
+        for name, variant, expect, in_suite in PLAN:
+            key = f"{name}[{variant}]"
+            log(f"run {i}: {key} ...")
+            rec = run_experiment(ctx_factory, release, name, variant, expect)
+            run["experiments"].append(rec)
+            phases[f"exp.{key}"] = rec["wall_s"]
+            mark = "ok" if rec["ok"] else "UNEXPECTED"
+            log(f"run {i}: {key} {rec['outcome']} in {rec['wall_s']:.1f}s ({mark})")
+            if not rec["ok"]:
+                run["errors"].append(
+                    f"{key}: expected {expect}, got {rec['outcome']}: {rec.get('detail', '')}"
+                )
+            if in_suite:
+                suite_ok = suite_ok and rec["ok"]
+                if name == "pdb":
+                    phases["suite.until_teardown"] = round(time.monotonic() - t_start, 3)
+        run["suite_ok"] = suite_ok
+    except Exception as exc:
+        run["errors"].append(f"{type(exc).__name__}: {str(exc)[:1500]}")
+        first = (str(exc).splitlines() or [""])[0][:300]
+        log(f"run {i}: ERROR {type(exc).__name__}: {first}")
+        run["suite_ok"] = False
+    finally:
+        log(f"run {i}: tearing down (cleanup_release, provider stop)")
+        t_td = time.monotonic()
+        try:
+            if release is not None and release.installed:
+                report = _timed(
+                    phases, "teardown.cleanup_release", lambda: cleanup_release(cluster, release)
+                )
+                run["leftovers"] = report.get("leftovers")
+                if report.get("leftovers"):
+                    run["errors"].append(f"release leftovers: {report['leftovers']}")
+        except Exception as exc:
+            run["errors"].append(f"cleanup_release: {type(exc).__name__}: {str(exc)[:500]}")
+        finally:
+            _timed(phases, "teardown.provider_stop", provider.stop)
+            phases["teardown"] = round(time.monotonic() - t_td, 3)
+    run["cluster_dir_removed"] = not provider.cluster_dir.exists()
+    if not run["cluster_dir_removed"]:
+        run["errors"].append(f"cluster dir left behind: {provider.cluster_dir}")
+    if run.get("suite_ok") and "suite.until_teardown" in phases:
+        phases["suite"] = round(phases["suite.until_teardown"] + phases["teardown"], 3)
+    run["foreign_apiservers_at_end"] = foreign_apiservers()
+    return run
+
+
+# --- pytest as a subprocess -----------------------------------------------------------
+def run_pytest(i: int) -> dict[str, Any]:
+    env = dict(os.environ, DESCHED_PROVIDER="embedded")
+    cmd = [sys.executable, "-m", "pytest", *PYTEST_ARGS]
+    shown = "DESCHED_PROVIDER=embedded " + shlex.join(cmd)
+    log(f"pytest run {i}: {shown}")
+    lines: list[str] = []
+    t0 = time.monotonic()
+    # Own session: a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
+    # so pytest's fixtures tear its cluster down undisturbed.
+    proc = subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            print(f"  | {line}", end="", file=sys.stderr, flush=True)
+        rc = proc.wait()
+    except BaseException:
+        if proc.poll() is None:
+            log("interrupted: forwarding SIGINT to pytest and waiting for its teardown")
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=300)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        raise
+    wall = round(time.monotonic() - t0, 3)
+    summary = next((ln.strip(" =") for ln in reversed(lines) if SUMMARY_RE.search(ln)), None)
+    log(f"pytest run {i}: exit {rc} in {wall:.1f}s: {summary}")
+    return {
+        "command": shown,
+        "wall_s": wall,
+        "exit_code": rc,
+        "summary_line": summary,
+        "ok": rc == 0,
+    }
+
+
+# --- report ----------------------------------------------------------------------------
+def stats(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"n": 0}
+    return {
+        "n": len(values),
+        "min": round(min(values), 2),
+        "median": round(statistics.median(values), 2),
+        "max": round(max(values), 2),
+    }
+
+
+def phase_order(runs: list[dict[str, Any]]) -> list[str]:
+    keys: list[str] = []
+    for r in runs:
+        for k in r["phases"]:
+            if k not in keys:
+                keys.append(k)
+    first = [
+        "bring_up",
+        "bring_up.timings",
+        "bring_up.tools",
+        "bring_up.control_plane",
+        "bring_up.nodes",
+    ]
+    first += ["install", "install.obtain_chart", "install.install_first"]
+    last = [
+        "teardown",
+        "teardown.cleanup_release",
+        "teardown.provider_stop",
+        "suite.until_teardown",
+        "suite",
+    ]
+    middle = [k for k in keys if k not in first + last]
+    return [k for k in first if k in keys] + middle + [k for k in last if k in keys]
+
+
+LABELS = {
+    "bring_up": "bring-up: provider start → 3 Ready workers (wall)",
+    "bring_up.tools": "  tool resolution (warm)",
+    "bring_up.control_plane": "  kwokctl create --wait (control plane)",
+    "bring_up.nodes": "  3 kwok nodes created → Ready",
+    "bring_up.timings": "  provider.timings['bring_up_s'] (control plane + nodes)",
+    "install": "chart first install (obtain_chart + install_first)",
+    "install.obtain_chart": "  obtain_chart (cached .tgz)",
+    "install.install_first": "  Release.install_first",
+    "teardown": "teardown (cleanup_release + provider stop)",
+    "teardown.cleanup_release": "  cleanup_release",
+    "teardown.provider_stop": "  provider stop",
+    "suite.until_teardown": "  suite up to the end of pdb",
+    "suite": "**suite: bring-up + install + 3 workaround experiments + teardown**",
+}
+
+
+def label(key: str, upgrades: dict[str, bool]) -> str:
+    if key.startswith("exp."):
+        name = key[4:]
+        expect = next(e for n, v, e, _ in PLAN if f"{n}[{v}]" == name)
+        note = " (expected KnownUpstreamBug)" if expect != "pass" else ""
+        note += " (+ helm upgrade of the policy)" if upgrades.get(name) else ""
+        return f"experiment {name}{note}"
+    return LABELS.get(key, key)
+
+
+def write_markdown(path: Path, data: dict[str, Any]) -> None:
+    m, runs = data["machine"], data["runs"]
+    upgrades = {
+        f"{e['name']}[{e['variant']}]": e["policy_upgrade"] for r in runs for e in r["experiments"]
+    }
+    out = [
+        "# pytest-desched benchmark results",
+        "",
+        f"- date: {data['date']}",
+        f"- command: `{data['command']}`",
+        f"- runs: {len(runs)}, each on a fresh embedded cluster; "
+        f"pytest runs: {len(data['pytest'])}",
+        f"- machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['mem_total_gib']} GiB RAM, "
+        f"Linux {m['kernel']}, load {m['load_avg_at_start']} at start",
+        f"- python {m['python']}, {m['go']}",
+        "- pinned: " + ", ".join(f"{k} {v}" for k, v in m["pinned"].items()),
+        f"- tools (warm-up {data['toolchain']['warmup_s']} s): "
+        + ", ".join(sorted({f"{s}" for s in data["toolchain"]["sources"].values()})),
+    ]
+    foreign = max((r.get("foreign_apiservers_at_start", 0) for r in runs), default=0)
+    if foreign:
+        out.append(f"- **note:** {foreign} other kube-apiserver(s) were running during the bench")
+    out += ["", "| phase | n | min (s) | median (s) | max (s) |", "|---|---:|---:|---:|---:|"]
+    for key, s in data["summary"].items():
+        if s["n"] and key != "pytest":
+            out.append(
+                f"| {label(key, upgrades)} | {s['n']} | {s['min']} | {s['median']} | {s['max']} |"
+            )
+    if data["pytest"]:
+        s = stats([p["wall_s"] for p in data["pytest"]])
+        row = f"{s['n']} | {s['min']} | {s['median']} | {s['max']}"
+        out.append(f"| `pytest -m descheduler_e2e` (subprocess, wall) | {row} |")
+        out += ["", "pytest runs:", ""]
+        out += [
+            f"- exit {p['exit_code']}: `{p['summary_line']}` ({p['wall_s']} s)"
+            for p in data["pytest"]
+        ]
+    out += ["", "Experiment outcomes (every run):", ""]
+    for n, v, e, _ in PLAN:
+        key = f"{n}[{v}]"
+        recs = [x for r in runs for x in r["experiments"] if f"{x['name']}[{x['variant']}]" == key]
+        outs = ", ".join(sorted({x["outcome"] for x in recs})) or "not run"
+        out.append(f"- {key}: {outs} (expected {e})")
+    if data["failures"]:
+        out += ["", "Failures:", ""] + [f"- {f}" for f in data["failures"]]
+    path.write_text("\n".join(out) + "\n")
+
+
+# --- main ---------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--runs", type=int, default=3, help="library runs, each on a fresh cluster (default 3)"
+    )
+    ap.add_argument(
+        "--pytest-runs", type=int, default=1, help="`pytest -m descheduler_e2e` runs (0 skips)"
+    )
+    ap.add_argument("--out", type=Path, default=REPO / "bench" / "results.json", help="JSON output")
+    ap.add_argument(
+        "--md", type=Path, default=REPO / "bench" / "RESULTS.md", help="Markdown output"
+    )
+    ap.add_argument(
+        "--workdir", type=Path, default=None, help="keep round logs here (default: temp, removed)"
+    )
+    args = ap.parse_args(argv)
+    if args.runs < 0 or args.pytest_runs < 0:
+        ap.error("--runs and --pytest-runs must be >= 0")
+    signal.signal(signal.SIGTERM, _sigterm)  # SIGTERM unwinds like Ctrl-C: everything torn down
+
+    from pytest_desched.toolchain import TOOL_GROUP, Toolchain
+
+    data: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": shlex.join(sys.orig_argv),
+        "cwd": os.getcwd(),
+        "machine": machine_facts(),
+    }
+    log(f"{data['machine']['nproc']} CPUs, {data['machine']['mem_total_gib']} GiB; warming tools")
+    toolchain = Toolchain()
+    t0 = time.monotonic()
+    toolchain.ensure([t for t in TOOL_GROUP if t != "kind"])
+    data["toolchain"] = {
+        "warmup_s": round(time.monotonic() - t0, 2),
+        "sources": dict(toolchain.sources),
+    }
+    if "built" in toolchain.sources.values():
+        log("note: some tools were built just now; the runs below use them warm")
+    if n := foreign_apiservers():
+        log(f"warning: {n} other kube-apiserver process(es) running; timings will be skewed")
+
+    tmp = None
+    if args.workdir is None:
+        tmp = tempfile.TemporaryDirectory(prefix="desched-bench-")
+        workdir = Path(tmp.name)
+    else:
+        workdir = args.workdir.resolve()
+        workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs = []
+        for i in range(1, args.runs + 1):
+            log(f"=== run {i}/{args.runs}")
+            runs.append(one_run(i, toolchain, workdir))
+        pytest_runs = [run_pytest(i) for i in range(1, args.pytest_runs + 1)]
+    except KeyboardInterrupt:
+        log("interrupted; everything started has been torn down; no results written")
+        return 130
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+    data["runs"] = runs
+    data["pytest"] = pytest_runs
+    data["summary"] = {
+        k: stats([r["phases"][k] for r in runs if k in r["phases"]]) for k in phase_order(runs)
+    }
+    if pytest_runs:
+        data["summary"]["pytest"] = stats([p["wall_s"] for p in pytest_runs])
+    data["failures"] = [f"run {r['run']}: {e}" for r in runs for e in r["errors"]]
+    data["failures"] += [
+        f"pytest run {i}: exit {p['exit_code']} ({p['summary_line']})"
+        for i, p in enumerate(pytest_runs, 1)
+        if not p["ok"]
+    ]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2) + "\n")
+    args.md.parent.mkdir(parents=True, exist_ok=True)
+    write_markdown(args.md, data)
+    log(f"wrote {args.out} and {args.md}")
+    print(args.md.read_text(), file=sys.stderr)
+    for f in data["failures"]:
+        log(f"FAILURE {f}")
+    return 1 if data["failures"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

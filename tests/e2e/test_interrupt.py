@@ -1,0 +1,94 @@
+"""Ctrl-C in the middle of a round leaves no process, cluster, namespace or label behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_desched.kube import wait_for
+
+pytestmark = pytest.mark.descheduler_e2e
+
+INNER = '''
+import pytest
+
+@pytest.mark.descheduler_e2e
+def test_inner(desched_experiment):
+    desched_experiment("positive", variant="pdb-lister-workaround")
+'''
+
+
+def _live_cmdlines() -> dict[int, str]:
+    out = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if (d / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                continue  # exited; only the parent's bookkeeping remains
+            out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue
+    return out
+
+
+def _inner_api(kubeconfig: Path):
+    from kubernetes import client, config
+
+    return client.BatchV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig):
+    (tmp_path / "test_inner.py").write_text(INNER)
+    cache = desched_toolchain.cache_dir
+    env = dict(os.environ, DESCHED_CACHE_DIR=str(cache), DESCHED_KEEP="never")
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "test_inner.py", "-p", "no:cacheprovider", "-q",
+         "--basetemp", str(tmp_path / "bt")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )
+    try:
+        owners = cache / "clusters" / "owners"
+
+        def mine() -> list[str]:
+            found = []
+            for f in owners.glob("*.json"):
+                try:
+                    if json.loads(f.read_text()).get("pid") == proc.pid:
+                        found.append(f.stem)
+                except (OSError, ValueError):
+                    pass
+            return found
+
+        name = wait_for("the inner run's cluster", mine, bool, timeout=120)[0]
+        cdir = cache / "clusters" / "clusters" / name
+        batch = wait_for("inner kubeconfig", lambda: (cdir / "kubeconfig.yaml").is_file(), bool, 60) and _inner_api(cdir / "kubeconfig.yaml")
+        def round_jobs() -> list[str]:
+            try:
+                jobs = batch.list_namespaced_job("kube-system", _request_timeout=5).items
+            except Exception:  # the inner API server may not answer yet
+                return []
+            return [j.metadata.name for j in jobs if j.metadata.name.startswith("descheduler-positive")]
+
+        job = wait_for("a round Job in the inner cluster", round_jobs, bool, timeout=120)[0]
+        os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C (or CI's cancel) does
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0, out
+    assert "KeyboardInterrupt" in out or "Interrupted" in out or "signal" in out, out[-3000:]
+    assert not cdir.exists(), f"cluster dir {cdir} left behind"
+    assert not (owners / f"{name}.json").exists()
+    left = {pid: c for pid, c in _live_cmdlines().items() if name in c or "desched-pod-" in c}
+    assert not left, f"processes left after interrupting round {job}: {left}"
