@@ -30,7 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -128,13 +129,57 @@ def _timed(phases: dict[str, float], key: str, fn: Callable[[], Any]) -> Any:
         phases[key] = round(time.monotonic() - t0, 3)
 
 
+@contextmanager
+def _acc(timings: dict[str, float], key: str) -> Iterator[None]:
+    t0 = time.monotonic()
+    try:
+        yield
+    finally:
+        timings[key] = round(timings.get(key, 0.0) + time.monotonic() - t0, 3)
+
+
+def instrument(ctx: Any, release: Any, timings: dict[str, float]) -> None:
+    """Time the policy upgrade, the round(s) and the lab teardown of one experiment.
+
+    Wraps methods of these instances only (the context's lab factory, the lab's `record`
+    block, which spans each round, and `teardown`, the release's `apply_policy`).
+    """
+    make_lab = ctx.lab
+
+    def lab() -> Any:
+        lab = make_lab()
+        record, teardown = lab.record, lab.teardown
+
+        @contextmanager
+        def timed_record(*a: Any, **kw: Any) -> Iterator[Any]:
+            with _acc(timings, "round_s"), record(*a, **kw) as rec:
+                yield rec
+
+        def timed_teardown() -> None:
+            with _acc(timings, "lab_teardown_s"):
+                teardown()
+
+        lab.record, lab.teardown = timed_record, timed_teardown
+        return lab
+
+    apply_policy = type(release).apply_policy
+
+    def timed_apply(policy: Any, dry_run: bool = False) -> Any:
+        with _acc(timings, "policy_upgrade_s"):
+            return apply_policy(release, policy, dry_run=dry_run)
+
+    ctx.lab = lab
+    release.apply_policy = timed_apply
+
+
 def run_experiment(
     ctx_factory: Callable[..., Any], release: Any, name: str, variant: str, expect: str
 ) -> dict[str, Any]:
     from pytest_desched.experiments import EXPERIMENTS, KnownUpstreamBug
 
     ctx = ctx_factory(variant, keep_min_pod_age=(name == "minpodage"))
-    history_before = len(release.history)
+    timings: dict[str, float] = {}
+    instrument(ctx, release, timings)
     rec: dict[str, Any] = {"name": name, "variant": variant, "expected": expect}
     t0 = time.monotonic()
     try:
@@ -151,10 +196,16 @@ def run_experiment(
             evictions=res.evictions,
             blocking_layer=res.blocking_layer,
             ready_latency_s=res.ready_latency_s,
-            rounds_s=[round(r.duration_s, 3) for r in res.rounds],
+            job_s=[round(r.duration_s, 3) for r in res.rounds],
         )
+    finally:
+        del release.apply_policy  # back to the class's method
     rec["wall_s"] = round(time.monotonic() - t0, 3)
-    rec["policy_upgrade"] = len(release.history) > history_before
+    rec["policy_upgrade"] = "policy_upgrade_s" in timings
+    rec["breakdown_s"] = {
+        **timings,
+        "arrange_assess_s": round(rec["wall_s"] - sum(timings.values()), 3),
+    }
     rec["ok"] = rec["outcome"] == expect
     return rec
 
@@ -223,6 +274,11 @@ def one_run(i: int, toolchain: Any, workdir: Path) -> dict[str, Any]:
                 if name == "pdb":
                     phases["suite.until_teardown"] = round(time.monotonic() - t_start, 3)
         run["suite_ok"] = suite_ok
+        exps = run["experiments"]
+        phases["experiments"] = round(sum(e["wall_s"] for e in exps), 3)
+        for part in ("round", "policy_upgrade", "lab_teardown", "arrange_assess"):
+            total = sum(e["breakdown_s"].get(f"{part}_s", 0.0) for e in exps)
+            phases[f"experiments.{part}"] = round(total, 3)
     except Exception as exc:
         run["errors"].append(f"{type(exc).__name__}: {str(exc)[:1500]}")
         first = (str(exc).splitlines() or [""])[0][:300]
@@ -326,6 +382,9 @@ def phase_order(runs: list[dict[str, Any]]) -> list[str]:
         "bring_up.nodes",
     ]
     first += ["install", "install.obtain_chart", "install.install_first"]
+    first += [k for k in keys if k.startswith("exp.")]
+    first += ["experiments", "experiments.round", "experiments.policy_upgrade"]
+    first += ["experiments.lab_teardown", "experiments.arrange_assess"]
     last = [
         "teardown",
         "teardown.cleanup_release",
@@ -346,6 +405,11 @@ LABELS = {
     "install": "chart first install (obtain_chart + install_first)",
     "install.obtain_chart": "  obtain_chart (cached .tgz)",
     "install.install_first": "  Release.install_first",
+    "experiments": "all 7 experiments together",
+    "experiments.round": "  descheduler rounds (Job create → run → log read, pod watch on)",
+    "experiments.policy_upgrade": "  policy upgrades (helm template + diff + upgrade + verify)",
+    "experiments.lab_teardown": "  lab teardown (namespace delete, node labels)",
+    "experiments.arrange_assess": "  arrange + assess (namespace, deploy, labels, PDB, checks)",
     "teardown": "teardown (cleanup_release + provider stop)",
     "teardown.cleanup_release": "  cleanup_release",
     "teardown.provider_stop": "  provider stop",

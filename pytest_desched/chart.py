@@ -90,7 +90,17 @@ def obtain_chart(
             dest.mkdir(exist_ok=True)
             try:
                 run(
-                    [helm, "pull", name, "--repo", versions.chart_repo, "--version", ver, "-d", str(dest)],
+                    [
+                        helm,
+                        "pull",
+                        name,
+                        "--repo",
+                        versions.chart_repo,
+                        "--version",
+                        ver,
+                        "-d",
+                        str(dest),
+                    ],
                     env=env,
                     timeout=repo_timeout,
                 )
@@ -111,7 +121,17 @@ def obtain_chart(
         for p in (work / name).rglob("*"):
             p.chmod(0o755 if p.is_dir() else 0o644)
         run(
-            [helm, "package", str(work / name), "--version", ver, "--app-version", app, "-d", str(target.parent)],
+            [
+                helm,
+                "package",
+                str(work / name),
+                "--version",
+                ver,
+                "--app-version",
+                app,
+                "-d",
+                str(target.parent),
+            ],
             env=env,
         )
         shutil.rmtree(work, ignore_errors=True)
@@ -120,19 +140,29 @@ def obtain_chart(
 
 def _ref(tgz: Path, source: str) -> ChartRef:
     meta = chart_meta(tgz)
-    return ChartRef(tgz, source, str(meta["version"]), str(meta.get("appVersion", "")), sha256_file(tgz))
+    return ChartRef(
+        tgz, source, str(meta["version"]), str(meta.get("appVersion", "")), sha256_file(tgz)
+    )
 
 
 def _module_chart_dir(versions: Versions) -> Path:
     res = subprocess.run(
-        ["go", "mod", "download", "-json", f"{versions.descheduler.module}@{versions.descheduler.version}"],
+        [
+            "go",
+            "mod",
+            "download",
+            "-json",
+            f"{versions.descheduler.module}@{versions.descheduler.version}",
+        ],
         capture_output=True,
         text=True,
         env=go_env(),
         check=False,
     )
     if res.returncode != 0:
-        raise UnsafeRender(f"cannot fetch {versions.descheduler.module} for its chart: {res.stderr[-400:]}")
+        raise UnsafeRender(
+            f"cannot fetch {versions.descheduler.module} for its chart: {res.stderr[-400:]}"
+        )
     d = Path(json.loads(res.stdout)["Dir"]) / "charts" / versions.chart_name
     if not (d / "Chart.yaml").is_file():
         raise UnsafeRender(f"{d} has no Chart.yaml")
@@ -170,11 +200,15 @@ def check_render(
     passed: list[str] = []
     cjs = find(docs, "CronJob")
     if len(cjs) != 1:
-        raise UnsafeRender(f"render has {len(cjs)} CronJobs, expected 1 (values `kind` must be CronJob)")
+        raise UnsafeRender(
+            f"render has {len(cjs)} CronJobs, expected 1 (values `kind` must be CronJob)"
+        )
     cj = cjs[0]
     name = cj["metadata"]["name"]
     if cj["spec"].get("suspend") is not True:
-        problems.append(f"CronJob {name}: spec.suspend is {cj['spec'].get('suspend')!r}; set --set suspend=true")
+        problems.append(
+            f"CronJob {name}: spec.suspend is {cj['spec'].get('suspend')!r}; set --set suspend=true"
+        )
     else:
         passed.append("cronjob.suspend=true")
     args = cronjob_args(cj)
@@ -193,7 +227,9 @@ def check_render(
         problems.append(f"CronJob {name}: args do not read /policy-dir/policy.yaml")
     cms = [d for d in find(docs, "ConfigMap") if "policy.yaml" in (d.get("data") or {})]
     if len(cms) != 1:
-        problems.append(f"render has {len(cms)} policy ConfigMaps, expected 1 (deschedulerPolicy empty?)")
+        problems.append(
+            f"render has {len(cms)} policy ConfigMaps, expected 1 (deschedulerPolicy empty?)"
+        )
     else:
         vols = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"].get("volumes", [])
         refs = [v.get("configMap", {}).get("name") for v in vols]
@@ -204,11 +240,16 @@ def check_render(
         if policy is not None:
             live = digest_of_rendered(cms[0]["data"]["policy.yaml"])
             if live != policy.digest():
-                problems.append("rendered policy.yaml differs from the policy written into values")
+                problems.append(
+                    f"ConfigMap {cms[0]['metadata']['name']}: rendered policy.yaml differs from the "
+                    "policy written into values (a chart template changed it; compare the render)"
+                )
             else:
                 passed.append(f"policy digest {policy.digest()[:12]}")
     if problems:
-        raise UnsafeRender("unsafe chart render, nothing installed:\n  - " + "\n  - ".join(problems))
+        raise UnsafeRender(
+            "unsafe chart render, nothing installed:\n  - " + "\n  - ".join(problems)
+        )
     return passed
 
 
@@ -266,7 +307,9 @@ class Release:
 
     def render(self, dry_run: bool, policy: Policy | None) -> tuple[Path, list[dict]]:
         vf = self._values_file(policy)
-        text = self.cluster.helm("template", self.name, str(self.chart.path), *self._flags(vf, dry_run)).stdout
+        text = self.cluster.helm(
+            "template", self.name, str(self.chart.path), *self._flags(vf, dry_run)
+        ).stdout
         out = self.workdir / f"rendered-{'dry-run' if dry_run else 'active'}.yaml"
         out.write_text(text)
         docs = parse_manifests(text)
@@ -290,13 +333,24 @@ class Release:
         self.show_values()
         rendered, docs = self.render(dry_run=True, policy=None)
         checks = check_render(docs, dry_run=True, image=self.versions.descheduler_image)
-        self.report(f"chart render checked ({'; '.join(checks)}); installing {self.name} suspended, dry-run")
+        self.report(
+            f"chart render checked ({'; '.join(checks)}); installing {self.name} suspended, dry-run"
+        )
         vf = self._values_file(None)
-        self.cluster.helm("upgrade", "--install", self.name, str(self.chart.path), *self._flags(vf, True), "--wait")
+        self.cluster.helm(
+            "upgrade",
+            "--install",
+            self.name,
+            str(self.chart.path),
+            *self._flags(vf, True),
+            "--wait",
+        )
         self.installed = True
         self.dry_run, self.policy = True, None
         self.verify_live(dry_run=True, policy=None)
-        self.history.append({"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)})
+        self.history.append(
+            {"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)}
+        )
         return checks
 
     def apply_policy(self, policy: Policy | None, dry_run: bool = False) -> dict[str, Any]:
@@ -308,13 +362,24 @@ class Release:
         if policy is not None:
             policy.validate()
         rendered, docs = self.render(dry_run=dry_run, policy=policy)
-        checks = check_render(docs, dry_run=dry_run, image=self.versions.descheduler_image, policy=policy)
+        checks = check_render(
+            docs, dry_run=dry_run, image=self.versions.descheduler_image, policy=policy
+        )
         diff = self.diff(rendered)
         vf = self._values_file(policy)
-        self.cluster.helm("upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait")
+        self.cluster.helm(
+            "upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait"
+        )
         self.dry_run, self.policy = dry_run, policy
         live = self.verify_live(dry_run=dry_run, policy=policy)
-        step = {"step": "apply-policy", "dry_run": dry_run, "checks": checks, "diff_lines": len(diff.splitlines()), "diff": diff, **live}
+        step = {
+            "step": "apply-policy",
+            "dry_run": dry_run,
+            "checks": checks,
+            "diff_lines": len(diff.splitlines()),
+            "diff": diff,
+            **live,
+        }
         (self.workdir / f"diff-{len(self.history)}.txt").write_text(diff)
         self.history.append(step)
         return step
@@ -345,12 +410,16 @@ class Release:
         want = f"--dry-run={'true' if dry_run else 'false'}"
         if want not in args:
             raise UnsafeRender(f"live CronJob {cj.metadata.name} args {args} lack {want}")
-        out: dict[str, Any] = {"suspend": True, "dry_run": dry_run, "configmap_sha256": self.configmap_digest()}
+        out: dict[str, Any] = {
+            "suspend": True,
+            "dry_run": dry_run,
+            "configmap_sha256": self.configmap_digest(),
+        }
         if policy is not None:
             live = digest_of_rendered(self.live_policy_yaml())
             if live != policy.digest():
                 raise UnsafeRender(
-                    f"live ConfigMap {self.namespace}/{self.name} policy.yaml (digest {live[:12]}) "
+                    f"live ConfigMap {self.namespace}/{self.configmap_name} policy.yaml (digest {live[:12]}) "
                     f"differs from the written policy ({policy.digest()[:12]})"
                 )
             out["policy_digest"] = live
@@ -358,7 +427,9 @@ class Release:
 
     def _refuse_foreign_release(self) -> None:
         """Never take over a descheduler someone else installed (existing clusters)."""
-        proc = self.cluster.helm("status", self.name, "-n", self.namespace, "-o", "json", check=False)
+        proc = self.cluster.helm(
+            "status", self.name, "-n", self.namespace, "-o", "json", check=False
+        )
         if proc.returncode == 0 and not self.cluster.created:
             raise UnsafeRender(
                 f"helm release {self.namespace}/{self.name} already exists on this existing cluster; "
@@ -368,6 +439,8 @@ class Release:
     def uninstall(self) -> str:
         if not self.installed:
             return ""
-        proc = self.cluster.helm("uninstall", self.name, "-n", self.namespace, "--wait", check=False)
+        proc = self.cluster.helm(
+            "uninstall", self.name, "-n", self.namespace, "--wait", check=False
+        )
         self.installed = proc.returncode != 0
         return proc.stdout + proc.stderr

@@ -68,7 +68,9 @@ def materialize_volumes(cluster: Cluster, pod: Any, root: Path) -> dict[str, Pat
         cm = cluster.core.read_namespaced_config_map(vol.config_map.name, ns)
         local = root / "volumes" / m.name
         local.mkdir(parents=True, exist_ok=True)
-        items = vol.config_map.items or [type("I", (), {"key": k, "path": k}) for k in (cm.data or {})]
+        items = vol.config_map.items or [
+            type("I", (), {"key": k, "path": k}) for k in (cm.data or {})
+        ]
         for it in items:
             (local / it.path).write_text((cm.data or {})[it.key])
         mounts[m.mount_path.rstrip("/")] = local
@@ -79,11 +81,12 @@ def rewrite_args(args: list[str], mounts: dict[str, Path]) -> list[str]:
     """Point paths under a mount at the local copy of that volume."""
     out = []
     for a in args:
+        flag, eq, value = a.partition("=") if a.startswith("-") else ("", "", a)
         for mount, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-            if mount + "/" in a:
-                a = a.replace(mount + "/", str(local) + "/")
+            if value.startswith(mount + "/"):
+                value = str(local) + value[len(mount) :]
                 break
-        out.append(a)
+        out.append(f"{flag}{eq}{value}" if eq or flag else value)
     return out
 
 
@@ -106,7 +109,11 @@ def sa_kubeconfig(cluster: Cluster, pod: Any, path: Path, ttl: int = 600) -> Non
     ctx_name = cluster.context or admin.get("current-context")
     ctx = next(c["context"] for c in admin["contexts"] if c["name"] == ctx_name)
     clus = next(c["cluster"] for c in admin["clusters"] if c["name"] == ctx["cluster"])
-    clus = {k: v for k, v in clus.items() if k in ("server", "certificate-authority-data", "certificate-authority")}
+    clus = {
+        k: v
+        for k, v in clus.items()
+        if k in ("server", "certificate-authority-data", "certificate-authority")
+    }
     if "certificate-authority" in clus:  # make it self-contained
         ca = Path(clus["certificate-authority"])
         if not ca.is_absolute():
@@ -119,8 +126,21 @@ def sa_kubeconfig(cluster: Cluster, pod: Any, path: Path, ttl: int = 600) -> Non
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "c", "cluster": clus}],
-        "users": [{"name": f"system:serviceaccount:{pod.metadata.namespace}:{sa}", "user": {"token": token.status.token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": f"system:serviceaccount:{pod.metadata.namespace}:{sa}"}}],
+        "users": [
+            {
+                "name": f"system:serviceaccount:{pod.metadata.namespace}:{sa}",
+                "user": {"token": token.status.token},
+            }
+        ],
+        "contexts": [
+            {
+                "name": "c",
+                "context": {
+                    "cluster": "c",
+                    "user": f"system:serviceaccount:{pod.metadata.namespace}:{sa}",
+                },
+            }
+        ],
         "current-context": "c",
     }
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -164,7 +184,13 @@ def run_pod(
         log_path = log_dir / f"{pod.metadata.name}.log"
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(
-                argv, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True, text=True
+                argv,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=work,
+                start_new_session=True,
+                text=True,
             )
             try:
                 rc = proc.wait(timeout=timeout)
@@ -174,11 +200,25 @@ def run_pod(
                 notes.append(f"killed after {timeout:.0f}s")
         log = log_path.read_text()
         finished = _now()
-        shown = [a if not a.startswith("--client-connection-kubeconfig") else "--client-connection-kubeconfig=<pod SA token>" for a in argv]
+        shown = [
+            a
+            if not a.startswith("--client-connection-kubeconfig")
+            else "--client-connection-kubeconfig=<pod SA token>"
+            for a in argv
+        ]
         write_terminated(cluster, pod, rc, log, started, finished)
         return PodRun(
-            pod.metadata.namespace, pod.metadata.name, pod.metadata.uid,
-            pod.spec.service_account_name or "default", shown, rc, started, finished, log, log_path, notes,
+            pod.metadata.namespace,
+            pod.metadata.name,
+            pod.metadata.uid,
+            pod.spec.service_account_name or "default",
+            shown,
+            rc,
+            started,
+            finished,
+            log,
+            log_path,
+            notes,
         )
     except BaseException:
         if proc is not None and proc.poll() is None:
@@ -198,10 +238,18 @@ def write_terminated(
         "status": {
             "phase": "Succeeded" if rc == 0 else "Failed",
             "conditions": [
-                {"type": "Ready", "status": "False", "reason": "PodCompleted" if rc == 0 else "PodFailed",
-                 "lastTransitionTime": finished.isoformat()},
-                {"type": "ContainersReady", "status": "False", "reason": "PodCompleted" if rc == 0 else "PodFailed",
-                 "lastTransitionTime": finished.isoformat()},
+                {
+                    "type": "Ready",
+                    "status": "False",
+                    "reason": "PodCompleted" if rc == 0 else "PodFailed",
+                    "lastTransitionTime": finished.isoformat(),
+                },
+                {
+                    "type": "ContainersReady",
+                    "status": "False",
+                    "reason": "PodCompleted" if rc == 0 else "PodFailed",
+                    "lastTransitionTime": finished.isoformat(),
+                },
             ],
             "containerStatuses": [
                 {
@@ -247,13 +295,17 @@ def wait_and_run(
         conds = {c.type: c.status for c in job.status.conditions or []}
         if conds.get("Complete") == "True" or conds.get("Failed") == "True":
             return runs
-        pods = cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
+        pods = cluster.core.list_namespaced_pod(
+            namespace, label_selector=f"job-name={job_name}"
+        ).items
         ran = False
         for p in pods:
             if p.metadata.uid in done or (p.status.phase != "Running"):
                 continue
             done.add(p.metadata.uid)
-            runs.append(run_pod(cluster, p, binary, log_dir, timeout=max(5.0, deadline - time.monotonic())))
+            runs.append(
+                run_pod(cluster, p, binary, log_dir, timeout=max(5.0, deadline - time.monotonic()))
+            )
             ran = True
         if time.monotonic() > deadline:
             raise WaitTimeout(

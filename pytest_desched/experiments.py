@@ -47,7 +47,9 @@ def lab_policy(variant: str = "runbook", keep_min_pod_age: bool = False) -> Poli
     if not keep_min_pod_age:
         p = p.override(f"{EVICTOR}.minPodAge", "0s", why=MIN_POD_AGE_WHY)
     if variant == "pdb-lister-workaround":
-        extra = [x for x in p.evictor_args()["podProtections"]["extraEnabled"] if x != "PodsWithoutPDB"]
+        extra = [
+            x for x in p.evictor_args()["podProtections"]["extraEnabled"] if x != "PodsWithoutPDB"
+        ]
         p = p.override(f"{EVICTOR}.podProtections.extraEnabled", extra, why=BUG_1882)
     return p.validate()
 
@@ -122,7 +124,12 @@ class ExperimentContext:
     keep_lab: bool = False
 
     def lab(self) -> Lab:
-        return Lab(self.cluster, self.namespace, replicas=self.replicas, image=self.release.versions.workload_image)
+        return Lab(
+            self.cluster,
+            self.namespace,
+            replicas=self.replicas,
+            image=self.release.versions.workload_image,
+        )
 
 
 class Runner:
@@ -162,7 +169,9 @@ class Runner:
         s1 = lab.snapshot()
         self.check(
             "moving the label triggers no rollout",
-            s1.uids == s0.uids and s1.owners() == s0.owners() and lab.replica_set_generation() == gen0,
+            s1.uids == s0.uids
+            and s1.owners() == s0.owners()
+            and lab.replica_set_generation() == gen0,
             f"uids kept={s1.uids == s0.uids}, owners {s1.owners()}",
         )
         self.check(
@@ -173,9 +182,9 @@ class Runner:
         return s1
 
     def run_round(self, name: str) -> tuple[Round, Any, Snapshot, Snapshot]:
-        from pytest_desched.rounds import run_round
-
         import uuid
+
+        from pytest_desched.rounds import run_round
 
         name = f"{name}-{uuid.uuid4().hex[:5]}"  # runbook name, unique per round
         before = self.lab.snapshot()
@@ -185,13 +194,17 @@ class Runner:
             )
             after = self.lab.snapshot()
         self.result.rounds.append(rnd)
-        self.check(f"round {name} Job completed", rnd.succeeded, f"exit {rnd.exit_code}, {rnd.conditions}")
+        self.check(
+            f"round {name} Job completed", rnd.succeeded, f"exit {rnd.exit_code}, {rnd.conditions}"
+        )
         return rnd, rec, before, after
 
     def lab_decisions(self, rnd: Round) -> list[Any]:
         return rnd.result.in_namespace(self.ctx.namespace)
 
-    def record(self, rnd: Round, rec: Any, before: Snapshot, after: Snapshot, **extra: Any) -> dict[str, Any]:
+    def record(
+        self, rnd: Round, rec: Any, before: Snapshot, after: Snapshot, **extra: Any
+    ) -> dict[str, Any]:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
         from pytest_desched.evidence import RoundRecord
 
@@ -267,7 +280,8 @@ class Runner:
         try:
             snap = self.lab.snapshot()
             arts["pods"] = "\n".join(
-                f"{p.name} uid={p.uid} node={p.node} phase={p.phase} ready={p.ready}" for p in snap.pods
+                f"{p.name} uid={p.uid} node={p.node} phase={p.phase} ready={p.ready}"
+                for p in snap.pods
             )
             arts["pdb"] = json.dumps(snap.pdb, indent=1, default=str)
             arts["events"] = "\n".join(
@@ -306,7 +320,9 @@ def _blocking(decisions: list[Any]) -> str | None:
     return layers[0] if layers else None
 
 
-def _run(ctx: ExperimentContext, name: str, variant: str, body: Callable[[Runner], None]) -> ExperimentResult:
+def _run(
+    ctx: ExperimentContext, name: str, variant: str, body: Callable[[Runner], None]
+) -> ExperimentResult:
     r = Runner(ctx, name, variant)
     try:
         r.ensure_policy()
@@ -323,7 +339,9 @@ def _run(ctx: ExperimentContext, name: str, variant: str, body: Callable[[Runner
 
 
 # --- the experiments -------------------------------------------------------------
-def positive_affinity_migration(ctx: ExperimentContext, variant: str = "runbook") -> ExperimentResult:
+def positive_affinity_migration(
+    ctx: ExperimentContext, variant: str = "runbook"
+) -> ExperimentResult:
     """Runbook positive: one round moves exactly one violating pod to the target."""
 
     def body(r: Runner) -> None:
@@ -337,7 +355,11 @@ def positive_affinity_migration(ctx: ExperimentContext, variant: str = "runbook"
         r.result.evictions = len(evicted)
         r.result.blocking_layer = "api-server(evicted)" if evicted else _blocking(decisions)
         cap = ctx.policy.limits.get("namespace")
-        r.check("at most one eviction in the namespace", cap is None or len(evicted) <= cap, f"{len(evicted)} evicted, cap {cap}")
+        r.check(
+            "at most one eviction in the namespace",
+            cap is None or len(evicted) <= cap,
+            f"{len(evicted)} evicted, cap {cap}",
+        )
         r.check(
             "exactly one pod evicted by the API server",
             len(evicted) == 1 and all(d.layer == Layer.API_SERVER for d in evicted),
@@ -357,7 +379,11 @@ def positive_affinity_migration(ctx: ExperimentContext, variant: str = "runbook"
                 final = lab.snapshot()
                 r.check("replicas back to Ready", False, str(exc))
             new = [p for p in final.live if p.uid not in s1.uids]
-            r.check("evicted pod's UID is gone", not (gone & final.uids), f"gone={gone}, now={final.uids}")
+            r.check(
+                "evicted pod's UID is gone",
+                not (gone & final.uids),
+                f"gone={gone}, now={final.uids}",
+            )
             r.check(
                 "replacement has a new UID, runs on the target and is Ready",
                 len(new) == 1 and new[0].node == ctx.target and new[0].ready,
@@ -365,7 +391,9 @@ def positive_affinity_migration(ctx: ExperimentContext, variant: str = "runbook"
             )
             if new:
                 t_ready = rec.first_ready(new[0].uid)
-                t_gone = min((t for u in gone if (t := rec.first_deleting(u)) is not None), default=None)
+                t_gone = min(
+                    (t for u in gone if (t := rec.first_deleting(u)) is not None), default=None
+                )
                 if t_ready is None:  # became Ready after the recorder stopped
                     t_ready = final.at
                 if t_gone is not None:
@@ -374,9 +402,22 @@ def positive_affinity_migration(ctx: ExperimentContext, variant: str = "runbook"
         else:
             final = lab.snapshot()
         mins = rec.min_disruptions_allowed()
-        r.check("PDB disruptionsAllowed never below zero", mins is None or mins >= 0, f"min seen {mins}")
-        r.check("no Pending pod at the end", not final.pending(), f"pending {[p.name for p in final.pending()]}")
-        r.record(rnd, rec, before, after, replacement_ready_latency_s=latency, verdict="evicted" if evicted else f"stopped-by:{r.result.blocking_layer}")
+        r.check(
+            "PDB disruptionsAllowed never below zero", mins is None or mins >= 0, f"min seen {mins}"
+        )
+        r.check(
+            "no Pending pod at the end",
+            not final.pending(),
+            f"pending {[p.name for p in final.pending()]}",
+        )
+        r.record(
+            rnd,
+            rec,
+            before,
+            after,
+            replacement_ready_latency_s=latency,
+            verdict="evicted" if evicted else f"stopped-by:{r.result.blocking_layer}",
+        )
 
     return _run(ctx, "positive-affinity-migration", variant, body)
 
@@ -390,7 +431,9 @@ def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> Experi
         lab.create_pdb(min_available=2)  # kept at 2: only nodeFit is under test here
         lab.wait_pdb(1)
         lab.unlabel_node(ctx.target)
-        r.check("no node carries the pool label", lab.labelled_nodes() == [], f"{lab.labelled_nodes()}")
+        r.check(
+            "no node carries the pool label", lab.labelled_nodes() == [], f"{lab.labelled_nodes()}"
+        )
         rnd, rec, before, after = r.run_round("descheduler-negative-nodefit")
         decisions = r.lab_decisions(rnd)
         final = lab.snapshot()
@@ -399,8 +442,14 @@ def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> Experi
         seen = {e["uid"] for e in rec.pod_events}
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
         r.check("no replacement pod appeared", seen <= s1.uids, f"new uids {seen - s1.uids}")
-        r.check("no eviction request reached the API server", not any(d.fate in (Fate.EVICTED, Fate.REFUSED) for d in decisions), "")
-        nodefit = {d.name for d in decisions if d.fate == Fate.NODEFIT and d.layer == Layer.EVICTOR_NODEFIT}
+        r.check(
+            "no eviction request reached the API server",
+            not any(d.fate in (Fate.EVICTED, Fate.REFUSED) for d in decisions),
+            "",
+        )
+        nodefit = {
+            d.name for d in decisions if d.fate == Fate.NODEFIT and d.layer == Layer.EVICTOR_NODEFIT
+        }
         r.check(
             "every pod stopped by nodeFit at the evictor's PreEvictionFilter",
             nodefit == {p.name for p in s1.live},
@@ -430,10 +479,15 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
         r.result.blocking_layer = _blocking(decisions)
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
         r.check("no Pending pod", not final.pending(), f"{[p.name for p in final.pending()]}")
-        r.check("disruptionsAllowed still 0", (lab.pdb_status() or {}).get("disruptionsAllowed") == 0, f"{lab.pdb_status()}")
+        r.check(
+            "disruptionsAllowed still 0",
+            (lab.pdb_status() or {}).get("disruptionsAllowed") == 0,
+            f"{lab.pdb_status()}",
+        )
         r.check(
             "the API server refused the eviction with 429 (disruption budget)",
-            bool(refused) and all(d.status_code == 429 and d.layer == Layer.API_SERVER for d in refused),
+            bool(refused)
+            and all(d.status_code == 429 and d.layer == Layer.API_SERVER for d in refused),
             f"decisions {[(d.name, d.fate.value, d.layer.value, d.status_code, d.checks) for d in decisions]}",
         )
         events: list[dict[str, Any]] = []
@@ -444,7 +498,11 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
             try:
                 events = wait_for(
                     "EvictionFailed event for the refused pod",
-                    lambda: [e for e in lab.events() if e["reason"] == "EvictionFailed" and e["uid"] in uids],
+                    lambda: [
+                        e
+                        for e in lab.events()
+                        if e["reason"] == "EvictionFailed" and e["uid"] in uids
+                    ],
                     bool,
                     timeout=15,
                 )
@@ -455,12 +513,21 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
                 bool(events),
                 "no EvictionFailed event; the round log is the primary evidence, absence is not success",
             )
-        r.record(rnd, rec, before, after, verdict=f"stopped-by:{r.result.blocking_layer}", notes=[f"EvictionFailed events: {len(events)}"])
+        r.record(
+            rnd,
+            rec,
+            before,
+            after,
+            verdict=f"stopped-by:{r.result.blocking_layer}",
+            notes=[f"EvictionFailed events: {len(events)}"],
+        )
 
     return _run(ctx, "negative-pdb", variant, body)
 
 
-def minpodage_protects(ctx: ExperimentContext, variant: str = "pdb-lister-workaround") -> ExperimentResult:
+def minpodage_protects(
+    ctx: ExperimentContext, variant: str = "pdb-lister-workaround"
+) -> ExperimentResult:
     """The runbook's unmodified minPodAge (10m) keeps seconds-old pods out of every round."""
 
     def body(r: Runner) -> None:

@@ -50,7 +50,9 @@ class PodInfo:
             ready=pod_ready(p),
             owner=owners[0].name if owners else None,
             deleting=p.metadata.deletion_timestamp is not None,
-            start_time=p.status.start_time.isoformat() if p.status and p.status.start_time else None,
+            start_time=p.status.start_time.isoformat()
+            if p.status and p.status.start_time
+            else None,
         )
 
 
@@ -107,7 +109,14 @@ class Recorder:
         return next((e["t"] for e in self.pod_events if e["uid"] == uid and e["ready"]), None)
 
     def first_deleting(self, uid: str) -> float | None:
-        return next((e["t"] for e in self.pod_events if e["uid"] == uid and (e["deleting"] or e["type"] == "DELETED")), None)
+        return next(
+            (
+                e["t"]
+                for e in self.pod_events
+                if e["uid"] == uid and (e["deleting"] or e["type"] == "DELETED")
+            ),
+            None,
+        )
 
 
 class Lab:
@@ -176,7 +185,11 @@ class Lab:
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
                         "nodeSelectorTerms": [
-                            {"matchExpressions": [{"key": POOL_LABEL, "operator": "In", "values": [POOL_VALUE]}]}
+                            {
+                                "matchExpressions": [
+                                    {"key": POOL_LABEL, "operator": "In", "values": [POOL_VALUE]}
+                                ]
+                            }
                         ]
                     }
                 }
@@ -193,10 +206,14 @@ class Lab:
         }
 
     def deploy(self, affinity: bool = True) -> Snapshot:
-        self.cluster.apps.create_namespaced_deployment(self.namespace, self.deployment_manifest(affinity))
+        self.cluster.apps.create_namespaced_deployment(
+            self.namespace, self.deployment_manifest(affinity)
+        )
         return self.wait_ready(self.replicas)
 
-    def wait_ready(self, n: int, timeout: float | None = None, exclude: set[str] | None = None) -> Snapshot:
+    def wait_ready(
+        self, n: int, timeout: float | None = None, exclude: set[str] | None = None
+    ) -> Snapshot:
         """Wait until exactly n live pods are Ready and none is Pending or terminating."""
         exclude = exclude or set()
 
@@ -209,7 +226,9 @@ class Lab:
             self.snapshot,
             ok,
             timeout or self.timeout,
-            describe=lambda s: str([(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods]),
+            describe=lambda s: str(
+                [(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods]
+            ),
         )
 
     def replica_set_generation(self) -> tuple[int, int]:
@@ -254,16 +273,24 @@ class Lab:
         return wait_for(
             f"PDB {self.namespace}/{self.app} disruptionsAllowed={disruptions_allowed}",
             self.pdb_status,
-            lambda s: s is not None
-            and s["observedGeneration"] == s["generation"]
-            and s["disruptionsAllowed"] == disruptions_allowed,
+            lambda s: (
+                s is not None
+                and s["observedGeneration"] == s["generation"]
+                and s["disruptionsAllowed"] == disruptions_allowed
+            ),
             timeout or self.timeout,
         )
 
     # -- observation -------------------------------------------------------
     def snapshot(self) -> Snapshot:
-        pods = self.cluster.core.list_namespaced_pod(self.namespace, label_selector=f"app={self.app}").items
-        return Snapshot(time.monotonic(), sorted((PodInfo.of(p) for p in pods), key=lambda p: p.name), self.pdb_status())
+        pods = self.cluster.core.list_namespaced_pod(
+            self.namespace, label_selector=f"app={self.app}"
+        ).items
+        return Snapshot(
+            time.monotonic(),
+            sorted((PodInfo.of(p) for p in pods), key=lambda p: p.name),
+            self.pdb_status(),
+        )
 
     def events(self) -> list[dict[str, Any]]:
         out = []
@@ -305,7 +332,9 @@ class Lab:
                     ):
                         p = ev["object"]
                         info = PodInfo.of(p)
-                        rec.pod_events.append({"t": time.monotonic(), "type": ev["type"], **info.__dict__})
+                        rec.pod_events.append(
+                            {"t": time.monotonic(), "type": ev["type"], **info.__dict__}
+                        )
                         if stop.is_set():
                             break
                 except Exception:  # a watch that ends early is resumed until stop
@@ -363,7 +392,9 @@ class Lab:
         # waits out the pods' 30 s grace period before it finalizes the namespace.
         try:
             self.cluster.apps.delete_collection_namespaced_deployment(self.namespace)
-            self.cluster.core.delete_collection_namespaced_pod(self.namespace, grace_period_seconds=0)
+            self.cluster.core.delete_collection_namespaced_pod(
+                self.namespace, grace_period_seconds=0
+            )
             wait_for(
                 f"pods in {self.namespace} gone",
                 lambda: self.cluster.core.list_namespaced_pod(self.namespace).items,

@@ -6,6 +6,7 @@ No cluster work happens at import or configure time, so `pytest --help` and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -32,20 +33,102 @@ MARKERS = {
 }
 
 _OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
-    ("--desched-provider", "DESCHED_PROVIDER", {"default": "auto", "help": "auto|embedded|kind|existing (auto: kind when a Docker engine answers, else embedded)"}),
-    ("--desched-existing-context", "DESCHED_EXISTING_CONTEXT", {"default": None, "help": "kubeconfig context of an existing cluster (required for provider=existing)"}),
-    ("--desched-existing-kubeconfig", "DESCHED_EXISTING_KUBECONFIG", {"default": None, "help": "kubeconfig for provider=existing (default $KUBECONFIG; never ~/.kube/config implicitly)"}),
-    ("--desched-allow-existing", "DESCHED_ALLOW_EXISTING", {"action": "store_true", "help": "explicit opt-in to run experiments on an existing cluster"}),
-    ("--desched-keep", "DESCHED_KEEP", {"default": "never", "choices": ["always", "on-failure", "never"], "help": "keep the cluster (and last lab) after the run"}),
-    ("--desched-artifacts", "DESCHED_ARTIFACTS", {"default": None, "help": "evidence folder (default: <basetemp>/desched-artifacts)"}),
-    ("--desched-redact", "DESCHED_REDACT", {"action": "store_true", "help": "replace node names, namespaces and tokens in evidence"}),
-    ("--desched-cache-dir", "DESCHED_CACHE_DIR", {"default": None, "help": "tool/build cache (default $XDG_CACHE_HOME/pytest-desched)"}),
-    ("--desched-bin", "DESCHED_BIN", {"default": None, "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)"}),
-    ("--desched-workers", "DESCHED_WORKERS", {"default": "3", "help": "kwok worker nodes of the embedded cluster"}),
-    ("--desched-chart-source", "DESCHED_CHART_SOURCE", {"default": "auto", "choices": ["auto", "repo", "module"], "help": "chart from the Helm repo, the pinned Go module, or auto"}),
-    ("--desched-namespace", "DESCHED_NAMESPACE", {"default": "descheduler-lab", "help": "lab namespace (made unique per xdist worker)"}),
-    ("--desched-release", "DESCHED_RELEASE", {"default": "descheduler", "help": "helm release name in kube-system"}),
-    ("--desched-descheduler-version", "DESCHED_DESCHEDULER_VERSION", {"default": None, "help": "run another descheduler release or commit (canary), built side by side"}),
+    (
+        "--desched-provider",
+        "DESCHED_PROVIDER",
+        {
+            "default": "auto",
+            "help": "auto|embedded|kind|existing (auto: kind when a Docker engine answers, else embedded)",
+        },
+    ),
+    (
+        "--desched-existing-context",
+        "DESCHED_EXISTING_CONTEXT",
+        {
+            "default": None,
+            "help": "kubeconfig context of an existing cluster (required for provider=existing)",
+        },
+    ),
+    (
+        "--desched-existing-kubeconfig",
+        "DESCHED_EXISTING_KUBECONFIG",
+        {
+            "default": None,
+            "help": "kubeconfig for provider=existing (default $KUBECONFIG; never ~/.kube/config implicitly)",
+        },
+    ),
+    (
+        "--desched-allow-existing",
+        "DESCHED_ALLOW_EXISTING",
+        {
+            "action": "store_true",
+            "help": "explicit opt-in to run experiments on an existing cluster",
+        },
+    ),
+    (
+        "--desched-keep",
+        "DESCHED_KEEP",
+        {
+            "default": "never",
+            "choices": ["always", "on-failure", "never"],
+            "help": "keep the cluster (and last lab) after the run",
+        },
+    ),
+    (
+        "--desched-artifacts",
+        "DESCHED_ARTIFACTS",
+        {"default": None, "help": "evidence folder (default: <basetemp>/desched-artifacts)"},
+    ),
+    (
+        "--desched-redact",
+        "DESCHED_REDACT",
+        {"action": "store_true", "help": "replace node names, namespaces and tokens in evidence"},
+    ),
+    (
+        "--desched-cache-dir",
+        "DESCHED_CACHE_DIR",
+        {"default": None, "help": "tool/build cache (default $XDG_CACHE_HOME/pytest-desched)"},
+    ),
+    (
+        "--desched-bin",
+        "DESCHED_BIN",
+        {
+            "default": None,
+            "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)",
+        },
+    ),
+    (
+        "--desched-workers",
+        "DESCHED_WORKERS",
+        {"default": "3", "help": "kwok worker nodes of the embedded cluster"},
+    ),
+    (
+        "--desched-chart-source",
+        "DESCHED_CHART_SOURCE",
+        {
+            "default": "auto",
+            "choices": ["auto", "repo", "module"],
+            "help": "chart from the Helm repo, the pinned Go module, or auto",
+        },
+    ),
+    (
+        "--desched-namespace",
+        "DESCHED_NAMESPACE",
+        {"default": "descheduler-lab", "help": "lab namespace (made unique per xdist worker)"},
+    ),
+    (
+        "--desched-release",
+        "DESCHED_RELEASE",
+        {"default": "descheduler", "help": "helm release name in kube-system"},
+    ),
+    (
+        "--desched-descheduler-version",
+        "DESCHED_DESCHEDULER_VERSION",
+        {
+            "default": None,
+            "help": "run another descheduler release or commit (canary), built side by side",
+        },
+    ),
 ]
 
 
@@ -53,7 +136,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("desched", "pytest-desched: descheduler runbook experiments")
     for flag, env, kw in _OPTIONS:
         kw = dict(kw)
-        kw["help"] = f"{kw['help']} [env {env}]"
+        default = kw.pop("default", None)
+        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
+        if kw.get("action") != "store_true":
+            kw["default"] = None  # unset, so an explicit value always beats the env var
         group.addoption(flag, dest=flag.lstrip("-").replace("-", "_"), **kw)
 
 
@@ -62,16 +148,30 @@ def _opt(config: pytest.Config, flag: str) -> Any:
     env = next(e for f, e, _ in _OPTIONS if f == flag)
     val = config.getoption(flag.lstrip("-").replace("-", "_"))
     kw = next(k for f, _, k in _OPTIONS if f == flag)
-    default = kw.get("default", False)
-    if val in (None, False, default) and os.environ.get(env):
-        raw = os.environ[env]
-        return raw.lower() in ("1", "true", "yes") if kw.get("action") == "store_true" else raw
-    return val
+    if val not in (None, False):
+        return val
+    raw = os.environ.get(env)
+    if raw:
+        if kw.get("action") == "store_true":
+            return raw.lower() in ("1", "true", "yes")
+        if "choices" in kw and raw not in kw["choices"]:
+            raise pytest.UsageError(f"{env}={raw!r}: choose from {kw['choices']}")
+        return raw
+    return kw.get("default", False if kw.get("action") == "store_true" else None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+    # Cheap input checks up front: bad input is a usage error before any cluster work.
+    parse_bins(_opt(config, "--desched-bin"))
+    try:
+        if int(_opt(config, "--desched-workers")) < 2:
+            raise ValueError
+    except ValueError:
+        raise pytest.UsageError(
+            "--desched-workers must be an integer >= 2 (the descheduler skips smaller clusters)"
+        ) from None
     config._desched_results = []  # type: ignore[attr-defined]
     config._desched_info = {}  # type: ignore[attr-defined]
     if hasattr(signal, "SIGTERM") and _is_main_thread():
@@ -79,10 +179,8 @@ def pytest_configure(config: pytest.Config) -> None:
         def _term(signum: int, frame: Any) -> None:
             raise KeyboardInterrupt(f"signal {signum}")
 
-        try:
+        with contextlib.suppress(ValueError):
             signal.signal(signal.SIGTERM, _term)
-        except ValueError:
-            pass
 
 
 def _is_main_thread() -> bool:
@@ -100,7 +198,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return [f"desched: cannot read pinned versions: {exc}"]
     prov = _opt(config, "--desched-provider")
     pins = ", ".join(f"{k} {val}" for k, val in v.summary().items())
-    return [f"desched: provider={prov} keep={_opt(config, '--desched-keep')}", f"desched pins: {pins}"]
+    return [
+        f"desched: provider={prov} keep={_opt(config, '--desched-keep')}",
+        f"desched pins: {pins}",
+    ]
 
 
 # --- settings -------------------------------------------------------------------
@@ -133,7 +234,9 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
         tool, sep, path = item.partition("=")
         tool = tool.strip()
         if not sep or tool not in TOOL_GROUP:
-            raise pytest.UsageError(f"--desched-bin: {item!r} is not TOOL=PATH with TOOL in {sorted(TOOL_GROUP)}")
+            raise pytest.UsageError(
+                f"--desched-bin: {item!r} is not TOOL=PATH with TOOL in {sorted(TOOL_GROUP)}"
+            )
         p = Path(path).expanduser()
         if not (p.is_file() and os.access(p, os.X_OK)):
             raise pytest.UsageError(f"--desched-bin: {p} is not an executable file")
@@ -142,7 +245,9 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def desched_settings(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+def desched_settings(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Settings:
     c = request.config
     run_dir = tmp_path_factory.mktemp("desched")
     art = _opt(c, "--desched-artifacts")
@@ -194,17 +299,21 @@ def make_provider(s: Settings, toolchain: Toolchain) -> Any:
 
         return EmbeddedProvider(toolchain, workers=s.workers, keep=keep)
     if name == "kind":
-        from pytest_desched.providers.kind import KindProvider
         from pytest_desched.providers.embedded import unique_name
+        from pytest_desched.providers.kind import KindProvider
 
-        return KindProvider(toolchain, s.run_dir / "kind", unique_name("desched-kind"), workers=s.workers, keep=keep)
+        return KindProvider(
+            toolchain, s.run_dir / "kind", unique_name("desched-kind"), workers=s.workers, keep=keep
+        )
     from pytest_desched.providers.existing import ExistingProvider
 
     return ExistingProvider(s.existing_kubeconfig, s.existing_context, toolchain, s.allow_existing)
 
 
 @pytest.fixture(scope="session")
-def desched_cluster(request: pytest.FixtureRequest, desched_settings: Settings, desched_toolchain: Toolchain) -> Iterator[Cluster]:
+def desched_cluster(
+    request: pytest.FixtureRequest, desched_settings: Settings, desched_toolchain: Toolchain
+) -> Iterator[Cluster]:
     """The session's cluster; deleted on pass, fail, Ctrl-C and SIGTERM unless kept."""
     from pytest_desched.providers.base import ProviderError
 
@@ -246,7 +355,11 @@ def desched_evidence(desched_settings: Settings, desched_cluster: Cluster) -> Ev
     from pytest_desched.evidence import EvidenceWriter, Redactor
 
     red = (
-        Redactor(node_names=desched_cluster.workers, namespaces=[desched_settings.namespace, "kube-system"], extra=[desched_cluster.name])
+        Redactor(
+            node_names=desched_cluster.workers,
+            namespaces=[desched_settings.namespace, "kube-system"],
+            extra=[desched_cluster.name],
+        )
         if desched_settings.redact
         else Redactor.disabled()
     )
@@ -254,21 +367,32 @@ def desched_evidence(desched_settings: Settings, desched_cluster: Cluster) -> Ev
 
 
 @pytest.fixture(scope="session")
-def desched_release(request: pytest.FixtureRequest, desched_settings: Settings, desched_cluster: Cluster, desched_toolchain: Toolchain) -> Iterator[Release]:
+def desched_release(
+    request: pytest.FixtureRequest,
+    desched_settings: Settings,
+    desched_cluster: Cluster,
+    desched_toolchain: Toolchain,
+) -> Iterator[Release]:
     """The chart at its pinned version, first-installed suspended and in dry-run (runbook step 1)."""
     from pytest_desched.chart import Release, obtain_chart
     from pytest_desched.safety import cleanup_release
 
-    chart = obtain_chart(desched_toolchain, desched_toolchain.versions, desched_settings.chart_source)
+    chart = obtain_chart(
+        desched_toolchain, desched_toolchain.versions, desched_settings.chart_source
+    )
     wd = desched_settings.run_dir / "release"
     wd.mkdir(parents=True, exist_ok=True)
-    rel = Release(desched_cluster, chart, desched_toolchain.versions, wd, name=desched_settings.release)
+    rel = Release(
+        desched_cluster, chart, desched_toolchain.versions, wd, name=desched_settings.release
+    )
     request.config._desched_info["chart"] = chart.evidence()  # type: ignore[attr-defined]
     try:
         rel.install_first()
         yield rel
     finally:
-        keep = desched_settings.keep == "always" or (desched_settings.keep == "on-failure" and request.session.testsfailed)
+        keep = desched_settings.keep == "always" or (
+            desched_settings.keep == "on-failure" and request.session.testsfailed
+        )
         if rel.installed and not keep:
             report = cleanup_release(desched_cluster, rel)
             request.config._desched_info["cleanup"] = report  # type: ignore[attr-defined]
@@ -279,7 +403,13 @@ def desched_release(request: pytest.FixtureRequest, desched_settings: Settings, 
 
 
 @pytest.fixture
-def desched_context(request: pytest.FixtureRequest, desched_settings: Settings, desched_cluster: Cluster, desched_release: Release, desched_evidence: EvidenceWriter) -> Callable[..., Any]:
+def desched_context(
+    request: pytest.FixtureRequest,
+    desched_settings: Settings,
+    desched_cluster: Cluster,
+    desched_release: Release,
+    desched_evidence: EvidenceWriter,
+) -> Callable[..., Any]:
     """Factory for an ExperimentContext: `desched_context(variant=..., source=..., ...)`."""
     from pytest_desched.experiments import ExperimentContext, lab_policy
 
@@ -321,7 +451,9 @@ def desched_context(request: pytest.FixtureRequest, desched_settings: Settings, 
 
 
 @pytest.fixture
-def desched_experiment(request: pytest.FixtureRequest, desched_context: Callable[..., Any]) -> Callable[..., ExperimentResult]:
+def desched_experiment(
+    request: pytest.FixtureRequest, desched_context: Callable[..., Any]
+) -> Callable[..., ExperimentResult]:
     """Run a built-in experiment by name: `desched_experiment("positive", variant=..., replicas=3)`."""
     from pytest_desched.experiments import EXPERIMENTS
 
@@ -334,7 +466,11 @@ def desched_experiment(request: pytest.FixtureRequest, desched_context: Callable
             params.setdefault("keep_min_pod_age", True)
         ctx = desched_context(variant=variant, **params)
         results = request.config._desched_results  # type: ignore[attr-defined]
-        entry: dict[str, Any] = {"name": f"{name}[{variant}]", "nodeid": request.node.nodeid, "rounds": []}
+        entry: dict[str, Any] = {
+            "name": f"{name}[{variant}]",
+            "nodeid": request.node.nodeid,
+            "rounds": [],
+        }
         ctx.on_record = entry["rounds"].append
         results.append(entry)
         request.node._desched_entry = entry
@@ -351,20 +487,28 @@ def desched_experiment(request: pytest.FixtureRequest, desched_context: Callable
 
 
 @pytest.fixture
-def desched_experiment_result(request: pytest.FixtureRequest, desched_experiment: Callable[..., ExperimentResult]) -> ExperimentResult:
+def desched_experiment_result(
+    request: pytest.FixtureRequest, desched_experiment: Callable[..., ExperimentResult]
+) -> ExperimentResult:
     """The result of the experiment named by `@pytest.mark.desched_experiment(name, **params)`."""
     m = request.node.get_closest_marker("desched_experiment")
     if m is None or not m.args:
-        raise pytest.UsageError("desched_experiment_result needs @pytest.mark.desched_experiment(name, ...)")
+        raise pytest.UsageError(
+            "desched_experiment_result needs @pytest.mark.desched_experiment(name, ...)"
+        )
     return desched_experiment(m.args[0], **m.kwargs)
 
 
 @pytest.fixture
-def desched_lab(desched_cluster: Cluster, desched_settings: Settings, desched_release: Release) -> Iterator[Any]:
+def desched_lab(
+    desched_cluster: Cluster, desched_settings: Settings, desched_release: Release
+) -> Iterator[Any]:
     """A Lab in the session's lab namespace for hand-written experiments; torn down after."""
     from pytest_desched.lab import Lab
 
-    lab = Lab(desched_cluster, desched_settings.namespace, image=desched_release.versions.workload_image)
+    lab = Lab(
+        desched_cluster, desched_settings.namespace, image=desched_release.versions.workload_image
+    )
     try:
         yield lab
     finally:
@@ -420,6 +564,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.line(info["kept"])
     try:
         settings_art = config.getoption("desched_artifacts") or os.environ.get("DESCHED_ARTIFACTS")
-        tr.line(f"evidence: {settings_art or Path(str(config._tmp_path_factory.getbasetemp())) / 'desched-artifacts'}")  # type: ignore[attr-defined]
+        tr.line(
+            f"evidence: {settings_art or Path(str(config._tmp_path_factory.getbasetemp())) / 'desched-artifacts'}"
+        )  # type: ignore[attr-defined]
     except Exception:
         pass

@@ -7,25 +7,29 @@ runbook's question is never just "was it evicted" but "which link decided".
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class Fate(str, Enum):
+class Fate(StrEnum):
     EVICTED = "evicted"  # eviction API call succeeded
     DRY_RUN = "dry-run"  # would be evicted; dry run sends it to an in-memory client
-    REFUSED = "refused"  # the API server answered the eviction with an error (429 PDB, 403 RBAC, ...)
+    REFUSED = (
+        "refused"  # the API server answered the eviction with an error (429 PDB, 403 RBAC, ...)
+    )
     LIMITED = "limited"  # a maxNoOfPodsToEvict* cap stopped it before any API call
     FILTERED = "filtered"  # DefaultEvictor Filter rejected it (checks listed)
     NODEFIT = "nodefit"  # DefaultEvictor PreEvictionFilter: fits no other node
     ERROR = "error"  # any other failure tied to the pod
 
 
-class Layer(str, Enum):
+class Layer(StrEnum):
     """The link of the runbook's chain that produced a fate."""
 
     POLICY = "policy"  # the strategy picked (or did not pick) the pod
-    EVICTOR_FILTER = "evictor-filter"  # DefaultEvictor Filter (protections, labelSelector, minPodAge...)
+    EVICTOR_FILTER = (
+        "evictor-filter"  # DefaultEvictor Filter (protections, labelSelector, minPodAge...)
+    )
     EVICTOR_NODEFIT = "evictor-prefilter-nodefit"  # DefaultEvictor PreEvictionFilter (nodeFit)
     LIMITS = "eviction-limits"  # maxNoOfPodsToEvictPerNode/Namespace/Total
     API_SERVER = "api-server"  # eviction subresource: PDB (429), RBAC (403), ...

@@ -105,7 +105,7 @@ def ensure_suspended(release: Release) -> Any:
             f"CronJob {release.namespace}/{cj.metadata.name} is not suspended; refusing to run a "
             f"round (the runbook allows evictions only through explicit Jobs). Suspend it: "
             f"kubectl -n {release.namespace} patch cronjob {cj.metadata.name} -p "
-            "'{\"spec\":{\"suspend\":true}}'"
+            '\'{"spec":{"suspend":true}}\''
         )
     return cj
 
@@ -128,7 +128,12 @@ def run_round(
         from pytest_desched.executor import wait_and_run
 
         pod_runs = wait_and_run(
-            cluster, name, release.namespace, cluster.toolchain.path("descheduler"), log_dir, timeout
+            cluster,
+            name,
+            release.namespace,
+            cluster.toolchain.path("descheduler"),
+            log_dir,
+            timeout,
         )
         logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
     else:
@@ -172,7 +177,9 @@ def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: floa
             timeout,
         )
     except WaitTimeout as exc:
-        raise WaitTimeout(f"{exc}; logs so far:\n{read_job_logs(cluster, name, namespace)[-2000:]}") from None
+        raise WaitTimeout(
+            f"{exc}; logs so far:\n{read_job_logs(cluster, name, namespace)[-2000:]}"
+        ) from None
 
 
 def _job_pods(cluster: Cluster, name: str, namespace: str) -> list[Any]:

@@ -31,7 +31,10 @@ def round_jobs(cluster: Cluster, release: Release) -> list[Any]:
     return [
         j
         for j in jobs
-        if any(o.kind == "CronJob" and o.name == release.cronjob_name for o in j.metadata.owner_references or [])
+        if any(
+            o.kind == "CronJob" and o.name == release.cronjob_name
+            for o in j.metadata.owner_references or []
+        )
     ]
 
 
@@ -64,7 +67,10 @@ def leftovers(cluster: Cluster, release: Release) -> list[str]:
     found: list[str] = []
     ns = release.namespace
     for kind, items in (
-        ("ServiceAccount", cluster.core.list_namespaced_service_account(ns, label_selector=sel).items),
+        (
+            "ServiceAccount",
+            cluster.core.list_namespaced_service_account(ns, label_selector=sel).items,
+        ),
         ("ConfigMap", cluster.core.list_namespaced_config_map(ns, label_selector=sel).items),
         ("ClusterRole", cluster.rbac.list_cluster_role(label_selector=sel).items),
         ("ClusterRoleBinding", cluster.rbac.list_cluster_role_binding(label_selector=sel).items),

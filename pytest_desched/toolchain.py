@@ -261,7 +261,7 @@ class Toolchain:
             if shutil.which("go") is None:
                 raise ToolError(
                     f"{group.name} {group.version}: not cached and no `go` on PATH; install Go "
-                    f"1.26+ or pass the binary with --desched-bin-<tool>"
+                    f"1.26+ or pass the binary with --desched-bin TOOL=PATH"
                 )
             src = self.cache_dir / "src" / group.key
             log = self.log_path(group)
@@ -269,9 +269,11 @@ class Toolchain:
             src.mkdir(parents=True, exist_ok=True)
             env = go_env()
             started = time.monotonic()
-            self.report(f"building {group.name} {group.version} ({', '.join(group.packages)}); log: {log}")
+            self.report(
+                f"building {group.name} {group.version} ({', '.join(group.packages)}); log: {log}"
+            )
             with open(log, "w") as logf:
-                write_wrapper_module(group, src, env, logf)
+                write_wrapper_module(group, src, env, logf, self.versions)
                 tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
                 tmp.mkdir(parents=True, exist_ok=True)
                 cmd = [
@@ -285,7 +287,11 @@ class Toolchain:
                     str(tmp) + "/",
                     *group.packages.values(),
                 ]
-                _run_logged(cmd, src, env, logf, log, group, self.report)
+                try:
+                    _run_logged(cmd, src, env, logf, log, group, self.report)
+                except BaseException:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    raise
                 # go names each output after its package's last element; rename to the tool name.
                 for tool, pkg in group.packages.items():
                     produced = tmp / pkg.rstrip("/").split("/")[-1]
@@ -328,7 +334,9 @@ def module_gomod(module: str, version: str, env: dict[str, str], logf) -> str:
     )
     logf.write(res.stderr)
     if res.returncode != 0:
-        raise ToolError(f"go mod download {module}@{version} failed: {res.stdout[-500:]} {res.stderr[-500:]}")
+        raise ToolError(
+            f"go mod download {module}@{version} failed: {res.stdout[-500:]} {res.stderr[-500:]}"
+        )
     info = json.loads(res.stdout)
     return Path(info["GoMod"]).read_text()
 
@@ -344,14 +352,24 @@ def wrapper_gomod(group: Group, upstream_gomod: str, staging_version: str | None
     """
     lines = [f"module desched.local/wrapper/{group.name}", "", "go 1.26.0", ""]
     lines.append(f"require {group.module} {group.version}")
-    in_block = False
+    in_block = in_godebug = False
     for raw in upstream_gomod.splitlines():
         s = raw.split("//")[0].strip()
         if s.startswith("replace ("):
             in_block = True
             continue
-        if in_block and s == ")":
-            in_block = False
+        if s.startswith("godebug ("):
+            in_godebug = True
+            lines.append("godebug (")
+            continue
+        if (in_block or in_godebug) and s == ")":
+            if in_godebug:
+                lines.append(")")
+            in_block = in_godebug = False
+            continue
+        if in_godebug:
+            if s:
+                lines.append(f"\t{s}")
             continue
         if s.startswith("godebug "):
             lines.append(s)
@@ -369,10 +387,12 @@ def wrapper_gomod(group: Group, upstream_gomod: str, staging_version: str | None
     return "\n".join(lines) + "\n"
 
 
-def write_wrapper_module(group: Group, src: Path, env: dict[str, str], logf) -> None:
+def write_wrapper_module(
+    group: Group, src: Path, env: dict[str, str], logf, versions: Versions | None = None
+) -> None:
     staging = None
     if group.name == "kubernetes":
-        staging = load_versions().kubernetes.extra.get("staging_version")
+        staging = (versions or load_versions()).kubernetes.extra.get("staging_version")
     gomod = wrapper_gomod(group, module_gomod(group.module, group.version, env, logf), staging)
     (src / "go.mod").write_text(gomod)
     imports = "\n".join(f'\t_ "{p}"' for p in group.packages.values())

@@ -41,7 +41,7 @@ class Versions:
 
     @property
     def kube_minor(self) -> str:
-        """"v1.36.3" -> "1.36": used to check server and node versions."""
+        """ "v1.36.3" -> "1.36": used to check server and node versions."""
         return ".".join(self.kubernetes.version.lstrip("v").split(".")[:2])
 
     def components(self) -> list[Component]:

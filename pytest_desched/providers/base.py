@@ -116,7 +116,9 @@ class CommandError(RuntimeError):
     def __init__(self, cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
         self.cmd, self.proc = cmd, proc
         tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
-        super().__init__(f"`{Path(cmd[0]).name} {' '.join(cmd[1:])}` exited {proc.returncode}: {tail}")
+        super().__init__(
+            f"`{Path(cmd[0]).name} {' '.join(cmd[1:])}` exited {proc.returncode}: {tail}"
+        )
 
 
 def run(
@@ -129,7 +131,14 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """subprocess.run with text I/O and an error that carries the command's own stderr."""
     proc = subprocess.run(
-        cmd, env=env, input=input, capture_output=True, text=True, timeout=timeout, cwd=cwd, check=False
+        cmd,
+        env=env,
+        input=input,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=False,
     )
     if check and proc.returncode != 0:
         raise CommandError(cmd, proc)

@@ -8,6 +8,7 @@ so a later run can reap the ones a killed run left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +22,13 @@ from pytest_desched.providers.base import Cluster, Provider, ProviderError, run
 from pytest_desched.resources import manifest_path
 from pytest_desched.toolchain import Reporter, Toolchain, _stderr
 
-CONTROL_PLANE_TOOLS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd", "kwok")
+CONTROL_PLANE_TOOLS = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "etcd",
+    "kwok",
+)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 # Annotation on round pods: kwok leaves them Running and the plugin runs them (see kwok-stages.yaml).
 EXECUTOR_ANNOTATION = "desched.pytest.io/executor"
@@ -83,10 +90,8 @@ def become_subreaper() -> bool:
 
 def _reap(pids: list[int]) -> None:
     for pid in pids:
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
 
 
 def owner_alive(record: dict) -> bool:
@@ -109,7 +114,9 @@ class EmbeddedProvider(Provider):
         wait_timeout: float = 60,
     ) -> None:
         if workers < 2:
-            raise ProviderError("the descheduler skips clusters with fewer than 2 nodes; use workers >= 2")
+            raise ProviderError(
+                "the descheduler skips clusters with fewer than 2 nodes; use workers >= 2"
+            )
         self.toolchain = toolchain
         self.root = root or toolchain.cache_dir / "clusters"
         self.cluster_name = name or unique_name()
@@ -139,7 +146,10 @@ class EmbeddedProvider(Provider):
 
     def _kwokctl(self, *args: str, timeout: float = 120, check: bool = True):
         return run(
-            [str(self.toolchain.path("kwokctl")), *args], env=self._env(), timeout=timeout, check=check
+            [str(self.toolchain.path("kwokctl")), *args],
+            env=self._env(),
+            timeout=timeout,
+            check=check,
         )
 
     # -- lifecycle --------------------------------------------------------
@@ -237,10 +247,8 @@ class EmbeddedProvider(Provider):
 def _cluster_pids(cluster_dir: Path) -> list[int]:
     pids = []
     for f in (cluster_dir / "pids").glob("*.pid"):
-        try:
+        with contextlib.suppress(OSError, ValueError):
             pids.append(int(f.read_text().strip()))
-        except (OSError, ValueError):
-            pass
     return pids
 
 
@@ -263,16 +271,16 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
             continue
         if str(cdir).encode() not in cmdline:
             continue  # a recycled pid, not one of this cluster's components
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     _reap(pids)
     if cdir.exists():
         shutil.rmtree(cdir, ignore_errors=True)
     (root / "owners" / f"{name}.json").unlink(missing_ok=True)
     if proc.returncode != 0:
-        report(f"kwokctl delete cluster {name}: exit {proc.returncode} (processes killed, dir removed)")
+        report(
+            f"kwokctl delete cluster {name}: exit {proc.returncode} (processes killed, dir removed)"
+        )
 
 
 def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = _stderr) -> list[str]:

@@ -192,7 +192,9 @@ class ExistingProvider(Provider):
             ) from exc
         cluster.workers = require_opted_in(nodes, context)
         cluster.info.update(nodes_total=len(nodes), opted_in=list(cluster.workers))
-        if cluster.workers and all(_is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers):
+        if cluster.workers and all(
+            _is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers
+        ):
             # A kwok cluster (e.g. another run's embedded one): nothing runs Job pods there.
             cluster.job_executor = "embedded"
         cluster.workdir = Path(tempfile.mkdtemp(prefix="desched-existing-"))

@@ -15,13 +15,13 @@ from pytest_desched.kube import wait_for
 
 pytestmark = pytest.mark.descheduler_e2e
 
-INNER = '''
+INNER = """
 import pytest
 
 @pytest.mark.descheduler_e2e
 def test_inner(desched_experiment):
     desched_experiment("positive", variant="pdb-lister-workaround")
-'''
+"""
 
 
 def _live_cmdlines() -> dict[int, str]:
@@ -32,7 +32,9 @@ def _live_cmdlines() -> dict[int, str]:
         try:
             if (d / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 continue  # exited; only the parent's bookkeeping remains
-            out[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            out[int(d.name)] = (
+                (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            )
         except (OSError, IndexError):
             continue
     return out
@@ -51,9 +53,22 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
     env = dict(os.environ, DESCHED_CACHE_DIR=str(cache), DESCHED_KEEP="never")
     env.pop("PYTEST_XDIST_WORKER", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "test_inner.py", "-p", "no:cacheprovider", "-q",
-         "--basetemp", str(tmp_path / "bt")],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_inner.py",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--basetemp",
+            str(tmp_path / "bt"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         start_new_session=True,
     )
     try:
@@ -71,13 +86,18 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
 
         name = wait_for("the inner run's cluster", mine, bool, timeout=120)[0]
         cdir = cache / "clusters" / "clusters" / name
-        batch = wait_for("inner kubeconfig", lambda: (cdir / "kubeconfig.yaml").is_file(), bool, 60) and _inner_api(cdir / "kubeconfig.yaml")
+        batch = wait_for(
+            "inner kubeconfig", lambda: (cdir / "kubeconfig.yaml").is_file(), bool, 60
+        ) and _inner_api(cdir / "kubeconfig.yaml")
+
         def round_jobs() -> list[str]:
             try:
                 jobs = batch.list_namespaced_job("kube-system", _request_timeout=5).items
             except Exception:  # the inner API server may not answer yet
                 return []
-            return [j.metadata.name for j in jobs if j.metadata.name.startswith("descheduler-positive")]
+            return [
+                j.metadata.name for j in jobs if j.metadata.name.startswith("descheduler-positive")
+            ]
 
         job = wait_for("a round Job in the inner cluster", round_jobs, bool, timeout=120)[0]
         os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C (or CI's cancel) does
