@@ -315,7 +315,6 @@ def run_pytest(i: int) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", *PYTEST_ARGS]
     shown = "DESCHED_PROVIDER=embedded " + shlex.join(cmd)
     log(f"pytest run {i}: {shown}")
-    lines: list[str] = []
     t0 = time.monotonic()
     # Own session: a terminal Ctrl-C reaches only us, and we forward exactly one SIGINT,
     # so pytest's fixtures tear its cluster down undisturbed.
@@ -325,26 +324,31 @@ def run_pytest(i: int) -> dict[str, Any]:
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         start_new_session=True,
     )
+    chunks: list[bytes] = []
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line.rstrip("\n"))
-            print(f"  | {line}", end="", file=sys.stderr, flush=True)
+        fd = proc.stdout.fileno()
+        # Raw chunks, not lines: pytest -q's progress dots arrive without a newline.
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.flush()
         rc = proc.wait()
     except BaseException:
         if proc.poll() is None:
             log("interrupted: forwarding SIGINT to pytest and waiting for its teardown")
             proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=300)
+            try:  # communicate() keeps draining the pipe, so pytest never blocks on it
+                rest, _ = proc.communicate(timeout=300)
+                sys.stderr.buffer.write(rest or b"")
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
         raise
     wall = round(time.monotonic() - t0, 3)
+    lines = b"".join(chunks).decode(errors="replace").splitlines()
     summary = next((ln.strip(" =") for ln in reversed(lines) if SUMMARY_RE.search(ln)), None)
     log(f"pytest run {i}: exit {rc} in {wall:.1f}s: {summary}")
     return {
@@ -465,8 +469,8 @@ def write_markdown(path: Path, data: dict[str, Any]) -> None:
             f"- exit {p['exit_code']}: `{p['summary_line']}` ({p['wall_s']} s)"
             for p in data["pytest"]
         ]
-    out += ["", "Experiment outcomes (every run):", ""]
-    for n, v, e, _ in PLAN:
+    out += ["", "Experiment outcomes (every run):", ""] if runs else []
+    for n, v, e, _ in PLAN if runs else []:
         key = f"{n}[{v}]"
         recs = [x for r in runs for x in r["experiments"] if f"{x['name']}[{x['variant']}]" == key]
         outs = ", ".join(sorted({x["outcome"] for x in recs})) or "not run"

@@ -210,8 +210,14 @@ class Runner:
 
         ctx = self.ctx
         pol = ctx.policy
+        exp = self.result.name + f"[{self.result.variant}]"
+        log_path = str(rnd.log_path) if rnd.log_path else None
+        if ctx.evidence is not None:  # the audit copy of the log, redacted like the record
+            log_path = str(
+                ctx.evidence.write_text(exp, f"{rnd.name}.log", rnd.logs, max_bytes=4 << 20)
+            )
         record = RoundRecord.from_round(
-            self.result.name + f"[{self.result.variant}]",
+            exp,
             rnd.name,
             ctx.cluster.provider,
             rnd.result,
@@ -246,7 +252,7 @@ class Runner:
                 "log_total_evicted": rnd.result.total_evicted,
                 "log_eviction_requests": rnd.result.eviction_requests,
             },
-            log_path=str(rnd.log_path) if rnd.log_path else None,
+            log_path=log_path,
             **extra,
         )
         d = record.to_dict()
@@ -333,6 +339,14 @@ def _run(
         return r.finish(sig)
     except Exception as exc:
         exc.artifacts = r.failure_artifacts()  # type: ignore[attr-defined]
+        if not isinstance(exc, KnownUpstreamBug):
+            # Runbook: on anything unexpected, stop the executor first.
+            from pytest_desched.safety import emergency_stop
+
+            try:
+                exc.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))  # type: ignore[attr-defined]
+            except Exception as stop_exc:  # never mask the original failure
+                exc.artifacts["emergency stop"] = f"failed: {stop_exc!r}"  # type: ignore[attr-defined]
         raise
     finally:
         r.teardown()

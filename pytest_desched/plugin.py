@@ -351,7 +351,9 @@ def desched_cluster(
 
 
 @pytest.fixture(scope="session")
-def desched_evidence(desched_settings: Settings, desched_cluster: Cluster) -> EvidenceWriter:
+def desched_evidence(
+    request: pytest.FixtureRequest, desched_settings: Settings, desched_cluster: Cluster
+) -> EvidenceWriter:
     from pytest_desched.evidence import EvidenceWriter, Redactor
 
     red = (
@@ -363,6 +365,7 @@ def desched_evidence(desched_settings: Settings, desched_cluster: Cluster) -> Ev
         if desched_settings.redact
         else Redactor.disabled()
     )
+    request.config._desched_redactor = red  # type: ignore[attr-defined]
     return EvidenceWriter(desched_settings.artifacts, red)
 
 
@@ -442,7 +445,7 @@ def desched_context(
             target=dst,
             namespace=namespace or desched_settings.namespace,
             replicas=replicas,
-            log_dir=desched_settings.artifacts / "logs",
+            log_dir=desched_settings.run_dir / "round-logs",  # raw; redacted copies go to evidence
             evidence=desched_evidence,
             keep_lab=False,
         )
@@ -475,13 +478,13 @@ def desched_experiment(
         results.append(entry)
         request.node._desched_entry = entry
         try:
-            res = EXPERIMENTS[name](ctx, variant=variant)
+            return EXPERIMENTS[name](ctx, variant=variant)
         except Exception as exc:
             entry["error"] = str(exc).splitlines()[0][:200]
             raise
-        for k, v in _junit(entry).items():
-            request.node.user_properties.append((k, v))
-        return res
+        finally:  # key figures reach JUnit for failures too
+            for k, v in _junit(entry).items():
+                request.node.user_properties.append((k, v))
 
     return run
 
@@ -521,6 +524,13 @@ def _junit(entry: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, rec in enumerate(entry["rounds"]):
         for k, v in junit_properties(rec):
+            if k == "blocking_layer":  # the layer that decided the lab's pods, as in the summary
+                verdict = str(rec.get("verdict") or "")
+                v = (
+                    verdict.removeprefix("stopped-by:")
+                    if verdict.startswith("stopped-by:")
+                    else ("api-server(evicted)" if rec.get("evictions") else v)
+                )
             out[f"desched.{i}.{k}" if i else f"desched.{k}"] = v
     return out
 
@@ -534,8 +544,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     exc = call.excinfo.value if call.excinfo else None
     arts = getattr(exc, "artifacts", None)
     if rep.when == "call" and arts:
+        from pytest_desched.evidence import scrub_secrets
+
+        red = getattr(item.config, "_desched_redactor", None)
         for name, text in arts.items():
-            rep.sections.append((f"desched {name}", text[-20000:]))
+            shown = red.redact(text) if red is not None else scrub_secrets(text)
+            rep.sections.append((f"desched {name}", shown[-20000:]))
     return rep
 
 
@@ -547,19 +561,23 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if not results and not info:
         return
     tr = terminalreporter
+    red = getattr(config, "_desched_redactor", None)
+    show = red.redact if red is not None else (lambda x: x)
     tr.section("pytest-desched")
     if info.get("provider"):
         tr.line(
-            f"cluster {info.get('cluster')} provider={info.get('provider')} server={info.get('server')} "
-            f"bring-up={info.get('bring_up_s')}s kubeconfig={info.get('kubeconfig')}"
+            show(
+                f"cluster {info.get('cluster')} provider={info.get('provider')} server={info.get('server')} "
+                f"bring-up={info.get('bring_up_s')}s kubeconfig={info.get('kubeconfig')}"
+            )
         )
     if info.get("chart"):
         tr.line(f"chart {info['chart']}")
     for entry in results:
-        tr.line(summary_line(entry))
+        tr.line(show(summary_line(entry)))
     for k in ("cleanup", "emergency_stop"):
         if info.get(k):
-            tr.line(f"{k}: {info[k]}")
+            tr.line(show(f"{k}: {info[k]}"))
     if info.get("kept"):
         tr.line(info["kept"])
     try:

@@ -76,7 +76,7 @@ def test_dry_run_round_evicts_nothing_but_lists_candidates(
             desched_cluster,
             desched_release,
             _name("descheduler-dry-run"),
-            desched_settings.artifacts / "logs",
+            desched_settings.run_dir / "round-logs",
         )
         assert rnd.succeeded and rnd.exit_code == 0
         assert rnd.result.dry_run is True
@@ -165,7 +165,7 @@ def test_round_runs_as_chart_service_account_rbac_enforced(
             desched_cluster,
             desched_release,
             _name("descheduler-no-evict"),
-            desched_settings.artifacts / "logs",
+            desched_settings.run_dir / "round-logs",
             service_account=sa,
         )
         after = violating_lab.snapshot()
@@ -204,7 +204,7 @@ def test_unsuspended_cronjob_aborts_round_and_emergency_stop(
                 desched_cluster,
                 desched_release,
                 _name("descheduler-refused"),
-                desched_settings.artifacts / "logs",
+                desched_settings.run_dir / "round-logs",
             )
         assert {
             j.metadata.name for j in desched_cluster.batch.list_namespaced_job(ns).items
