@@ -44,6 +44,77 @@ class PodRun:
     log: str
     log_path: Path | None = None
     notes: list[str] = field(default_factory=list)
+    metrics: MetricsScrape | None = None
+
+
+@dataclass
+class MetricsScrape:
+    """What polling the round's own /metrics endpoint while it ran yielded."""
+
+    attempts: int = 0
+    successes: int = 0
+    last_status: str = ""
+    last_text: str = ""
+    last_at: float | None = None  # time.monotonic() of the last successful scrape
+
+
+class MetricsPoller:
+    """Scrape https://127.0.0.1:PORT/metrics of a running descheduler until it exits.
+
+    The descheduler serves /metrics on its secure port without authentication (v0.36.0
+    cmd/descheduler/app/server.go); the one-shot process lives for well under a second,
+    so the last successful scrape may precede the end of the cycle: callers compare it
+    with the log's totals before trusting it.
+    """
+
+    def __init__(self, port: int, proc: subprocess.Popen[str], interval: float = 0.01) -> None:
+        import threading
+
+        self.port, self.proc, self.interval = port, proc, interval
+        self.result = MetricsScrape()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> MetricsPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+    def _run(self) -> None:
+        import http.client
+        import ssl
+
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE  # the process's self-signed loopback certificate
+        conn: http.client.HTTPSConnection | None = None
+        while self.proc.poll() is None and not self._stop.is_set():
+            self.result.attempts += 1
+            try:
+                if conn is None:  # one TLS handshake, then keep-alive requests
+                    conn = http.client.HTTPSConnection(
+                        "127.0.0.1", self.port, context=ctx, timeout=0.5
+                    )
+                conn.request("GET", "/metrics")
+                resp = conn.getresponse()
+                body = resp.read().decode(errors="replace")
+                self.result.last_status = str(resp.status)
+                if resp.status == 200:
+                    self.result.last_text = body
+                    self.result.successes += 1
+                    self.result.last_at = time.monotonic()
+                    continue  # scrape again at once: the cycle itself lasts milliseconds
+            except Exception as exc:  # not listening yet, or already gone
+                self.result.last_status = type(exc).__name__
+                if conn is not None:
+                    conn.close()
+                conn = None
+            self._stop.wait(self.interval)
+        if conn is not None:
+            conn.close()
 
 
 def _now() -> dt.datetime:
@@ -192,12 +263,13 @@ def run_pod(
                 start_new_session=True,
                 text=True,
             )
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                rc = proc.wait()
-                notes.append(f"killed after {timeout:.0f}s")
+            with MetricsPoller(port, proc) as poller:
+                try:
+                    rc = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    rc = proc.wait()
+                    notes.append(f"killed after {timeout:.0f}s")
         log = log_path.read_text()
         finished = _now()
         shown = [
@@ -219,6 +291,7 @@ def run_pod(
             log,
             log_path,
             notes,
+            poller.result,
         )
     except BaseException:
         if proc is not None and proc.poll() is None:

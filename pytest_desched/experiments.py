@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.lab import POOL_LABEL, Lab, Snapshot
+from pytest_desched.metrics import round_metrics
 from pytest_desched.policy import Policy, load_default
 from pytest_desched.results import Fate, Layer
 
@@ -244,14 +245,7 @@ class Runner:
             pending_pods=[p.name for p in self.lab.snapshot().pending()],
             distribution_before=before.by_node(),
             distribution_after=self.lab.snapshot().by_node(),
-            metrics={
-                "available": False,
-                "why": "one-shot round: the process exits right after its cycle and its secure "
-                "metrics port needs delegated authn the chart's ServiceAccount lacks; counts come "
-                "from the log's evictions/requests totals instead",
-                "log_total_evicted": rnd.result.total_evicted,
-                "log_eviction_requests": rnd.result.eviction_requests,
-            },
+            metrics=round_metrics(rnd),
             log_path=log_path,
             **extra,
         )
