@@ -197,18 +197,16 @@ def test_unsuspended_cronjob_aborts_round_and_emergency_stop(
     desched_cluster.batch.patch_namespaced_cron_job(
         desched_release.cronjob_name, ns, {"spec": {"suspend": False}}
     )
-    jobs_before = {j.metadata.name for j in desched_cluster.batch.list_namespaced_job(ns).items}
+    refused = _name("descheduler-refused")
     try:
         with pytest.raises(RoundError, match="not suspended"):
             run_round(
-                desched_cluster,
-                desched_release,
-                _name("descheduler-refused"),
-                desched_settings.run_dir / "round-logs",
+                desched_cluster, desched_release, refused, desched_settings.run_dir / "round-logs"
             )
-        assert {
-            j.metadata.name for j in desched_cluster.batch.list_namespaced_job(ns).items
-        } == jobs_before
+        # The refused round created nothing. (While unsuspended, the CronJob controller may
+        # itself start a scheduled Job on the minute: exactly why the runbook keeps it suspended.)
+        names = {j.metadata.name for j in desched_cluster.batch.list_namespaced_job(ns).items}
+        assert refused not in names
     finally:
         report = emergency_stop(desched_cluster, desched_release)
     assert report["suspended"] is True
