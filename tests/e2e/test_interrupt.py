@@ -112,3 +112,91 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
     assert not (owners / f"{name}.json").exists()
     left = {pid: c for pid, c in _live_cmdlines().items() if name in c or "desched-pod-" in c}
     assert not left, f"processes left after interrupting round {job}: {left}"
+
+
+def test_sigint_on_existing_cluster_leaves_no_namespace_label_or_release(
+    tmp_path, desched_cluster, desched_toolchain, desched_release
+):
+    """The existing-cluster provider pointed at this session's cluster, interrupted mid-round:
+    its lab namespace, node labels, release objects and round Jobs are all gone afterwards,
+    and nothing it did not create was touched."""
+    import yaml
+
+    from pytest_desched.lab import POOL_LABEL
+    from pytest_desched.providers.base import OPT_IN_LABEL
+
+    core, batch = desched_cluster.core, desched_cluster.batch
+    ctx = (
+        desched_cluster.context
+        or yaml.safe_load(desched_cluster.kubeconfig.read_text())["current-context"]
+    )
+    workers = desched_cluster.workers[:3]
+    release, namespace = "desched-inner", "lab-inner"
+    for n in workers:
+        core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: "true"}}})
+    (tmp_path / "test_inner.py").write_text(INNER)
+    env = dict(os.environ, DESCHED_CACHE_DIR=str(desched_toolchain.cache_dir))
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "test_inner.py",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--basetemp",
+            str(tmp_path / "bt"),
+            "--desched-provider=existing",
+            "--desched-allow-existing",
+            f"--desched-existing-context={ctx}",
+            f"--desched-existing-kubeconfig={desched_cluster.kubeconfig}",
+            f"--desched-release={release}",
+            f"--desched-namespace={namespace}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+
+        def inner_round() -> list[str]:
+            return [
+                j.metadata.name
+                for j in batch.list_namespaced_job("kube-system").items
+                if j.metadata.name.startswith("descheduler-positive")
+                and any(o.name.startswith(release) for o in j.metadata.owner_references or [])
+            ]
+
+        job = wait_for("the inner run's round Job", inner_round, bool, timeout=120)[0]
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        for n in workers:
+            core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: None}}})
+    assert proc.returncode != 0, out[-3000:]
+    assert namespace not in {ns.metadata.name for ns in core.list_namespace().items}, out[-3000:]
+    labelled = [
+        n.metadata.name for n in core.list_node().items if POOL_LABEL in (n.metadata.labels or {})
+    ]
+    assert not labelled, f"pool label left on {labelled} after interrupting {job}"
+    sel = f"app.kubernetes.io/instance={release}"
+    assert not core.list_namespaced_config_map("kube-system", label_selector=sel).items
+    assert not core.list_namespaced_service_account("kube-system", label_selector=sel).items
+    assert not desched_cluster.rbac.list_cluster_role(label_selector=sel).items
+    assert not desched_cluster.rbac.list_cluster_role_binding(label_selector=sel).items
+    assert not inner_round(), "round Jobs of the interrupted release left behind"
+    assert desched_cluster.helm("status", release, "-n", "kube-system", check=False).returncode != 0
+    # This session's own release was not touched by the inner run's cleanup.
+    assert (
+        desched_cluster.helm("status", desched_release.name, "-n", "kube-system", check=False).returncode
+        == 0
+    )
+    assert not {pid: c for pid, c in _live_cmdlines().items() if "desched-pod-" in c}
