@@ -196,7 +196,9 @@ def test_sigint_on_existing_cluster_leaves_no_namespace_label_or_release(
     assert desched_cluster.helm("status", release, "-n", "kube-system", check=False).returncode != 0
     # This session's own release was not touched by the inner run's cleanup.
     assert (
-        desched_cluster.helm("status", desched_release.name, "-n", "kube-system", check=False).returncode
+        desched_cluster.helm(
+            "status", desched_release.name, "-n", "kube-system", check=False
+        ).returncode
         == 0
     )
     assert not {pid: c for pid, c in _live_cmdlines().items() if "desched-pod-" in c}
