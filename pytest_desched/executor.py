@@ -279,6 +279,9 @@ def run_pod(
             for a in argv
         ]
         write_terminated(cluster, pod, rc, log, started, finished)
+        why = publish_logs(cluster, pod, log, started, log_dir)
+        if why:
+            notes.append(why)
         return PodRun(
             pod.metadata.namespace,
             pod.metadata.name,
@@ -300,6 +303,35 @@ def run_pod(
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
+
+
+def publish_logs(
+    cluster: Cluster, pod: Any, log: str, started: dt.datetime, log_dir: Path
+) -> str | None:
+    """Make `kubectl logs` work for the pod: a CRI-format file and a kwok `Logs` object.
+
+    Returns None when published, else why not (kept in the run's notes, never fatal).
+    """
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+
+    c = pod.spec.containers[0]
+    ts = started.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
+    cri = log_dir / f"{pod.metadata.name}.cri.log"
+    cri.write_text("".join(f"{ts} stdout F {line}\n" for line in log.splitlines()))
+    body = {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Logs",
+        "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace},
+        "spec": {"logs": [{"containers": [c.name], "logsFile": str(cri.resolve())}]},
+    }
+    try:
+        client.CustomObjectsApi(cluster.api_client).create_namespaced_custom_object(
+            "kwok.x-k8s.io", "v1alpha1", pod.metadata.namespace, "logs", body
+        )
+    except ApiException as exc:
+        return f"kubectl logs unavailable: kwok Logs object not created ({exc.status} {exc.reason})"
+    return None
 
 
 def write_terminated(

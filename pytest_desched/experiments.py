@@ -153,8 +153,8 @@ class Runner:
         self.result.policy_digest = pol.digest()
         self.result.overrides = list(pol.overrides)
 
-    def arrange_violation(self) -> Snapshot:
-        """Runbook: label only the source, deploy, then move the label to the target."""
+    def arrange_violation(self, pdb_min_available: int | None = 2) -> Snapshot:
+        """Runbook: label only the source, deploy, move the label to the target, add the PDB."""
         lab, src, dst = self.lab, self.ctx.source, self.ctx.target
         lab.create_namespace()
         lab.label_node(src)
@@ -180,6 +180,9 @@ class Runner:
             src not in lab.labelled_nodes() and all(p.node == src for p in s1.live),
             f"nodes with {POOL_LABEL}: {lab.labelled_nodes()}",
         )
+        if pdb_min_available is not None:
+            lab.create_pdb(min_available=pdb_min_available)
+            lab.wait_pdb(max(0, self.ctx.replicas - pdb_min_available))
         return s1
 
     def run_round(self, name: str) -> tuple[Round, Any, Snapshot, Snapshot]:
@@ -195,6 +198,10 @@ class Runner:
             )
             after = self.lab.snapshot()
         self.result.rounds.append(rnd)
+        decisions = self.lab_decisions(rnd)
+        evicted = [d for d in decisions if d.fate == Fate.EVICTED]
+        self.result.evictions = len(evicted)
+        self.result.blocking_layer = "api-server(evicted)" if evicted else _blocking(decisions)
         self.check(
             f"round {name} Job completed", rnd.succeeded, f"exit {rnd.exit_code}, {rnd.conditions}"
         )
@@ -355,13 +362,9 @@ def positive_affinity_migration(
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
-        lab.create_pdb(min_available=2)
-        lab.wait_pdb(1)
         rnd, rec, before, after = r.run_round("descheduler-positive")
         decisions = r.lab_decisions(rnd)
         evicted = [d for d in decisions if d.fate == Fate.EVICTED]
-        r.result.evictions = len(evicted)
-        r.result.blocking_layer = "api-server(evicted)" if evicted else _blocking(decisions)
         cap = ctx.policy.limits.get("namespace")
         r.check(
             "at most one eviction in the namespace",
@@ -435,9 +438,7 @@ def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> Experi
 
     def body(r: Runner) -> None:
         lab = r.lab
-        s1 = r.arrange_violation()
-        lab.create_pdb(min_available=2)  # kept at 2: only nodeFit is under test here
-        lab.wait_pdb(1)
+        s1 = r.arrange_violation()  # PDB kept at minAvailable 2: only nodeFit is under test
         lab.unlabel_node(ctx.target)
         r.check(
             "no node carries the pool label", lab.labelled_nodes() == [], f"{lab.labelled_nodes()}"
@@ -445,8 +446,6 @@ def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> Experi
         rnd, rec, before, after = r.run_round("descheduler-negative-nodefit")
         decisions = r.lab_decisions(rnd)
         final = lab.snapshot()
-        r.result.evictions = len([d for d in decisions if d.fate == Fate.EVICTED])
-        r.result.blocking_layer = _blocking(decisions)
         seen = {e["uid"] for e in rec.pod_events}
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
         r.check("no replacement pod appeared", seen <= s1.uids, f"new uids {seen - s1.uids}")
@@ -474,8 +473,6 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
-        lab.create_pdb(min_available=2)
-        lab.wait_pdb(1)
         lab.patch_pdb(3)
         pdb = lab.wait_pdb(0)
         r.check("PDB disruptionsAllowed is 0", pdb["disruptionsAllowed"] == 0, f"{pdb}")
@@ -483,8 +480,6 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
         decisions = r.lab_decisions(rnd)
         final = lab.snapshot()
         refused = [d for d in decisions if d.fate == Fate.REFUSED]
-        r.result.evictions = len([d for d in decisions if d.fate == Fate.EVICTED])
-        r.result.blocking_layer = _blocking(decisions)
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
         r.check("no Pending pod", not final.pending(), f"{[p.name for p in final.pending()]}")
         r.check(
@@ -541,13 +536,9 @@ def minpodage_protects(
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
-        lab.create_pdb(min_available=2)
-        lab.wait_pdb(1)
         rnd, rec, before, after = r.run_round("descheduler-minpodage")
         decisions = r.lab_decisions(rnd)
         final = lab.snapshot()
-        r.result.evictions = len([d for d in decisions if d.fate == Fate.EVICTED])
-        r.result.blocking_layer = _blocking(decisions)
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"{final.uids}")
         young = {d.name for d in decisions if d.fate == Fate.FILTERED and "minPodAge" in d.checks}
         r.check(

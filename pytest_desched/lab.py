@@ -319,47 +319,37 @@ class Lab:
         stop = threading.Event()
         watches: list[watch.Watch] = []
 
-        def pods() -> None:
-            w = watch.Watch()
-            watches.append(w)
-            while not stop.is_set():
-                try:
-                    for ev in w.stream(
-                        self.cluster.core.list_namespaced_pod,
-                        self.namespace,
-                        label_selector=f"app={self.app}",
-                        timeout_seconds=1,
-                    ):
-                        p = ev["object"]
-                        info = PodInfo.of(p)
-                        rec.pod_events.append(
-                            {"t": time.monotonic(), "type": ev["type"], **info.__dict__}
-                        )
-                        if stop.is_set():
-                            break
-                except Exception:  # a watch that ends early is resumed until stop
-                    if stop.wait(0.2):
-                        break
+        def follow(list_fn: Any, on_event: Any, **kw: Any) -> Any:
+            """A watch resumed until stop: list_fn's events handed to on_event."""
 
-        def pdbs() -> None:
-            w = watch.Watch()
-            watches.append(w)
-            while not stop.is_set():
-                try:
-                    for ev in w.stream(
-                        self.cluster.policy.list_namespaced_pod_disruption_budget,
-                        self.namespace,
-                        timeout_seconds=1,
-                    ):
-                        s = ev["object"].status
-                        if s is not None and s.disruptions_allowed is not None:
-                            rec.pdb_allowed.append((time.monotonic(), s.disruptions_allowed))
-                        if stop.is_set():
+            def loop() -> None:
+                w = watch.Watch()
+                watches.append(w)
+                while not stop.is_set():
+                    try:
+                        for ev in w.stream(list_fn, self.namespace, timeout_seconds=1, **kw):
+                            on_event(ev)
+                            if stop.is_set():
+                                break
+                    except Exception:  # a watch that ends early is resumed until stop
+                        if stop.wait(0.2):
                             break
-                except Exception:
-                    if stop.wait(0.2):
-                        break
 
+            return loop
+
+        def on_pod(ev: dict[str, Any]) -> None:
+            info = PodInfo.of(ev["object"])
+            rec.pod_events.append({"t": time.monotonic(), "type": ev["type"], **info.__dict__})
+
+        def on_pdb(ev: dict[str, Any]) -> None:
+            s = ev["object"].status
+            if s is not None and s.disruptions_allowed is not None:
+                rec.pdb_allowed.append((time.monotonic(), s.disruptions_allowed))
+
+        pods = follow(
+            self.cluster.core.list_namespaced_pod, on_pod, label_selector=f"app={self.app}"
+        )
+        pdbs = follow(self.cluster.policy.list_namespaced_pod_disruption_budget, on_pdb)
         threads = [threading.Thread(target=f, daemon=True) for f in (pods, pdbs)]
         for t in threads:
             t.start()

@@ -190,6 +190,8 @@ class EmbeddedProvider(Provider):
             str(bins["etcd"]),
             # kube-controller-manager at its default 20 QPS needs ~5 s to empty a namespace
             "--disable-qps-limits",
+            # kwok's Logs objects let `kubectl logs` read a finished round pod's output
+            "--enable-crds=Logs",
             "--wait",
             f"{int(self.wait_timeout)}s",
             timeout=self.wait_timeout + 60,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from tests.e2e.inner_run import start_inner
 
 pytestmark = pytest.mark.descheduler_e2e
 
@@ -60,39 +59,26 @@ ROUND_KEYS = {
 @pytest.fixture(scope="module")
 def inner_run(tmp_path_factory, desched_toolchain):
     d = tmp_path_factory.mktemp("inner")
-    (d / "test_inner.py").write_text(INNER)
     art = d / "artifacts"
-    env = dict(os.environ, DESCHED_CACHE_DIR=str(desched_toolchain.cache_dir))
-    env.pop("PYTEST_XDIST_WORKER", None)
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "test_inner.py",
-            "-p",
-            "no:cacheprovider",
-            "-rA",
-            f"--desched-artifacts={art}",
-            "--desched-redact",
-            f"--junitxml={d / 'junit.xml'}",
-            "--basetemp",
-            str(d / "bt"),
-        ],
-        cwd=d,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    proc = start_inner(
+        d,
+        INNER,
+        desched_toolchain.cache_dir,
+        "-rA",
+        f"--desched-artifacts={art}",
+        "--desched-redact",
+        f"--junitxml={d / 'junit.xml'}",
     )
+    out, _ = proc.communicate(timeout=600)
+    proc.output = out  # type: ignore[attr-defined]
     return d, art, proc
 
 
 def test_failing_experiment_fails_the_run_with_layer_in_summary(inner_run):
     _, _, proc = inner_run
-    assert proc.returncode == 1, proc.stdout[-4000:]
-    assert "1 failed, 1 passed" in proc.stdout
-    lines = [ln for ln in proc.stdout.splitlines() if "layer=" in ln]
+    assert proc.returncode == 1, proc.output[-4000:]
+    assert "1 failed, 1 passed" in proc.output
+    lines = [ln for ln in proc.output.splitlines() if "layer=" in ln]
     assert any(
         ln.startswith("positive[runbook]") and "FAILED" in ln and "layer=evictor-filter" in ln
         for ln in lines
@@ -103,9 +89,9 @@ def test_failing_experiment_fails_the_run_with_layer_in_summary(inner_run):
     ), lines
     # failure sections attached to the report
     assert (
-        "desched round" in proc.stdout
-        and "desched events" in proc.stdout
-        and "desched pods" in proc.stdout
+        "desched round" in proc.output
+        and "desched events" in proc.output
+        and "desched pods" in proc.output
     )
 
 
@@ -144,7 +130,7 @@ def test_redacted_evidence_has_no_node_names_or_namespaces(inner_run):
     workers = sorted(set(re.findall(r'"node":\{"name":"([a-z0-9]{4}-worker-\d)"\}', raw)))
     assert len(workers) >= 2, "no node names found in the raw logs"
     secrets = [*workers, "descheduler-lab", "desched-main-"]
-    assert not any(s in proc.stdout for s in workers), "node names shown in the terminal"
+    assert not any(s in proc.output for s in workers), "node names shown in the terminal"
     files = [p for p in art.rglob("*") if p.is_file()]
     assert files
     for p in files:

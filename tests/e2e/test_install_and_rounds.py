@@ -224,3 +224,33 @@ def test_unsuspended_cronjob_aborts_round_and_emergency_stop(
         "spread-demo", violating_lab.namespace
     )
     assert pdb.metadata.resource_version == pdb_rv and pdb.spec.min_available == 2
+
+
+def test_round_logs_stay_readable_through_the_api(
+    desched_cluster, desched_settings, desched_release
+):
+    """`kubectl logs job/NAME` after the Job ended, as in the runbook."""
+    from pytest_desched.kube import wait_for
+
+    rnd = run_round(
+        desched_cluster,
+        desched_release,
+        _name("descheduler-logs"),
+        desched_settings.run_dir / "round-logs",
+    )
+    assert rnd.succeeded
+    job = desched_cluster.batch.read_namespaced_job(rnd.name, rnd.namespace)
+    assert any(c.type == "Complete" and c.status == "True" for c in job.status.conditions)
+
+    def logs() -> str:
+        proc = desched_cluster.kubectl("-n", rnd.namespace, "logs", f"job/{rnd.name}", check=False)
+        return proc.stdout if proc.returncode == 0 else ""
+
+    text = wait_for(
+        f"kubectl logs job/{rnd.name}",
+        logs,
+        lambda t: "Number of evictions/requests" in t,
+        timeout=30,
+        describe=lambda t: t[-300:],
+    )
+    assert text.count("\n") == rnd.logs.rstrip("\n").count("\n") + 1

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pytest_desched.kube import wait_for
+from tests.e2e.inner_run import start_inner
 
 pytestmark = pytest.mark.descheduler_e2e
 
@@ -48,29 +47,8 @@ def _inner_api(kubeconfig: Path):
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig):
-    (tmp_path / "test_inner.py").write_text(INNER)
     cache = desched_toolchain.cache_dir
-    env = dict(os.environ, DESCHED_CACHE_DIR=str(cache), DESCHED_KEEP="never")
-    env.pop("PYTEST_XDIST_WORKER", None)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "test_inner.py",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--basetemp",
-            str(tmp_path / "bt"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_inner(tmp_path, INNER, cache, "-q")
     try:
         owners = cache / "clusters" / "owners"
 
@@ -134,33 +112,17 @@ def test_sigint_on_existing_cluster_leaves_no_namespace_label_or_release(
     release, namespace = "desched-inner", "lab-inner"
     for n in workers:
         core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: "true"}}})
-    (tmp_path / "test_inner.py").write_text(INNER)
-    env = dict(os.environ, DESCHED_CACHE_DIR=str(desched_toolchain.cache_dir))
-    env.pop("PYTEST_XDIST_WORKER", None)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "test_inner.py",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--basetemp",
-            str(tmp_path / "bt"),
-            "--desched-provider=existing",
-            "--desched-allow-existing",
-            f"--desched-existing-context={ctx}",
-            f"--desched-existing-kubeconfig={desched_cluster.kubeconfig}",
-            f"--desched-release={release}",
-            f"--desched-namespace={namespace}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
+    proc = start_inner(
+        tmp_path,
+        INNER,
+        desched_toolchain.cache_dir,
+        "-q",
+        "--desched-provider=existing",
+        "--desched-allow-existing",
+        f"--desched-existing-context={ctx}",
+        f"--desched-existing-kubeconfig={desched_cluster.kubeconfig}",
+        f"--desched-release={release}",
+        f"--desched-namespace={namespace}",
     )
     try:
 

@@ -1,0 +1,37 @@
+"""Start a nested pytest run of the plugin (its own session, cluster and cleanup)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def start_inner(
+    workdir: Path, test_source: str, cache_dir: Path, *args: str
+) -> subprocess.Popen[str]:
+    """Write test_inner.py into `workdir` and start pytest on it in its own process group."""
+    (workdir / "test_inner.py").write_text(test_source)
+    env = dict(os.environ, DESCHED_CACHE_DIR=str(cache_dir), DESCHED_KEEP="never")
+    env.pop("PYTEST_XDIST_WORKER", None)
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "test_inner.py",
+        "-p",
+        "no:cacheprovider",
+        "--basetemp",
+        str(workdir / "bt"),
+        *args,
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=workdir,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
