@@ -356,7 +356,9 @@ def _disruptions_allowed(pdb: Mapping[str, Any] | None) -> Any:
 def _fmt(value: Any, unit: str = "") -> str:
     if value is None:
         return "-"
-    return f"{value:.1f}{unit}" if isinstance(value, float) else f"{value}{unit}"
+    if isinstance(value, float):  # sub-second latencies (kwok is fast) keep their milliseconds
+        return f"{value:.3f}{unit}" if abs(value) < 1 else f"{value:.1f}{unit}"
+    return f"{value}{unit}"
 
 
 def _as_dict(record: RoundRecord | Mapping[str, Any]) -> Mapping[str, Any]:
@@ -367,7 +369,7 @@ def summary_text(record: RoundRecord | Mapping[str, Any]) -> str:
     """The ~15-line `.txt` next to each round's JSON: what happened and which link decided."""
     r = _as_dict(record)
     caps = r.get("caps") or {}
-    cap = " ".join(f"{k}={_fmt(caps.get(k))}" for k in ("perNode", "perNamespace", "total"))
+    cap = " ".join(f"{k}={_fmt(v)}" for k, v in caps.items()) or "-"
     counts = " ".join(f"{k}={v}" for k, v in sorted((r.get("counts") or {}).items())) or "-"
     fails = r.get("failures") or []
     fail_txt = "; ".join(

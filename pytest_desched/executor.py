@@ -228,7 +228,8 @@ def run_pod(
 ) -> PodRun:
     """Run the real descheduler for `pod` and write its terminated status back to the pod."""
     c = pod.spec.containers[0]
-    work = Path(tempfile.mkdtemp(prefix="desched-pod-"))
+    # Under the cluster's own dir when it has one: a killed run's token file goes with the reaped cluster.
+    work = Path(tempfile.mkdtemp(prefix="desched-pod-", dir=cluster.workdir))
     notes: list[str] = []
     started = _now()
     proc: subprocess.Popen[str] | None = None

@@ -494,7 +494,17 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
             f"decisions {[(d.name, d.fate.value, d.layer.value, d.status_code, d.checks) for d in decisions]}",
         )
         events: list[dict[str, Any]] = []
-        if ctx.policy.event_notification and refused:
+        # Runbook: check the *mounted* policy, not the intended one, before expecting events.
+        import yaml
+
+        mounted = yaml.safe_load(ctx.release.live_policy_yaml()) or {}
+        notify = mounted.get("evictionFailureEventNotification") is True
+        r.check(
+            "evictionFailureEventNotification is in the mounted policy",
+            notify == bool(ctx.policy.event_notification),
+            f"mounted={mounted.get('evictionFailureEventNotification')!r}",
+        )
+        if notify and refused:
             from pytest_desched.kube import WaitTimeout, wait_for
 
             uids = {p.uid for p in s1.pods if p.name in {d.name for d in refused}}

@@ -297,7 +297,7 @@ def make_provider(s: Settings, toolchain: Toolchain) -> Any:
     if name == "embedded":
         from pytest_desched.providers.embedded import EmbeddedProvider
 
-        return EmbeddedProvider(toolchain, workers=s.workers, keep=keep)
+        return EmbeddedProvider(toolchain, workers=s.workers, keep=keep, kubeconfig_dir=s.run_dir)
     if name == "kind":
         from pytest_desched.providers.embedded import unique_name
         from pytest_desched.providers.kind import KindProvider

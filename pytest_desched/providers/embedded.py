@@ -112,6 +112,7 @@ class EmbeddedProvider(Provider):
         keep: bool = False,
         report: Reporter = _stderr,
         wait_timeout: float = 60,
+        kubeconfig_dir: Path | None = None,
     ) -> None:
         if workers < 2:
             raise ProviderError(
@@ -126,6 +127,7 @@ class EmbeddedProvider(Provider):
         self.report = report
         self.wait_timeout = wait_timeout
         self.cluster: Cluster | None = None
+        self.kubeconfig_dir = kubeconfig_dir  # e.g. the pytest run's temp dir
         self._created = False
         self.timings: dict[str, float] = {}
 
@@ -136,6 +138,9 @@ class EmbeddedProvider(Provider):
 
     @property
     def kubeconfig(self) -> Path:
+        """The run's own copy when a kubeconfig_dir was given, else kwokctl's."""
+        if self.kubeconfig_dir is not None:
+            return self.kubeconfig_dir / f"{self.cluster_name}.kubeconfig"
         return self.cluster_dir / "kubeconfig.yaml"
 
     def _env(self) -> dict[str, str]:
@@ -197,6 +202,11 @@ class EmbeddedProvider(Provider):
             timeout=self.wait_timeout + 60,
         )
         self.timings["control_plane_s"] = time.monotonic() - t1
+        if self.kubeconfig_dir is not None:
+            self.kubeconfig_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write((self.cluster_dir / "kubeconfig.yaml").read_text())
         names = [f"{self.cluster_name[-4:]}-worker-{i}" for i in range(1, self.workers + 1)]
         cluster = Cluster(
             name=self.cluster_name,

@@ -45,39 +45,45 @@ def _inner_api(kubeconfig: Path):
     return client.BatchV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
 
 
+def _wait_inner_round(proc, cache: Path) -> tuple[str, Path, str]:
+    """The inner run's embedded cluster (by owner pid) once its first round Job exists."""
+    owners = cache / "clusters" / "owners"
+
+    def mine() -> list[str]:
+        found = []
+        for f in owners.glob("*.json"):
+            try:
+                if json.loads(f.read_text()).get("pid") == proc.pid:
+                    found.append(f.stem)
+            except (OSError, ValueError):
+                pass
+        return found
+
+    name = wait_for("the inner run's cluster", mine, bool, timeout=120)[0]
+    cdir = cache / "clusters" / "clusters" / name
+    wait_for("inner kubeconfig", lambda: (cdir / "kubeconfig.yaml").is_file(), bool, 60)
+    batch = _inner_api(cdir / "kubeconfig.yaml")
+
+    def round_jobs() -> list[str]:
+        try:
+            jobs = batch.list_namespaced_job("kube-system", _request_timeout=5).items
+        except Exception:  # the inner API server may not answer yet
+            return []
+        return [j.metadata.name for j in jobs if j.metadata.name.startswith("descheduler-positive")]
+
+    return (
+        name,
+        cdir,
+        wait_for("a round Job in the inner cluster", round_jobs, bool, timeout=120)[0],
+    )
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig):
     cache = desched_toolchain.cache_dir
     proc = start_inner(tmp_path, INNER, cache, "-q")
     try:
-        owners = cache / "clusters" / "owners"
-
-        def mine() -> list[str]:
-            found = []
-            for f in owners.glob("*.json"):
-                try:
-                    if json.loads(f.read_text()).get("pid") == proc.pid:
-                        found.append(f.stem)
-                except (OSError, ValueError):
-                    pass
-            return found
-
-        name = wait_for("the inner run's cluster", mine, bool, timeout=120)[0]
-        cdir = cache / "clusters" / "clusters" / name
-        batch = wait_for(
-            "inner kubeconfig", lambda: (cdir / "kubeconfig.yaml").is_file(), bool, 60
-        ) and _inner_api(cdir / "kubeconfig.yaml")
-
-        def round_jobs() -> list[str]:
-            try:
-                jobs = batch.list_namespaced_job("kube-system", _request_timeout=5).items
-            except Exception:  # the inner API server may not answer yet
-                return []
-            return [
-                j.metadata.name for j in jobs if j.metadata.name.startswith("descheduler-positive")
-            ]
-
-        job = wait_for("a round Job in the inner cluster", round_jobs, bool, timeout=120)[0]
+        name, cdir, job = _wait_inner_round(proc, cache)
         os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C (or CI's cancel) does
         out, _ = proc.communicate(timeout=180)
     finally:
@@ -87,9 +93,28 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
     assert proc.returncode != 0, out
     assert "KeyboardInterrupt" in out or "Interrupted" in out or "signal" in out, out[-3000:]
     assert not cdir.exists(), f"cluster dir {cdir} left behind"
-    assert not (owners / f"{name}.json").exists()
+    assert not (cache / "clusters" / "owners" / f"{name}.json").exists()
     left = {pid: c for pid, c in _live_cmdlines().items() if name in c or "desched-pod-" in c}
     assert not left, f"processes left after interrupting round {job}: {left}"
+
+
+def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
+    """SIGKILL leaves no chance to clean up; the next run's provider start reaps it."""
+    from pytest_desched.providers.embedded import reap_stale
+
+    cache = desched_toolchain.cache_dir
+    proc = start_inner(tmp_path, INNER, cache, "-q")
+    try:
+        name, cdir, _ = _wait_inner_round(proc, cache)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert cdir.exists()
+    assert any(name in c for c in _live_cmdlines().values()), "expected orphaned components"
+    reaped = reap_stale(desched_toolchain, cache / "clusters")
+    assert name in reaped
+    assert not cdir.exists()
+    assert not {pid: c for pid, c in _live_cmdlines().items() if name in c}
 
 
 def test_sigint_on_existing_cluster_leaves_no_namespace_label_or_release(
