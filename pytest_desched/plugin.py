@@ -277,14 +277,30 @@ def desched_settings(
     )
 
 
+def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines that reach the terminal even while pytest captures output."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    tw = config.get_terminal_writer()
+
+    def report(msg: str) -> None:
+        if capman is None:
+            tw.line(f"[desched] {msg}")
+            return
+        with capman.global_and_fixture_disabled():
+            tw.line(f"[desched] {msg}")
+
+    return report
+
+
 @pytest.fixture(scope="session")
-def desched_toolchain(desched_settings: Settings) -> Toolchain:
+def desched_toolchain(request: pytest.FixtureRequest, desched_settings: Settings) -> Toolchain:
     from pytest_desched.toolchain import Toolchain
 
     return Toolchain(
         cache_dir=desched_settings.cache_dir,
         overrides=desched_settings.bins,
         descheduler_version=desched_settings.descheduler_version,
+        report=terminal_reporter(request.config),
     )
 
 
@@ -297,7 +313,13 @@ def make_provider(s: Settings, toolchain: Toolchain) -> Any:
     if name == "embedded":
         from pytest_desched.providers.embedded import EmbeddedProvider
 
-        return EmbeddedProvider(toolchain, workers=s.workers, keep=keep, kubeconfig_dir=s.run_dir)
+        return EmbeddedProvider(
+            toolchain,
+            workers=s.workers,
+            keep=keep,
+            kubeconfig_dir=s.run_dir,
+            report=toolchain.report,
+        )
     if name == "kind":
         from pytest_desched.providers.embedded import unique_name
         from pytest_desched.providers.kind import KindProvider
@@ -386,7 +408,12 @@ def desched_release(
     wd = desched_settings.run_dir / "release"
     wd.mkdir(parents=True, exist_ok=True)
     rel = Release(
-        desched_cluster, chart, desched_toolchain.versions, wd, name=desched_settings.release
+        desched_cluster,
+        chart,
+        desched_toolchain.versions,
+        wd,
+        name=desched_settings.release,
+        report=desched_toolchain.report,
     )
     request.config._desched_info["chart"] = chart.evidence()  # type: ignore[attr-defined]
     try:
