@@ -233,6 +233,13 @@ class Toolchain:
         if chosen is None:
             self.build(group)
             chosen, why = cached, "built"
+            found = probe_version(tool, cached)
+            if not version_matches(found, group.version):
+                raise ToolError(
+                    f"{tool} built at {cached} reports version {found or 'unknown'}, pinned is "
+                    f"{group.version}: the version ldflags did not apply; remove "
+                    f"{self.bin_dir(group)} and rebuild (log: {self.log_path(group)})"
+                )
         self._resolved[tool] = chosen
         self.sources[tool] = why
         return chosen

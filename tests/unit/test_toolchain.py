@@ -386,12 +386,29 @@ def test_path_builds_when_nothing_is_cached(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     built: list[str] = []
-    monkeypatch.setattr(Toolchain, "build", lambda self, g: built.append(g.key))
+
+    def fake_build(self: Toolchain, g: object) -> None:
+        built.append(g.key)  # type: ignore[attr-defined]
+        script(self.bin_dir(g) / "kwokctl", "echo kwokctl version v0.8.0")  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Toolchain, "build", fake_build)
     tc = Toolchain(versions=V, cache_dir=tmp_path, use_path=False)
     p = tc.path("kwokctl")
     assert built == ["kwok-v0.8.0"]
     assert p == tmp_path / "bin" / "kwok" / "v0.8.0" / "kwokctl"
     assert tc.sources["kwokctl"] == "built"
+
+
+def test_built_binary_with_wrong_version_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        Toolchain,
+        "build",
+        lambda self, g: script(self.bin_dir(g) / "kwokctl", "echo kwokctl version v0.7.0"),
+    )
+    with pytest.raises(ToolError, match="reports version 0.7.0, pinned is v0.8.0"):
+        Toolchain(versions=V, cache_dir=tmp_path, use_path=False).path("kwokctl")
 
 
 def test_path_uses_path_binary_of_the_pinned_version(
@@ -455,7 +472,7 @@ elif args[:1] == ["build"]:
     for pkg in [a for a in args[args.index("-o") + 2 :]]:
         parts = pkg.split("/")
         name = parts[-2] if parts[-1][:1] == "v" and parts[-1][1:].isdigit() else parts[-1]
-        (out / name).write_text("#!/bin/sh\necho built\n")
+        (out / name).write_text("#!/bin/sh\necho 'etcd Version: 3.6.16'\n")
         (out / name).chmod(0o755)
         print(pkg)
 else:
