@@ -407,7 +407,7 @@ def test_built_binary_with_wrong_version_is_an_error(
         "build",
         lambda self, g: script(self.bin_dir(g) / "kwokctl", "echo kwokctl version v0.7.0"),
     )
-    with pytest.raises(ToolError, match="reports version 0.7.0, pinned is v0.8.0"):
+    with pytest.raises(ToolError, match=r"reports version 0\.7\.0, pinned is v0\.8\.0"):
         Toolchain(versions=V, cache_dir=tmp_path, use_path=False).path("kwokctl")
 
 
