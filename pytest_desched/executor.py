@@ -59,18 +59,23 @@ class MetricsScrape:
 
 
 class MetricsPoller:
-    """Scrape https://127.0.0.1:PORT/metrics of a running descheduler until it exits.
+    """Scrape https://127.0.0.1:PORT/metrics of a round process once its cycle has ended.
 
     The descheduler serves /metrics on its secure port without authentication (v0.36.0
-    cmd/descheduler/app/server.go); the one-shot process lives for well under a second,
-    so the last successful scrape may precede the end of the cycle: callers compare it
-    with the log's totals before trusting it.
+    cmd/descheduler/app/server.go) but only while the one-shot process lives. Scraping
+    throughout the run would race with (and delay) its own server shutdown, so this tails
+    the log and scrapes once, right after the cycle's totals line; callers still check the
+    scrape counted the finished loop before trusting it.
     """
 
-    def __init__(self, port: int, proc: subprocess.Popen[str], interval: float = 0.01) -> None:
+    CYCLE_DONE = b'"msg":"Number of evictions/requests"'
+
+    def __init__(
+        self, port: int, proc: subprocess.Popen[str], log_path: Path, interval: float = 0.002
+    ) -> None:
         import threading
 
-        self.port, self.proc, self.interval = port, proc, interval
+        self.port, self.proc, self.log_path, self.interval = port, proc, log_path, interval
         self.result = MetricsScrape()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -83,37 +88,37 @@ class MetricsPoller:
         self._stop.set()
         self._thread.join(timeout=2)
 
+    def _cycle_done(self) -> bool:
+        try:
+            return self.CYCLE_DONE in self.log_path.read_bytes()
+        except OSError:
+            return False
+
     def _run(self) -> None:
         import http.client
         import ssl
 
+        while not self._cycle_done():
+            if self.proc.poll() is not None or self._stop.wait(self.interval):
+                self.result.last_status = "exited before its cycle ended"
+                return
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE  # the process's self-signed loopback certificate
-        conn: http.client.HTTPSConnection | None = None
-        while self.proc.poll() is None and not self._stop.is_set():
-            self.result.attempts += 1
-            try:
-                if conn is None:  # one TLS handshake, then keep-alive requests
-                    conn = http.client.HTTPSConnection(
-                        "127.0.0.1", self.port, context=ctx, timeout=0.5
-                    )
-                conn.request("GET", "/metrics")
-                resp = conn.getresponse()
-                body = resp.read().decode(errors="replace")
-                self.result.last_status = str(resp.status)
-                if resp.status == 200:
-                    self.result.last_text = body
-                    self.result.successes += 1
-                    self.result.last_at = time.monotonic()
-                    continue  # scrape again at once: the cycle itself lasts milliseconds
-            except Exception as exc:  # not listening yet, or already gone
-                self.result.last_status = type(exc).__name__
-                if conn is not None:
-                    conn.close()
-                conn = None
-            self._stop.wait(self.interval)
-        if conn is not None:
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=0.2)
+        self.result.attempts += 1
+        try:
+            conn.request("GET", "/metrics", headers={"Connection": "close"})
+            resp = conn.getresponse()
+            body = resp.read().decode(errors="replace")
+            self.result.last_status = str(resp.status)
+            if resp.status == 200:
+                self.result.last_text = body
+                self.result.successes += 1
+                self.result.last_at = time.monotonic()
+        except Exception as exc:  # the server already stopped
+            self.result.last_status = type(exc).__name__
+        finally:
             conn.close()
 
 
@@ -264,7 +269,7 @@ def run_pod(
                 start_new_session=True,
                 text=True,
             )
-            with MetricsPoller(port, proc) as poller:
+            with MetricsPoller(port, proc, log_path) as poller:
                 try:
                     rc = proc.wait(timeout=timeout)
                 except subprocess.TimeoutExpired:

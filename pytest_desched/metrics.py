@@ -67,8 +67,8 @@ def round_metrics(rnd: Round) -> dict[str, Any]:
         last = scrapes[-1].last_status if scrapes else "none"
         return {
             "available": False,
-            "why": f"no successful scrape of /metrics in {attempts} attempts (last: {last}); "
-            "the one-shot process exited before serving one",
+            "why": f"no successful scrape of /metrics after the cycle ({attempts} attempt(s), "
+            f"last: {last}): the one-shot process stopped serving right after its cycle",
         }
     m = ok[-1]
     series = parse_prometheus(m.last_text)

@@ -48,6 +48,6 @@ def test_complete_only_after_a_finished_loop_matching_the_log():
 
 def test_no_scrape_or_in_cluster_says_why():
     none = round_metrics(_round("", 0))
-    assert none["available"] is False and "5 attempts" in none["why"]
+    assert none["available"] is False and "5 attempt(s)" in none["why"]
     kind = round_metrics(_round(TEXT, 1, executor="in-cluster"))
     assert kind["available"] is False and "not reachable" in kind["why"]
