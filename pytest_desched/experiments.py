@@ -38,6 +38,8 @@ BUG_1882 = (
     "and is filtered; the PDB itself stays in force at the API server"
 )
 VARIANTS = ("runbook", "pdb-lister-workaround")
+# The descheduler's own log line when its event broadcaster gave up on an event at exit.
+EVENT_DROPPED = '"msg":"Unable to write event'
 
 
 def lab_policy(variant: str = "runbook", keep_min_pod_age: bool = False) -> Policy:
@@ -504,35 +506,43 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
             notify == bool(ctx.policy.event_notification),
             f"mounted={mounted.get('evictionFailureEventNotification')!r}",
         )
+        dropped = rnd.logs.count(EVENT_DROPPED)
         if notify and refused:
             from pytest_desched.kube import WaitTimeout, wait_for
 
             uids = {p.uid for p in s1.pods if p.name in {d.name for d in refused}}
+            # v0.36.0 as a one-shot Job cancels its event broadcaster on exit: the last events
+            # can be dropped, and its own log says so. Every refused pod needs its event, or a
+            # logged drop to account for it; a silent absence fails.
             try:
                 events = wait_for(
-                    "EvictionFailed event for the refused pod",
+                    "EvictionFailed events for the refused pods",
                     lambda: [
                         e
                         for e in lab.events()
                         if e["reason"] == "EvictionFailed" and e["uid"] in uids
                     ],
-                    bool,
+                    lambda evs: len({e["uid"] for e in evs}) + dropped >= len(uids),
                     timeout=15,
                 )
             except WaitTimeout as exc:
                 r.result.notes.append(str(exc))
+            covered = {e["uid"] for e in events}
             r.check(
-                "EvictionFailed event recorded for the refused pod (evictionFailureEventNotification is on)",
-                bool(events),
-                "no EvictionFailed event; the round log is the primary evidence, absence is not success",
+                "an EvictionFailed event per refused pod, or a drop logged by the descheduler",
+                bool(events) and len(covered) + dropped >= len(uids),
+                f"{len(uids)} refused, {len(covered)} with an EvictionFailed event, {dropped} "
+                "event(s) the log says were dropped at exit; absence is never read as success",
             )
+        if dropped:
+            r.result.notes.append(f"{dropped} event(s) dropped at process exit (descheduler log)")
         r.record(
             rnd,
             rec,
             before,
             after,
             verdict=f"stopped-by:{r.result.blocking_layer}",
-            notes=[f"EvictionFailed events: {len(events)}"],
+            notes=[f"EvictionFailed events: {len(events)}", *r.result.notes],
         )
 
     return _run(ctx, "negative-pdb", variant, body)
