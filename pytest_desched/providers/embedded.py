@@ -9,16 +9,18 @@ so a later run can reap the ones a killed run left behind.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_desched.providers.base import Cluster, Provider, ProviderError, run
+from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
 from pytest_desched.resources import manifest_path
 from pytest_desched.toolchain import Reporter, Toolchain, _stderr
 
@@ -67,6 +69,17 @@ def node_manifest(name: str, zone: str, spec: NodeSpec) -> dict:
         },
         "status": {"allocatable": res, "capacity": res},
     }
+
+
+@contextlib.contextmanager
+def _lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _proc_start(pid: int) -> str | None:
@@ -172,7 +185,7 @@ class EmbeddedProvider(Provider):
         owners = self.root / "owners"
         owners.mkdir(exist_ok=True)
         (owners / f"{self.cluster_name}.json").write_text(json.dumps(owner))
-        self._kwokctl(
+        create = [
             "create",
             "cluster",
             "--name",
@@ -199,8 +212,21 @@ class EmbeddedProvider(Provider):
             "--enable-crds=Logs",
             "--wait",
             f"{int(self.wait_timeout)}s",
-            timeout=self.wait_timeout + 60,
-        )
+        ]
+        # kwokctl picks free ports when it creates a cluster; two creations at once (xdist
+        # workers) can pick the same ones, so creations are serialized across processes.
+        with _lock(self.root / "create.lock"):
+            try:
+                self._kwokctl(*create, timeout=self.wait_timeout + 60)
+            except (subprocess.TimeoutExpired, CommandError) as exc:
+                tails = []  # the cluster dir is removed on failure: keep what its logs said
+                for log in sorted((self.cluster_dir / "logs").glob("*.log")):
+                    lines = log.read_text(errors="replace").splitlines()[-3:]
+                    tails.append(f"--- {log.name}\n" + "\n".join(line[:300] for line in lines))
+                raise ProviderError(
+                    f"kwokctl could not start cluster {self.cluster_name} within "
+                    f"{self.wait_timeout + 60:.0f}s: {str(exc)[-600:]}\n" + "\n".join(tails)
+                ) from None
         self.timings["control_plane_s"] = time.monotonic() - t1
         if self.kubeconfig_dir is not None:
             self.kubeconfig_dir.mkdir(parents=True, exist_ok=True)
