@@ -7,7 +7,7 @@ import uuid
 import pytest
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.experiments import lab_policy
+from pytest_desched.experiments import KnownUpstreamBug, lab_policy
 from pytest_desched.lab import Lab
 from pytest_desched.policy import Policy, PolicyError, load_default
 from pytest_desched.results import Fate, Layer
@@ -56,50 +56,74 @@ def test_first_install_is_suspended_dry_run_and_pinned(desched_release):
     assert cj.spec.job_template.spec.template.spec.service_account_name == desched_release.name
 
 
-def test_dry_run_round_evicts_nothing_but_lists_candidates(
-    desched_cluster, desched_settings, desched_release, violating_lab
-):
-    """First-install state (chart defaults, dry run): candidates are logged, nothing is evicted.
+BUG_1917 = (
+    "descheduler v0.36.0 bug kubernetes-sigs/descheduler#1917 (fix proposed in #1922): in dry "
+    "run the fake informer factory is synced before the real one fills it, so a one-shot "
+    "cycle can start on an empty mirror (`Skipping descheduling cycle` found=0, or no lab pod "
+    "considered) and list no candidate"
+)
 
-    v0.36.0's dry run mirrors the cluster into a fake client asynchronously; a one-shot run
-    can start its cycle before nodes arrive and log `Skipping descheduling cycle` with
-    found=0, or before the lab's pods arrive and consider none of them. Such a round proves
-    nothing either way, so it is retried (each retry a new Job,
-    each one still checked for zero evictions) and the skips are reported.
-    """
-    desched_release.apply_policy(None, dry_run=True)
-    before = violating_lab.snapshot()
-    ns = violating_lab.namespace
-    skipped = []
-    for _ in range(5):
+
+def _dry_run_rounds(cluster, settings, release, lab, attempts: int):
+    """Dry-run rounds until one sees the lab (or attempts run out); each must evict nothing."""
+    release.apply_policy(None, dry_run=True)  # the first-install state: chart defaults, dry run
+    before = lab.snapshot()
+    rounds = []
+    for _ in range(attempts):
         rnd = run_round(
-            desched_cluster,
-            desched_release,
-            _name("descheduler-dry-run"),
-            desched_settings.run_dir / "round-logs",
+            cluster, release, _name("descheduler-dry-run"), settings.run_dir / "round-logs"
         )
+        rounds.append(rnd)
         assert rnd.succeeded and rnd.exit_code == 0
         assert rnd.result.dry_run is True
         assert not rnd.result.by_fate(Fate.EVICTED), "a dry-run round must not evict"
-        assert violating_lab.snapshot().uids == before.uids
-        if rnd.result.skipped and "found=0" in rnd.result.skipped.replace(" ", ""):
-            skipped.append(rnd.name)
-            continue
-        if not rnd.result.in_namespace(ns):  # the mirror had nodes but not yet the lab's pods
-            skipped.append(rnd.name)
-            continue
-        break
-    assert not rnd.result.skipped, f"every dry-run round skipped its cycle: {skipped}"
-    candidates = rnd.result.by_fate(Fate.DRY_RUN, ns)
-    assert candidates, (
-        f"no dry-run candidates logged: {rnd.result.counts(ns)}; log: {rnd.logs[-4000:]}"
+        assert not rnd.result.by_fate(Fate.REFUSED), "a dry-run round must not call the API"
+        assert lab.snapshot().uids == before.uids
+        if rnd.result.in_namespace(lab.namespace):
+            break
+    return before, rounds
+
+
+def _empty_mirror(rnd, namespace: str) -> bool:
+    skipped = (rnd.result.skipped or "").replace(" ", "")
+    return "found=0" in skipped or not rnd.result.in_namespace(namespace)
+
+
+def test_dry_run_round_evicts_nothing(
+    desched_cluster, desched_settings, desched_release, violating_lab
+):
+    """First-install state: a round, whatever it decides, evicts nothing and changes no pod."""
+    _, rounds = _dry_run_rounds(
+        desched_cluster, desched_settings, desched_release, violating_lab, 1
     )
-    assert {d.name for d in candidates} <= {p.name for p in before.pods}
-    assert all(d.layer == Layer.DRY_RUN and d.strategy for d in candidates)
     reasons = {e["reason"] for e in violating_lab.events()}
     assert "Evicted" not in reasons and "Descheduled" not in reasons
-    if skipped:
-        print(f"dry-run rounds that skipped their cycle (found 0 nodes): {skipped}")
+    # In dry run the log's eviction total counts the would-be evictions: the two must agree.
+    assert rounds[0].result.total_evicted == len(rounds[0].result.by_fate(Fate.DRY_RUN))
+
+
+@pytest.mark.xfail(raises=KnownUpstreamBug, strict=False, reason=BUG_1917)
+def test_dry_run_round_lists_candidates(
+    desched_cluster, desched_settings, desched_release, violating_lab
+):
+    """The runbook: the dry-run round's log lists the candidates it would evict.
+
+    Only an empty-mirror round (the #1917 signature) is tolerated, as an expected failure
+    after 3 tries; any other way of listing no candidate fails.
+    """
+    before, rounds = _dry_run_rounds(
+        desched_cluster, desched_settings, desched_release, violating_lab, 3
+    )
+    ns = violating_lab.namespace
+    rnd = rounds[-1]
+    if all(_empty_mirror(r, ns) for r in rounds):
+        raise KnownUpstreamBug(
+            f"{BUG_1917}. Evidence: {[(r.name, r.result.skipped or 'no lab pod considered') for r in rounds]}"
+        )
+    candidates = rnd.result.by_fate(Fate.DRY_RUN, ns)
+    assert candidates, f"no dry-run candidates: {rnd.result.counts(ns)}; log: {rnd.logs[-4000:]}"
+    assert {d.name for d in candidates} <= {p.name for p in before.pods}
+    assert all(d.layer == Layer.DRY_RUN and d.strategy for d in candidates)
 
 
 def test_policy_update_keeps_cronjob_suspended_and_digest_matches(desched_release):
