@@ -1,7 +1,7 @@
-"""pytest entry point: options, markers, thin fixtures, report header and summary.
+"""pytest entry point: markers, thin fixtures, report header and summary.
 
-No cluster work happens at import or configure time, so `pytest --help` and
-`pytest --markers` work on any machine.
+Options live in settings.py; no cluster work happens at import or configure time, so
+`pytest --help` and `pytest --markers` work on any machine.
 """
 
 from __future__ import annotations
@@ -10,11 +10,19 @@ import contextlib
 import os
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from pytest_desched.settings import (
+    MARKERS,
+    Settings,
+    add_options,
+    parse_bins,
+    settings_from_config,
+)
+from pytest_desched.settings import opt as _opt
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -25,139 +33,9 @@ if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
     from pytest_desched.toolchain import Toolchain
 
-MARKERS = {
-    "descheduler_e2e": "an end-to-end descheduler experiment on a real control plane (`-m descheduler_e2e`)",
-    "desched_experiment(name, **params)": "run the built-in experiment `name` (positive, nodefit, pdb, "
-    "minpodage) with params (variant, namespace, replicas, source, target, overrides); the result is "
-    "the `desched_experiment_result` fixture",
-}
-
-_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
-    (
-        "--desched-provider",
-        "DESCHED_PROVIDER",
-        {
-            "default": "auto",
-            "help": "auto|embedded|kind|existing (auto: kind when a Docker engine answers, else embedded)",
-        },
-    ),
-    (
-        "--desched-existing-context",
-        "DESCHED_EXISTING_CONTEXT",
-        {
-            "default": None,
-            "help": "kubeconfig context of an existing cluster (required for provider=existing)",
-        },
-    ),
-    (
-        "--desched-existing-kubeconfig",
-        "DESCHED_EXISTING_KUBECONFIG",
-        {
-            "default": None,
-            "help": "kubeconfig for provider=existing (default $KUBECONFIG; never ~/.kube/config implicitly)",
-        },
-    ),
-    (
-        "--desched-allow-existing",
-        "DESCHED_ALLOW_EXISTING",
-        {
-            "action": "store_true",
-            "help": "explicit opt-in to run experiments on an existing cluster",
-        },
-    ),
-    (
-        "--desched-keep",
-        "DESCHED_KEEP",
-        {
-            "default": "never",
-            "choices": ["always", "on-failure", "never"],
-            "help": "keep the cluster (and last lab) after the run",
-        },
-    ),
-    (
-        "--desched-artifacts",
-        "DESCHED_ARTIFACTS",
-        {"default": None, "help": "evidence folder (default: <basetemp>/desched-artifacts)"},
-    ),
-    (
-        "--desched-redact",
-        "DESCHED_REDACT",
-        {"action": "store_true", "help": "replace node names, namespaces and tokens in evidence"},
-    ),
-    (
-        "--desched-cache-dir",
-        "DESCHED_CACHE_DIR",
-        {"default": None, "help": "tool/build cache (default $XDG_CACHE_HOME/pytest-desched)"},
-    ),
-    (
-        "--desched-bin",
-        "DESCHED_BIN",
-        {
-            "default": None,
-            "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)",
-        },
-    ),
-    (
-        "--desched-workers",
-        "DESCHED_WORKERS",
-        {"default": "3", "help": "kwok worker nodes of the embedded cluster"},
-    ),
-    (
-        "--desched-chart-source",
-        "DESCHED_CHART_SOURCE",
-        {
-            "default": "auto",
-            "choices": ["auto", "repo", "module"],
-            "help": "chart from the Helm repo, the pinned Go module, or auto",
-        },
-    ),
-    (
-        "--desched-namespace",
-        "DESCHED_NAMESPACE",
-        {"default": "descheduler-lab", "help": "lab namespace (made unique per xdist worker)"},
-    ),
-    (
-        "--desched-release",
-        "DESCHED_RELEASE",
-        {"default": "descheduler", "help": "helm release name in kube-system"},
-    ),
-    (
-        "--desched-descheduler-version",
-        "DESCHED_DESCHEDULER_VERSION",
-        {
-            "default": None,
-            "help": "run another descheduler release or commit (canary), built side by side",
-        },
-    ),
-]
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("desched", "pytest-desched: descheduler runbook experiments")
-    for flag, env, kw in _OPTIONS:
-        kw = dict(kw)
-        default = kw.pop("default", None)
-        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
-        if kw.get("action") != "store_true":
-            kw["default"] = None  # unset, so an explicit value always beats the env var
-        group.addoption(flag, dest=flag.lstrip("-").replace("-", "_"), **kw)
-
-
-def _opt(config: pytest.Config, flag: str) -> Any:
-    """Command line wins, then the environment variable, then the default."""
-    env = next(e for f, e, _ in _OPTIONS if f == flag)
-    val = config.getoption(flag.lstrip("-").replace("-", "_"))
-    kw = next(k for f, _, k in _OPTIONS if f == flag)
-    if val not in (None, False):
-        return val
-    raw = os.environ.get(env)
-    if raw:
-        if kw.get("action") == "store_true":
-            return raw.lower() in ("1", "true", "yes")
-        if "choices" in kw and raw not in kw["choices"]:
-            raise pytest.UsageError(f"{env}={raw!r}: choose from {kw['choices']}")
-        return raw
-    return kw.get("default", False if kw.get("action") == "store_true" else None)
+    add_options(parser)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -204,77 +82,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-# --- settings -------------------------------------------------------------------
-@dataclass
-class Settings:
-    provider: str
-    keep: str
-    artifacts: Path
-    redact: bool
-    cache_dir: Path | None
-    bins: dict[str, Path]
-    workers: int
-    chart_source: str
-    namespace: str
-    release: str
-    descheduler_version: str | None
-    existing_context: str | None
-    existing_kubeconfig: Path | None
-    allow_existing: bool
-    run_dir: Path
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def parse_bins(raw: str | None) -> dict[str, Path]:
-    """`kubectl=/usr/bin/kubectl,helm=/opt/helm` -> {tool: path}; a bad entry is an error."""
-    from pytest_desched.toolchain import TOOL_GROUP
-
-    out: dict[str, Path] = {}
-    for item in filter(None, (raw or "").split(",")):
-        tool, sep, path = item.partition("=")
-        tool = tool.strip()
-        if not sep or tool not in TOOL_GROUP:
-            raise pytest.UsageError(
-                f"--desched-bin: {item!r} is not TOOL=PATH with TOOL in {sorted(TOOL_GROUP)}"
-            )
-        p = Path(path).expanduser()
-        if not (p.is_file() and os.access(p, os.X_OK)):
-            raise pytest.UsageError(f"--desched-bin: {p} is not an executable file")
-        out[tool] = p
-    return out
-
-
 @pytest.fixture(scope="session")
 def desched_settings(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Settings:
-    c = request.config
-    run_dir = tmp_path_factory.mktemp("desched")
-    art = _opt(c, "--desched-artifacts")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    ns = _opt(c, "--desched-namespace")
-    try:
-        workers = int(_opt(c, "--desched-workers"))
-    except ValueError:
-        raise pytest.UsageError("--desched-workers must be an integer >= 2") from None
-    kube = _opt(c, "--desched-existing-kubeconfig")
-    return Settings(
-        provider=_opt(c, "--desched-provider"),
-        keep=_opt(c, "--desched-keep"),
-        artifacts=Path(art) if art else tmp_path_factory.getbasetemp() / "desched-artifacts",
-        redact=bool(_opt(c, "--desched-redact")),
-        cache_dir=Path(_opt(c, "--desched-cache-dir")) if _opt(c, "--desched-cache-dir") else None,
-        bins=parse_bins(_opt(c, "--desched-bin")),
-        workers=workers,
-        chart_source=_opt(c, "--desched-chart-source"),
-        namespace=f"{ns}-{worker}" if worker else ns,
-        release=_opt(c, "--desched-release"),
-        descheduler_version=_opt(c, "--desched-descheduler-version"),
-        existing_context=_opt(c, "--desched-existing-context"),
-        existing_kubeconfig=Path(kube) if kube else None,
-        allow_existing=bool(_opt(c, "--desched-allow-existing")),
-        run_dir=run_dir,
-    )
+    return settings_from_config(request.config, tmp_path_factory)
 
 
 def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
@@ -304,34 +116,6 @@ def desched_toolchain(request: pytest.FixtureRequest, desched_settings: Settings
     )
 
 
-def make_provider(s: Settings, toolchain: Toolchain) -> Any:
-    """The provider object for the settings (plain function: usable without pytest)."""
-    from pytest_desched.providers.base import choose_provider
-
-    name = choose_provider(s.provider)
-    keep = s.keep == "always"
-    if name == "embedded":
-        from pytest_desched.providers.embedded import EmbeddedProvider
-
-        return EmbeddedProvider(
-            toolchain,
-            workers=s.workers,
-            keep=keep,
-            kubeconfig_dir=s.run_dir,
-            report=toolchain.report,
-        )
-    if name == "kind":
-        from pytest_desched.providers.embedded import unique_name
-        from pytest_desched.providers.kind import KindProvider
-
-        return KindProvider(
-            toolchain, s.run_dir / "kind", unique_name("desched-kind"), workers=s.workers, keep=keep
-        )
-    from pytest_desched.providers.existing import ExistingProvider
-
-    return ExistingProvider(s.existing_kubeconfig, s.existing_context, toolchain, s.allow_existing)
-
-
 @pytest.fixture(scope="session")
 def desched_cluster(
     request: pytest.FixtureRequest, desched_settings: Settings, desched_toolchain: Toolchain
@@ -340,6 +124,8 @@ def desched_cluster(
     from pytest_desched.providers.base import ProviderError
 
     try:
+        from pytest_desched.providers import make_provider
+
         provider = make_provider(desched_settings, desched_toolchain)
     except ProviderError as exc:
         pytest.fail(str(exc), pytrace=False)

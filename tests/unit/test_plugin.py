@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.plugin import _OPTIONS, _opt, parse_bins
+from pytest_desched.settings import OPTIONS as _OPTIONS
+from pytest_desched.settings import opt as _opt
+from pytest_desched.settings import parse_bins
 from pytest_desched.versions import load_versions
 
 pytest_plugins = ["pytester"]
