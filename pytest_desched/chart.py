@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pytest_desched.policy import digest_of_rendered
-from pytest_desched.providers.base import CommandError, run
+from pytest_desched.providers.base import CommandError, helm_env, run
 from pytest_desched.toolchain import Reporter, _stderr, go_env
 
 if TYPE_CHECKING:
@@ -167,15 +167,6 @@ def _module_chart_dir(versions: Versions) -> Path:
     if not (d / "Chart.yaml").is_file():
         raise UnsafeRender(f"{d} has no Chart.yaml")
     return d
-
-
-def helm_env(home: Path) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    for k in ("CACHE", "CONFIG", "DATA"):
-        env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
-    return env
 
 
 # -- rendering and checks ---------------------------------------------------

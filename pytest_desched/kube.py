@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
@@ -49,10 +49,29 @@ def wait_for(
     return last[0]
 
 
+# -- nodes as dicts (kubectl -o json, sanitized API objects) or kubernetes.client.V1Node --
+def _field(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+
+
+def node_name(node: Any) -> str:
+    return _field(_field(node, "metadata"), "name") or ""
+
+
+def node_labels(node: Any) -> dict[str, str]:
+    return dict(_field(_field(node, "metadata"), "labels") or {})
+
+
+def node_annotations(node: Any) -> dict[str, str]:
+    return dict(_field(_field(node, "metadata"), "annotations") or {})
+
+
 def node_ready(node: Any) -> bool:
-    for c in node.status.conditions or []:
-        if c.type == "Ready":
-            return c.status == "True"
+    for cond in _field(_field(node, "status"), "conditions") or []:
+        if _field(cond, "type") == "Ready":
+            return _field(cond, "status") == "True"
     return False
 
 

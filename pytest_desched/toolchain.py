@@ -7,6 +7,7 @@ inside a small wrapper module, and cached as ``<cache>/bin/<group>/<version>/<to
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -36,6 +37,18 @@ def default_cache_dir() -> Path:
         return Path(os.environ["DESCHED_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pytest-desched"
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock shared by every process (xdist workers, parallel runs) on this host."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class ToolError(RuntimeError):
@@ -248,16 +261,8 @@ class Toolchain:
         return {t: self.path(t) for t in tools}
 
     # -- building --------------------------------------------------------
-    @contextmanager
-    def _lock(self, group: Group) -> Iterator[None]:
-        lock_dir = self.cache_dir / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{group.key}.lock", "w") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def _lock(self, group: Group) -> contextlib.AbstractContextManager[None]:
+        return file_lock(self.cache_dir / "locks" / f"{group.key}.lock")
 
     def build(self, group: Group) -> None:
         """Build every binary of `group` into the cache (no-op if another process just did)."""

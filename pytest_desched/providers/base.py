@@ -88,11 +88,8 @@ class Cluster:
 
     # -- CLI runners (argument lists, explicit KUBECONFIG, never ~/.kube/config) --
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = helm_env(self.workdir or self.toolchain.cache_dir / "helm-home")
         env["KUBECONFIG"] = str(self.kubeconfig)
-        home = self.workdir or self.toolchain.cache_dir / "helm-home"
-        for k in ("CACHE", "CONFIG", "DATA"):
-            env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
         return env
 
     def _ctx_args(self) -> list[str]:
@@ -110,6 +107,14 @@ class Cluster:
         ctx = ["--kube-context", self.context] if self.context else []
         cmd = [str(self.toolchain.path("helm")), *ctx, *args]
         return run(cmd, env=self.env(), check=check, timeout=timeout)
+
+
+def helm_env(home: Path) -> dict[str, str]:
+    """The environment with helm's cache/config/data under `home`, never the user's."""
+    env = dict(os.environ)
+    for k in ("CACHE", "CONFIG", "DATA"):
+        env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
+    return env
 
 
 class CommandError(RuntimeError):

@@ -9,7 +9,6 @@ so a later run can reap the ones a killed run left behind.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
 from pytest_desched.resources import manifest_path
-from pytest_desched.toolchain import Reporter, Toolchain, _stderr
+from pytest_desched.toolchain import Reporter, Toolchain, _stderr, file_lock
 
 CONTROL_PLANE_TOOLS = (
     "kube-apiserver",
@@ -69,17 +68,6 @@ def node_manifest(name: str, zone: str, spec: NodeSpec) -> dict:
         },
         "status": {"allocatable": res, "capacity": res},
     }
-
-
-@contextlib.contextmanager
-def _lock(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _proc_start(pid: int) -> str | None:
@@ -215,7 +203,7 @@ class EmbeddedProvider(Provider):
         ]
         # kwokctl picks free ports when it creates a cluster; two creations at once (xdist
         # workers) can pick the same ones, so creations are serialized across processes.
-        with _lock(self.root / "create.lock"):
+        with file_lock(self.root / "create.lock"):
             try:
                 self._kwokctl(*create, timeout=self.wait_timeout + 60)
             except (subprocess.TimeoutExpired, CommandError) as exc:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.kube import node_annotations, node_labels, node_name
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
 if TYPE_CHECKING:
@@ -26,28 +27,6 @@ KUBECONFIG_OPTION = "--desched-existing-kubeconfig"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 MIN_OPTED_IN = 2
 _MAX_LISTED = 20
-
-
-# -- nodes as dicts (kubectl -o json, sanitized API objects) or kubernetes.client.V1Node --
-def _field(obj: Any, name: str) -> Any:
-    if obj is None:
-        return None
-    return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-
-
-def node_name(node: Any) -> str:
-    return _field(_field(node, "metadata"), "name") or ""
-
-
-def node_labels(node: Any) -> dict[str, str]:
-    return dict(_field(_field(node, "metadata"), "labels") or {})
-
-
-def node_ready(node: Any) -> bool:
-    for cond in _field(_field(node, "status"), "conditions") or []:
-        if _field(cond, "type") == "Ready":
-            return _field(cond, "status") == "True"
-    return False
 
 
 def close_clients(cluster: Cluster) -> None:
@@ -217,6 +196,4 @@ class ExistingProvider(Provider):
 
 
 def _is_kwok_node(node: Any) -> bool:
-    meta = node.get("metadata", {}) if isinstance(node, dict) else node.metadata
-    ann = (meta.get("annotations") if isinstance(meta, dict) else meta.annotations) or {}
-    return ann.get("kwok.x-k8s.io/node") == "fake"
+    return node_annotations(node).get("kwok.x-k8s.io/node") == "fake"

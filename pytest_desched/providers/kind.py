@@ -27,14 +27,9 @@ from tenacity import (
     wait_fixed,
 )
 
+from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.providers.base import Cluster, Provider, ProviderError, docker_available, run
-from pytest_desched.providers.existing import (
-    CONTROL_PLANE_LABEL,
-    close_clients,
-    node_labels,
-    node_name,
-    node_ready,
-)
+from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
 from pytest_desched.resources import manifest_path
 from pytest_desched.versions import load_versions
 
