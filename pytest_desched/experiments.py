@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.lab import POOL_LABEL, Lab, Snapshot
 from pytest_desched.metrics import round_metrics
 from pytest_desched.policy import Policy, load_default
-from pytest_desched.results import Fate, Layer
+from pytest_desched.results import Fate, Layer, PodDecision
 
 if TYPE_CHECKING:
     from pytest_desched.chart import Release
@@ -187,7 +187,7 @@ class Runner:
             lab.wait_pdb(max(0, self.ctx.replicas - pdb_min_available))
         return s1
 
-    def run_round(self, name: str) -> tuple[Round, Any, Snapshot, Snapshot]:
+    def run_round(self, name: str) -> tuple[Round, Any, Snapshot, Snapshot, list[PodDecision]]:
         import uuid
 
         from pytest_desched.rounds import run_round
@@ -207,7 +207,7 @@ class Runner:
         self.check(
             f"round {name} Job completed", rnd.succeeded, f"exit {rnd.exit_code}, {rnd.conditions}"
         )
-        return rnd, rec, before, after
+        return rnd, rec, before, after, decisions
 
     def lab_decisions(self, rnd: Round) -> list[Any]:
         return rnd.result.in_namespace(self.ctx.namespace)
@@ -364,8 +364,7 @@ def positive_affinity_migration(
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
-        rnd, rec, before, after = r.run_round("descheduler-positive")
-        decisions = r.lab_decisions(rnd)
+        rnd, rec, before, after, decisions = r.run_round("descheduler-positive")
         evicted = [d for d in decisions if d.fate == Fate.EVICTED]
         cap = ctx.policy.limits.get("namespace")
         r.check(
@@ -445,8 +444,7 @@ def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> Experi
         r.check(
             "no node carries the pool label", lab.labelled_nodes() == [], f"{lab.labelled_nodes()}"
         )
-        rnd, rec, before, after = r.run_round("descheduler-negative-nodefit")
-        decisions = r.lab_decisions(rnd)
+        rnd, rec, before, after, decisions = r.run_round("descheduler-negative-nodefit")
         final = lab.snapshot()
         seen = {e["uid"] for e in rec.pod_events}
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
@@ -478,8 +476,7 @@ def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> Experiment
         lab.patch_pdb(3)
         pdb = lab.wait_pdb(0)
         r.check("PDB disruptionsAllowed is 0", pdb["disruptionsAllowed"] == 0, f"{pdb}")
-        rnd, rec, before, after = r.run_round("descheduler-negative-pdb")
-        decisions = r.lab_decisions(rnd)
+        rnd, rec, before, after, decisions = r.run_round("descheduler-negative-pdb")
         final = lab.snapshot()
         refused = [d for d in decisions if d.fate == Fate.REFUSED]
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
@@ -556,8 +553,7 @@ def minpodage_protects(
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
-        rnd, rec, before, after = r.run_round("descheduler-minpodage")
-        decisions = r.lab_decisions(rnd)
+        rnd, rec, before, after, decisions = r.run_round("descheduler-minpodage")
         final = lab.snapshot()
         r.check("pod UIDs unchanged", final.uids == s1.uids, f"{final.uids}")
         young = {d.name for d in decisions if d.fate == Fate.FILTERED and "minPodAge" in d.checks}
