@@ -3,10 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
-# End-to-end tests run against real, timing-sensitive components (five processes on two
-# cores): a failed test is rerun once and reported as such ("R" / "N rerun" in the summary).
-# A test that fails twice fails the run.
-RERUN  := --reruns 1
+# No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
 .PHONY: venv tools e2e test unit lint bench clean-clusters
 
@@ -25,11 +22,11 @@ tools: venv
 
 ## The main job: the runbook's experiments on the embedded cluster.
 e2e: tools
-	$(PYTEST) -m descheduler_e2e -p no:cacheprovider $(RERUN) $(PYTEST_ARGS)
+	$(PYTEST) -m descheduler_e2e -p no:cacheprovider $(PYTEST_ARGS)
 
 ## Everything: unit tests and end-to-end tests.
 test: tools
-	$(PYTEST) -p no:cacheprovider $(RERUN) $(PYTEST_ARGS)
+	$(PYTEST) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: venv
 	$(PYTEST) tests/unit -p no:cacheprovider $(PYTEST_ARGS)

@@ -34,8 +34,22 @@ class Layer(StrEnum):
     LIMITS = "eviction-limits"  # maxNoOfPodsToEvictPerNode/Namespace/Total
     API_SERVER = "api-server"  # eviction subresource: PDB (429), RBAC (403), ...
     DRY_RUN = "dry-run"  # fake client: nothing reached the API server
-    CONTROLLER = "controller"  # the owner must create a replacement
-    SCHEDULER = "scheduler"  # the replacement must be placed
+    CONTROLLER = "controller"  # evicted, but the owner created no replacement
+    SCHEDULER = "scheduler"  # evicted and replaced, but the replacement stayed Pending
+
+
+# The runbook's chain in order. A pod reaches a later link only by passing the earlier ones,
+# so the furthest link any lab pod reached is the one that decided the round; earlier
+# refusals are bystanders (pods of other owners filtered by the evictor).
+CHAIN = (
+    Layer.POLICY,
+    Layer.EVICTOR_FILTER,
+    Layer.EVICTOR_NODEFIT,
+    Layer.LIMITS,
+    Layer.API_SERVER,
+    Layer.CONTROLLER,
+    Layer.SCHEDULER,
+)
 
 
 FATE_LAYER = {
@@ -109,3 +123,58 @@ class RoundResult:
             item["fate"] = item["fate"].value
             item["layer"] = item["layer"].value
         return d
+
+
+def blocking_layers(decisions: list[PodDecision]) -> list[Layer]:
+    """Every layer that stopped some pod, in order of first appearance."""
+    out: list[Layer] = []
+    for d in decisions:
+        if d.fate not in (Fate.EVICTED, Fate.DRY_RUN) and d.layer not in out:
+            out.append(d.layer)
+    return out
+
+
+@dataclass(frozen=True)
+class RoundVerdict:
+    """What decided a round, by the one rule every record, summary and JUnit property uses.
+
+    `verdict` is `evicted`, `stopped-by:<layer>`, `skipped:<why>`, `dry-run` or
+    `no-candidates`; `label` is the short form shown on terminal lines and in JUnit.
+    """
+
+    verdict: str
+    layer: Layer | None = None
+
+    @property
+    def label(self) -> str:
+        if self.verdict == "evicted":
+            return "api-server(evicted)"
+        if self.layer is not None:
+            return self.layer.value
+        return self.verdict.split(":", 1)[0]
+
+
+def decide(
+    decisions: list[PodDecision], skipped: str | None = None, replacement: str | None = None
+) -> RoundVerdict:
+    """The deciding layer of a round's decisions (pass only the lab's own pods).
+
+    `replacement` is what followed an eviction, when the caller watched it: `ready`,
+    `missing` (the controller made none) or `pending` (the scheduler placed none).
+    """
+    if skipped:
+        return RoundVerdict(f"skipped:{skipped}")
+    if any(d.fate == Fate.EVICTED for d in decisions):
+        if replacement == "missing":
+            return RoundVerdict("stopped-by:controller", Layer.CONTROLLER)
+        if replacement == "pending":
+            return RoundVerdict("stopped-by:scheduler", Layer.SCHEDULER)
+        return RoundVerdict("evicted", Layer.API_SERVER)
+    blocking = blocking_layers(decisions)
+    if blocking:
+        rank = {layer: i for i, layer in enumerate(CHAIN)}
+        layer = max(blocking, key=lambda la: rank.get(la, -1))
+        return RoundVerdict(f"stopped-by:{layer.value}", layer)
+    if any(d.fate == Fate.DRY_RUN for d in decisions):
+        return RoundVerdict("dry-run", Layer.DRY_RUN)
+    return RoundVerdict("no-candidates")

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.experiments import bug_1882_signature
 from pytest_desched.logparse import parse_log
 from pytest_desched.results import Fate, Layer
 
@@ -37,9 +36,8 @@ def test_positive_one_eviction_then_the_cap():
 def test_runbook_policy_rounds_show_the_bug_1882_signature(name):
     r = load(name)
     lab = r.in_namespace(LAB)
-    assert lab and all(d.fate == Fate.FILTERED and "PodsWithoutPDB" in d.checks for d in lab)
-    fake_round = type("R", (), {"result": r, "logs": (DATA / name).read_text()})()
-    assert bug_1882_signature(fake_round, LAB, pdb_exists=True)
+    assert lab and all(d.fate == Fate.FILTERED and d.checks == ["PodsWithoutPDB"] for d in lab)
+    assert "*v1.PodDisruptionBudget" not in (DATA / name).read_text()
     assert r.total_evicted == 0
 
 
@@ -55,7 +53,6 @@ def test_pdb_refusals_are_429_at_the_api_server():
     lab = r.in_namespace(LAB)
     assert lab and all(d.fate == Fate.REFUSED and d.status_code == 429 for d in lab)
     assert all(d.layer == Layer.API_SERVER for d in lab)
-    assert bug_1882_signature(type("R", (), {"result": r, "logs": ""})(), LAB, True) is None
 
 
 def test_rbac_refusals_are_403_naming_the_service_account():

@@ -1,0 +1,256 @@
+"""The one rule that turns a failure into an expected failure, as a table over real logs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_desched.known_bugs import (
+    BY_ID,
+    EVENT_FLUSH_WINDOW_S,
+    RoundFacts,
+    classify,
+    signatures,
+    tolerated,
+)
+from pytest_desched.logparse import parse_log
+from pytest_desched.results import Fate, Layer, PodDecision
+
+DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
+LAB = "descheduler-lab"
+
+
+def real(name: str, experiment: str, failed: set[str], **kw) -> RoundFacts:
+    log = (DATA / name).read_text()
+    decisions = tuple(parse_log(log).in_namespace(LAB))
+    defaults = dict(
+        experiment=experiment,
+        descheduler_version="v0.36.0",
+        failed_checks=frozenset(failed),
+        decisions=decisions,
+        log=log,
+        replicas=3,
+        pdb_expected_pods=3,
+        lab_pods_running=frozenset(d.name for d in decisions),
+        ready_nodes=3,
+    )
+    defaults.update(kw)
+    return RoundFacts(**defaults)
+
+
+POS = "positive-affinity-migration"
+POS_LOG = "positive-runbook-bug1882.log"
+POS_FAILED = {"one-evicted", "evicted-by-strategy"}
+
+# (case, facts, outcome, bug)
+TABLE = [
+    ("all checks passed", real(POS_LOG, POS, set()), "pass", None),
+    ("1882: every condition holds", real(POS_LOG, POS, POS_FAILED), "xfail", "descheduler#1882"),
+    (
+        "1882 nodefit",
+        real("nodefit-runbook-bug1882.log", "negative-nodefit", {"nodefit-stops-every-pod"}),
+        "xfail",
+        "descheduler#1882",
+    ),
+    (
+        "1882 pdb",
+        real("pdb-runbook-bug1882.log", "negative-pdb", {"refused-429-per-candidate"}),
+        "xfail",
+        "descheduler#1882",
+    ),
+    (
+        "signature present but the Job also failed",
+        real(POS_LOG, POS, {*POS_FAILED, "job-completed"}),
+        "fail",
+        None,
+    ),
+    (
+        "signature present but a pod stayed Pending",
+        real(POS_LOG, POS, {*POS_FAILED, "no-pending"}),
+        "fail",
+        None,
+    ),
+    (
+        "negative experiment whose UIDs changed",
+        real(
+            "pdb-runbook-bug1882.log",
+            "negative-pdb",
+            {"refused-429-per-candidate", "uids-unchanged"},
+        ),
+        "fail",
+        None,
+    ),
+    (
+        "no PDB: filtering is the protection",
+        real(POS_LOG, POS, POS_FAILED, pdb_expected_pods=None),
+        "fail",
+        None,
+    ),
+    (
+        "PDB covers fewer pods than replicas",
+        real(POS_LOG, POS, POS_FAILED, pdb_expected_pods=2),
+        "fail",
+        None,
+    ),
+    (
+        "a fixed descheduler is never excused",
+        real(POS_LOG, POS, POS_FAILED, descheduler_version="v0.37.0"),
+        "fail",
+        None,
+    ),
+    (
+        "check not explained in this experiment",
+        real(POS_LOG, "negative-nodefit", POS_FAILED),
+        "fail",
+        None,
+    ),
+    (
+        "a lab pod with another failing check",
+        real(
+            POS_LOG,
+            POS,
+            POS_FAILED,
+            decisions=(
+                *real(POS_LOG, POS, set()).decisions[:-1],
+                PodDecision(
+                    LAB,
+                    "x",
+                    Fate.FILTERED,
+                    Layer.EVICTOR_FILTER,
+                    checks=["PodsWithoutPDB", "minPodAge"],
+                ),
+            ),
+        ),
+        "fail",
+        None,
+    ),
+    (
+        "a running lab pod the log never decided",
+        real(
+            POS_LOG,
+            POS,
+            POS_FAILED,
+            lab_pods_running=frozenset({"spread-demo-extra"})
+            | {d.name for d in real(POS_LOG, POS, set()).decisions},
+        ),
+        "fail",
+        None,
+    ),
+    (
+        "the PDB reflector did start",
+        real(
+            POS_LOG,
+            POS,
+            POS_FAILED,
+            log=(DATA / POS_LOG).read_text()
+            + '{"msg":"Starting reflector","type":"*v1.PodDisruptionBudget"}\n',
+        ),
+        "fail",
+        None,
+    ),
+    (
+        "failure with no decisions at all",
+        real(POS_LOG, POS, POS_FAILED, decisions=()),
+        "fail",
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "facts", "outcome", "bug"), TABLE, ids=[t[0] for t in TABLE])
+def test_classification_table(case, facts, outcome, bug) -> None:
+    c = classify(facts)
+    assert c.outcome == outcome, (case, c)
+    assert (c.bug.id if c.bug else None) == bug
+
+
+def test_an_unexplained_failure_shows_the_signature_as_context() -> None:
+    c = classify(real(POS_LOG, POS, {*POS_FAILED, "job-completed"}))
+    assert c.outcome == "fail"
+    assert any(x.startswith("descheduler#1882: ") for x in c.context)
+
+
+def test_working_rounds_show_no_1882_signature() -> None:
+    facts = real("positive-evicted.log", POS, set())
+    assert "descheduler#1882" not in signatures(facts)
+    facts = real("pdb-429.log", "negative-pdb", {"refused-429-per-candidate"})
+    assert classify(facts).outcome == "fail"
+
+
+# -- descheduler#1917: the dry-run mirror race, identified positively -------------------------
+
+
+def dry(name: str, failed=frozenset({"lists-candidates"}), **kw) -> RoundFacts:
+    return real(name, "dry-run", set(failed), **kw)
+
+
+def test_1917_skip_with_fewer_nodes_than_the_api_shows() -> None:
+    facts = dry("dry-run-skipped-mirror-race.log", lab_pods_running=frozenset({"spread-demo-a"}))
+    c = classify(facts)
+    assert c.outcome == "xfail" and c.bug is BY_ID["descheduler#1917"]
+    assert "found=0" in c.evidence and "3 Ready nodes" in c.evidence
+
+
+def test_1917_not_when_the_cluster_really_has_one_node() -> None:
+    facts = dry("dry-run-skipped-mirror-race.log", ready_nodes=0, lab_pods_running=frozenset())
+    assert classify(facts).outcome == "fail"
+
+
+def test_1917_mirror_without_the_running_lab_pods() -> None:
+    log = '{"ts":1,"msg":"Building a cached client from the cluster for the dry run","v":3}\n'
+    facts = dry(
+        "dry-run-candidates.log",
+        decisions=(),
+        log=log,
+        lab_pods_running=frozenset({"spread-demo-a", "spread-demo-b"}),
+    )
+    assert classify(facts).outcome == "xfail"
+
+
+def test_1917_not_when_lab_pods_were_seen_but_not_listed() -> None:
+    """The old catch-all (no lab decision) no longer excuses: the log named the pods."""
+    facts = dry("dry-run-candidates.log", decisions=())
+    assert facts.lab_pods_running and classify(facts).outcome == "fail"
+
+
+# -- descheduler#1687: events lost at a one-shot exit, tolerated only with its signature ------
+
+NOTIFY = {"evictionFailureEventNotification": True}
+
+
+def pdb(**kw) -> RoundFacts:
+    base = dict(mounted_policy=NOTIFY, refused_by_api=3, events_delivered=1)
+    base.update(kw)
+    return real("pdb-429.log", "negative-pdb", set(), **base)
+
+
+def test_1687_tolerates_events_lost_within_the_flush_window() -> None:
+    hit = tolerated("eviction-failed-events", pdb())
+    assert hit is not None and hit[0].id == "descheduler#1687"
+    assert "events delivered: 1 of 3" in hit[1]
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        pdb(mounted_policy={}),  # no notification: no event owed, the check fails elsewhere
+        pdb(events_delivered=3),  # nothing lost
+        pdb(refused_by_api=0),  # no refusal proven by the API server
+        pdb(descheduler_version="v0.37.0"),
+    ],
+)
+def test_1687_signature_is_precise(facts) -> None:
+    assert tolerated("eviction-failed-events", facts) is None
+
+
+def test_1687_not_when_the_process_lingered_past_the_window() -> None:
+    log = (DATA / "pdb-429.log").read_text()
+    late = f'{{"ts":{1795963643908.343 + (EVENT_FLUSH_WINDOW_S + 1) * 1000},"msg":"Stopped"}}\n'
+    assert tolerated("eviction-failed-events", pdb(log=log + late)) is None
+
+
+def test_1687_never_makes_an_experiment_xfail() -> None:
+    facts = replace(pdb(), failed_checks=frozenset({"eviction-failed-events"}))
+    assert classify(facts).outcome == "fail"
