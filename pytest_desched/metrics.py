@@ -88,9 +88,16 @@ def round_metrics(rnd: Round) -> dict[str, Any]:
         "series": series,
     }
     if not complete:
-        out["why"] = (
-            f"the last of {m.successes} scrapes preceded the end of the cycle (loops counted "
-            f"{loops:g}, evictions scraped {scraped:g}, the log says {logged}); the one-shot "
-            "process stops serving right after its cycle"
-        )
+        if loops >= 1:  # a finished loop was scraped: a mismatch is a disagreement, not timing
+            out["why"] = (
+                f"the scrape counted a finished loop but disagrees with the log: "
+                f"{scraped:g} successful evictions scraped, {logged} in the log's totals"
+            )
+            out["disagrees_with_log"] = True
+        else:
+            out["why"] = (
+                f"the last of {m.successes} scrapes preceded the end of the cycle (no finished "
+                f"loop counted; evictions scraped {scraped:g}, the log says {logged}); the "
+                "one-shot process stops serving right after its cycle"
+            )
     return out

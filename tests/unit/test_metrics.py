@@ -41,9 +41,13 @@ def test_parse_keeps_descheduler_series_only():
 def test_complete_only_after_a_finished_loop_matching_the_log():
     assert round_metrics(_round(TEXT, 1))["available"] is True
     mismatch = round_metrics(_round(TEXT, 2))
-    assert mismatch["available"] is False and "log says 2" in mismatch["why"]
+    assert mismatch["available"] is False and mismatch["disagrees_with_log"] is True
+    assert "disagrees with the log: 1 successful evictions scraped, 2 in" in mismatch["why"]
+    assert "preceded" not in mismatch["why"]
     early = TEXT.replace('_count{type="NonDryRun"} 1', '_count{type="NonDryRun"} 0')
-    assert round_metrics(_round(early, 1))["available"] is False
+    early_m = round_metrics(_round(early, 1))
+    assert early_m["available"] is False and "preceded the end of the cycle" in early_m["why"]
+    assert "disagrees_with_log" not in early_m
 
 
 def test_no_scrape_or_in_cluster_says_why():
