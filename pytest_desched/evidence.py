@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.results import Fate, Layer, RoundResult
+from pytest_desched.results import Fate, RoundResult, blocking_layers, decide
 
 REDACTED = "<redacted>"
 DEFAULT_MAX_BYTES = 256 * 1024
@@ -42,6 +42,13 @@ _JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+(?!<redacted>)[A-Za-z0-9._~+/-]+=*")
 _BASIC = re.compile(r"(?i)(authorization\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/]+=*")
 _URL_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+# Credentials in a URL's query string: `?bearer=...`, `&access_token=...`, `?api_key=...`.
+_URL_QUERY = re.compile(
+    r"(?i)([?&;](?:bearer|access[_-]?token|id[_-]?token|refresh[_-]?token|token|auth"
+    r"|authorization|api[_-]?key|apikey|key|password|passwd|pwd|secret|client[_-]?secret"
+    r"|sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature)=)"
+    r"(?!<redacted>)[^&#\s\"'<>]+"
+)
 _KEYED = re.compile(
     rf"""(?P<key>["']?[A-Za-z0-9_.-]*(?:{_SENSITIVE})[A-Za-z0-9_.-]*["']?)(?P<sep>\s*[:=]\s*)
     (?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;}}\])]+))""",
@@ -80,6 +87,7 @@ def scrub_secrets(text: str) -> str:
     text = _BEARER.sub(rf"\1 {REDACTED}", text)
     text = _BASIC.sub(rf"\1{REDACTED}", text)
     text = _URL_USERINFO.sub(f"{REDACTED}@", text)
+    text = _URL_QUERY.sub(rf"\1{REDACTED}", text)
     return _KEYED.sub(_keyed, text)
 
 
@@ -199,12 +207,17 @@ class Redactor:
 # ---------------------------------------------------------------------------------------------
 # The record.
 
-# Later layers of the chain are reached only by pods that passed the earlier ones, so the
-# furthest layer reached is the one that decided the round; earlier refusals are usually
-# bystanders (DaemonSet or mirror pods filtered by the evictor).
-_CHAIN = [Layer.POLICY, Layer.EVICTOR_FILTER, Layer.EVICTOR_NODEFIT, Layer.LIMITS, Layer.API_SERVER]
 _FAILURE_FATES = (Fate.REFUSED, Fate.ERROR, Fate.LIMITED)
-_DERIVED = ("decisions", "counts", "evictions", "failures", "blocking_layers")
+_DERIVED = (
+    "decisions",
+    "counts",
+    "cluster_counts",
+    "evictions",
+    "failures",
+    "blocking_layers",
+    "verdict",
+    "deciding_layer",
+)
 
 
 @dataclass
@@ -221,8 +234,10 @@ class RoundRecord:
     job: dict[str, Any] = field(default_factory=dict)  # name, uid, namespace, succeeded, exit_code
     started_s: float | None = None  # relative to the experiment start
     ended_s: float | None = None
+    namespace: str | None = None  # the lab namespace the decisions and verdict are about
     decisions: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
+    cluster_counts: dict[str, int] = field(default_factory=dict)  # every namespace's fates
     evictions: int = 0
     caps: dict[str, int | None] = field(default_factory=dict)  # perNode/perNamespace/total
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -239,7 +254,15 @@ class RoundRecord:
     metrics: dict[str, Any] = field(
         default_factory=lambda: {"available": False, "why": "not collected"}
     )
+    # The API server's own audit record of each eviction request beside the log's decisions
+    # (audit.AuditView.to_dict()), or {"available": False, "why": ...}: never pretended.
+    audit: dict[str, Any] = field(
+        default_factory=lambda: {"available": False, "why": "not collected"}
+    )
+    events_delivered: dict[str, Any] = field(default_factory=dict)  # {"delivered", "owed"}
+    known_bugs: dict[str, str] = field(default_factory=dict)  # bug id -> signature evidence
     verdict: str = ""
+    deciding_layer: str | None = None  # results.decide(...).label: summaries and JUnit show it
     notes: list[str] = field(default_factory=list)
     log_path: str | None = None
 
@@ -275,17 +298,21 @@ class RoundRecord:
         round_name: str,
         provider: str,
         result: RoundResult,
+        namespace: str | None = None,
+        replacement: str | None = None,
         **fields: Any,
     ) -> RoundRecord:
-        """Build a record whose decision figures come only from the parsed log, never a caller."""
+        """Build a record whose decision figures come only from the parsed log, never a caller.
+
+        With `namespace`, decisions, counts and the verdict are the lab's own: pods of other
+        namespaces (kube-system bystanders) only show in `cluster_counts`.
+        """
         clash = sorted(set(fields) & set(_DERIVED))
         if clash:
             raise TypeError(f"{clash} are derived from the RoundResult and cannot be passed")
-        blocking: list[Layer] = []
-        for d in result.decisions:
-            if d.fate not in (Fate.EVICTED, Fate.DRY_RUN) and d.layer not in blocking:
-                blocking.append(d.layer)
-        evictions = len(result.by_fate(Fate.EVICTED))
+        ds = result.decisions if namespace is None else result.in_namespace(namespace)
+        lab = RoundResult(decisions=ds)
+        evictions = len(lab.by_fate(Fate.EVICTED))
         failures = [
             {
                 "pod": d.key,
@@ -294,7 +321,7 @@ class RoundRecord:
                 "reason": d.reason,
                 "layer": d.layer.value,
             }
-            for d in result.decisions
+            for d in ds
             if d.fate in _FAILURE_FATES
         ]
         notes = list(fields.pop("notes", []))
@@ -302,41 +329,32 @@ class RoundRecord:
             notes.append(f"round skipped: {result.skipped}")
         if result.dry_run:
             notes.append("dry run: no eviction reached the API server")
-        if result.total_evicted is not None and result.total_evicted != evictions:
+        cluster_evictions = len(result.by_fate(Fate.EVICTED))
+        if result.total_evicted is not None and result.total_evicted != cluster_evictions:
             notes.append(
                 f"log summary reports {result.total_evicted} evictions, "
-                f"{evictions} evicted pods were parsed"
+                f"{cluster_evictions} evicted pods were parsed"
             )
         notes += [f"error without pod: {e}" for e in result.errors]
         if result.unparsed:
             notes.append(f"{result.unparsed} of {result.lines} log lines were not JSON")
-        verdict = fields.pop("verdict", None) or _verdict(result, evictions, blocking)
+        decided = decide(ds, result.skipped, replacement)
         return cls(
             experiment=experiment,
             round_name=round_name,
             provider=provider,
-            decisions=result.to_dict()["decisions"],
-            counts=result.counts(),
+            namespace=namespace,
+            decisions=lab.to_dict()["decisions"],
+            counts=lab.counts(),
+            cluster_counts=result.counts(),
             evictions=evictions,
             failures=failures,
-            blocking_layers=[layer.value for layer in blocking],
-            verdict=verdict,
+            blocking_layers=[layer.value for layer in blocking_layers(ds)],
+            verdict=decided.verdict,
+            deciding_layer=decided.label,
             notes=notes,
             **fields,
         )
-
-
-def _verdict(result: RoundResult, evictions: int, blocking: list[Layer]) -> str:
-    if result.skipped:
-        return f"skipped:{result.skipped}"
-    if evictions:
-        return "evicted"
-    if blocking:
-        rank = {layer: i for i, layer in enumerate(_CHAIN)}
-        return f"stopped-by:{max(blocking, key=lambda la: rank.get(la, -1)).value}"
-    if result.by_fate(Fate.DRY_RUN):
-        return "dry-run"
-    return "no-candidates"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,7 +415,8 @@ def summary_text(record: RoundRecord | Mapping[str, Any]) -> str:
         f"verdict={r.get('verdict') or '-'}",
         f"window: {_fmt(r.get('started_s'), 's')} -> {_fmt(r.get('ended_s'), 's')}",
         f"evictions: {r.get('evictions', 0)} (caps {cap}); fates: {counts}",
-        f"blocking layers: {', '.join(r.get('blocking_layers') or []) or 'none'}",
+        f"deciding layer: {r.get('deciding_layer') or '-'}; all blocking layers: "
+        f"{', '.join(r.get('blocking_layers') or []) or 'none'}",
         f"failures: {fail_txt or 'none'}",
         f"replacement Ready latency: {_fmt(r.get('replacement_ready_latency_s'), 's')}",
         f"PDB disruptionsAllowed: before={_fmt(_disruptions_allowed(r.get('pdb_before')))} "
@@ -412,6 +431,23 @@ def summary_text(record: RoundRecord | Mapping[str, Any]) -> str:
         f"chart: {chart.get('source') or '-'} {chart.get('version') or '-'} "
         f"app={chart.get('app_version') or '-'} digest={(chart.get('digest') or '-')[:19]}",
     ]
+    audit = r.get("audit") or {}
+    if audit.get("available"):
+        codes = " ".join(f"{c}x{n}" for c, n in sorted((audit.get("by_code") or {}).items()))
+        dis = audit.get("disagreements") or []
+        lines.append(
+            f"API server audit: {audit.get('requests', 0)} eviction request(s) {codes or ''} by "
+            f"{', '.join(audit.get('users') or []) or '-'}; "
+            + ("agrees with the log" if not dis else f"DISAGREES: {'; '.join(dis)}")
+        )
+    else:
+        lines.append(
+            f"API server audit: unavailable ({audit.get('unavailable_why') or audit.get('why') or '-'})"
+        )
+    ev = r.get("events_delivered") or {}
+    if ev:
+        lines.append(f"EvictionFailed events delivered: {ev.get('delivered')} of {ev.get('owed')}")
+    lines += [f"known bug {k}: {v}" for k, v in (r.get("known_bugs") or {}).items()]
     lines += [f"note: {n}" for n in r.get("notes") or []]
     if r.get("log_path"):
         lines.append(f"log: {r['log_path']}")
@@ -435,14 +471,7 @@ def summary_line(record_or_experiment_result: Mapping[str, Any]) -> str:
     evictions = sum(int(r.get("evictions") or 0) for r in rounds)
     totals = [(r.get("caps") or {}).get("total") for r in rounds]
     cap = "-" if any(t is None for t in totals) else str(sum(totals))
-    last = rounds[-1]
-    verdict = str(last.get("verdict") or "")
-    if verdict.startswith("stopped-by:"):
-        layer = verdict.removeprefix("stopped-by:")
-    elif int(last.get("evictions") or 0):
-        layer = "api-server(evicted)"
-    else:
-        layer = ",".join(last.get("blocking_layers") or []) or verdict or "none"
+    layer = rounds[-1].get("deciding_layer") or rounds[-1].get("verdict") or "none"
     latencies = [r.get("replacement_ready_latency_s") for r in rounds]
     ready = next((x for x in reversed(latencies) if x is not None), None)
     evicted = f"evictions={evictions}/{cap}"
@@ -452,10 +481,9 @@ def summary_line(record_or_experiment_result: Mapping[str, Any]) -> str:
 def junit_properties(record: RoundRecord | Mapping[str, Any]) -> list[tuple[str, str]]:
     """Key figures for `record_property`, so CI dashboards show them without opening artifacts."""
     r = _as_dict(record)
-    layers = r.get("blocking_layers") or []
     values = [
         ("evictions", r.get("evictions", 0)),
-        ("blocking_layer", layers[0] if layers else "none"),
+        ("blocking_layer", r.get("deciding_layer") or "none"),
         ("ready_latency_s", r.get("replacement_ready_latency_s")),
         ("policy_digest", (r.get("policy_digest") or "")[:12]),
         ("job_uid", (r.get("job") or {}).get("uid")),

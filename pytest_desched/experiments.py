@@ -8,15 +8,27 @@ descheduler's own log: unchanged UIDs alone are never evidence.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextlib import ExitStack
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.lab import POOL_LABEL, Lab, Snapshot
+import yaml
+
+from pytest_desched.known_bugs import (
+    BY_ID,
+    Classification,
+    RoundFacts,
+    classify,
+    signatures,
+    tolerated,
+)
+from pytest_desched.lab import POOL_LABEL, Lab, Recorder, Snapshot
 from pytest_desched.metrics import round_metrics
-from pytest_desched.policy import Policy, load_default
-from pytest_desched.results import Fate, Layer, PodDecision
+from pytest_desched.policy import Policy, digest_of_rendered, load_default
+from pytest_desched.results import Fate, Layer, PodDecision, decide
 
 if TYPE_CHECKING:
     from pytest_desched.chart import Release
@@ -33,13 +45,11 @@ MIN_POD_AGE_WHY = (
     "(test_minpodage_protects_young_pods proves the unmodified value does)"
 )
 BUG_1882 = (
-    "descheduler v0.36.0 bug kubernetes-sigs/descheduler#1882: the PodsWithoutPDB protection "
+    f"descheduler v0.36.0 bug {BY_ID['descheduler#1882'].link}: the PodsWithoutPDB protection "
     "reads a PodDisruptionBudget lister that is never started, so every pod looks uncovered "
     "and is filtered; the PDB itself stays in force at the API server"
 )
 VARIANTS = ("runbook", "pdb-lister-workaround")
-# The descheduler's own log line when its event broadcaster gave up on an event at exit.
-EVENT_DROPPED = '"msg":"Unable to write event'
 
 
 def lab_policy(variant: str = "runbook", keep_min_pod_age: bool = False) -> Policy:
@@ -60,17 +70,26 @@ def lab_policy(variant: str = "runbook", keep_min_pod_age: bool = False) -> Poli
 # --- results ------------------------------------------------------------------
 @dataclass
 class Check:
+    """One named expectation. `id` is stable (known bugs and automation key on it)."""
+
+    id: str
     name: str
     ok: bool
     detail: str = ""
+    known_bug: str | None = None  # a tolerating known bug that accounts for a shortfall
 
 
 class ExperimentFailed(AssertionError):
     """A runbook expectation did not hold; the message lists each failed check and the layers."""
 
+    def __init__(self, message: str, result: ExperimentResult | None = None) -> None:
+        super().__init__(message)
+        self.result = result
+        self.artifacts: dict[str, str] = {}
+
 
 class KnownUpstreamBug(ExperimentFailed):
-    """Failed, and the round's log shows the signature of a known upstream bug (named in the text)."""
+    """Failed only in checks a registered upstream bug explains, with its signature proven."""
 
 
 @dataclass
@@ -81,12 +100,15 @@ class ExperimentResult:
     rounds: list[Round] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     evictions: int = 0
-    blocking_layer: str | None = None
+    blocking_layer: str | None = None  # results.decide(...).label of the last round
+    verdict: str = ""
     ready_latency_s: float | None = None
     policy_digest: str = ""
     overrides: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    classification: dict[str, Any] = field(default_factory=dict)
+    known_bugs: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Check]:
@@ -98,19 +120,26 @@ class ExperimentResult:
             "variant": self.variant,
             "evictions": self.evictions,
             "blocking_layer": self.blocking_layer,
+            "verdict": self.verdict,
             "ready_latency_s": self.ready_latency_s,
             "checks": [c.__dict__ for c in self.checks],
             "duration_s": round(self.duration_s, 2),
             "policy_digest": self.policy_digest,
             "overrides": self.overrides,
             "notes": self.notes,
+            "classification": self.classification,
+            "known_bugs": self.known_bugs,
         }
 
 
 # --- context ------------------------------------------------------------------
 @dataclass
 class ExperimentContext:
-    """What an experiment needs: cluster, release, nodes, policy, where evidence goes."""
+    """What an experiment needs: cluster, release, nodes, policy, where evidence goes.
+
+    `policy_label` files the records of a caller's own policy under its own name instead of
+    the built-in variant's.
+    """
 
     cluster: Cluster
     release: Release
@@ -125,6 +154,7 @@ class ExperimentContext:
     recovery_timeout: float = 60
     on_record: Callable[[dict[str, Any]], None] | None = None
     keep_lab: bool = False
+    policy_label: str | None = None
 
     def lab(self) -> Lab:
         return Lab(
@@ -134,18 +164,45 @@ class ExperimentContext:
             image=self.release.versions.workload_image,
         )
 
+    @property
+    def descheduler_version(self) -> str:
+        """The version of the binary under test (a canary build differs from the pin)."""
+        groups = getattr(self.cluster.toolchain, "groups", None) or {}
+        group = groups.get("descheduler")
+        return group.version if group is not None else self.release.versions.descheduler.version
+
+
+@dataclass
+class RoundView:
+    """One round as an experiment sees it: the Job, the watch, and the lab before and after."""
+
+    rnd: Round
+    rec: Recorder
+    before: Snapshot
+    after: Snapshot
+    decisions: list[PodDecision]
+    ready_nodes: int
+    audit: dict[str, Any]
+    refused_by_api: dict[str, list[int]]  # pod name -> eviction response codes (API's view)
+
 
 class Runner:
     """Runs one experiment: policy in place, lab set up, rounds recorded, lab torn down."""
 
     def __init__(self, ctx: ExperimentContext, name: str, variant: str) -> None:
         self.ctx = ctx
-        self.result = ExperimentResult(name, variant)
+        self.result = ExperimentResult(name, ctx.policy_label or variant)
         self.t0 = time.monotonic()
         self.lab = ctx.lab()
+        self._recording = ExitStack()
+        self._facts: RoundFacts | None = None
 
-    def check(self, name: str, ok: bool, detail: str = "") -> bool:
-        self.result.checks.append(Check(name, bool(ok), detail))
+    @property
+    def label(self) -> str:
+        return f"{self.result.name}[{self.result.variant}]"
+
+    def check(self, id: str, name: str, ok: bool, detail: str = "") -> bool:
+        self.result.checks.append(Check(id, name, bool(ok), detail))
         return bool(ok)
 
     def ensure_policy(self) -> None:
@@ -162,6 +219,7 @@ class Runner:
         lab.label_node(src)
         s0 = lab.deploy()
         self.check(
+            "starts-on-source",
             "all pods start on the source",
             set(s0.by_node()) == {src} and len(s0.ready()) == self.ctx.replicas,
             f"distribution {s0.by_node()}",
@@ -171,6 +229,7 @@ class Runner:
         lab.unlabel_node(src)
         s1 = lab.snapshot()
         self.check(
+            "no-rollout",
             "moving the label triggers no rollout",
             s1.uids == s0.uids
             and s1.owners() == s0.owners()
@@ -178,6 +237,7 @@ class Runner:
             f"uids kept={s1.uids == s0.uids}, owners {s1.owners()}",
         )
         self.check(
+            "pods-violate-affinity",
             "pods now violate their required node affinity",
             src not in lab.labelled_nodes() and all(p.node == src for p in s1.live),
             f"nodes with {POOL_LABEL}: {lab.labelled_nodes()}",
@@ -187,53 +247,154 @@ class Runner:
             lab.wait_pdb(max(0, self.ctx.replicas - pdb_min_available))
         return s1
 
-    def run_round(self, name: str) -> tuple[Round, Any, Snapshot, Snapshot, list[PodDecision]]:
-        import uuid
-
+    def run_round(self, name: str) -> RoundView:
+        """One Job round, watched from before the Job exists until `stop_recording()`."""
+        from pytest_desched.kube import node_ready, wait_for
         from pytest_desched.rounds import run_round
 
         name = f"{name}-{uuid.uuid4().hex[:5]}"  # runbook name, unique per round
         before = self.lab.snapshot()
-        with self.lab.record() as rec:
-            rnd = run_round(
-                self.ctx.cluster, self.ctx.release, name, self.ctx.log_dir, self.ctx.round_timeout
+        ready_nodes = sum(node_ready(n) for n in self.ctx.cluster.core.list_node().items)
+        rec = self._recording.enter_context(self.lab.record())
+        if before.pdb is not None:  # the PDB must be under watch before the Job can evict
+            wait_for(
+                f"the watch on PDB {self.ctx.namespace}/{self.lab.app} to deliver its status",
+                lambda: len(rec.pdb_statuses),
+                lambda n: n > 0,
+                timeout=10,
             )
-            after = self.lab.snapshot()
+        rnd = run_round(
+            self.ctx.cluster, self.ctx.release, name, self.ctx.log_dir, self.ctx.round_timeout
+        )
+        after = self.lab.snapshot()
         self.result.rounds.append(rnd)
-        decisions = self.lab_decisions(rnd)
+        decisions = rnd.result.in_namespace(self.ctx.namespace)
+        audit, by_pod = self._audit(rnd, decisions, before)
+        view = RoundView(rnd, rec, before, after, decisions, ready_nodes, audit, by_pod)
         evicted = [d for d in decisions if d.fate == Fate.EVICTED]
         self.result.evictions = len(evicted)
-        self.result.blocking_layer = "api-server(evicted)" if evicted else _blocking(decisions)
+        decided = decide(decisions, rnd.result.skipped)
+        self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
         self.check(
-            f"round {name} Job completed", rnd.succeeded, f"exit {rnd.exit_code}, {rnd.conditions}"
+            "job-completed",
+            f"round {name} Job completed",
+            rnd.succeeded,
+            f"exit {rnd.exit_code}, {rnd.conditions}",
         )
-        return rnd, rec, before, after, decisions
+        self.check(
+            "round-not-skipped",
+            "the descheduler ran its cycle (not skipped)",
+            not rnd.result.skipped,
+            f"skipped: {rnd.result.skipped}",
+        )
+        if audit.get("available"):
+            self.check(
+                "log-matches-audit",
+                "the descheduler's log and the API server's audit log agree on every eviction",
+                not audit.get("disagreements"),
+                "; ".join(audit.get("disagreements") or []),
+            )
+            self.check(
+                "no-eviction-outside-lab",
+                "no eviction touched a pod outside the lab namespace",
+                not audit.get("outside_lab"),
+                f"evicted outside the lab: {audit.get('outside_lab')}",
+            )
+        else:
+            self.result.notes.append(
+                f"no API-server audit log: {audit.get('unavailable_why')}; evidence is the descheduler's "
+                "log, events and pod UIDs"
+            )
+        self._facts = RoundFacts(
+            experiment=self.result.name,
+            descheduler_version=self.ctx.descheduler_version,
+            failed_checks=frozenset(),
+            decisions=tuple(decisions),
+            log=rnd.logs,
+            replicas=self.ctx.replicas,
+            pdb_expected_pods=(before.pdb or {}).get("expectedPods") if before.pdb else None,
+            lab_pods_running=frozenset(p.name for p in before.live if p.phase == "Running"),
+            ready_nodes=ready_nodes,
+        )
+        return view
 
-    def lab_decisions(self, rnd: Round) -> list[Any]:
-        return rnd.result.in_namespace(self.ctx.namespace)
+    def _audit(
+        self, rnd: Round, decisions: list[PodDecision], before: Snapshot
+    ) -> tuple[dict[str, Any], dict[str, list[int]]]:
+        """The API server's own view of the round's eviction requests, per lab pod."""
+        from pytest_desched.audit import compare, uid_map
+
+        ns = self.ctx.namespace
+        view = compare(
+            rnd.result,
+            rnd.audit_requests,
+            uids=uid_map(ns, before.pods),
+            lab_namespaces={ns},
+            user=rnd.user,
+            unavailable_why=getattr(self.ctx.cluster, "audit_unavailable_why", None),
+        )
+        if rnd.audit_requests is not None and rnd.audit_complete is False:
+            view.disagreements.append(
+                f"the audit window holds fewer eviction requests than the log proves were sent "
+                f"(waited {rnd.audit_wait_s}s)"
+            )
+        by_pod = {
+            pa.name: [c for c in pa.codes if c is not None]
+            for pa in view.pods.values()
+            if pa.namespace == ns
+        }
+        return view.to_dict(), by_pod
+
+    def stop_recording(self) -> None:
+        self._recording.close()
+
+    def pdb_kept_healthy(self, rec: Recorder) -> None:
+        """Runbook: the PDB's healthy count never drops below what it wants, at any status seen."""
+        breaches = rec.pdb_breaches()
+        self.check(
+            "pdb-healthy",
+            "PDB currentHealthy >= desiredHealthy at every status observed during the round",
+            bool(rec.pdb_statuses) and not breaches,
+            f"{len(rec.pdb_statuses)} statuses seen, breaches (t, current, desired) {breaches}",
+        )
 
     def record(
-        self, rnd: Round, rec: Any, before: Snapshot, after: Snapshot, **extra: Any
+        self, view: RoundView, replacement: str | None = None, **extra: Any
     ) -> dict[str, Any]:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
         from pytest_desched.evidence import RoundRecord
 
+        self.stop_recording()
+        rnd, rec, before = view.rnd, view.rec, view.before
+        self.check(
+            "watches-complete",
+            "the pod and PDB watches ran without errors for the whole round",
+            not rec.watch_errors,
+            "; ".join(rec.watch_errors[:5]),
+        )
         ctx = self.ctx
         pol = ctx.policy
-        exp = self.result.name + f"[{self.result.variant}]"
         log_path = str(rnd.log_path) if rnd.log_path else None
         if ctx.evidence is not None:  # the audit copy of the log, redacted like the record
             log_path = str(
-                ctx.evidence.write_text(exp, f"{rnd.name}.log", rnd.logs, max_bytes=4 << 20)
+                ctx.evidence.write_text(self.label, f"{rnd.name}.log", rnd.logs, max_bytes=4 << 20)
             )
+        decided = decide(view.decisions, rnd.result.skipped, replacement)
+        self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
+        if self._facts is not None:  # every known-bug signature the round shows, as evidence
+            self.result.known_bugs.update(signatures(self._facts))
+        final = self.lab.snapshot()
         record = RoundRecord.from_round(
-            exp,
+            self.label,
             rnd.name,
             ctx.cluster.provider,
             rnd.result,
+            namespace=ctx.namespace,
+            replacement=replacement,
             versions=ctx.release.versions.summary(),
             chart=ctx.release.chart.evidence(),
-            policy_digest=ctx.release.configmap_digest(),
+            # One digest: canonical JSON of the live ConfigMap's policy (== Policy.digest()).
+            policy_digest=digest_of_rendered(ctx.release.live_policy_yaml()),
             policy_overrides=list(pol.overrides),
             job={
                 "name": rnd.name,
@@ -251,10 +412,12 @@ class Runner:
             pdb_after=self.lab.pdb_status(),
             pdb_min_disruptions_allowed_seen=rec.min_disruptions_allowed(),
             events=self.lab.events(),
-            pending_pods=[p.name for p in self.lab.snapshot().pending()],
+            pending_pods=[p.name for p in final.pending()],
             distribution_before=before.by_node(),
-            distribution_after=self.lab.snapshot().by_node(),
+            distribution_after=final.by_node(),
             metrics=round_metrics(rnd),
+            audit=view.audit,
+            known_bugs=dict(self.result.known_bugs),
             log_path=log_path,
             **extra,
         )
@@ -266,18 +429,33 @@ class Runner:
             ctx.on_record(d)
         return d
 
-    def finish(self, bug_signature: str | None = None) -> ExperimentResult:
+    def classify(self) -> Classification:
+        """The one place a failure may become an expected failure (see known_bugs.classify)."""
+        facts = self._facts or RoundFacts(
+            self.result.name, self.ctx.descheduler_version, frozenset()
+        )
+        facts = replace(facts, failed_checks=frozenset(c.id for c in self.result.failed))
+        verdict = classify(facts)
+        self.result.classification = verdict.to_dict()
+        return verdict
+
+    def finish(self) -> ExperimentResult:
         self.result.duration_s = time.monotonic() - self.t0
+        verdict = self.classify()
+        if verdict.outcome == "pass":
+            return self.result
         failed = self.result.failed
-        if failed:
-            lines = [f"{self.result.name}[{self.result.variant}] failed {len(failed)} check(s):"]
-            lines += [f"  - {c.name}: {c.detail}" for c in failed]
-            lines.append(f"  blocking layer seen: {self.result.blocking_layer}")
-            if bug_signature:
-                lines.append(f"  known upstream bug: {bug_signature}")
-                raise KnownUpstreamBug("\n".join(lines))
-            raise ExperimentFailed("\n".join(lines))
-        return self.result
+        lines = [f"{self.label} failed {len(failed)} check(s):"]
+        lines += [f"  - [{c.id}] {c.name}: {c.detail}" for c in failed]
+        lines.append(f"  deciding layer: {self.result.blocking_layer} ({self.result.verdict})")
+        if verdict.outcome == "xfail" and verdict.bug is not None:
+            lines.append(f"  known upstream bug {verdict.bug.describe()}: {verdict.evidence}")
+            raise KnownUpstreamBug("\n".join(lines), self.result)
+        lines += [
+            f"  (a known-bug signature is present but does not explain this failure: {c})"
+            for c in verdict.context
+        ]
+        raise ExperimentFailed("\n".join(lines), self.result)
 
     def failure_artifacts(self) -> dict[str, str]:
         """Logs, events, pods and PDB of the lab, captured before it is torn down."""
@@ -300,33 +478,14 @@ class Runner:
         except Exception as exc:  # the cluster may be the thing that failed
             arts["collection error"] = repr(exc)
         if self.ctx.evidence is not None:
-            exp = f"{self.result.name}[{self.result.variant}]"
             for name, text in arts.items():
-                self.ctx.evidence.write_text(exp, "failure-" + name.replace(" ", "-"), text)
+                self.ctx.evidence.write_text(self.label, "failure-" + name.replace(" ", "-"), text)
         return arts
 
     def teardown(self) -> None:
+        self.stop_recording()
         if not self.ctx.keep_lab:
             self.lab.teardown()
-
-
-def bug_1882_signature(rnd: Round, namespace: str, pdb_exists: bool) -> str | None:
-    """The PodsWithoutPDB check failed for pods that a PDB does cover, and no PDB informer ran."""
-    if not pdb_exists:
-        return None
-    hits = [d for d in rnd.result.in_namespace(namespace) if "PodsWithoutPDB" in d.checks]
-    pdb_reflector = "*v1.PodDisruptionBudget" in rnd.logs
-    if hits and not pdb_reflector:
-        return (
-            f"{BUG_1882}. Evidence: {len(hits)} pod(s) covered by PDB {namespace}/spread-demo failed "
-            f"check PodsWithoutPDB, and the log starts no *v1.PodDisruptionBudget reflector"
-        )
-    return None
-
-
-def _blocking(decisions: list[Any]) -> str | None:
-    layers = [d.layer.value for d in decisions if d.fate not in (Fate.EVICTED, Fate.DRY_RUN)]
-    return layers[0] if layers else None
 
 
 def _run(
@@ -336,23 +495,31 @@ def _run(
     try:
         r.ensure_policy()
         body(r)
-        sig = None
-        for rnd in r.result.rounds:
-            sig = sig or bug_1882_signature(rnd, ctx.namespace, True)
-        return r.finish(sig)
+        return r.finish()
     except Exception as exc:
+        # Any exception fails the test (only KnownUpstreamBug is an expected failure); the
+        # lab's state rides on it to the report, captured before the lab is torn down.
         exc.artifacts = r.failure_artifacts()  # type: ignore[attr-defined]
         if not isinstance(exc, KnownUpstreamBug):
-            # Runbook: on anything unexpected, stop the executor first.
-            from pytest_desched.safety import emergency_stop
-
-            try:
-                exc.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))  # type: ignore[attr-defined]
-            except Exception as stop_exc:  # never mask the original failure
-                exc.artifacts["emergency stop"] = f"failed: {stop_exc!r}"  # type: ignore[attr-defined]
+            _stop(ctx, exc)
         raise
     finally:
         r.teardown()
+
+
+def _stop(ctx: ExperimentContext, exc: Exception) -> None:
+    """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
+    from pytest_desched.safety import emergency_stop
+
+    arts: dict[str, str] = exc.artifacts  # type: ignore[attr-defined]
+    try:
+        arts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))
+    except Exception as stop_exc:
+        arts["emergency stop"] = f"failed: {stop_exc!r}"
+
+
+def _decisions_table(decisions: list[PodDecision]) -> str:
+    return str([(d.name, d.fate.value, d.layer.value, d.status_code, d.checks) for d in decisions])
 
 
 # --- the experiments -------------------------------------------------------------
@@ -364,74 +531,114 @@ def positive_affinity_migration(
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
-        rnd, rec, before, after, decisions = r.run_round("descheduler-positive")
-        evicted = [d for d in decisions if d.fate == Fate.EVICTED]
+        v = r.run_round("descheduler-positive")
+        evicted = [d for d in v.decisions if d.fate == Fate.EVICTED]
         cap = ctx.policy.limits.get("namespace")
         r.check(
-            "at most one eviction in the namespace",
+            "within-namespace-cap",
+            "at most one eviction in the namespace (the policy's per-namespace cap)",
             cap is None or len(evicted) <= cap,
             f"{len(evicted)} evicted, cap {cap}",
         )
-        r.check(
-            "exactly one pod evicted by the API server",
-            len(evicted) == 1 and all(d.layer == Layer.API_SERVER for d in evicted),
-            f"decisions: {[(d.name, d.fate.value, d.layer.value, d.checks) for d in decisions]}",
+        created = {p: codes.count(201) for p, codes in v.refused_by_api.items() if 201 in codes}
+        api_ok = (
+            sum(created.values()) == 1 and set(created) == {d.name for d in evicted}
+            if v.audit.get("available")
+            else True  # no audit log: the log's own decision is all there is (noted)
         )
         r.check(
+            "one-evicted",
+            "exactly one pod evicted, with a 201 from the API server",
+            len(evicted) == 1 and api_ok,
+            f"audit 201s {created}; decisions {_decisions_table(v.decisions)}",
+        )
+        r.check(
+            "evicted-by-strategy",
             f"eviction attributed to {STRATEGY}",
             bool(evicted) and all(d.strategy == STRATEGY for d in evicted),
             f"strategies {[d.strategy for d in evicted]}",
         )
         latency = None
+        replacement = None
+        final = lab.snapshot()
         if evicted:
             gone = {p.uid for p in s1.pods if p.name in {d.name for d in evicted}}
             try:
                 final = lab.wait_ready(ctx.replicas, timeout=ctx.recovery_timeout)
+                ready_ok, ready_why = True, ""
             except AssertionError as exc:
-                final = lab.snapshot()
-                r.check("replicas back to Ready", False, str(exc))
+                final, ready_ok, ready_why = lab.snapshot(), False, str(exc)
+            r.check("replicas-ready", "replicas back to Ready", ready_ok, ready_why)
             new = [p for p in final.live if p.uid not in s1.uids]
-            r.check(
-                "evicted pod's UID is gone",
-                not (gone & final.uids),
-                f"gone={gone}, now={final.uids}",
+            replacement = (
+                "missing"
+                if not new
+                else "pending"
+                if any(p in final.pending() for p in new)
+                else "ready"
             )
             r.check(
+                "evicted-uid-gone",
+                "the evicted pod's UID is gone",
+                bool(gone) and not (gone & final.uids),
+                f"evicted pods' UIDs {sorted(gone)}, now {sorted(final.uids)}",
+            )
+            r.check(
+                "replacement-on-target",
                 "replacement has a new UID, runs on the target and is Ready",
                 len(new) == 1 and new[0].node == ctx.target and new[0].ready,
                 f"new pods {[(p.name, p.node, p.ready) for p in new]}",
             )
             if new:
-                t_ready = rec.first_ready(new[0].uid)
+                t_ready = v.rec.first_ready(new[0].uid)
                 t_gone = min(
-                    (t for u in gone if (t := rec.first_deleting(u)) is not None), default=None
+                    (t for u in gone if (t := v.rec.first_deleting(u)) is not None), default=None
                 )
-                if t_ready is None:  # became Ready after the recorder stopped
-                    t_ready = final.at
-                if t_gone is not None:
-                    latency = round(max(0.0, t_ready - t_gone), 3)
+                if t_ready is not None and t_gone is not None:
+                    latency = round(t_ready - t_gone, 3)
+                else:
+                    r.result.notes.append(
+                        "replacement Ready latency unknown: the watch saw "
+                        f"{'no deletion of the evicted pod' if t_gone is None else ''}"
+                        f"{' and ' if t_gone is None and t_ready is None else ''}"
+                        f"{'no Ready replacement' if t_ready is None else ''}"
+                    )
             r.result.ready_latency_s = latency
-        else:
-            final = lab.snapshot()
-        mins = rec.min_disruptions_allowed()
+        r.pdb_kept_healthy(v.rec)
         r.check(
-            "PDB disruptionsAllowed never below zero", mins is None or mins >= 0, f"min seen {mins}"
-        )
-        r.check(
+            "no-pending",
             "no Pending pod at the end",
             not final.pending(),
             f"pending {[p.name for p in final.pending()]}",
         )
-        r.record(
-            rnd,
-            rec,
-            before,
-            after,
-            replacement_ready_latency_s=latency,
-            verdict="evicted" if evicted else f"stopped-by:{r.result.blocking_layer}",
-        )
+        r.record(v, replacement=replacement, replacement_ready_latency_s=latency)
 
     return _run(ctx, "positive-affinity-migration", variant, body)
+
+
+def _nothing_evicted(r: Runner, v: RoundView, s1: Snapshot) -> None:
+    """Negative experiments: unchanged UIDs, no new pod, and no 201 at the API server."""
+    final = r.lab.snapshot()
+    seen = {e["uid"] for e in v.rec.pod_events}
+    r.check(
+        "uids-unchanged",
+        "pod UIDs unchanged",
+        final.uids == s1.uids,
+        f"before {sorted(s1.uids)} after {sorted(final.uids)}",
+    )
+    r.check(
+        "no-replacement",
+        "no replacement pod appeared",
+        seen <= s1.uids,
+        f"new uids {sorted(seen - s1.uids)}",
+    )
+    created = {p: c for p, c in v.refused_by_api.items() if 201 in c}
+    r.check(
+        "no-eviction-succeeded",
+        "no eviction succeeded at the API server",
+        not created and not any(d.fate == Fate.EVICTED for d in v.decisions),
+        f"audit 201s {created}; decisions {_decisions_table(v.decisions)}",
+    )
 
 
 def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> ExperimentResult:
@@ -442,105 +649,131 @@ def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> Experi
         s1 = r.arrange_violation()  # PDB kept at minAvailable 2: only nodeFit is under test
         lab.unlabel_node(ctx.target)
         r.check(
-            "no node carries the pool label", lab.labelled_nodes() == [], f"{lab.labelled_nodes()}"
+            "no-pool-node",
+            "no node carries the pool label",
+            lab.labelled_nodes() == [],
+            f"{lab.labelled_nodes()}",
         )
-        rnd, rec, before, after, decisions = r.run_round("descheduler-negative-nodefit")
-        final = lab.snapshot()
-        seen = {e["uid"] for e in rec.pod_events}
-        r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
-        r.check("no replacement pod appeared", seen <= s1.uids, f"new uids {seen - s1.uids}")
+        v = r.run_round("descheduler-negative-nodefit")
+        _nothing_evicted(r, v, s1)
         r.check(
+            "no-eviction-request",
             "no eviction request reached the API server",
-            not any(d.fate in (Fate.EVICTED, Fate.REFUSED) for d in decisions),
-            "",
+            not v.refused_by_api
+            and not any(d.fate in (Fate.EVICTED, Fate.REFUSED) for d in v.decisions),
+            f"audit requests {v.refused_by_api}",
         )
         nodefit = {
-            d.name for d in decisions if d.fate == Fate.NODEFIT and d.layer == Layer.EVICTOR_NODEFIT
+            d.name
+            for d in v.decisions
+            if d.fate == Fate.NODEFIT and d.layer == Layer.EVICTOR_NODEFIT
         }
         r.check(
+            "nodefit-stops-every-pod",
             "every pod stopped by nodeFit at the evictor's PreEvictionFilter",
             nodefit == {p.name for p in s1.live},
-            f"nodeFit-rejected {sorted(nodefit)}; decisions {[(d.name, d.fate.value, d.layer.value, d.checks) for d in decisions]}",
+            f"nodeFit-rejected {sorted(nodefit)}; decisions {_decisions_table(v.decisions)}",
         )
-        r.record(rnd, rec, before, after, verdict=f"stopped-by:{r.result.blocking_layer}")
+        r.pdb_kept_healthy(v.rec)
+        r.record(v)
 
     return _run(ctx, "negative-nodefit", variant, body)
 
 
 def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> ExperimentResult:
-    """Runbook negative 2: a feasible target, but the PDB allows no disruption: HTTP 429."""
+    """Runbook negative 2: a feasible target, but the PDB allows no disruption: HTTP 429.
+
+    The refusal is proven by the API server (a 429 per candidate in its audit log) and the
+    unchanged UIDs; EvictionFailed events are a separate figure, because a one-shot
+    descheduler can exit before it wrote them (descheduler#1687, in the known-bug registry).
+    """
 
     def body(r: Runner) -> None:
         lab = r.lab
         s1 = r.arrange_violation()
         lab.patch_pdb(3)
         pdb = lab.wait_pdb(0)
-        r.check("PDB disruptionsAllowed is 0", pdb["disruptionsAllowed"] == 0, f"{pdb}")
-        rnd, rec, before, after, decisions = r.run_round("descheduler-negative-pdb")
-        final = lab.snapshot()
-        refused = [d for d in decisions if d.fate == Fate.REFUSED]
-        r.check("pod UIDs unchanged", final.uids == s1.uids, f"before {s1.uids} after {final.uids}")
-        r.check("no Pending pod", not final.pending(), f"{[p.name for p in final.pending()]}")
         r.check(
+            "pdb-zero-before",
+            "PDB disruptionsAllowed is 0",
+            pdb["disruptionsAllowed"] == 0,
+            f"{pdb}",
+        )
+        v = r.run_round("descheduler-negative-pdb")
+        _nothing_evicted(r, v, s1)
+        final = lab.snapshot()
+        r.check(
+            "no-pending",
+            "no Pending pod",
+            not final.pending(),
+            f"{[p.name for p in final.pending()]}",
+        )
+        r.check(
+            "pdb-still-zero",
             "disruptionsAllowed still 0",
             (lab.pdb_status() or {}).get("disruptionsAllowed") == 0,
             f"{lab.pdb_status()}",
         )
+        refused = [d for d in v.decisions if d.fate == Fate.REFUSED]
+        candidates = {p.name for p in s1.live}
+        if v.audit.get("available"):
+            api_429 = {p for p, codes in v.refused_by_api.items() if codes and set(codes) == {429}}
+            proof = f"audit 429s for {sorted(api_429)} of candidates {sorted(candidates)}"
+        else:  # without an audit log, the log's own refusals are the evidence (noted)
+            api_429 = {d.name for d in refused if d.status_code == 429}
+            proof = f"log 429s (no audit log) for {sorted(api_429)}"
         r.check(
-            "the API server refused the eviction with 429 (disruption budget)",
-            bool(refused)
+            "refused-429-per-candidate",
+            "the API server refused every candidate's eviction with 429 (disruption budget)",
+            bool(candidates)
+            and api_429 == candidates
             and all(d.status_code == 429 and d.layer == Layer.API_SERVER for d in refused),
-            f"decisions {[(d.name, d.fate.value, d.layer.value, d.status_code, d.checks) for d in decisions]}",
+            f"{proof}; decisions {_decisions_table(v.decisions)}",
         )
-        events: list[dict[str, Any]] = []
         # Runbook: check the *mounted* policy, not the intended one, before expecting events.
-        import yaml
-
         mounted = yaml.safe_load(ctx.release.live_policy_yaml()) or {}
         notify = mounted.get("evictionFailureEventNotification") is True
         r.check(
+            "notification-mounted",
             "evictionFailureEventNotification is in the mounted policy",
-            notify == bool(ctx.policy.event_notification),
+            notify,
             f"mounted={mounted.get('evictionFailureEventNotification')!r}",
         )
-        dropped = rnd.logs.count(EVENT_DROPPED)
-        if notify and refused:
-            from pytest_desched.kube import WaitTimeout, wait_for
-
-            uids = {p.uid for p in s1.pods if p.name in {d.name for d in refused}}
-            # v0.36.0 as a one-shot Job cancels its event broadcaster on exit: the last events
-            # can be dropped, and its own log says so. Every refused pod needs its event, or a
-            # logged drop to account for it; a silent absence fails.
-            try:
-                events = wait_for(
-                    "EvictionFailed events for the refused pods",
-                    lambda: [
-                        e
-                        for e in lab.events()
-                        if e["reason"] == "EvictionFailed" and e["uid"] in uids
-                    ],
-                    lambda evs: len({e["uid"] for e in evs}) + dropped >= len(uids),
-                    timeout=15,
-                )
-            except WaitTimeout as exc:
-                r.result.notes.append(str(exc))
-            covered = {e["uid"] for e in events}
-            r.check(
-                "an EvictionFailed event per refused pod, or a drop logged by the descheduler",
-                bool(events) and len(covered) + dropped >= len(uids),
-                f"{len(uids)} refused, {len(covered)} with an EvictionFailed event, {dropped} "
-                "event(s) the log says were dropped at exit; absence is never read as success",
-            )
-        if dropped:
-            r.result.notes.append(f"{dropped} event(s) dropped at process exit (descheduler log)")
-        r.record(
-            rnd,
-            rec,
-            before,
-            after,
-            verdict=f"stopped-by:{r.result.blocking_layer}",
-            notes=[f"EvictionFailed events: {len(events)}", *r.result.notes],
+        owed = len(api_429)
+        uids = {p.uid for p in s1.pods if p.name in api_429}
+        # Events still queued at exit are lost; ones already written are in the API by now
+        # (the process has exited), so one read is the truth: no waiting, no timeout.
+        delivered = {
+            e["uid"] for e in lab.events() if e["reason"] == "EvictionFailed" and e["uid"] in uids
+        }
+        figure = {"delivered": len(delivered), "owed": owed}
+        r.result.notes.append(
+            f"EvictionFailed events delivered: {len(delivered)} of {owed} refusals"
         )
+        if notify and owed:
+            facts = replace(
+                r._facts,  # type: ignore[arg-type]
+                mounted_policy=mounted,
+                refused_by_api=owed,
+                events_delivered=len(delivered),
+            )
+            ok = len(delivered) >= owed
+            detail = f"{len(delivered)} of {owed} refusals have an EvictionFailed event"
+            bug = None if ok else tolerated("eviction-failed-events", facts)
+            if bug is not None:
+                r.result.known_bugs[bug[0].id] = bug[1]
+                detail += f"; the rest are accounted for by {bug[0].describe()}: {bug[1]}"
+            r.result.checks.append(
+                Check(
+                    "eviction-failed-events",
+                    "an EvictionFailed event per refused pod, or a proven one-shot exit loss",
+                    ok or bug is not None,
+                    detail,
+                    known_bug=bug[0].id if bug else None,
+                )
+            )
+        r.pdb_kept_healthy(v.rec)
+        r.record(v, events_delivered=figure)
 
     return _run(ctx, "negative-pdb", variant, body)
 
@@ -551,18 +784,19 @@ def minpodage_protects(
     """The runbook's unmodified minPodAge (10m) keeps seconds-old pods out of every round."""
 
     def body(r: Runner) -> None:
-        lab = r.lab
         s1 = r.arrange_violation()
-        rnd, rec, before, after, decisions = r.run_round("descheduler-minpodage")
-        final = lab.snapshot()
-        r.check("pod UIDs unchanged", final.uids == s1.uids, f"{final.uids}")
-        young = {d.name for d in decisions if d.fate == Fate.FILTERED and "minPodAge" in d.checks}
+        v = r.run_round("descheduler-minpodage")
+        _nothing_evicted(r, v, s1)
+        young = {
+            d.name for d in v.decisions if d.fate == Fate.FILTERED and d.checks == ["minPodAge"]
+        }
         r.check(
-            "every pod filtered by the evictor's minPodAge check",
-            young == {p.name for p in s1.live},
-            f"decisions {[(d.name, d.fate.value, d.checks) for d in decisions]}",
+            "minpodage-filters-every-pod",
+            "every pod filtered by the evictor with exactly the minPodAge check",
+            young == {p.name for p in s1.live} and len(v.decisions) == len(young),
+            f"decisions {_decisions_table(v.decisions)}",
         )
-        r.record(rnd, rec, before, after, verdict=f"stopped-by:{r.result.blocking_layer}")
+        r.record(v)
 
     return _run(ctx, "minpodage-protects-young-pods", variant, body)
 

@@ -6,8 +6,12 @@ written: every method does one runbook step and waits on the API for its effect.
 
 from __future__ import annotations
 
+import functools
+import json
+import re
 import threading
 import time
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,6 +30,87 @@ POOL_VALUE = "rebalance-lab"
 OPT_IN_LABEL = "descheduler.example.com/enabled"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "pytest-desched"
+# Namespaces a lab must never be: the cluster's own, and `kube-` is reserved for Kubernetes.
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+
+
+class LabInputError(ValueError):
+    """A lab input that must not reach a cluster; the message names the input and the fix."""
+
+
+class LabApiError(RuntimeError):
+    """The API server refused a lab step: the object, HTTP status and reason, no headers."""
+
+    def __init__(self, step: str, obj: str, status: int | None, reason: str, message: str):
+        self.step, self.object, self.status, self.reason = step, obj, status, reason
+        detail = f": {message}" if message else ""
+        super().__init__(f"{step} on {obj}: HTTP {status} {reason}{detail}")
+
+
+def check_namespace(name: Any, release_namespace: str | None = None) -> str:
+    """The lab namespace if it is one a lab may create; LabInputError naming the fix if not."""
+    fix = "pick another with --desched-namespace (or namespace=...)"
+    if not isinstance(name, str) or not name:
+        raise LabInputError(f"lab namespace {name!r} must be a non-empty string; {fix}")
+    reserved = {*RESERVED_NAMESPACES, *([release_namespace] if release_namespace else [])}
+    if name in reserved or name.startswith("kube-"):
+        raise LabInputError(
+            f"lab namespace {name!r} is reserved ({', '.join(sorted(reserved))}, kube-*; the "
+            f"release lives in {release_namespace or 'kube-system'}) and a lab deletes its "
+            f"namespace afterwards; {fix}"
+        )
+    if len(name) > 63:
+        raise LabInputError(
+            f"lab namespace {name[:20]!r}... is {len(name)} characters; a namespace name has at "
+            f"most 63 (RFC 1123 label); {fix}"
+        )
+    if not _DNS1123_LABEL.fullmatch(name):
+        raise LabInputError(
+            f"lab namespace {name!r} is not a valid RFC 1123 label (lower-case letters, digits "
+            f"and '-', starting and ending with a letter or digit); {fix}"
+        )
+    return name
+
+
+def check_lab_inputs(
+    workers: Sequence[str],
+    *,
+    namespace: Any,
+    source: Any,
+    target: Any,
+    replicas: Any,
+    release_namespace: str | None = None,
+) -> tuple[str, str, str, int]:
+    """Every input of an experiment's lab checked at once, before any cluster change.
+
+    Returns (namespace, source, target, replicas); LabInputError names the input and the fix.
+    """
+    ns = check_namespace(namespace, release_namespace)
+    for what, node in (("source", source), ("target", target)):
+        if node not in workers:
+            raise LabInputError(
+                f"{what} node {node!r} is not a lab worker of this cluster; use one of "
+                f"{list(workers)}"
+            )
+    if source == target:
+        raise LabInputError(f"source and target nodes must differ (both {source!r})")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+        raise LabInputError(f"replicas must be an integer >= 1, got {replicas!r}")
+    return ns, source, target, replicas
+
+
+def _api_message(exc: ApiException) -> tuple[str, str]:
+    """(kind/name, message) from the API server's Status body; never the HTTP headers."""
+    try:
+        body = json.loads(exc.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    if not isinstance(body, dict):
+        return "", ""
+    details = body.get("details") or {}
+    obj = "/".join(str(details[k]) for k in ("kind", "name") if details.get(k))
+    return obj, str(body.get("message") or "")[:300]
 
 
 @dataclass(frozen=True)
@@ -101,9 +186,16 @@ class Recorder:
 
     pod_events: list[dict[str, Any]] = field(default_factory=list)
     pdb_allowed: list[tuple[float, int]] = field(default_factory=list)
+    # Every observed PDB status: (t, currentHealthy, desiredHealthy, disruptionsAllowed).
+    pdb_statuses: list[tuple[float, int, int, int]] = field(default_factory=list)
+    watch_errors: list[str] = field(default_factory=list)  # a gap in what was observed
 
     def min_disruptions_allowed(self) -> int | None:
         return min((v for _, v in self.pdb_allowed), default=None)
+
+    def pdb_breaches(self) -> list[tuple[float, int, int]]:
+        """Observed statuses with fewer healthy pods than the budget wants: (t, current, desired)."""
+        return [(t, cur, want) for t, cur, want, _ in self.pdb_statuses if cur < want]
 
     def first_ready(self, uid: str) -> float | None:
         return next((e["t"] for e in self.pod_events if e["uid"] == uid and e["ready"]), None)
@@ -139,6 +231,7 @@ class Lab:
         self.timeout = timeout
         self._labelled: dict[str, str | None] = {}  # node -> original value of POOL_LABEL
         self.created_namespace = False
+        check_namespace(namespace)  # a bad name fails here, before any cluster change
 
     # -- namespace ---------------------------------------------------------
     def create_namespace(self) -> None:
@@ -331,7 +424,12 @@ class Lab:
                             on_event(ev)
                             if stop.is_set():
                                 break
-                    except Exception:  # a watch that ends early is resumed until stop
+                    except Exception as exc:  # resumed until stop, but never unseen
+                        if stop.is_set():
+                            break
+                        rec.watch_errors.append(
+                            f"{getattr(list_fn, '__name__', 'watch')}: {exc!r}"[:300]
+                        )
                         if stop.wait(0.2):
                             break
 
@@ -343,8 +441,13 @@ class Lab:
 
         def on_pdb(ev: dict[str, Any]) -> None:
             s = ev["object"].status
-            if s is not None and s.disruptions_allowed is not None:
-                rec.pdb_allowed.append((time.monotonic(), s.disruptions_allowed))
+            if s is None or s.disruptions_allowed is None or ev["object"].metadata.name != self.app:
+                return
+            t = time.monotonic()
+            rec.pdb_allowed.append((t, s.disruptions_allowed))
+            rec.pdb_statuses.append(
+                (t, s.current_healthy or 0, s.desired_healthy or 0, s.disruptions_allowed)
+            )
 
         pods = follow(
             self.cluster.core.list_namespaced_pod, on_pod, label_selector=f"app={self.app}"
@@ -416,3 +519,27 @@ class Lab:
             self.delete_namespace()
         finally:
             self.restore_labels()
+
+
+def _short_api_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Re-raise an ApiException leaving a Lab step as a LabApiError (object, status, reason)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Lab, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except ApiException as exc:
+            obj, message = _api_message(exc)
+            where = obj or f"namespace {self.namespace}"
+            raise LabApiError(
+                f"Lab.{method.__name__}", where, exc.status, str(exc.reason or ""), message
+            ) from None
+
+    return wrapper
+
+
+# Every public step, but not `record` (a context manager: its body is the caller's code).
+for _name, _fn in list(vars(Lab).items()):
+    if callable(_fn) and not _name.startswith("_") and _name != "record":
+        setattr(Lab, _name, _short_api_errors(_fn))
+del _name, _fn

@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,19 +53,38 @@ def pytest_configure(config: pytest.Config) -> None:
         ) from None
     config._desched_results = []  # type: ignore[attr-defined]
     config._desched_info = {}  # type: ignore[attr-defined]
-    if hasattr(signal, "SIGTERM") and _is_main_thread():
-        # SIGTERM (CI cancel, `timeout`) unwinds like Ctrl-C, so fixtures tear down.
-        def _term(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt(f"signal {signum}")
-
-        with contextlib.suppress(ValueError):
-            signal.signal(signal.SIGTERM, _term)
 
 
 def _is_main_thread() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (CI cancel, `timeout`) unwinds like Ctrl-C while the block runs.
+
+    Installed by the first desched fixture, so a cluster's teardown runs on SIGTERM; sessions
+    that use no desched fixture keep their own handler. The previous one is restored after.
+    """
+    if not (hasattr(signal, "SIGTERM") and _is_main_thread()):
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError, TypeError):
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -85,8 +105,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 @pytest.fixture(scope="session")
 def desched_settings(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    return settings_from_config(request.config, tmp_path_factory)
+) -> Iterator[Settings]:
+    """The run's options; while in use, SIGTERM unwinds like Ctrl-C (see `sigterm_unwinds`)."""
+    settings = settings_from_config(request.config, tmp_path_factory)
+    with sigterm_unwinds():
+        yield settings
 
 
 def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
@@ -226,8 +249,16 @@ def desched_context(
     desched_release: Release,
     desched_evidence: EvidenceWriter,
 ) -> Callable[..., Any]:
-    """Factory for an ExperimentContext: `desched_context(variant=..., source=..., ...)`."""
-    from pytest_desched.experiments import ExperimentContext, lab_policy
+    """Factory for an ExperimentContext: `desched_context(variant=..., source=..., ...)`.
+
+    Every input (namespace, nodes, replicas, variant, overrides, policy) is checked here,
+    before the experiment changes anything: a bad one is a one-line UsageError/PolicyError
+    naming the input and the fix, never an API server error after `helm upgrade` ran.
+    `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text).
+    """
+    from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
+    from pytest_desched.lab import LabInputError, check_lab_inputs
+    from pytest_desched.policy import Policy
 
     def make(
         variant: str = "runbook",
@@ -235,32 +266,51 @@ def desched_context(
         replicas: int = 3,
         source: str | None = None,
         target: str | None = None,
-        overrides: dict[str, Any] | None = None,
+        overrides: Mapping[str, Any] | None = None,
         keep_min_pod_age: bool = False,
         policy: Any = None,
     ) -> ExperimentContext:
-        pol = policy or lab_policy(variant, keep_min_pod_age=keep_min_pod_age)
+        w = desched_cluster.workers
+        try:
+            if policy is None and variant not in VARIANTS:
+                raise LabInputError(f"unknown policy variant {variant!r}; use one of {VARIANTS}")
+            if overrides is not None and not isinstance(overrides, Mapping):
+                raise LabInputError(
+                    f"overrides must be a mapping of policy path -> value, got "
+                    f"{type(overrides).__name__}"
+                )
+            ns, src, dst, replicas = check_lab_inputs(
+                w,
+                namespace=desched_settings.namespace if namespace is None else namespace,
+                source=source or (w[0] if w else None),
+                target=target or (w[1] if len(w) > 1 else None),
+                replicas=replicas,
+                release_namespace=desched_release.namespace,
+            )
+        except LabInputError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        if policy is None:
+            pol = lab_policy(variant, keep_min_pod_age=keep_min_pod_age)
+        else:
+            pol = Policy.coerce(policy)
+        # A caller's own policy is filed under its own name, not the built-in variant's.
+        label = None if policy is None else f"custom-{pol.digest()[:8]}"
         for path, value in (overrides or {}).items():
             pol = pol.override(path, value, why=f"test override in {request.node.nodeid}")
+        pol = desched_cluster.scope_policy(pol, ns)  # existing clusters: the lab only
         pol.validate()
-        w = desched_cluster.workers
-        src, dst = source or w[0], target or w[1]
-        for n in (src, dst):
-            if n not in w:
-                raise pytest.UsageError(f"node {n!r} is not a lab worker of this cluster ({w})")
-        if src == dst:
-            raise pytest.UsageError("source and target nodes must differ")
         return ExperimentContext(
             cluster=desched_cluster,
             release=desched_release,
             policy=pol,
             source=src,
             target=dst,
-            namespace=namespace or desched_settings.namespace,
+            namespace=ns,
             replicas=replicas,
             log_dir=desched_settings.run_dir / "round-logs",  # raw; redacted copies go to evidence
             evidence=desched_evidence,
             keep_lab=False,
+            policy_label=label,
         )
 
     return make
@@ -283,7 +333,7 @@ def desched_experiment(
         ctx = desched_context(variant=variant, **params)
         results = request.config._desched_results  # type: ignore[attr-defined]
         entry: dict[str, Any] = {
-            "name": f"{name}[{variant}]",
+            "name": f"{name}[{ctx.policy_label or variant}]",
             "nodeid": request.node.nodeid,
             "rounds": [],
         }
@@ -337,13 +387,6 @@ def _junit(entry: dict[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, rec in enumerate(entry["rounds"]):
         for k, v in junit_properties(rec):
-            if k == "blocking_layer":  # the layer that decided the lab's pods, as in the summary
-                verdict = str(rec.get("verdict") or "")
-                v = (
-                    verdict.removeprefix("stopped-by:")
-                    if verdict.startswith("stopped-by:")
-                    else ("api-server(evicted)" if rec.get("evictions") else v)
-                )
             out[f"desched.{i}.{k}" if i else f"desched.{k}"] = v
     return out
 

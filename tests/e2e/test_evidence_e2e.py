@@ -116,7 +116,13 @@ def test_every_round_has_a_complete_record(inner_run):
     pdb = next(r for r in rounds if r["round_name"].startswith("descheduler-negative-pdb"))
     assert any(f.get("status_code") == 429 for f in pdb["failures"])
     assert pdb["pdb_after"]["disruptionsAllowed"] == 0
-    assert pdb["events_by_reason"].get("EvictionFailed")
+    # Event delivery is its own figure (a one-shot run can lose events at exit, #1687): either
+    # every refusal has its event, or the record names the proven known bug.
+    ev = pdb["events_delivered"]
+    assert ev["owed"] == 3
+    assert ev["delivered"] == len(pdb["events_by_reason"].get("EvictionFailed", []))
+    assert ev["delivered"] == 3 or "descheduler#1687" in pdb["known_bugs"]
+    assert pdb["audit"]["available"] is True
     txt = list(art.rglob("*.txt"))
     assert any("failure-pods" in p.name for p in txt)
     assert any("failure-events" in p.name for p in txt)

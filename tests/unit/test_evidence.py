@@ -179,8 +179,46 @@ def test_verdict_names_the_furthest_layer_not_bystanders() -> None:
     rec = RoundRecord.from_round("exp", "r1", "kind", result)
     assert rec.blocking_layers == ["evictor-filter", "evictor-prefilter-nodefit"]
     assert rec.verdict == "stopped-by:evictor-prefilter-nodefit"
-    assert RoundRecord.from_round("e", "r", "k", result, verdict="custom").verdict == "custom"
+    assert rec.deciding_layer == "evictor-prefilter-nodefit"
+    with pytest.raises(TypeError, match="verdict"):  # one rule: callers cannot supply it
+        RoundRecord.from_round("e", "r", "k", result, verdict="custom")
     assert RoundRecord.from_round("e", "r", "k", RoundResult()).verdict == "no-candidates"
+
+
+def test_lab_namespace_decides_not_kube_system_bystanders() -> None:
+    """A namespace-exclude run: only kube-system pods were touched; the lab's verdict stands."""
+    result = RoundResult(
+        decisions=[
+            decision("kube-system", "coredns-x", Fate.EVICTED, Layer.API_SERVER),
+            decision("lab", "web-1", Fate.FILTERED, Layer.EVICTOR_FILTER),
+        ]
+    )
+    rec = RoundRecord.from_round("e", "r", "k", result, namespace="lab")
+    assert rec.verdict == "stopped-by:evictor-filter" and rec.evictions == 0
+    assert [d["name"] for d in rec.decisions] == ["web-1"]
+    assert rec.cluster_counts == {"evicted": 1, "filtered": 1}
+
+
+@pytest.mark.parametrize(
+    ("replacement", "verdict", "label"),
+    [
+        ("ready", "evicted", "api-server(evicted)"),
+        ("missing", "stopped-by:controller", "controller"),
+        ("pending", "stopped-by:scheduler", "scheduler"),
+    ],
+)
+def test_after_an_eviction_the_controller_and_scheduler_links_decide(
+    replacement, verdict, label
+) -> None:
+    result = RoundResult(decisions=[decision("lab", "web-1", Fate.EVICTED, Layer.API_SERVER)])
+    rec = RoundRecord.from_round("e", "r", "k", result, namespace="lab", replacement=replacement)
+    assert (rec.verdict, rec.deciding_layer) == (verdict, label)
+
+
+def test_a_skipped_round_says_skipped_and_why() -> None:
+    rec = RoundRecord.from_round("e", "r", "k", RoundResult(skipped="requires >=2 nodes (found=1)"))
+    assert rec.verdict == "skipped:requires >=2 nodes (found=1)"
+    assert rec.deciding_layer == "skipped"
 
 
 def test_from_round_refuses_caller_supplied_derived_figures() -> None:
@@ -343,9 +381,10 @@ def test_summary_line_and_junit_properties() -> None:
     assert summary_line({"name": "pdb", "outcome": "xfailed", "rounds": [d, blocked]}) == (
         "pdb  XFAIL  evictions=1/-  layer=api-server  ready=1.2s"
     )
+    # JUnit shows the same deciding layer as the terminal line (one rule), not a bystander's.
     assert dict(junit_properties(rec)) == {
         "evictions": "1",
-        "blocking_layer": "evictor-filter",
+        "blocking_layer": "api-server(evicted)",
         "ready_latency_s": "1.25",
         "policy_digest": "abababababab",
         "job_uid": "u-1",
