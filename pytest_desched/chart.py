@@ -6,23 +6,27 @@ fail-closed check of the render; nothing reaches the cluster when a check fails.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pytest_desched.policy import digest_of_rendered
+from pytest_desched.evidence import scrub_secrets
+from pytest_desched.policy import Policy, digest_of_rendered
 from pytest_desched.providers.base import CommandError, helm_env, run
 from pytest_desched.toolchain import Reporter, _stderr, go_env
 
 if TYPE_CHECKING:
-    from pytest_desched.policy import Policy
     from pytest_desched.providers.base import Cluster
     from pytest_desched.toolchain import Toolchain
     from pytest_desched.versions import Versions
@@ -34,6 +38,27 @@ LAB_CMD_OPTIONS = {"v": 4, "logging-format": "json"}
 
 class UnsafeRender(RuntimeError):
     """The rendered chart breaks a safety rule; nothing was installed or changed."""
+
+
+@contextlib.contextmanager
+def private_file(text: str, suffix: str = ".yaml") -> Iterator[Path]:
+    """`text` in a 0600 temp file that is removed when the block ends.
+
+    helm and kubectl need the real values and render; the release work dir keeps only
+    scrubbed copies, so a credential that slipped past validation never stays on disk.
+    """
+    fd, name = tempfile.mkstemp(prefix="desched-private-", suffix=suffix)  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _write_scrubbed(path: Path, text: str) -> Path:
+    path.write_text(scrub_secrets(text))
+    return path
 
 
 @dataclass(frozen=True)
@@ -267,12 +292,13 @@ class Release:
     # -- steps ------------------------------------------------------------
     def show_values(self) -> Path:
         out = self.cluster.helm("show", "values", str(self.chart.path)).stdout
-        p = self.workdir / "descheduler-values.yaml"
-        p.write_text(out)
+        p = _write_scrubbed(self.workdir / "descheduler-values.yaml", out)
         self.values = yaml.safe_load(out) or {}
         return p
 
-    def _values_file(self, policy: Policy | None) -> Path:
+    @contextlib.contextmanager
+    def _values_file(self, policy: Policy | None) -> Iterator[Path]:
+        """The values for helm, in a private file for the block; a scrubbed copy stays."""
         values = json.loads(json.dumps(self.values))
         values.setdefault("cmdOptions", {}).update(LAB_CMD_OPTIONS)
         if policy is not None:
@@ -280,9 +306,11 @@ class Release:
             values["deschedulerPolicyAPIVersion"] = body.pop("apiVersion")
             body.pop("kind", None)
             values["deschedulerPolicy"] = body
-        p = self.workdir / ("values-active.yaml" if policy else "values-first-install.yaml")
-        p.write_text(yaml.safe_dump(values, sort_keys=False))
-        return p
+        text = yaml.safe_dump(values, sort_keys=False)
+        name = "values-active.yaml" if policy else "values-first-install.yaml"
+        _write_scrubbed(self.workdir / name, text)
+        with private_file(text) as real:
+            yield real
 
     def _flags(self, values_file: Path, dry_run: bool) -> list[str]:
         return [
@@ -297,26 +325,41 @@ class Release:
         ]
 
     def render(self, dry_run: bool, policy: Policy | None) -> tuple[Path, list[dict]]:
-        vf = self._values_file(policy)
-        text = self.cluster.helm(
-            "template", self.name, str(self.chart.path), *self._flags(vf, dry_run)
-        ).stdout
-        out = self.workdir / f"rendered-{'dry-run' if dry_run else 'active'}.yaml"
-        out.write_text(text)
+        """`helm template`; returns the scrubbed copy of the render and the real documents."""
+        out, docs, _ = self._render(dry_run, policy)
+        return out, docs
+
+    def _render(self, dry_run: bool, policy: Policy | None) -> tuple[Path, list[dict], str]:
+        with self._values_file(policy) as vf:
+            text = self.cluster.helm(
+                "template", self.name, str(self.chart.path), *self._flags(vf, dry_run)
+            ).stdout
+        out = _write_scrubbed(
+            self.workdir / f"rendered-{'dry-run' if dry_run else 'active'}.yaml", text
+        )
         docs = parse_manifests(text)
         for d in docs:  # the chart's fullname rule decides these; read them, don't guess
             if d["kind"] == "CronJob":
                 self.cronjob_name = d["metadata"]["name"]
             if d["kind"] == "ConfigMap" and "policy.yaml" in (d.get("data") or {}):
                 self.configmap_name = d["metadata"]["name"]
-        return out, docs
+        return out, docs, text
 
-    def diff(self, rendered: Path) -> str:
-        """`kubectl diff` of a render against the live objects (exit 1 just means 'differs')."""
-        proc = self.cluster.kubectl("diff", "-f", str(rendered), check=False)
+    def diff(self, rendered: Path | str) -> str:
+        """`kubectl diff` of a render (a file, or the render's text) against the live objects.
+
+        Exit 1 just means 'differs'. The result is scrubbed: both sides may hold a credential.
+        """
+        with contextlib.ExitStack() as stack:
+            path = (
+                stack.enter_context(private_file(rendered))
+                if isinstance(rendered, str)
+                else rendered
+            )
+            proc = self.cluster.kubectl("diff", "-f", str(path), check=False)
         if proc.returncode not in (0, 1):
-            return f"(kubectl diff failed: {proc.stderr.strip()[-300:]})"
-        return proc.stdout
+            return scrub_secrets(f"(kubectl diff failed: {proc.stderr.strip()[-300:]})")
+        return scrub_secrets(proc.stdout)
 
     def install_first(self) -> list[str]:
         """First install: suspended and dry-run, defaults from `helm show values`."""
@@ -327,15 +370,15 @@ class Release:
         self.report(
             f"chart render checked ({'; '.join(checks)}); installing {self.name} suspended, dry-run"
         )
-        vf = self._values_file(None)
-        self.cluster.helm(
-            "upgrade",
-            "--install",
-            self.name,
-            str(self.chart.path),
-            *self._flags(vf, True),
-            "--wait",
-        )
+        with self._values_file(None) as vf:
+            self.cluster.helm(
+                "upgrade",
+                "--install",
+                self.name,
+                str(self.chart.path),
+                *self._flags(vf, True),
+                "--wait",
+            )
         self.installed = True
         self.dry_run, self.policy = True, None
         self.verify_live(dry_run=True, policy=None)
@@ -344,23 +387,29 @@ class Release:
         )
         return checks
 
-    def apply_policy(self, policy: Policy | None, dry_run: bool = False) -> dict[str, Any]:
+    def apply_policy(
+        self, policy: Policy | Mapping[str, Any] | str | Path | None, dry_run: bool = False
+    ) -> dict[str, Any]:
         """Write the policy, re-render (suspend kept), diff, upgrade, verify the live digest.
 
-        `policy=None` goes back to the chart's default policy (used for dry-run rounds).
-        Everything that can fail (validation, render checks) fails before `helm upgrade`.
+        `policy` is anything `Policy.coerce` takes; `None` goes back to the chart's default
+        policy (used for dry-run rounds). Everything that can fail (validation, the cluster's
+        scope rule, render checks) fails before `helm upgrade`. Work files and the returned
+        diff are scrubbed of credentials.
         """
         if policy is not None:
-            policy.validate()
-        rendered, docs = self.render(dry_run=dry_run, policy=policy)
+            policy = Policy.coerce(policy).validate()
+        if not dry_run:  # a cluster that is not ours: only a policy scoped to the lab may evict
+            self.cluster.check_policy_scope(policy)
+        _, docs, text = self._render(dry_run=dry_run, policy=policy)
         checks = check_render(
             docs, dry_run=dry_run, image=self.versions.descheduler_image, policy=policy
         )
-        diff = self.diff(rendered)
-        vf = self._values_file(policy)
-        self.cluster.helm(
-            "upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait"
-        )
+        diff = self.diff(text)
+        with self._values_file(policy) as vf:
+            self.cluster.helm(
+                "upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait"
+            )
         self.dry_run, self.policy = dry_run, policy
         live = self.verify_live(dry_run=dry_run, policy=policy)
         step = {

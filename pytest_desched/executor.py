@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shutil
 import signal
 import socket
@@ -23,10 +24,82 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.rounds import RoundError
+
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
 TERMINATION_MESSAGE_MAX = 4096  # a kubelet caps termination messages at 4 KiB
+ERROR_LINES = 5  # how many of the log's last error lines a RoundFailed quotes
+
+
+class RoundFailed(RoundError):
+    """A round's pod exited non-zero: the round is over, and this carries the descheduler's words.
+
+    A failed pod is final for the round. The chart's Job sets no backoffLimit (default 6), so
+    the Job controller would start the same pod again after 10 s, 20 s, 40 s, ... A descheduler
+    that exits non-zero refused its policy or flags at start-up, or crashed; rerunning it with
+    the same ConfigMap and args cannot change that, it only hides the reason behind a timeout
+    (formerly `WaitTimeout ... not finished after 120s; conditions={}`). So the first failure
+    ends the round at once: the Job is told it has no retries left (backoffLimit 0, so the real
+    Job controller marks it Failed) and the error names the Job, the pod, the exit code and the
+    last error lines of the log (tokens scrubbed).
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        job: str,
+        pod: str,
+        exit_code: int,
+        error_lines: list[str],
+        log_path: Path | None = None,
+        notes: list[str] | None = None,
+    ) -> None:
+        self.namespace, self.job, self.pod, self.exit_code = namespace, job, pod, exit_code
+        self.error_lines, self.log_path, self.notes = error_lines, log_path, list(notes or [])
+        lines = "\n".join(f"  {line}" for line in error_lines) or "  (the log is empty)"
+        where = f"\nfull log: {log_path}" if log_path else ""
+        extra = "".join(f"\n{n}" for n in self.notes)
+        super().__init__(
+            f"round Job {namespace}/{job} failed: pod {pod} exited {exit_code}; "
+            f"the descheduler said:\n{lines}{where}{extra}"
+        )
+
+
+_ERRORISH = re.compile(r"(?i)\berr(?:or)?s?\b|fail|invalid|refus|unable|cannot|panic|fatal")
+
+
+def error_lines(log: str, n: int = ERROR_LINES, width: int = 400) -> list[str]:
+    """The last `n` lines of a descheduler log that report an error, scrubbed and shortened.
+
+    JSON lines (`--logging-format=json`) are shown as `msg: err`; plain lines (cobra's
+    `Error: ...`, klog text, panics) as they are. Without any error-looking line, the last
+    `n` lines are returned, so the caller never shows nothing.
+    """
+    import json
+
+    from pytest_desched.evidence import scrub_secrets
+
+    picked: list[str] = []
+    tail: list[str] = []
+    for raw in log.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        tail.append(line)
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict):
+            msg, err = str(doc.get("msg", "")), doc.get("err")
+            if err is not None or _ERRORISH.search(msg):
+                picked.append(f"{msg}: {err}" if err is not None else msg)
+        elif _ERRORISH.search(line):
+            picked.append(line)
+    chosen = (picked or tail)[-n:]
+    return [scrub_secrets(c if len(c) <= width else c[: width - 3] + "...") for c in chosen]
 
 
 @dataclass
@@ -394,7 +467,10 @@ def wait_and_run(
     log_dir: Path,
     timeout: float = 300,
 ) -> list[PodRun]:
-    """Run every pod of the Job as kwok starts it, until the Job controller finishes the Job."""
+    """Run every pod of the Job as kwok starts it, until the Job controller finishes the Job.
+
+    A pod that exits non-zero ends the round at once with `RoundFailed` (see its docstring).
+    """
     from pytest_desched.kube import WaitTimeout
 
     runs: list[PodRun] = []
@@ -414,10 +490,13 @@ def wait_and_run(
             if p.metadata.uid in done or (p.status.phase != "Running"):
                 continue
             done.add(p.metadata.uid)
-            runs.append(
-                run_pod(cluster, p, binary, log_dir, timeout=max(5.0, deadline - time.monotonic()))
+            run = run_pod(
+                cluster, p, binary, log_dir, timeout=max(5.0, deadline - time.monotonic())
             )
+            runs.append(run)
             ran = True
+            if run.exit_code != 0:
+                raise end_failed_round(cluster, job_name, namespace, run)
         if time.monotonic() > deadline:
             raise WaitTimeout(
                 f"Job {namespace}/{job_name} not finished after {timeout:.0f}s; "
@@ -426,3 +505,50 @@ def wait_and_run(
         if not ran:
             time.sleep(interval)  # API poll interval, bounded by the deadline above
             interval = min(interval * 2, 0.5)
+
+
+def end_failed_round(cluster: Cluster, job_name: str, namespace: str, run: PodRun) -> RoundFailed:
+    """Leave the Job no retries (the Job controller then marks it Failed); the error to raise."""
+    from kubernetes.client.rest import ApiException
+
+    notes = [n for n in run.notes if n.startswith("killed")]  # a timeout, not a refusal
+    try:
+        cluster.batch.patch_namespaced_job(job_name, namespace, {"spec": {"backoffLimit": 0}})
+    except ApiException as exc:  # never mask the descheduler's own error with this one
+        notes.append(
+            f"could not stop the Job's retries ({exc.status} {exc.reason}); "
+            f"delete it: kubectl -n {namespace} delete job {job_name}"
+        )
+    return RoundFailed(
+        namespace, job_name, run.pod, run.exit_code, error_lines(run.log), run.log_path, notes
+    )
+
+
+def failed_pod(cluster: Cluster, job_name: str, namespace: str) -> RoundFailed | None:
+    """For Jobs a kubelet runs (kind, existing clusters): the first pod that exited non-zero.
+
+    Same rule as the embedded path: that failure is final for the round (see RoundFailed).
+    """
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
+    for p in pods:
+        for cs in (p.status.container_statuses or []) if p.status else []:
+            term = cs.state.terminated if cs.state else None
+            if term is None or not term.exit_code:
+                continue
+            try:
+                log = cluster.core.read_namespaced_pod_log(p.metadata.name, namespace)
+            except Exception as exc:  # the container's termination message is the fallback
+                log = f"{term.message or ''}\n(logs unreadable: {type(exc).__name__})"
+            run = PodRun(
+                namespace,
+                p.metadata.name,
+                p.metadata.uid,
+                p.spec.service_account_name or "default",
+                [],
+                term.exit_code,
+                _now(),
+                _now(),
+                log,
+            )
+            return end_failed_round(cluster, job_name, namespace, run)
+    return None

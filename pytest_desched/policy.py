@@ -34,11 +34,13 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from pytest_desched.evidence import scrub_secrets
 from pytest_desched.resources import manifest_path
 
 __all__ = [
@@ -47,6 +49,7 @@ __all__ = [
     "KIND",
     "Policy",
     "PolicyError",
+    "PolicyScope",
     "canonical_json",
     "digest_of_rendered",
     "load_default",
@@ -82,6 +85,10 @@ UINT_FIELDS = (  # *uint in types.go
     "maxNoOfPodsToEvictPerNamespace",
     "maxNoOfPodsToEvictTotal",
 )
+# Go's uint is 64 bits on the platforms the descheduler ships for; a larger value does not
+# decode and v0.36.0 exits at start-up. gracePeriodSeconds is *int64.
+UINT_MAX = 2**64 - 1
+INT64_MAX = 2**63 - 1
 # pkg/api/v1alpha2/types.go: DeschedulerProfile, PluginConfig, Plugins, PluginSet,
 # MetricsProvider, Prometheus, AuthToken, SecretReference json tags. Plugins' tags are all
 # lower-case ("preevictionfilter", not "preEvictionFilter") and decoding is case-sensitive.
@@ -93,6 +100,8 @@ PLUGIN_SET_FIELDS = ("enabled", "disabled")
 METRICS_PROVIDER_FIELDS = ("source", "prometheus")
 METRICS_SOURCES = ("KubernetesMetrics", "Prometheus")
 PROMETHEUS_FIELDS = ("url", "authToken")
+AUTH_TOKEN_FIELDS = ("secretReference",)  # types.go AuthToken: a Secret reference, never a token
+SECRET_REFERENCE_FIELDS = ("namespace", "name")
 
 # pkg/descheduler/setupplugins.go (RegisterDefaultPlugins) crossed with the interface each
 # plugin asserts (`var _ frameworktypes.XPlugin = ...`), mapped to extension points by
@@ -223,7 +232,9 @@ class PolicyError(ValueError):
     """A policy that must not reach a cluster; ``problems`` lists each ``path: issue; fix``."""
 
     def __init__(self, problems: list[str] | str, source: str = "policy") -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        raw = [problems] if isinstance(problems, str) else list(problems)
+        # A problem may quote the offending value, and that value may be a token.
+        self.problems = [scrub_secrets(str(p)) for p in raw]
         self.source = source
         lines = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"invalid DeschedulerPolicy ({source}):\n{lines}")
@@ -405,6 +416,31 @@ class _Checker:
                 named = path.endswith("pluginConfig") and isinstance(v, dict) and v.get("name")
                 self.no_templates(f"{path}[{named or i}]", v)
 
+    def no_credentials(self, path: str, value: Any, key: str = "") -> None:
+        """Refuse any inline credential: a policy lands in a ConfigMap, helm values and logs.
+
+        The runbook keeps tokens out of values, logs and artifacts; the descheduler's own way
+        is a Secret reference (metricsProviders[].prometheus.authToken.secretReference). A
+        value counts as a credential when the scrubber would hide it (JWT, `Bearer x`,
+        `?access_token=`/`?bearer=` in a URL, user:password@ in a URL, PEM) or when its key
+        names one (`token`, `bearerToken`, `password`, ...). The value is never quoted.
+        """
+        if isinstance(value, dict):
+            for k, v in value.items():
+                self.no_credentials(_join(path, str(k)), v, str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                self.no_credentials(f"{path}[{i}]", v, key)
+        elif isinstance(value, str) and (
+            scrub_secrets(value) != value or scrub_secrets(f"{key}: {value}") != f"{key}: {value}"
+        ):
+            self.err(
+                path,
+                "holds an inline credential (value not shown); tokens never go into a policy, "
+                "its ConfigMap or helm values: create a Secret and reference it with "
+                "metricsProviders[].prometheus.authToken.secretReference {namespace, name}",
+            )
+
     # -- policy ------------------------------------------------------------------------------
 
     def policy(self, doc: dict[str, Any]) -> None:
@@ -414,9 +450,9 @@ class _Checker:
                 self.err(key, f"must be {want!r}, got {doc.get(key)!r}")
         for key in UINT_FIELDS:
             if key in doc:
-                self.uint(key, doc[key])
+                self.uint(key, doc[key], UINT_MAX)
         if "gracePeriodSeconds" in doc:
-            self.uint("gracePeriodSeconds", doc["gracePeriodSeconds"])
+            self.uint("gracePeriodSeconds", doc["gracePeriodSeconds"], INT64_MAX)
         if "evictionFailureEventNotification" in doc:
             self.boolean(
                 "evictionFailureEventNotification", doc["evictionFailureEventNotification"]
@@ -434,6 +470,7 @@ class _Checker:
             for i, prof in enumerate(profiles):
                 self.profile(f"profiles[{i}]", prof, seen, i)
         self.no_templates("", doc)
+        self.no_credentials("", doc)
 
     def metrics_providers(self, providers: Any) -> None:
         if providers is None:
@@ -454,7 +491,18 @@ class _Checker:
                 self.err(f"{path}.source", f"{src!r} configured twice; configure each once")
             sources.append(src)
             if self.mapping(f"{path}.prometheus", prov.get("prometheus")):
-                self.fields(f"{path}.prometheus", prov["prometheus"], PROMETHEUS_FIELDS, "ignored")
+                prom = prov["prometheus"]
+                self.fields(f"{path}.prometheus", prom, PROMETHEUS_FIELDS, "ignored")
+                tok_path = f"{path}.prometheus.authToken"
+                if self.mapping(tok_path, prom.get("authToken")):
+                    tok = prom["authToken"]
+                    self.fields(tok_path, tok, AUTH_TOKEN_FIELDS, "silently ignored by v0.36.0")
+                    ref_path = f"{tok_path}.secretReference"
+                    if self.mapping(ref_path, tok.get("secretReference")):
+                        ref = tok["secretReference"]
+                        self.fields(ref_path, ref, SECRET_REFERENCE_FIELDS, "silently ignored")
+                        for k in SECRET_REFERENCE_FIELDS:
+                            self.string(f"{ref_path}.{k}", ref.get(k))
 
     def profile(self, path: str, prof: Any, seen: dict[str, int], index: int) -> None:
         if not self.mapping(path, prof, optional=False):
@@ -619,7 +667,7 @@ class _Checker:
             if key in args:
                 self.boolean(f"{path}.{key}", args[key])
         if "minReplicas" in args:
-            self.uint(f"{path}.minReplicas", args["minReplicas"])
+            self.uint(f"{path}.minReplicas", args["minReplicas"], UINT_MAX)
         if "minPodAge" in args:
             self.duration(f"{path}.minPodAge", args["minPodAge"])
         if "noEvictionPolicy" in args and args["noEvictionPolicy"] not in NO_EVICTION_POLICIES:
@@ -779,6 +827,37 @@ class Policy:
     def from_dict(cls, doc: Mapping[str, Any], source: str = "<dict>") -> Policy:
         return cls(doc, source=source)
 
+    @classmethod
+    def coerce(cls, value: Policy | Mapping[str, Any] | str | Path) -> Policy:
+        """The one way a policy comes in: a Policy, a path to a YAML file, a mapping, YAML text.
+
+        A string names a file when one exists at that path, else it is parsed as YAML text
+        (which must be a mapping). Not validated here: callers validate before any change.
+        """
+        if isinstance(value, Policy):
+            return value
+        if isinstance(value, Path):
+            if not value.is_file():
+                raise PolicyError(f"policy file {value} does not exist", str(value))
+            return cls.load(value)
+        if isinstance(value, Mapping):
+            return cls.from_dict(value)
+        if isinstance(value, str):
+            looks_like_path = "\n" not in value and len(value) < 4096
+            if looks_like_path and Path(value).expanduser().is_file():
+                return cls.load(Path(value).expanduser())
+            if looks_like_path and ":" not in value:
+                raise PolicyError(
+                    f"{value!r} is neither an existing policy file nor YAML text of a "
+                    f"DeschedulerPolicy (a mapping starting with 'apiVersion: {API_VERSION}')",
+                    "policy argument",
+                )
+            return cls.from_yaml(value, source="<yaml text>")
+        raise TypeError(
+            f"a policy must be a pytest_desched.policy.Policy, a path (str or pathlib.Path) to a "
+            f"YAML file, a mapping, or YAML text; got {type(value).__name__}"
+        )
+
     # -- serialisation -----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -923,3 +1002,80 @@ class Policy:
 def load_default() -> Policy:
     """The runbook's shipped safe-rebalance policy, validated."""
     return Policy.load(manifest_path(DEFAULT_POLICY_FILE)).validate()
+
+
+# ---------------------------------------------------------------------------------- scope ---
+
+# Plugins whose args carry `namespaces: {include, exclude}` (pkg/api/types.go Namespaces).
+# LowNodeUtilization/HighNodeUtilization only take `evictableNamespaces.exclude`: they cannot
+# be held to one namespace, so a scope refuses them.
+NAMESPACED_PLUGINS = tuple(n for n, f in PLUGIN_ARG_FIELDS.items() if "namespaces" in f)
+EVICTING_POINTS = ("deschedule", "balance")
+
+
+@dataclass(frozen=True)
+class PolicyScope:
+    """Where a policy may act on a cluster that is not the plugin's own (provider `existing`).
+
+    `apply` narrows a policy to the lab: every evicting plugin gets `namespaces.include: [lab]`
+    and the top-level `nodeSelector` gains the opt-in term, each as a recorded override.
+    `problems` is the guard `Release.apply_policy` runs before any non-dry-run upgrade.
+    """
+
+    node_selector: str  # one `key=value` term, ANDed with any selector the policy has
+    why: str = "existing cluster: rounds act only inside the lab namespace and on opted-in nodes"
+
+    def _evicting(self, doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+        out = []
+        for i, prof in enumerate(doc.get("profiles") or []):
+            plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
+            for ep in EVICTING_POINTS:
+                for name in (plugins.get(ep) or {}).get("enabled") or []:
+                    out.append((i, ep, name))
+        return out
+
+    def _selector(self, current: Any) -> str:
+        terms = [t.strip() for t in str(current or "").split(",") if t.strip()]
+        return ",".join(terms if self.node_selector in terms else [*terms, self.node_selector])
+
+    def apply(self, policy: Policy, namespace: str) -> Policy:
+        """The policy limited to `namespace` and the opted-in nodes; PolicyError if impossible."""
+        doc = policy.to_dict()
+        bad = [
+            f"profiles[{i}].plugins.{ep}.enabled: {name} cannot be limited to one namespace "
+            f"(v0.36.0 has no include list for it); refused on an existing cluster"
+            for i, ep, name in self._evicting(doc)
+            if name not in NAMESPACED_PLUGINS
+        ]
+        if bad:
+            raise PolicyError(bad, f"{policy.source} scoped to {namespace}")
+        why = f"{self.why} (namespace {namespace}, nodes {self.node_selector})"
+        scoped = policy.override("nodeSelector", self._selector(doc.get("nodeSelector")), why=why)
+        for i, _, name in self._evicting(doc):
+            scoped = scoped.override(
+                f"profiles[{i}].{name}.namespaces", {"include": [namespace]}, why=why
+            )
+        return scoped
+
+    def problems(self, policy: Policy | None) -> list[str]:
+        """Why `policy` could act outside a lab on this cluster (empty: it cannot)."""
+        if policy is None:
+            return [
+                "the chart's default policy acts on every namespace and node; on an existing "
+                "cluster only a policy scoped to the lab runs outside dry-run (Cluster.scope_policy)"
+            ]
+        doc = policy.to_dict()
+        out = []
+        if self._selector(doc.get("nodeSelector")) != str(doc.get("nodeSelector") or ""):
+            out.append(f"nodeSelector: must include {self.node_selector!r} (opted-in nodes only)")
+        for i, ep, name in self._evicting(doc):
+            try:
+                include = (policy.plugin_args(name, i).get("namespaces") or {}).get("include")
+            except KeyError:
+                include = None
+            if not include:
+                out.append(
+                    f"profiles[{i}].plugins.{ep}.enabled: {name} has no namespaces.include "
+                    "list; it could evict outside the lab"
+                )
+        return out

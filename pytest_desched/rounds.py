@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.audit import AuditWindow, EvictionRequest, expected_requests
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.logparse import parse_log
 from pytest_desched.providers.embedded import EXECUTOR_ANNOTATION
@@ -45,10 +46,21 @@ class Round:
     pod_runs: list[PodRun] = field(default_factory=list)
     log_path: Path | None = None
     conditions: dict[str, str] = field(default_factory=dict)
+    # The API server's audit log of the round's window (eviction creates and pod deletes, see
+    # pytest_desched.audit); None when the cluster has no readable audit log
+    # (cluster.audit_unavailable_why says why).
+    audit_requests: list[EvictionRequest] | None = None
+    audit_wait_s: float | None = None  # after the Job finished, until the window was complete
+    audit_complete: bool | None = None  # False: fewer requests than the log proves were sent
 
     @property
     def duration_s(self) -> float:
         return self.ended - self.started
+
+    @property
+    def user(self) -> str:
+        """The username the API server authenticates the round's pod as (its ServiceAccount)."""
+        return f"system:serviceaccount:{self.namespace}:{self.service_account}"
 
 
 def job_from_cronjob(
@@ -117,10 +129,17 @@ def run_round(
     log_dir: Path,
     timeout: float = 180,
     service_account: str | None = None,
+    audit_timeout: float = 10,
 ) -> Round:
-    """Create the Job, have it run (in-cluster or by the embedded executor), parse its logs."""
+    """Create the Job, have it run (in-cluster or by the embedded executor), parse its logs.
+
+    With a readable audit log, the log's offset is taken before the Job exists and the
+    requests appended after it are attached (`Round.audit_requests`), waiting up to
+    `audit_timeout` for as many eviction requests as the round's log proves it sent.
+    """
     cj = ensure_suspended(release)
     manifest = job_from_cronjob(cj, name, cluster.job_executor, service_account)
+    window = AuditWindow(cluster.audit_log) if cluster.audit_log is not None else None
     started = time.monotonic()
     job = cluster.batch.create_namespaced_job(release.namespace, manifest)
     pod_runs: list[PodRun] = []
@@ -146,6 +165,10 @@ def run_round(
     log_path = log_dir / f"{name}.log"
     log_path.write_text(logs)
     exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, release.namespace)
+    result = parse_log(logs)
+    audit_requests, audit_wait_s, audit_complete = (
+        window.collect(expected_requests(result), audit_timeout) if window else (None, None, None)
+    )
     return Round(
         name=name,
         namespace=release.namespace,
@@ -153,7 +176,7 @@ def run_round(
         succeeded=conds.get("Complete") == "True",
         exit_code=exit_code,
         logs=logs,
-        result=parse_log(logs),
+        result=result,
         started=started,
         ended=ended,
         service_account=manifest["spec"]["template"]["spec"].get("serviceAccountName", "default"),
@@ -161,13 +184,24 @@ def run_round(
         pod_runs=pod_runs,
         log_path=log_path,
         conditions=conds,
+        audit_requests=audit_requests,
+        audit_wait_s=audit_wait_s,
+        audit_complete=audit_complete,
     )
 
 
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:
+    """Wait for the Job's outcome; a pod that exited non-zero ends the round at once."""
+    from pytest_desched.executor import failed_pod
+
     def probe() -> dict[str, str]:
         job = cluster.batch.read_namespaced_job(name, namespace)
-        return {c.type: c.status for c in job.status.conditions or []}
+        conds = {c.type: c.status for c in job.status.conditions or []}
+        if conds.get("Complete") != "True":
+            failure = failed_pod(cluster, name, namespace)
+            if failure is not None:
+                raise failure  # RoundFailed: the retries the Job would make cannot help
+        return conds
 
     try:
         wait_for(

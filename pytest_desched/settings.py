@@ -198,6 +198,13 @@ def settings_from_config(c: pytest.Config, tmp_path_factory: pytest.TempPathFact
     except ValueError:
         raise pytest.UsageError("--desched-workers must be an integer >= 2") from None
     kube = opt(c, "--desched-existing-kubeconfig")
+    namespace = f"{ns}-{worker}" if worker else ns
+    from pytest_desched.lab import LabInputError, check_namespace
+
+    try:  # before the first cluster change: the cluster fixture needs these settings
+        check_namespace(namespace)
+    except LabInputError as exc:
+        raise pytest.UsageError(f"--desched-namespace / DESCHED_NAMESPACE: {exc}") from None
     return Settings(
         provider=opt(c, "--desched-provider"),
         keep=opt(c, "--desched-keep"),
@@ -207,7 +214,7 @@ def settings_from_config(c: pytest.Config, tmp_path_factory: pytest.TempPathFact
         bins=parse_bins(opt(c, "--desched-bin")),
         workers=workers,
         chart_source=opt(c, "--desched-chart-source"),
-        namespace=f"{ns}-{worker}" if worker else ns,
+        namespace=namespace,
         release=opt(c, "--desched-release"),
         descheduler_version=opt(c, "--desched-descheduler-version"),
         existing_context=opt(c, "--desched-existing-context"),

@@ -156,9 +156,10 @@ def _norm(version: str) -> str:
 def probe_version(tool: str, path: Path) -> str | None:
     """The version a binary reports about itself, or None when it cannot say."""
     args, pattern = VERSION_PROBES[tool]
+    env = dict(os.environ, KUBECONFIG=os.devnull)  # a version probe reads no kubeconfig
     try:
         out = subprocess.run(
-            [str(path), *args], capture_output=True, text=True, timeout=30, check=False
+            [str(path), *args], capture_output=True, text=True, timeout=30, check=False, env=env
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -14,12 +14,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kubernetes import client
 
+    from pytest_desched.policy import Policy, PolicyScope
     from pytest_desched.toolchain import Toolchain
 
 PROVIDERS = ("auto", "embedded", "kind", "existing")
 
 # Nodes an experiment may label and drain must carry this label on an existing cluster.
 OPT_IN_LABEL = "descheduler.example.com/lab-node"
+# Tools that read a kubeconfig: `run` starts them only with an explicit one (see `run`).
+KUBE_TOOLS = frozenset({"kubectl", "helm", "kwokctl", "kind"})
 
 
 class ProviderError(RuntimeError):
@@ -43,6 +46,19 @@ class Cluster:
     info: dict[str, Any] = field(default_factory=dict)
     # Where helm keeps its state for this run (never next to a user's kubeconfig).
     workdir: Path | None = None
+    # The API server's audit log (pytest_desched.audit) when the test process can read it;
+    # otherwise None and a recorded reason, so a record never implies audit evidence it lacks.
+    audit_log: Path | None = None
+    audit_unavailable_why: str | None = None
+    # Set by a provider whose cluster is not ours (existing): every policy applied outside
+    # dry-run must stay inside the lab namespace and the opted-in nodes. None: no limit.
+    policy_scope: PolicyScope | None = None
+
+    def __post_init__(self) -> None:
+        if self.audit_log is None and self.audit_unavailable_why is None:
+            from pytest_desched.audit import unreadable_reason
+
+            self.audit_unavailable_why = unreadable_reason(self.provider)
 
     # -- API ------------------------------------------------------------
     @cached_property
@@ -86,6 +102,21 @@ class Cluster:
 
         return client.VersionApi(self.api_client).get_code().git_version
 
+    # -- policy scope (the provider's rule, applied in one place) -------------
+    def scope_policy(self, policy: Policy, namespace: str) -> Policy:
+        """The policy as it may run on this cluster: narrowed to the lab when scoped."""
+        return policy if self.policy_scope is None else self.policy_scope.apply(policy, namespace)
+
+    def check_policy_scope(self, policy: Policy | None) -> None:
+        """PolicyError unless `policy` stays inside this cluster's scope (before any change)."""
+        if self.policy_scope is None:
+            return
+        problems = self.policy_scope.problems(policy)
+        if problems:
+            from pytest_desched.policy import PolicyError
+
+            raise PolicyError(problems, f"{self.provider} cluster {self.name} (lab scope)")
+
     # -- CLI runners (argument lists, explicit KUBECONFIG, never ~/.kube/config) --
     def env(self) -> dict[str, str]:
         env = helm_env(self.workdir or self.toolchain.cache_dir / "helm-home")
@@ -110,17 +141,48 @@ class Cluster:
 
 
 def helm_env(home: Path) -> dict[str, str]:
-    """The environment with helm's cache/config/data under `home`, never the user's."""
+    """The environment with helm's and kubectl's caches under `home`, never the user's.
+
+    KUBECONFIG is the empty /dev/null until a Cluster sets its own: helm commands that need
+    no cluster (pull, package, show) then read no kubeconfig at all.
+    """
     env = dict(os.environ)
     for k in ("CACHE", "CONFIG", "DATA"):
         env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
+    env["KUBECONFIG"] = os.devnull
+    env["KUBECACHEDIR"] = str(home / "kube-cache")  # kubectl/helm discovery, not ~/.kube/cache
     return env
+
+
+class ImplicitKubeconfig(RuntimeError):
+    """A kube tool would fall back to ~/.kube/config (or an inherited $KUBECONFIG)."""
+
+
+def require_explicit_kubeconfig(cmd: list[str], env: dict[str, str] | None) -> None:
+    """Refuse to start kubectl/helm/kwokctl/kind unless the kubeconfig is explicit.
+
+    Explicit means `--kubeconfig` on the command line, or a non-empty KUBECONFIG in the
+    environment the caller built (env=None inherits the user's and does not count).
+    """
+    if Path(cmd[0]).name not in KUBE_TOOLS:
+        return
+    if any(a == "--kubeconfig" or a.startswith("--kubeconfig=") for a in cmd[1:]):
+        return
+    if env is not None and env.get("KUBECONFIG"):
+        return
+    raise ImplicitKubeconfig(
+        f"refusing to run `{Path(cmd[0]).name} {' '.join(cmd[1:3])}` without an explicit "
+        "kubeconfig: pass env with KUBECONFIG (os.devnull when no cluster is needed) or "
+        "--kubeconfig, so ~/.kube/config is never read or written"
+    )
 
 
 class CommandError(RuntimeError):
     def __init__(self, cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
+        from pytest_desched.evidence import scrub_secrets
+
         self.cmd, self.proc = cmd, proc
-        tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
+        tail = scrub_secrets((proc.stderr or proc.stdout or "").strip()[-2000:])
         super().__init__(
             f"`{Path(cmd[0]).name} {' '.join(cmd[1:])}` exited {proc.returncode}: {tail}"
         )
@@ -134,7 +196,11 @@ def run(
     timeout: float = 120,
     cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """subprocess.run with text I/O and an error that carries the command's own stderr."""
+    """subprocess.run with text I/O and an error that carries the command's own stderr.
+
+    Kube tools must get an explicit kubeconfig (`require_explicit_kubeconfig`).
+    """
+    require_explicit_kubeconfig(cmd, env)
     proc = subprocess.run(
         cmd,
         env=env,

@@ -144,13 +144,18 @@ class EmbeddedProvider(Provider):
             return self.kubeconfig_dir / f"{self.cluster_name}.kubeconfig"
         return self.cluster_dir / "kubeconfig.yaml"
 
+    @property
+    def audit_log(self) -> Path:
+        """Where kwokctl v0.8.0 has kube-apiserver write its audit log (--audit-log-path)."""
+        return self.cluster_dir / "logs" / "audit.log"
+
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env["KWOK_WORKDIR"] = str(self.root)
-        env.pop("KUBECONFIG", None)
-        return env
+        return kwokctl_env(self.root)
 
     def _kwokctl(self, *args: str, timeout: float = 120, check: bool = True):
+        """kwokctl with an explicit kubeconfig: the caller's `--kubeconfig`, else /dev/null."""
+        if not any(a == "--kubeconfig" or a.startswith("--kubeconfig=") for a in args):
+            args = (*args, "--kubeconfig", os.devnull)
         return run(
             [str(self.toolchain.path("kwokctl")), *args],
             env=self._env(),
@@ -198,6 +203,10 @@ class EmbeddedProvider(Provider):
             "--disable-qps-limits",
             # kwok's Logs objects let `kubectl logs` read a finished round pod's output
             "--enable-crds=Logs",
+            # the API server's own record of every eviction request (pytest_desched.audit);
+            # kwokctl writes it to <cluster>/logs/audit.log
+            "--kube-audit-policy",
+            str(manifest_path("audit-policy.yaml")),
             "--wait",
             f"{int(self.wait_timeout)}s",
         ]
@@ -232,6 +241,10 @@ class EmbeddedProvider(Provider):
             created=True,
             info={"runtime": "kwokctl binary", "node_allocatable": self.node_spec.__dict__},
             workdir=self.cluster_dir,
+            audit_log=self.audit_log if self.audit_log.is_file() else None,
+            audit_unavailable_why=None
+            if self.audit_log.is_file()
+            else f"embedded: kwokctl created no audit log at {self.audit_log}",
         )
         t2 = time.monotonic()
         from pytest_desched.kube import wait_nodes_ready
@@ -278,15 +291,43 @@ def _cluster_pids(cluster_dir: Path) -> list[int]:
     return pids
 
 
+def kwokctl_env(root: Path) -> dict[str, str]:
+    """kwokctl's environment: its workdir under `root`; KUBECONFIG the empty /dev/null.
+
+    kwokctl's default kubeconfig is $KUBECONFIG, else ~/.kube/config (v0.8.0
+    pkg/utils/kubeconfig.GetRecommendedKubeconfigPath); neither is ever the user's here.
+    kwokctl also runs `kubectl get --raw /version|/healthz`, whose http cache would land in
+    ~/.kube/cache: KUBECACHEDIR keeps it under `root`.
+    """
+    return dict(
+        os.environ,
+        KWOK_WORKDIR=str(root),
+        KUBECONFIG=os.devnull,
+        KUBECACHEDIR=str(root / "kube-cache"),
+    )
+
+
 def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter = _stderr) -> None:
-    """kwokctl delete, then make sure no component process survives and no files remain."""
+    """kwokctl delete, then make sure no component process survives and no files remain.
+
+    `--kubeconfig /dev/null`: v0.8.0's delete removes the cluster's context from that file
+    (default ~/.kube/config, which it would read and could rewrite); /dev/null reads as an
+    empty config with nothing to remove, so nothing is written. An empty `--kubeconfig ""`
+    is no way out: delete expands the path and fails with "empty path".
+    """
     cdir = root / "clusters" / name
     pids = _cluster_pids(cdir)
-    env = dict(os.environ, KWOK_WORKDIR=str(root))
-    env.pop("KUBECONFIG", None)
     proc = run(
-        [str(toolchain.path("kwokctl")), "delete", "cluster", "--name", name],
-        env=env,
+        [
+            str(toolchain.path("kwokctl")),
+            "delete",
+            "cluster",
+            "--name",
+            name,
+            "--kubeconfig",
+            os.devnull,
+        ],
+        env=kwokctl_env(root),
         check=False,
         timeout=120,
     )

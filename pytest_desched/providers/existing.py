@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pytest_desched.kube import node_annotations, node_labels, node_name
+from pytest_desched.policy import PolicyScope
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
 if TYPE_CHECKING:
@@ -170,6 +171,9 @@ class ExistingProvider(Provider):
                 f"cannot list nodes with context {context!r} of {path}: {exc}"
             ) from exc
         cluster.workers = require_opted_in(nodes, context)
+        # Not our cluster: every policy applied outside dry-run is held to the lab namespace
+        # and the opted-in nodes (Cluster.scope_policy / check_policy_scope).
+        cluster.policy_scope = PolicyScope(node_selector=f"{OPT_IN_LABEL}=true")
         cluster.info.update(nodes_total=len(nodes), opted_in=list(cluster.workers))
         if cluster.workers and all(
             _is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import os
 import platform
 import shutil
 import subprocess
@@ -115,7 +116,8 @@ def image_present_locally(image: str) -> bool:
 
 
 def kind_clusters(kind: Path) -> list[str]:
-    proc = run([str(kind), "get", "clusters"], check=False, timeout=60)
+    env = dict(os.environ, KUBECONFIG=os.devnull)  # listing clusters needs no kubeconfig
+    proc = run([str(kind), "get", "clusters"], env=env, check=False, timeout=60)
     return proc.stdout.split() if proc.returncode == 0 else []
 
 

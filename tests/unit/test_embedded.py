@@ -149,7 +149,7 @@ def test_reap_stale_deletes_only_dead_unkept_owners(
     assert sorted(reaped) == ["corrupt", "dead", "recycled"]
     calls = kwokctl[1].read_text().splitlines()
     assert sorted(calls) == sorted(
-        f"KWOK_WORKDIR={root} KUBECONFIG=unset delete cluster --name {n}"
+        f"KWOK_WORKDIR={root} KUBECONFIG=/dev/null delete cluster --name {n} --kubeconfig /dev/null"
         for n in ("corrupt", "dead", "recycled")
     )
     for n in ("corrupt", "dead", "recycled"):

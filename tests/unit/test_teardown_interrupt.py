@@ -43,14 +43,14 @@ def test_interrupt_inside_the_block_stops():
 
 
 def test_sigterm_unwinds_session_fixtures(pytester: pytest.Pytester, tmp_path):
-    """The plugin turns SIGTERM into KeyboardInterrupt, so session finalizers run."""
+    """Once a desched fixture is in use, SIGTERM becomes KeyboardInterrupt: finalizers run."""
     marker = tmp_path / "finalized"
     pytester.makepyfile(
         f"""
         import os, signal, pytest
 
         @pytest.fixture(scope="session")
-        def resource():
+        def resource(desched_settings):
             yield
             open({str(marker)!r}, "w").write("yes")
 
@@ -61,3 +61,55 @@ def test_sigterm_unwinds_session_fixtures(pytester: pytest.Pytester, tmp_path):
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.INTERRUPTED
     assert marker.read_text() == "yes"
+
+
+def test_sigterm_left_alone_without_desched_fixtures(pytester: pytest.Pytester, tmp_path):
+    """A session of the venv that uses no desched fixture keeps the default SIGTERM action."""
+    marker = tmp_path / "finalized"
+    pytester.makepyfile(
+        f"""
+        import os, signal, pytest
+
+        @pytest.fixture(scope="session")
+        def resource():
+            yield
+            open({str(marker)!r}, "w").write("yes")
+
+        def test_default_handler(resource):
+            assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+            os.kill(os.getpid(), signal.SIGTERM)
+        """
+    )
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert res.ret == -15  # killed by the signal, as without the plugin
+    assert not marker.exists()
+
+
+def test_sigterm_handler_restored_after_session(pytester: pytest.Pytester):
+    """In-process: the handler is the plugin's only while desched_settings lives."""
+    import signal
+
+    from pytest_desched.plugin import _sigterm_to_interrupt
+
+    def mine(signum, frame):  # pragma: no cover - never called
+        raise AssertionError
+
+    previous = signal.signal(signal.SIGTERM, mine)
+    try:
+        pytester.makepyfile(
+            """
+            import signal
+            from pytest_desched.plugin import _sigterm_to_interrupt
+
+            def test_plain():
+                assert signal.getsignal(signal.SIGTERM).__name__ == "mine"
+
+            def test_with_settings(desched_settings):
+                assert signal.getsignal(signal.SIGTERM) is _sigterm_to_interrupt
+            """
+        )
+        pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
+        assert signal.getsignal(signal.SIGTERM) is mine
+        assert signal.getsignal(signal.SIGTERM) is not _sigterm_to_interrupt
+    finally:
+        signal.signal(signal.SIGTERM, previous)
