@@ -30,8 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -121,146 +119,69 @@ def machine_facts() -> dict[str, Any]:
 
 
 # --- one run ----------------------------------------------------------------------
-def _timed(phases: dict[str, float], key: str, fn: Callable[[], Any]) -> Any:
-    t0 = time.monotonic()
-    try:
-        return fn()
-    finally:
-        phases[key] = round(time.monotonic() - t0, 3)
+OUTCOME = {"pass": "pass", "xfail": "known-upstream-bug", "fail": "failed", "error": "failed"}
 
 
-@contextmanager
-def _acc(timings: dict[str, float], key: str) -> Iterator[None]:
-    t0 = time.monotonic()
-    try:
-        yield
-    finally:
-        timings[key] = round(timings.get(key, 0.0) + time.monotonic() - t0, 3)
-
-
-def instrument(ctx: Any, release: Any, timings: dict[str, float]) -> None:
-    """Time the policy upgrade, the round(s) and the lab teardown of one experiment.
-
-    Wraps methods of these instances only (the context's lab factory, the lab's `record`
-    block, which spans each round, and `teardown`, the release's `apply_policy`).
-    """
-    make_lab = ctx.lab
-
-    def lab() -> Any:
-        lab = make_lab()
-        record, teardown = lab.record, lab.teardown
-
-        @contextmanager
-        def timed_record(*a: Any, **kw: Any) -> Iterator[Any]:
-            with _acc(timings, "round_s"), record(*a, **kw) as rec:
-                yield rec
-
-        def timed_teardown() -> None:
-            with _acc(timings, "lab_teardown_s"):
-                teardown()
-
-        lab.record, lab.teardown = timed_record, timed_teardown
-        return lab
-
-    apply_policy = type(release).apply_policy
-
-    def timed_apply(policy: Any, dry_run: bool = False) -> Any:
-        with _acc(timings, "policy_upgrade_s"):
-            return apply_policy(release, policy, dry_run=dry_run)
-
-    ctx.lab = lab
-    release.apply_policy = timed_apply
-
-
-def run_experiment(
-    ctx_factory: Callable[..., Any], release: Any, name: str, variant: str, expect: str
-) -> dict[str, Any]:
-    from pytest_desched.experiments import EXPERIMENTS, KnownUpstreamBug
-
-    ctx = ctx_factory(variant, keep_min_pod_age=(name == "minpodage"))
-    timings: dict[str, float] = {}
-    instrument(ctx, release, timings)
+def run_experiment(session: Any, name: str, variant: str, expect: str) -> dict[str, Any]:
+    """One experiment through the session; its step timings come from the result itself."""
     rec: dict[str, Any] = {"name": name, "variant": variant, "expected": expect}
     t0 = time.monotonic()
-    try:
-        res = EXPERIMENTS[name](ctx, variant=variant)
-    except KnownUpstreamBug as exc:
-        rec["outcome"] = "known-upstream-bug"
-        rec["detail"] = str(exc).splitlines()[0][:300]
-    except Exception as exc:
-        rec["outcome"] = "failed"
-        rec["detail"] = f"{type(exc).__name__}: {str(exc)[:1500]}"
-    else:
-        rec["outcome"] = "pass"
+    res = session.run(name, variant=variant)
+    rec["wall_s"] = round(time.monotonic() - t0, 3)
+    rec["outcome"] = OUTCOME[res.outcome]
+    if res.outcome == "pass":
         rec.update(
             evictions=res.evictions,
             blocking_layer=res.blocking_layer,
             ready_latency_s=res.ready_latency_s,
             job_s=[round(r.duration_s, 3) for r in res.rounds],
         )
-    finally:
-        del release.apply_policy  # back to the class's method
-    rec["wall_s"] = round(time.monotonic() - t0, 3)
-    rec["policy_upgrade"] = "policy_upgrade_s" in timings
+    else:
+        rec["detail"] = res.message.splitlines()[0][:300] if res.message else ""
+    t = res.timings
+    rec["policy_upgrade"] = t.get("policy", 0.0) > 0.05  # a helm upgrade, not a no-op check
     rec["breakdown_s"] = {
-        **timings,
-        "arrange_assess_s": round(rec["wall_s"] - sum(timings.values()), 3),
+        "round_s": t.get("round", 0.0),
+        "policy_upgrade_s": t.get("policy", 0.0),
+        "lab_teardown_s": t.get("lab_teardown", 0.0),
+        "arrange_assess_s": round(
+            sum(v for k, v in t.items() if k not in ("round", "policy", "lab_teardown", "act"))
+            + t.get("act", 0.0)
+            - t.get("round", 0.0),
+            3,
+        ),
     }
     rec["ok"] = rec["outcome"] == expect
     return rec
 
 
-def one_run(i: int, toolchain: Any, workdir: Path) -> dict[str, Any]:
+def one_run(i: int, workdir: Path) -> dict[str, Any]:
     """Fresh cluster, install, every experiment, teardown; always tears down (Ctrl-C too)."""
-    from pytest_desched.chart import Release, obtain_chart
-    from pytest_desched.experiments import ExperimentContext, lab_policy
-    from pytest_desched.providers.embedded import EmbeddedProvider
-    from pytest_desched.safety import cleanup_release
+    from pytest_desched.config import build_config
+    from pytest_desched.session import DeschedSession
 
     rdir = workdir / f"run{i}"
-    (rdir / "release").mkdir(parents=True, exist_ok=True)
+    rdir.mkdir(parents=True, exist_ok=True)
+    config = build_config(
+        {"--desched-provider": "embedded", "--desched-keep": "never"},
+        run_dir=rdir,
+        artifacts=rdir / "artifacts",
+    )
     phases: dict[str, float] = {}
     run: dict[str, Any] = {"run": i, "phases": phases, "experiments": [], "errors": []}
-    provider = EmbeddedProvider(toolchain, workers=3)
-    release = None
+    session = DeschedSession(config, report=log)
     run["foreign_apiservers_at_start"] = foreign_apiservers()
     t_start = time.monotonic()
     try:
-        cluster = _timed(phases, "bring_up", provider.start)
-        for k in ("tools", "control_plane", "nodes"):
-            phases[f"bring_up.{k}"] = round(provider.timings[f"{k}_s"], 3)
-        phases["bring_up.timings"] = round(provider.timings["bring_up_s"], 3)
-        log(f"run {i}: cluster up in {phases['bring_up']:.1f}s; installing the chart")
-
-        def install() -> Any:
-            chart = _timed(
-                phases, "install.obtain_chart", lambda: obtain_chart(toolchain, toolchain.versions)
-            )
-            rel = Release(cluster, chart, toolchain.versions, rdir / "release")
-            nonlocal release
-            release = rel
-            _timed(phases, "install.install_first", rel.install_first)
-            return rel
-
-        _timed(phases, "install", install)
-        log(f"run {i}: chart installed in {phases['install']:.1f}s")
-        w = cluster.workers
-
-        def ctx_factory(variant: str, keep_min_pod_age: bool) -> Any:
-            return ExperimentContext(
-                cluster,
-                release,
-                lab_policy(variant, keep_min_pod_age=keep_min_pod_age),
-                w[0],
-                w[1],
-                log_dir=rdir / "logs",
-            )
-
+        session.cluster  # noqa: B018 (bring-up, timed by the session)
+        log(f"run {i}: cluster up in {session.timings['bring_up']:.1f}s; installing the chart")
+        session.release  # noqa: B018 (first install: suspended, dry run)
+        log(f"run {i}: chart installed in {session.timings['install']:.1f}s")
         suite_ok = True
         for name, variant, expect, in_suite in PLAN:
             key = f"{name}[{variant}]"
             log(f"run {i}: {key} ...")
-            rec = run_experiment(ctx_factory, release, name, variant, expect)
+            rec = run_experiment(session, name, variant, expect)
             run["experiments"].append(rec)
             phases[f"exp.{key}"] = rec["wall_s"]
             mark = "ok" if rec["ok"] else "UNEXPECTED"
@@ -285,24 +206,29 @@ def one_run(i: int, toolchain: Any, workdir: Path) -> dict[str, Any]:
         log(f"run {i}: ERROR {type(exc).__name__}: {first}")
         run["suite_ok"] = False
     finally:
-        log(f"run {i}: tearing down (cleanup_release, provider stop)")
+        log(f"run {i}: tearing down (release cleanup, cluster delete)")
         t_td = time.monotonic()
         try:
-            if release is not None and release.installed:
-                report = _timed(
-                    phases, "teardown.cleanup_release", lambda: cleanup_release(cluster, release)
-                )
-                run["leftovers"] = report.get("leftovers")
-                if report.get("leftovers"):
-                    run["errors"].append(f"release leftovers: {report['leftovers']}")
+            report = session.close()
+            leftovers = (report.get("cleanup") or {}).get("leftovers")
+            run["leftovers"] = leftovers
+            if leftovers:
+                run["errors"].append(f"release leftovers: {leftovers}")
         except Exception as exc:
-            run["errors"].append(f"cleanup_release: {type(exc).__name__}: {str(exc)[:500]}")
-        finally:
-            _timed(phases, "teardown.provider_stop", provider.stop)
-            phases["teardown"] = round(time.monotonic() - t_td, 3)
-    run["cluster_dir_removed"] = not provider.cluster_dir.exists()
+            run["errors"].append(f"teardown: {type(exc).__name__}: {str(exc)[:500]}")
+        phases["teardown"] = round(time.monotonic() - t_td, 3)
+    t = session.timings
+    phases["bring_up"] = t.get("bring_up", 0.0)
+    for k in ("tools", "control_plane", "nodes"):
+        if f"bring_up.{k}_s" in t:
+            phases[f"bring_up.{k}"] = t[f"bring_up.{k}_s"]
+    phases["install"] = t.get("install", 0.0)
+    phases["teardown.cleanup_release"] = t.get("teardown.release", 0.0)
+    phases["teardown.provider_stop"] = t.get("teardown.cluster", 0.0)
+    cdir = getattr(session.provider, "cluster_dir", None)
+    run["cluster_dir_removed"] = cdir is None or not cdir.exists()
     if not run["cluster_dir_removed"]:
-        run["errors"].append(f"cluster dir left behind: {provider.cluster_dir}")
+        run["errors"].append(f"cluster dir left behind: {cdir}")
     if run.get("suite_ok") and "suite.until_teardown" in phases:
         phases["suite"] = round(phases["suite.until_teardown"] + phases["teardown"], 3)
     run["foreign_apiservers_at_end"] = foreign_apiservers()
@@ -533,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         for i in range(1, args.runs + 1):
             log(f"=== run {i}/{args.runs}")
-            runs.append(one_run(i, toolchain, workdir))
+            runs.append(one_run(i, workdir))
         pytest_runs = [run_pytest(i) for i in range(1, args.pytest_runs + 1)]
     except KeyboardInterrupt:
         log("interrupted; everything started has been torn down; no results written")

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tarfile
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.errors import ConfigError, UnsafeRender
 from pytest_desched.evidence import scrub_secrets
 from pytest_desched.policy import Policy, digest_of_rendered
 from pytest_desched.providers.base import CommandError, helm_env, run
@@ -34,10 +36,6 @@ if TYPE_CHECKING:
 # Lab values on top of `helm show values`: JSON logs at -v=4 so every filter decision
 # is visible (the runbook's "find out why from the descheduler's own output").
 LAB_CMD_OPTIONS = {"v": 4, "logging-format": "json"}
-
-
-class UnsafeRender(RuntimeError):
-    """The rendered chart breaks a safety rule; nothing was installed or changed."""
 
 
 @contextlib.contextmanager
@@ -269,6 +267,16 @@ def check_render(
     return passed
 
 
+RELEASE_TAG = re.compile(r"v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
+
+
+def descheduler_image(versions: Versions, version: str) -> str:
+    """The image of a descheduler version: the pinned reference, or the same repo at its tag."""
+    if version == versions.descheduler.version:
+        return versions.descheduler_image
+    return f"{versions.descheduler_image.rsplit(':', 1)[0]}:{version}"
+
+
 @dataclass
 class Release:
     """The descheduler release in one cluster, moved only along the runbook's steps."""
@@ -288,6 +296,22 @@ class Release:
 
     cronjob_name: str = ""
     configmap_name: str = ""
+    # The descheduler under test: its binary (embedded), its image (kind/existing) and the
+    # version-keyed rules (known bugs, log table) all follow this one value.
+    descheduler_version: str = ""
+    binary: Path | None = None  # the descheduler binary of that version (embedded rounds)
+
+    def __post_init__(self) -> None:
+        if not self.descheduler_version:
+            self.descheduler_version = self.versions.descheduler.version
+
+    @property
+    def image(self) -> str:
+        return descheduler_image(self.versions, self.descheduler_version)
+
+    @property
+    def pinned(self) -> bool:
+        return self.descheduler_version == self.versions.descheduler.version
 
     # -- steps ------------------------------------------------------------
     def show_values(self) -> Path:
@@ -313,7 +337,7 @@ class Release:
             yield real
 
     def _flags(self, values_file: Path, dry_run: bool) -> list[str]:
-        return [
+        flags = [
             "--namespace",
             self.namespace,
             "-f",
@@ -323,6 +347,22 @@ class Release:
             "--set",
             f"cmdOptions.dry-run={'true' if dry_run else 'false'}",
         ]
+        if not self.pinned:  # the image of the version under test, never silently the pin's
+            flags += ["--set-string", f"image.tag={self.descheduler_version}"]
+        return flags
+
+    def check_version_runs_here(self) -> None:
+        """A non-pinned version must really run: on kubelet clusters only as a published image."""
+        if self.pinned or self.cluster.job_executor == "embedded":
+            return  # the embedded stand-in kubelet runs the binary built for this version
+        if not RELEASE_TAG.fullmatch(self.descheduler_version):
+            raise ConfigError(
+                f"descheduler version {self.descheduler_version!r} has no published image, and "
+                f"the {self.cluster.provider} provider runs round pods from images: use a "
+                "released tag (vX.Y.Z, image "
+                f"{self.versions.descheduler_image.rsplit(':', 1)[0]}:vX.Y.Z) or the embedded "
+                "provider, which runs the binary built from that source"
+            )
 
     def render(self, dry_run: bool, policy: Policy | None) -> tuple[Path, list[dict]]:
         """`helm template`; returns the scrubbed copy of the render and the real documents."""
@@ -363,10 +403,11 @@ class Release:
 
     def install_first(self) -> list[str]:
         """First install: suspended and dry-run, defaults from `helm show values`."""
+        self.check_version_runs_here()
         self._refuse_foreign_release()
         self.show_values()
         rendered, docs = self.render(dry_run=True, policy=None)
-        checks = check_render(docs, dry_run=True, image=self.versions.descheduler_image)
+        checks = check_render(docs, dry_run=True, image=self.image)
         self.report(
             f"chart render checked ({'; '.join(checks)}); installing {self.name} suspended, dry-run"
         )
@@ -402,9 +443,7 @@ class Release:
         if not dry_run:  # a cluster that is not ours: only a policy scoped to the lab may evict
             self.cluster.check_policy_scope(policy)
         _, docs, text = self._render(dry_run=dry_run, policy=policy)
-        checks = check_render(
-            docs, dry_run=dry_run, image=self.versions.descheduler_image, policy=policy
-        )
+        checks = check_render(docs, dry_run=dry_run, image=self.image, policy=policy)
         diff = self.diff(text)
         with self._values_file(policy) as vf:
             self.cluster.helm(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pytest_desched.rounds import RoundError
+from pytest_desched.errors import RoundFailed
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
@@ -33,41 +33,11 @@ TERMINATION_MESSAGE_MAX = 4096  # a kubelet caps termination messages at 4 KiB
 ERROR_LINES = 5  # how many of the log's last error lines a RoundFailed quotes
 
 
-class RoundFailed(RoundError):
-    """A round's pod exited non-zero: the round is over, and this carries the descheduler's words.
-
-    A failed pod is final for the round. The chart's Job sets no backoffLimit (default 6), so
-    the Job controller would start the same pod again after 10 s, 20 s, 40 s, ... A descheduler
-    that exits non-zero refused its policy or flags at start-up, or crashed; rerunning it with
-    the same ConfigMap and args cannot change that, it only hides the reason behind a timeout
-    (formerly `WaitTimeout ... not finished after 120s; conditions={}`). So the first failure
-    ends the round at once: the Job is told it has no retries left (backoffLimit 0, so the real
-    Job controller marks it Failed) and the error names the Job, the pod, the exit code and the
-    last error lines of the log (tokens scrubbed).
-    """
-
-    def __init__(
-        self,
-        namespace: str,
-        job: str,
-        pod: str,
-        exit_code: int,
-        error_lines: list[str],
-        log_path: Path | None = None,
-        notes: list[str] | None = None,
-    ) -> None:
-        self.namespace, self.job, self.pod, self.exit_code = namespace, job, pod, exit_code
-        self.error_lines, self.log_path, self.notes = error_lines, log_path, list(notes or [])
-        lines = "\n".join(f"  {line}" for line in error_lines) or "  (the log is empty)"
-        where = f"\nfull log: {log_path}" if log_path else ""
-        extra = "".join(f"\n{n}" for n in self.notes)
-        super().__init__(
-            f"round Job {namespace}/{job} failed: pod {pod} exited {exit_code}; "
-            f"the descheduler said:\n{lines}{where}{extra}"
-        )
-
-
 _ERRORISH = re.compile(r"(?i)\berr(?:or)?s?\b|fail|invalid|refus|unable|cannot|panic|fatal")
+
+
+# Annotation on round pods: kwok leaves them Running and the plugin runs them (see kwok-stages.yaml).
+EXECUTOR_ANNOTATION = "desched.pytest.io/executor"
 
 
 def error_lines(log: str, n: int = ERROR_LINES, width: int = 400) -> list[str]:

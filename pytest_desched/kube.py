@@ -7,14 +7,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
+from pytest_desched.errors import WaitTimeout
+
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
 T = TypeVar("T")
-
-
-class WaitTimeout(AssertionError):
-    """A condition did not hold in time; the message carries the last observed state."""
 
 
 def wait_for(

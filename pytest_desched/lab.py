@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
 
+from pytest_desched.errors import (
+    LabApiError,
+    LabInputError,
+)
 from pytest_desched.kube import WaitTimeout, pod_ready, wait_for
 
 if TYPE_CHECKING:
@@ -33,19 +37,6 @@ MANAGER = "pytest-desched"
 # Namespaces a lab must never be: the cluster's own, and `kube-` is reserved for Kubernetes.
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-class LabInputError(ValueError):
-    """A lab input that must not reach a cluster; the message names the input and the fix."""
-
-
-class LabApiError(RuntimeError):
-    """The API server refused a lab step: the object, HTTP status and reason, no headers."""
-
-    def __init__(self, step: str, obj: str, status: int | None, reason: str, message: str):
-        self.step, self.object, self.status, self.reason = step, obj, status, reason
-        detail = f": {message}" if message else ""
-        super().__init__(f"{step} on {obj}: HTTP {status} {reason}{detail}")
 
 
 def check_namespace(name: Any, release_namespace: str | None = None) -> str:

@@ -40,6 +40,7 @@ from typing import Any
 
 import yaml
 
+from pytest_desched.errors import PolicyError
 from pytest_desched.evidence import scrub_secrets
 from pytest_desched.resources import manifest_path
 
@@ -226,18 +227,6 @@ NAMESPACES_FIELDS = ("include", "exclude")  # pkg/api/types.go Namespaces
 
 # Go's time.ParseDuration grammar (metav1.Duration): "0" or [sign](number unit)+.
 _GO_DURATION = re.compile(r"[+-]?(?:0|(?:(?:\d+\.?\d*|\.\d+)(?:ns|us|µs|μs|ms|s|m|h))+)")
-
-
-class PolicyError(ValueError):
-    """A policy that must not reach a cluster; ``problems`` lists each ``path: issue; fix``."""
-
-    def __init__(self, problems: list[str] | str, source: str = "policy") -> None:
-        raw = [problems] if isinstance(problems, str) else list(problems)
-        # A problem may quote the offending value, and that value may be a token.
-        self.problems = [scrub_secrets(str(p)) for p in raw]
-        self.source = source
-        lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"invalid DeschedulerPolicy ({source}):\n{lines}")
 
 
 # --------------------------------------------------------------------------------- parsing ---

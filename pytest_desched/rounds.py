@@ -13,19 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.audit import AuditWindow, EvictionRequest, expected_requests
+from pytest_desched.errors import RoundError
+from pytest_desched.executor import EXECUTOR_ANNOTATION
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.logparse import parse_log
-from pytest_desched.providers.embedded import EXECUTOR_ANNOTATION
 from pytest_desched.results import RoundResult
 
 if TYPE_CHECKING:
     from pytest_desched.chart import Release
     from pytest_desched.executor import PodRun
     from pytest_desched.providers.base import Cluster
-
-
-class RoundError(RuntimeError):
-    """A round could not be started or read; nothing about evictions is implied."""
 
 
 @dataclass
@@ -150,7 +147,7 @@ def run_round(
             cluster,
             name,
             release.namespace,
-            cluster.toolchain.path("descheduler"),
+            release.binary or cluster.toolchain.path("descheduler"),
             log_dir,
             timeout,
         )

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_desched.errors import ToolError
 from pytest_desched.versions import Versions, load_versions
 
 Reporter = Callable[[str], None]
@@ -49,10 +50,6 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-class ToolError(RuntimeError):
-    """A tool could not be provided; the message names the tool, the command and the log."""
 
 
 @dataclass(frozen=True)
@@ -231,6 +228,10 @@ class Toolchain:
         return self.groups[TOOL_GROUP[tool]].version
 
     # -- resolution ------------------------------------------------------
+    def resolved(self) -> dict[str, Path]:
+        """The tools resolved so far (for reports): tool -> binary path."""
+        return dict(self._resolved)
+
     def path(self, tool: str) -> Path:
         if tool in self._resolved:
             return self._resolved[tool]

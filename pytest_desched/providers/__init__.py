@@ -1,38 +1,30 @@
-"""Cluster providers: embedded (kwokctl, the default without Docker), kind, existing."""
+"""Cluster providers: embedded (kwokctl, the default without Docker), kind, existing.
+
+A provider is one module with a `from_config(config, toolchain) -> Provider` function, plus
+one entry in `REGISTRY`; modules load only when chosen (kind needs pytest-kind-ng).
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pytest_desched.config import DeschedConfig
     from pytest_desched.providers.base import Provider
-    from pytest_desched.settings import Settings
     from pytest_desched.toolchain import Toolchain
 
+REGISTRY: dict[str, str] = {
+    "embedded": "pytest_desched.providers.embedded",
+    "kind": "pytest_desched.providers.kind",
+    "existing": "pytest_desched.providers.existing",
+}
 
-def make_provider(s: Settings, toolchain: Toolchain) -> Provider:
-    """The provider object for the settings (plain function: usable without pytest)."""
+
+def make_provider(config: DeschedConfig, toolchain: Toolchain) -> Provider:
+    """The provider object for the configuration (plain function: usable without pytest)."""
     from pytest_desched.providers.base import choose_provider
 
-    name = choose_provider(s.provider)
-    keep = s.keep == "always"
-    if name == "embedded":
-        from pytest_desched.providers.embedded import EmbeddedProvider
-
-        return EmbeddedProvider(
-            toolchain,
-            workers=s.workers,
-            keep=keep,
-            kubeconfig_dir=s.run_dir,
-            report=toolchain.report,
-        )
-    if name == "kind":
-        from pytest_desched.providers.embedded import unique_name
-        from pytest_desched.providers.kind import KindProvider
-
-        return KindProvider(
-            toolchain, s.run_dir / "kind", unique_name("desched-kind"), workers=s.workers, keep=keep
-        )
-    from pytest_desched.providers.existing import ExistingProvider
-
-    return ExistingProvider(s.existing_kubeconfig, s.existing_context, toolchain, s.allow_existing)
+    name = choose_provider(config.provider)
+    module = importlib.import_module(REGISTRY[name])
+    return module.from_config(config, toolchain)

@@ -11,22 +11,24 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.errors import (
+    CommandError,
+    ImplicitKubeconfig,
+    ProviderError,
+)
+
 if TYPE_CHECKING:
     from kubernetes import client
 
     from pytest_desched.policy import Policy, PolicyScope
     from pytest_desched.toolchain import Toolchain
 
-PROVIDERS = ("auto", "embedded", "kind", "existing")
+PROVIDERS = ("auto", "embedded", "kind", "existing")  # keep in step with providers.REGISTRY
 
 # Nodes an experiment may label and drain must carry this label on an existing cluster.
 OPT_IN_LABEL = "descheduler.example.com/lab-node"
 # Tools that read a kubeconfig: `run` starts them only with an explicit one (see `run`).
 KUBE_TOOLS = frozenset({"kubectl", "helm", "kwokctl", "kind"})
-
-
-class ProviderError(RuntimeError):
-    """The provider cannot give a safe cluster; the message says what to change."""
 
 
 @dataclass
@@ -154,10 +156,6 @@ def helm_env(home: Path) -> dict[str, str]:
     return env
 
 
-class ImplicitKubeconfig(RuntimeError):
-    """A kube tool would fall back to ~/.kube/config (or an inherited $KUBECONFIG)."""
-
-
 def require_explicit_kubeconfig(cmd: list[str], env: dict[str, str] | None) -> None:
     """Refuse to start kubectl/helm/kwokctl/kind unless the kubeconfig is explicit.
 
@@ -175,17 +173,6 @@ def require_explicit_kubeconfig(cmd: list[str], env: dict[str, str] | None) -> N
         "kubeconfig: pass env with KUBECONFIG (os.devnull when no cluster is needed) or "
         "--kubeconfig, so ~/.kube/config is never read or written"
     )
-
-
-class CommandError(RuntimeError):
-    def __init__(self, cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
-        from pytest_desched.evidence import scrub_secrets
-
-        self.cmd, self.proc = cmd, proc
-        tail = scrub_secrets((proc.stderr or proc.stdout or "").strip()[-2000:])
-        super().__init__(
-            f"`{Path(cmd[0]).name} {' '.join(cmd[1:])}` exited {proc.returncode}: {tail}"
-        )
 
 
 def run(

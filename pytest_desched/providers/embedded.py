@@ -18,10 +18,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
 from pytest_desched.resources import manifest_path
 from pytest_desched.toolchain import Reporter, Toolchain, _stderr, file_lock
+
+if TYPE_CHECKING:
+    from pytest_desched.config import DeschedConfig
 
 CONTROL_PLANE_TOOLS = (
     "kube-apiserver",
@@ -31,8 +35,6 @@ CONTROL_PLANE_TOOLS = (
     "kwok",
 )
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-# Annotation on round pods: kwok leaves them Running and the plugin runs them (see kwok-stages.yaml).
-EXECUTOR_ANNOTATION = "desched.pytest.io/executor"
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,18 @@ def kwokctl_env(root: Path) -> dict[str, str]:
     )
 
 
+def _processes_under(cdir: Path) -> list[int]:
+    """Live processes whose command line names this cluster's directory."""
+    needle = str(cdir).encode()
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in (d / "cmdline").read_bytes():
+                    found.append(int(d.name))
+    return found
+
+
 def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter = _stderr) -> None:
     """kwokctl delete, then make sure no component process survives and no files remain.
 
@@ -331,7 +345,11 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
         check=False,
         timeout=120,
     )
-    for pid in pids:  # kwokctl stops them; this is the belt to its braces
+    # kwokctl stops its components; this is the belt to its braces. Round pods' descheduler
+    # processes run in sessions of their own (so a terminal's Ctrl-C reaches only pytest):
+    # a killed run leaves them behind, and they too name this cluster's directory.
+    pids = sorted({*pids, *_processes_under(cdir)})
+    for pid in pids:
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
@@ -348,6 +366,16 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
         report(
             f"kwokctl delete cluster {name}: exit {proc.returncode} (processes killed, dir removed)"
         )
+
+
+def kept_clusters(root: Path) -> list[str]:
+    """Names of embedded clusters kept on purpose (`--desched-keep`, `desched up`)."""
+    out = []
+    for rec in sorted((root / "owners").glob("*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(rec.read_text()).get("keep"):
+                out.append(rec.stem)
+    return out
 
 
 def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = _stderr) -> list[str]:
@@ -368,3 +396,14 @@ def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = _stderr) -> 
         delete_cluster(toolchain, root, name, report)
         reaped.append(name)
     return reaped
+
+
+def from_config(config: DeschedConfig, toolchain: Toolchain) -> EmbeddedProvider:
+    """The registry's constructor (see providers.REGISTRY)."""
+    return EmbeddedProvider(
+        toolchain,
+        workers=config.workers,
+        keep=config.keep == "always",
+        kubeconfig_dir=config.run_dir,
+        report=toolchain.report,
+    )

@@ -20,6 +20,7 @@ from pytest_desched.policy import PolicyScope
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
 if TYPE_CHECKING:
+    from pytest_desched.config import DeschedConfig
     from pytest_desched.toolchain import Toolchain
 
 ALLOW_OPTION = "--desched-allow-existing"
@@ -201,3 +202,10 @@ class ExistingProvider(Provider):
 
 def _is_kwok_node(node: Any) -> bool:
     return node_annotations(node).get("kwok.x-k8s.io/node") == "fake"
+
+
+def from_config(config: DeschedConfig, toolchain: Toolchain) -> ExistingProvider:
+    """The registry's constructor (see providers.REGISTRY)."""
+    return ExistingProvider(
+        config.existing_kubeconfig, config.existing_context, toolchain, config.allow_existing
+    )

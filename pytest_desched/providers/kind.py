@@ -35,6 +35,7 @@ from pytest_desched.resources import manifest_path
 from pytest_desched.versions import load_versions
 
 if TYPE_CHECKING:
+    from pytest_desched.config import DeschedConfig
     from pytest_desched.toolchain import Toolchain
 
 KIND_CONFIG = "kind-cluster.yaml"
@@ -268,3 +269,16 @@ class KindProvider(Provider):
             f"reach it: KUBECONFIG={self.kubeconfig} kubectl get nodes\n"
             f"delete it: {self._delete_command()}"
         )
+
+
+def from_config(config: DeschedConfig, toolchain: Toolchain) -> KindProvider:
+    """The registry's constructor (see providers.REGISTRY)."""
+    from pytest_desched.providers.embedded import unique_name
+
+    return KindProvider(
+        toolchain,
+        config.run_dir / "kind",
+        unique_name("desched-kind"),
+        workers=config.workers,
+        keep=config.keep == "always",
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,4 +35,11 @@ def start_inner(
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # A background job (nohup, `cmd &` in a script) inherits SIGINT ignored, and Python
+        # then keeps ignoring it: the inner run must see Ctrl-C as a terminal user's run does.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

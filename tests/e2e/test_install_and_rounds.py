@@ -99,8 +99,9 @@ def test_dry_run_round_evicts_nothing(
     assert "Evicted" not in reasons and "Descheduled" not in reasons
     # In dry run the log's eviction total counts the would-be evictions: the two must agree.
     assert rnd.result.total_evicted == len(rnd.result.by_fate(Fate.DRY_RUN))
-    if rnd.audit_requests is not None:  # the API server's own word: no eviction request at all
-        assert rnd.audit_requests == []
+    if rnd.audit_requests is not None:  # the API server's own word: no eviction, no delete
+        by_descheduler = [r for r in rnd.audit_requests if r.user == rnd.user]
+        assert by_descheduler == [], by_descheduler
 
 
 @pytest.mark.xfail(raises=KnownUpstreamBug, strict=False, reason=BUG_1917.describe())
@@ -138,10 +139,19 @@ def test_dry_run_round_lists_candidates(
             raise KnownUpstreamBug(
                 f"{BUG_1917.describe()}. Evidence: {[v.evidence for v in verdicts]}"
             )
+        per_round = [
+            {
+                "round": r.name,
+                "classification": v.to_dict(),
+                "lab counts": r.result.counts(ns),
+                "skipped": r.result.skipped,
+                "lab pods named in the log": sorted(p for p in running if p in r.logs),
+                "log": str(r.log_path),
+            }
+            for (r, _, running), v in zip(rounds, verdicts, strict=True)
+        ]
         pytest.fail(
-            f"no dry-run candidates, and not the #1917 signature in every round: "
-            f"{[v.to_dict() for v in verdicts]}; counts {rnd.result.counts(ns)}; "
-            f"log tail: {rnd.logs[-3000:]}"
+            f"no dry-run candidates, and not the #1917 signature in every round: {per_round}"
         )
     assert {d.name for d in candidates} <= {p.name for p in before.pods}
     assert all(d.layer == Layer.DRY_RUN and d.strategy for d in candidates)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.settings import OPTIONS as _OPTIONS
-from pytest_desched.settings import opt as _opt
-from pytest_desched.settings import parse_bins
+from pytest_desched.config import OPTIONS as _OPTIONS
+from pytest_desched.config import parse_bins
+from pytest_desched.errors import ConfigError
+from pytest_desched.plugin.options import opt as _opt
 from pytest_desched.versions import load_versions
 
 pytest_plugins = ["pytester"]
@@ -51,7 +52,7 @@ def test_markers_listed(pytester: pytest.Pytester, clean_env: Path) -> None:
     res.stdout.fnmatch_lines(
         [
             "@pytest.mark.descheduler_e2e: an end-to-end descheduler experiment*",
-            "@pytest.mark.desched_experiment(name, **params): run the built-in experiment*",
+            "@pytest.mark.desched_experiment(name, **params): run the registered experiment*",
         ]
     )
     assert not clean_env.exists()
@@ -239,7 +240,7 @@ def test_parse_bins_expands_user(exe: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize("raw", ["bogus", "nosuchtool=/bin/sh", "=/bin/sh"])
 def test_parse_bins_rejects_unknown_entries(raw: str) -> None:
-    with pytest.raises(pytest.UsageError, match=r"is not TOOL=PATH with TOOL in \["):
+    with pytest.raises(ConfigError, match=r"is not TOOL=PATH with TOOL in \["):
         parse_bins(raw)
 
 
@@ -248,6 +249,6 @@ def test_parse_bins_rejects_missing_or_non_executable(tmp_path: Path) -> None:
     plain.write_text("x")
     plain.chmod(0o644)
     for p in (tmp_path / "missing", plain, tmp_path):
-        with pytest.raises(pytest.UsageError, match="is not an executable file"):
+        with pytest.raises(ConfigError, match="is not an executable file"):
             parse_bins(f"helm={p}")
     assert os.access(tmp_path, os.X_OK)  # a directory is executable, yet refused

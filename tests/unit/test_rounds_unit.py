@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client
 
-from pytest_desched.providers.embedded import EXECUTOR_ANNOTATION
+from pytest_desched.executor import EXECUTOR_ANNOTATION
 from pytest_desched.rounds import RoundError, ensure_suspended, job_from_cronjob
 
 ARGS = ["--policy-config-file=/policy-dir/policy.yaml", "--dry-run=true", "--v=4"]

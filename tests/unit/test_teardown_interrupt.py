@@ -89,7 +89,7 @@ def test_sigterm_handler_restored_after_session(pytester: pytest.Pytester):
     """In-process: the handler is the plugin's only while desched_settings lives."""
     import signal
 
-    from pytest_desched.plugin import _sigterm_to_interrupt
+    from pytest_desched.session import _sigterm_to_interrupt
 
     def mine(signum, frame):  # pragma: no cover - never called
         raise AssertionError
@@ -99,7 +99,7 @@ def test_sigterm_handler_restored_after_session(pytester: pytest.Pytester):
         pytester.makepyfile(
             """
             import signal
-            from pytest_desched.plugin import _sigterm_to_interrupt
+            from pytest_desched.session import _sigterm_to_interrupt
 
             def test_plain():
                 assert signal.getsignal(signal.SIGTERM).__name__ == "mine"

@@ -1,34 +1,37 @@
-"""The runbook's experiments, as plain functions over a lab: arrange, one round, assess.
+"""The experiment framework: declared steps (arrange / act / assess), checks, one result.
 
-Every experiment returns (or raises with) a list of named checks, and each "nothing was
-evicted" claim is paired with the layer that stopped the eviction, read from the
-descheduler's own log: unchanged UIDs alone are never evidence.
+An experiment is a subclass of `Experiment` in a module of its own; defining it registers
+it by name. `run_experiment` runs its steps in order on a `Runner` (lab, rounds, records,
+known-bug classification, lab teardown) and always returns one `ExperimentResult`; the
+front ends decide what an outcome means to them (pytest raises, the command line exits).
+Every "nothing was evicted" claim is paired with the layer that stopped the eviction, read
+from the descheduler's own log and the API server's audit log: unchanged UIDs alone are
+never evidence.
 """
 
 from __future__ import annotations
 
 import time
+import traceback
 import uuid
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-import yaml
-
+from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
 from pytest_desched.known_bugs import (
     BY_ID,
     Classification,
     RoundFacts,
     classify,
     signatures,
-    tolerated,
 )
 from pytest_desched.lab import POOL_LABEL, Lab, Recorder, Snapshot
 from pytest_desched.metrics import round_metrics
 from pytest_desched.policy import Policy, digest_of_rendered, load_default
-from pytest_desched.results import Fate, Layer, PodDecision, decide
+from pytest_desched.results import Fate, PodDecision, decide
 
 if TYPE_CHECKING:
     from pytest_desched.chart import Release
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
     from pytest_desched.rounds import Round
 
-STRATEGY = "RemovePodsViolatingNodeAffinity"
 EVICTOR = "profiles.safe-rebalance.DefaultEvictor"
 
 # --- policy variants ------------------------------------------------------------
@@ -79,23 +81,25 @@ class Check:
     known_bug: str | None = None  # a tolerating known bug that accounts for a shortfall
 
 
-class ExperimentFailed(AssertionError):
-    """A runbook expectation did not hold; the message lists each failed check and the layers."""
-
-    def __init__(self, message: str, result: ExperimentResult | None = None) -> None:
-        super().__init__(message)
-        self.result = result
-        self.artifacts: dict[str, str] = {}
-
-
-class KnownUpstreamBug(ExperimentFailed):
-    """Failed only in checks a registered upstream bug explains, with its signature proven."""
+Outcome = Literal["pass", "xfail", "fail", "error"]
 
 
 @dataclass
 class ExperimentResult:
+    """Everything one experiment found; evidence, terminal lines and JUnit all read this.
+
+    `outcome`: `pass`; `xfail` (only checks a registered known bug explains failed, its
+    signature proven, see known_bugs); `fail` (a check failed); `error` (a step raised:
+    `error` holds the traceback). `message` says why for anything but a pass.
+    """
+
     name: str
     variant: str
+    outcome: Outcome = "pass"
+    message: str = ""
+    error: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)  # step -> seconds (benchmark)
     checks: list[Check] = field(default_factory=list)
     rounds: list[Round] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
@@ -114,10 +118,24 @@ class ExperimentResult:
     def failed(self) -> list[Check]:
         return [c for c in self.checks if not c.ok]
 
+    @property
+    def label(self) -> str:
+        return f"{self.name}[{self.variant}]"
+
+    def raise_for_outcome(self) -> ExperimentResult:
+        """For test code: pass returns the result; xfail raises KnownUpstreamBug; else fails."""
+        if self.outcome == "pass":
+            return self
+        if self.outcome == "xfail":
+            raise KnownUpstreamBug(self.message, self)
+        raise ExperimentFailed(self.message, self)
+
     def summary(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "variant": self.variant,
+            "outcome": self.outcome,
+            "message": self.message,
             "evictions": self.evictions,
             "blocking_layer": self.blocking_layer,
             "verdict": self.verdict,
@@ -184,6 +202,9 @@ class RoundView:
     ready_nodes: int
     audit: dict[str, Any]
     refused_by_api: dict[str, list[int]]  # pod name -> eviction response codes (API's view)
+    # Set by an experiment's assess step, written into the round's record by the framework.
+    replacement: str | None = None  # ready | missing | pending, when an eviction happened
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Runner:
@@ -195,11 +216,22 @@ class Runner:
         self.t0 = time.monotonic()
         self.lab = ctx.lab()
         self._recording = ExitStack()
-        self._facts: RoundFacts | None = None
+        self.facts: RoundFacts | None = None  # the last round's, for known-bug classification
+        self.views: list[RoundView] = []
 
     @property
     def label(self) -> str:
         return f"{self.result.name}[{self.result.variant}]"
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Add a step's duration to `result.timings` (the benchmark's phase breakdown)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            t = self.result.timings
+            t[step] = round(t.get(step, 0.0) + time.monotonic() - t0, 3)
 
     def check(self, id: str, name: str, ok: bool, detail: str = "") -> bool:
         self.result.checks.append(Check(id, name, bool(ok), detail))
@@ -263,14 +295,16 @@ class Runner:
                 lambda n: n > 0,
                 timeout=10,
             )
-        rnd = run_round(
-            self.ctx.cluster, self.ctx.release, name, self.ctx.log_dir, self.ctx.round_timeout
-        )
+        with self.timed("round"):
+            rnd = run_round(
+                self.ctx.cluster, self.ctx.release, name, self.ctx.log_dir, self.ctx.round_timeout
+            )
         after = self.lab.snapshot()
         self.result.rounds.append(rnd)
         decisions = rnd.result.in_namespace(self.ctx.namespace)
         audit, by_pod = self._audit(rnd, decisions, before)
         view = RoundView(rnd, rec, before, after, decisions, ready_nodes, audit, by_pod)
+        self.views.append(view)
         evicted = [d for d in decisions if d.fate == Fate.EVICTED]
         self.result.evictions = len(evicted)
         decided = decide(decisions, rnd.result.skipped)
@@ -305,7 +339,7 @@ class Runner:
                 f"no API-server audit log: {audit.get('unavailable_why')}; evidence is the descheduler's "
                 "log, events and pod UIDs"
             )
-        self._facts = RoundFacts(
+        self.facts = RoundFacts(
             experiment=self.result.name,
             descheduler_version=self.ctx.descheduler_version,
             failed_checks=frozenset(),
@@ -358,14 +392,13 @@ class Runner:
             f"{len(rec.pdb_statuses)} statuses seen, breaches (t, current, desired) {breaches}",
         )
 
-    def record(
-        self, view: RoundView, replacement: str | None = None, **extra: Any
-    ) -> dict[str, Any]:
+    def record(self, view: RoundView) -> dict[str, Any]:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
         from pytest_desched.evidence import RoundRecord
 
         self.stop_recording()
         rnd, rec, before = view.rnd, view.rec, view.before
+        replacement, extra = view.replacement, dict(view.extra)
         self.check(
             "watches-complete",
             "the pod and PDB watches ran without errors for the whole round",
@@ -381,8 +414,8 @@ class Runner:
             )
         decided = decide(view.decisions, rnd.result.skipped, replacement)
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
-        if self._facts is not None:  # every known-bug signature the round shows, as evidence
-            self.result.known_bugs.update(signatures(self._facts))
+        if self.facts is not None:  # every known-bug signature the round shows, as evidence
+            self.result.known_bugs.update(signatures(self.facts))
         final = self.lab.snapshot()
         record = RoundRecord.from_round(
             self.label,
@@ -431,7 +464,7 @@ class Runner:
 
     def classify(self) -> Classification:
         """The one place a failure may become an expected failure (see known_bugs.classify)."""
-        facts = self._facts or RoundFacts(
+        facts = self.facts or RoundFacts(
             self.result.name, self.ctx.descheduler_version, frozenset()
         )
         facts = replace(facts, failed_checks=frozenset(c.id for c in self.result.failed))
@@ -440,8 +473,10 @@ class Runner:
         return verdict
 
     def finish(self) -> ExperimentResult:
+        """Classify the checks into the result's outcome and message; never raises."""
         self.result.duration_s = time.monotonic() - self.t0
         verdict = self.classify()
+        self.result.outcome = verdict.outcome
         if verdict.outcome == "pass":
             return self.result
         failed = self.result.failed
@@ -450,12 +485,12 @@ class Runner:
         lines.append(f"  deciding layer: {self.result.blocking_layer} ({self.result.verdict})")
         if verdict.outcome == "xfail" and verdict.bug is not None:
             lines.append(f"  known upstream bug {verdict.bug.describe()}: {verdict.evidence}")
-            raise KnownUpstreamBug("\n".join(lines), self.result)
         lines += [
             f"  (a known-bug signature is present but does not explain this failure: {c})"
             for c in verdict.context
         ]
-        raise ExperimentFailed("\n".join(lines), self.result)
+        self.result.message = "\n".join(lines)
+        return self.result
 
     def failure_artifacts(self) -> dict[str, str]:
         """Logs, events, pods and PDB of the lab, captured before it is torn down."""
@@ -487,323 +522,131 @@ class Runner:
         if not self.ctx.keep_lab:
             self.lab.teardown()
 
-
-def _run(
-    ctx: ExperimentContext, name: str, variant: str, body: Callable[[Runner], None]
-) -> ExperimentResult:
-    r = Runner(ctx, name, variant)
-    try:
-        r.ensure_policy()
-        body(r)
-        return r.finish()
-    except Exception as exc:
-        # Any exception fails the test (only KnownUpstreamBug is an expected failure); the
-        # lab's state rides on it to the report, captured before the lab is torn down.
-        exc.artifacts = r.failure_artifacts()  # type: ignore[attr-defined]
-        if not isinstance(exc, KnownUpstreamBug):
-            _stop(ctx, exc)
-        raise
-    finally:
-        r.teardown()
-
-
-def _stop(ctx: ExperimentContext, exc: Exception) -> None:
-    """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
-    from pytest_desched.safety import emergency_stop
-
-    arts: dict[str, str] = exc.artifacts  # type: ignore[attr-defined]
-    try:
-        arts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))
-    except Exception as stop_exc:
-        arts["emergency stop"] = f"failed: {stop_exc!r}"
+    def assess_nothing_evicted(self, v: RoundView, s1: Snapshot) -> None:
+        """Negative experiments: unchanged UIDs, no new pod, and no 201 at the API server."""
+        final = self.lab.snapshot()
+        seen = {e["uid"] for e in v.rec.pod_events}
+        self.check(
+            "uids-unchanged",
+            "pod UIDs unchanged",
+            final.uids == s1.uids,
+            f"before {sorted(s1.uids)} after {sorted(final.uids)}",
+        )
+        self.check(
+            "no-replacement",
+            "no replacement pod appeared",
+            seen <= s1.uids,
+            f"new uids {sorted(seen - s1.uids)}",
+        )
+        created = {p: c for p, c in v.refused_by_api.items() if 201 in c}
+        self.check(
+            "no-eviction-succeeded",
+            "no eviction succeeded at the API server",
+            not created and not any(d.fate == Fate.EVICTED for d in v.decisions),
+            f"audit 201s {created}; decisions {decisions_table(v.decisions)}",
+        )
 
 
-def _decisions_table(decisions: list[PodDecision]) -> str:
+def decisions_table(decisions: list[PodDecision]) -> str:
+    """The lab's decisions as compact tuples, for check details."""
     return str([(d.name, d.fate.value, d.layer.value, d.status_code, d.checks) for d in decisions])
 
 
-# --- the experiments -------------------------------------------------------------
-def positive_affinity_migration(
-    ctx: ExperimentContext, variant: str = "runbook"
-) -> ExperimentResult:
-    """Runbook positive: one round moves exactly one violating pod to the target."""
-
-    def body(r: Runner) -> None:
-        lab = r.lab
-        s1 = r.arrange_violation()
-        v = r.run_round("descheduler-positive")
-        evicted = [d for d in v.decisions if d.fate == Fate.EVICTED]
-        cap = ctx.policy.limits.get("namespace")
-        r.check(
-            "within-namespace-cap",
-            "at most one eviction in the namespace (the policy's per-namespace cap)",
-            cap is None or len(evicted) <= cap,
-            f"{len(evicted)} evicted, cap {cap}",
-        )
-        created = {p: codes.count(201) for p, codes in v.refused_by_api.items() if 201 in codes}
-        api_ok = (
-            sum(created.values()) == 1 and set(created) == {d.name for d in evicted}
-            if v.audit.get("available")
-            else True  # no audit log: the log's own decision is all there is (noted)
-        )
-        r.check(
-            "one-evicted",
-            "exactly one pod evicted, with a 201 from the API server",
-            len(evicted) == 1 and api_ok,
-            f"audit 201s {created}; decisions {_decisions_table(v.decisions)}",
-        )
-        r.check(
-            "evicted-by-strategy",
-            f"eviction attributed to {STRATEGY}",
-            bool(evicted) and all(d.strategy == STRATEGY for d in evicted),
-            f"strategies {[d.strategy for d in evicted]}",
-        )
-        latency = None
-        replacement = None
-        final = lab.snapshot()
-        if evicted:
-            gone = {p.uid for p in s1.pods if p.name in {d.name for d in evicted}}
-            try:
-                final = lab.wait_ready(ctx.replicas, timeout=ctx.recovery_timeout)
-                ready_ok, ready_why = True, ""
-            except AssertionError as exc:
-                final, ready_ok, ready_why = lab.snapshot(), False, str(exc)
-            r.check("replicas-ready", "replicas back to Ready", ready_ok, ready_why)
-            new = [p for p in final.live if p.uid not in s1.uids]
-            replacement = (
-                "missing"
-                if not new
-                else "pending"
-                if any(p in final.pending() for p in new)
-                else "ready"
-            )
-            r.check(
-                "evicted-uid-gone",
-                "the evicted pod's UID is gone",
-                bool(gone) and not (gone & final.uids),
-                f"evicted pods' UIDs {sorted(gone)}, now {sorted(final.uids)}",
-            )
-            r.check(
-                "replacement-on-target",
-                "replacement has a new UID, runs on the target and is Ready",
-                len(new) == 1 and new[0].node == ctx.target and new[0].ready,
-                f"new pods {[(p.name, p.node, p.ready) for p in new]}",
-            )
-            if new:
-                t_ready = v.rec.first_ready(new[0].uid)
-                t_gone = min(
-                    (t for u in gone if (t := v.rec.first_deleting(u)) is not None), default=None
-                )
-                if t_ready is not None and t_gone is not None:
-                    latency = round(t_ready - t_gone, 3)
-                else:
-                    r.result.notes.append(
-                        "replacement Ready latency unknown: the watch saw "
-                        f"{'no deletion of the evicted pod' if t_gone is None else ''}"
-                        f"{' and ' if t_gone is None and t_ready is None else ''}"
-                        f"{'no Ready replacement' if t_ready is None else ''}"
-                    )
-            r.result.ready_latency_s = latency
-        r.pdb_kept_healthy(v.rec)
-        r.check(
-            "no-pending",
-            "no Pending pod at the end",
-            not final.pending(),
-            f"pending {[p.name for p in final.pending()]}",
-        )
-        r.record(v, replacement=replacement, replacement_ready_latency_s=latency)
-
-    return _run(ctx, "positive-affinity-migration", variant, body)
+# --- declared experiments ----------------------------------------------------------------
+REGISTRY: dict[str, type[Experiment]] = {}
 
 
-def _nothing_evicted(r: Runner, v: RoundView, s1: Snapshot) -> None:
-    """Negative experiments: unchanged UIDs, no new pod, and no 201 at the API server."""
-    final = r.lab.snapshot()
-    seen = {e["uid"] for e in v.rec.pod_events}
-    r.check(
-        "uids-unchanged",
-        "pod UIDs unchanged",
-        final.uids == s1.uids,
-        f"before {sorted(s1.uids)} after {sorted(final.uids)}",
-    )
-    r.check(
-        "no-replacement",
-        "no replacement pod appeared",
-        seen <= s1.uids,
-        f"new uids {sorted(seen - s1.uids)}",
-    )
-    created = {p: c for p, c in v.refused_by_api.items() if 201 in c}
-    r.check(
-        "no-eviction-succeeded",
-        "no eviction succeeded at the API server",
-        not created and not any(d.fate == Fate.EVICTED for d in v.decisions),
-        f"audit 201s {created}; decisions {_decisions_table(v.decisions)}",
-    )
+class Experiment:
+    """One experiment as declared steps; a subclass with a `name` registers itself.
 
-
-def negative_nodefit(ctx: ExperimentContext, variant: str = "runbook") -> ExperimentResult:
-    """Runbook negative 1: no feasible node; nodeFit (PreEvictionFilter) must stop every candidate."""
-
-    def body(r: Runner) -> None:
-        lab = r.lab
-        s1 = r.arrange_violation()  # PDB kept at minAvailable 2: only nodeFit is under test
-        lab.unlabel_node(ctx.target)
-        r.check(
-            "no-pool-node",
-            "no node carries the pool label",
-            lab.labelled_nodes() == [],
-            f"{lab.labelled_nodes()}",
-        )
-        v = r.run_round("descheduler-negative-nodefit")
-        _nothing_evicted(r, v, s1)
-        r.check(
-            "no-eviction-request",
-            "no eviction request reached the API server",
-            not v.refused_by_api
-            and not any(d.fate in (Fate.EVICTED, Fate.REFUSED) for d in v.decisions),
-            f"audit requests {v.refused_by_api}",
-        )
-        nodefit = {
-            d.name
-            for d in v.decisions
-            if d.fate == Fate.NODEFIT and d.layer == Layer.EVICTOR_NODEFIT
-        }
-        r.check(
-            "nodefit-stops-every-pod",
-            "every pod stopped by nodeFit at the evictor's PreEvictionFilter",
-            nodefit == {p.name for p in s1.live},
-            f"nodeFit-rejected {sorted(nodefit)}; decisions {_decisions_table(v.decisions)}",
-        )
-        r.pdb_kept_healthy(v.rec)
-        r.record(v)
-
-    return _run(ctx, "negative-nodefit", variant, body)
-
-
-def negative_pdb(ctx: ExperimentContext, variant: str = "runbook") -> ExperimentResult:
-    """Runbook negative 2: a feasible target, but the PDB allows no disruption: HTTP 429.
-
-    The refusal is proven by the API server (a 429 per candidate in its audit log) and the
-    unchanged UIDs; EvictionFailed events are a separate figure, because a one-shot
-    descheduler can exit before it wrote them (descheduler#1687, in the known-bug registry).
+    The framework runs `arrange` (lab state), `act` (rounds, via `self.r.run_round`) and
+    `assess` (checks via `self.r.check`, and per round `view.replacement` / `view.extra`
+    for its record), then writes every round's record, classifies and tears the lab down.
+    State between steps lives on the instance.
     """
 
-    def body(r: Runner) -> None:
-        lab = r.lab
-        s1 = r.arrange_violation()
-        lab.patch_pdb(3)
-        pdb = lab.wait_pdb(0)
-        r.check(
-            "pdb-zero-before",
-            "PDB disruptionsAllowed is 0",
-            pdb["disruptionsAllowed"] == 0,
-            f"{pdb}",
-        )
-        v = r.run_round("descheduler-negative-pdb")
-        _nothing_evicted(r, v, s1)
-        final = lab.snapshot()
-        r.check(
-            "no-pending",
-            "no Pending pod",
-            not final.pending(),
-            f"{[p.name for p in final.pending()]}",
-        )
-        r.check(
-            "pdb-still-zero",
-            "disruptionsAllowed still 0",
-            (lab.pdb_status() or {}).get("disruptionsAllowed") == 0,
-            f"{lab.pdb_status()}",
-        )
-        refused = [d for d in v.decisions if d.fate == Fate.REFUSED]
-        candidates = {p.name for p in s1.live}
-        if v.audit.get("available"):
-            api_429 = {p for p, codes in v.refused_by_api.items() if codes and set(codes) == {429}}
-            proof = f"audit 429s for {sorted(api_429)} of candidates {sorted(candidates)}"
-        else:  # without an audit log, the log's own refusals are the evidence (noted)
-            api_429 = {d.name for d in refused if d.status_code == 429}
-            proof = f"log 429s (no audit log) for {sorted(api_429)}"
-        r.check(
-            "refused-429-per-candidate",
-            "the API server refused every candidate's eviction with 429 (disruption budget)",
-            bool(candidates)
-            and api_429 == candidates
-            and all(d.status_code == 429 and d.layer == Layer.API_SERVER for d in refused),
-            f"{proof}; decisions {_decisions_table(v.decisions)}",
-        )
-        # Runbook: check the *mounted* policy, not the intended one, before expecting events.
-        mounted = yaml.safe_load(ctx.release.live_policy_yaml()) or {}
-        notify = mounted.get("evictionFailureEventNotification") is True
-        r.check(
-            "notification-mounted",
-            "evictionFailureEventNotification is in the mounted policy",
-            notify,
-            f"mounted={mounted.get('evictionFailureEventNotification')!r}",
-        )
-        owed = len(api_429)
-        uids = {p.uid for p in s1.pods if p.name in api_429}
-        # Events still queued at exit are lost; ones already written are in the API by now
-        # (the process has exited), so one read is the truth: no waiting, no timeout.
-        delivered = {
-            e["uid"] for e in lab.events() if e["reason"] == "EvictionFailed" and e["uid"] in uids
-        }
-        figure = {"delivered": len(delivered), "owed": owed}
-        r.result.notes.append(
-            f"EvictionFailed events delivered: {len(delivered)} of {owed} refusals"
-        )
-        if notify and owed:
-            facts = replace(
-                r._facts,  # type: ignore[arg-type]
-                mounted_policy=mounted,
-                refused_by_api=owed,
-                events_delivered=len(delivered),
-            )
-            ok = len(delivered) >= owed
-            detail = f"{len(delivered)} of {owed} refusals have an EvictionFailed event"
-            bug = None if ok else tolerated("eviction-failed-events", facts)
-            if bug is not None:
-                r.result.known_bugs[bug[0].id] = bug[1]
-                detail += f"; the rest are accounted for by {bug[0].describe()}: {bug[1]}"
-            r.result.checks.append(
-                Check(
-                    "eviction-failed-events",
-                    "an EvictionFailed event per refused pod, or a proven one-shot exit loss",
-                    ok or bug is not None,
-                    detail,
-                    known_bug=bug[0].id if bug else None,
+    name: ClassVar[str] = ""  # registry key: desched_experiment("positive")
+    title: ClassVar[str] = ""  # the records' name: "positive-affinity-migration"
+    default_variant: ClassVar[str] = "runbook"
+    keep_min_pod_age: ClassVar[bool] = False  # run with the runbook's unmodified minPodAge
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
+                raise ValueError(
+                    f"experiment name {cls.name!r} is taken by {REGISTRY[cls.name].__module__}"
                 )
-            )
-        r.pdb_kept_healthy(v.rec)
-        r.record(v, events_delivered=figure)
+            REGISTRY[cls.name] = cls
 
-    return _run(ctx, "negative-pdb", variant, body)
+    def __init__(self, runner: Runner) -> None:
+        self.r = runner
+        self.ctx = runner.ctx
+        self.lab = runner.lab
+
+    def arrange(self) -> None:
+        """Build the lab state the experiment needs."""
+
+    def act(self) -> None:
+        """Run the round(s)."""
+
+    def assess(self) -> None:
+        """Add checks; set each round view's `replacement` and `extra` for its record."""
 
 
-def minpodage_protects(
-    ctx: ExperimentContext, variant: str = "pdb-lister-workaround"
+def lookup(experiment: str | type[Experiment]) -> type[Experiment]:
+    """A registered experiment by name, or an Experiment subclass as it is."""
+    if isinstance(experiment, type) and issubclass(experiment, Experiment):
+        return experiment
+    if experiment not in REGISTRY:
+        raise KeyError(f"unknown experiment {experiment!r}; known: {sorted(REGISTRY)}")
+    return REGISTRY[experiment]
+
+
+def run_experiment(
+    experiment: str | type[Experiment], ctx: ExperimentContext, variant: str | None = None
 ) -> ExperimentResult:
-    """The runbook's unmodified minPodAge (10m) keeps seconds-old pods out of every round."""
+    """Run the declared steps; always returns the result (outcome pass/xfail/fail/error).
 
-    def body(r: Runner) -> None:
-        s1 = r.arrange_violation()
-        v = r.run_round("descheduler-minpodage")
-        _nothing_evicted(r, v, s1)
-        young = {
-            d.name for d in v.decisions if d.fate == Fate.FILTERED and d.checks == ["minPodAge"]
-        }
-        r.check(
-            "minpodage-filters-every-pod",
-            "every pod filtered by the evictor with exactly the minPodAge check",
-            young == {p.name for p in s1.live} and len(v.decisions) == len(young),
-            f"decisions {_decisions_table(v.decisions)}",
-        )
-        r.record(v)
+    On anything but a pass or an expected failure the executor is stopped first (runbook:
+    emergency stop) and the lab's logs, events and pods are kept as artifacts.
+    """
+    cls = lookup(experiment)
+    r = Runner(ctx, cls.title or cls.name, variant or cls.default_variant)
+    exp = cls(r)
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("policy", r.ensure_policy),
+        ("arrange", exp.arrange),
+        ("act", exp.act),
+        ("assess", exp.assess),
+        ("record", lambda: [r.record(view) for view in r.views]),
+        ("classify", r.finish),
+    ]
+    try:
+        try:
+            for step, fn in steps:
+                with r.timed(step):
+                    fn()
+        except Exception as exc:  # a step raised: an error, never an expected failure
+            r.result.outcome = "error"
+            r.result.error = "".join(traceback.format_exception(exc))
+            r.result.message = f"{r.label} did not complete: {type(exc).__name__}: {exc}"
+            r.result.duration_s = time.monotonic() - r.t0
+        if r.result.outcome != "pass":  # kept for the report even when a known bug explains it
+            r.result.artifacts = r.failure_artifacts()
+        if r.result.outcome in ("fail", "error"):
+            _stop(ctx, r.result)
+    finally:  # Ctrl-C and SIGTERM too: the lab never outlives its experiment
+        with r.timed("lab_teardown"):
+            r.teardown()
+    return r.result
 
-    return _run(ctx, "minpodage-protects-young-pods", variant, body)
 
+def _stop(ctx: ExperimentContext, result: ExperimentResult) -> None:
+    """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
+    from pytest_desched.safety import emergency_stop
 
-EXPERIMENTS: dict[str, Callable[..., ExperimentResult]] = {
-    "positive": positive_affinity_migration,
-    "nodefit": negative_nodefit,
-    "pdb": negative_pdb,
-    "minpodage": minpodage_protects,
-}
+    try:
+        result.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))
+    except Exception as stop_exc:
+        result.artifacts["emergency stop"] = f"failed: {stop_exc!r}"

@@ -1,24 +1,22 @@
-"""Options of the plugin (command line, environment, defaults) and the resolved Settings.
+"""One frozen configuration for a run, from explicit values, `DESCHED_*` variables, defaults.
 
-Every option has a `--desched-*` flag and a `DESCHED_*` environment variable; an explicit
-flag always wins over the environment, which wins over the default.
+No pytest here: the plugin's options, the `desched` command and library callers all resolve
+through `resolve()` and `build_config()`, so a rule about an option is written once. An
+explicit value always wins over the environment variable, which wins over the default.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pytest
+from pytest_desched.errors import ConfigError
 
-MARKERS = {
-    "descheduler_e2e": "an end-to-end descheduler experiment on a real control plane (`-m descheduler_e2e`)",
-    "desched_experiment(name, **params)": "run the built-in experiment `name` (positive, nodefit, pdb, "
-    "minpodage) with params (variant, namespace, replicas, source, target, overrides); the result is "
-    "the `desched_experiment_result` fixture",
-}
+__all__ = ["OPTIONS", "ConfigError", "DeschedConfig", "build_config", "resolve"]
 
 OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -120,52 +118,48 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
-def add_options(parser: pytest.Parser) -> None:
-    group = parser.getgroup("desched", "pytest-desched: descheduler runbook experiments")
-    for flag, env, kw in OPTIONS:
-        kw = dict(kw)
-        default = kw.pop("default", None)
-        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
-        if kw.get("action") != "store_true":
-            kw["default"] = None  # unset, so an explicit value always beats the env var
-        group.addoption(flag, dest=flag.lstrip("-").replace("-", "_"), **kw)
+OPTION_ENV = {flag: env for flag, env, _ in OPTIONS}
 
 
-def opt(config: pytest.Config, flag: str) -> Any:
-    """Command line wins, then the environment variable, then the default."""
-    env = next(e for f, e, _ in OPTIONS if f == flag)
-    val = config.getoption(flag.lstrip("-").replace("-", "_"))
+def resolve(flag: str, explicit: Any = None) -> Any:
+    """The value of one option: explicit, else its environment variable, else its default."""
     kw = next(k for f, _, k in OPTIONS if f == flag)
-    if val not in (None, False):
-        return val
-    raw = os.environ.get(env)
+    if explicit not in (None, False):
+        return explicit
+    raw = os.environ.get(OPTION_ENV[flag])
     if raw:
         if kw.get("action") == "store_true":
             return raw.lower() in ("1", "true", "yes")
         if "choices" in kw and raw not in kw["choices"]:
-            raise pytest.UsageError(f"{env}={raw!r}: choose from {kw['choices']}")
+            raise ConfigError(f"{OPTION_ENV[flag]}={raw!r}: choose from {kw['choices']}")
         return raw
     return kw.get("default", False if kw.get("action") == "store_true" else None)
 
 
-@dataclass
-class Settings:
-    provider: str
-    keep: str
-    artifacts: Path
-    redact: bool
-    cache_dir: Path | None
-    bins: dict[str, Path]
-    workers: int
-    chart_source: str
-    namespace: str
-    release: str
-    descheduler_version: str | None
-    existing_context: str | None
-    existing_kubeconfig: Path | None
-    allow_existing: bool
-    run_dir: Path
+@dataclass(frozen=True)
+class DeschedConfig:
+    """Everything a session needs to know, resolved and validated once, before any change."""
+
+    provider: str = "auto"
+    keep: str = "never"
+    artifacts: Path = Path("desched-artifacts")
+    redact: bool = False
+    cache_dir: Path | None = None
+    bins: dict[str, Path] = field(default_factory=dict)
+    workers: int = 3
+    chart_source: str = "auto"
+    namespace: str = "descheduler-lab"
+    release: str = "descheduler"
+    descheduler_version: str | None = None
+    existing_context: str | None = None
+    existing_kubeconfig: Path | None = None
+    allow_existing: bool = False
+    run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="desched-")))
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def with_(self, **changes: Any) -> DeschedConfig:
+        """A copy with some fields changed (validated again)."""
+        return validate(replace(self, **changes))
 
 
 def parse_bins(raw: str | None) -> dict[str, Path]:
@@ -177,48 +171,64 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
         tool, sep, path = item.partition("=")
         tool = tool.strip()
         if not sep or tool not in TOOL_GROUP:
-            raise pytest.UsageError(
+            raise ConfigError(
                 f"--desched-bin: {item!r} is not TOOL=PATH with TOOL in {sorted(TOOL_GROUP)}"
             )
         p = Path(path).expanduser()
         if not (p.is_file() and os.access(p, os.X_OK)):
-            raise pytest.UsageError(f"--desched-bin: {p} is not an executable file")
+            raise ConfigError(f"--desched-bin: {p} is not an executable file")
         out[tool] = p
     return out
 
 
-def settings_from_config(c: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Settings:
-    """Resolve every option (command line, then env var, then default) for one run."""
-    run_dir = tmp_path_factory.mktemp("desched")
-    art = opt(c, "--desched-artifacts")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    ns = opt(c, "--desched-namespace")
-    try:
-        workers = int(opt(c, "--desched-workers"))
-    except ValueError:
-        raise pytest.UsageError("--desched-workers must be an integer >= 2") from None
-    kube = opt(c, "--desched-existing-kubeconfig")
-    namespace = f"{ns}-{worker}" if worker else ns
+def validate(c: DeschedConfig) -> DeschedConfig:
+    """Every cheap input check, before the first cluster change."""
     from pytest_desched.lab import LabInputError, check_namespace
 
-    try:  # before the first cluster change: the cluster fixture needs these settings
-        check_namespace(namespace)
+    if not isinstance(c.workers, int) or c.workers < 2:
+        raise ConfigError(
+            "--desched-workers must be an integer >= 2 (the descheduler skips smaller clusters)"
+        )
+    try:
+        check_namespace(c.namespace)
     except LabInputError as exc:
-        raise pytest.UsageError(f"--desched-namespace / DESCHED_NAMESPACE: {exc}") from None
-    return Settings(
-        provider=opt(c, "--desched-provider"),
-        keep=opt(c, "--desched-keep"),
-        artifacts=Path(art) if art else tmp_path_factory.getbasetemp() / "desched-artifacts",
-        redact=bool(opt(c, "--desched-redact")),
-        cache_dir=Path(opt(c, "--desched-cache-dir")) if opt(c, "--desched-cache-dir") else None,
-        bins=parse_bins(opt(c, "--desched-bin")),
+        raise ConfigError(f"--desched-namespace / DESCHED_NAMESPACE: {exc}") from None
+    return c
+
+
+def build_config(
+    values: Mapping[str, Any] | None = None, run_dir: Path | None = None, **fields: Any
+) -> DeschedConfig:
+    """Resolve every option ({"--desched-flag": explicit value}) into a validated config."""
+    v = dict(values or {})
+
+    def get(flag: str) -> Any:
+        return resolve(flag, v.get(flag))
+
+    try:
+        workers = int(get("--desched-workers"))
+    except (TypeError, ValueError):
+        raise ConfigError("--desched-workers must be an integer >= 2") from None
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    ns = get("--desched-namespace")
+    art = get("--desched-artifacts")
+    kube = get("--desched-existing-kubeconfig")
+    run_dir = run_dir or Path(tempfile.mkdtemp(prefix="desched-"))
+    config = DeschedConfig(
+        provider=get("--desched-provider"),
+        keep=get("--desched-keep"),
+        artifacts=Path(art) if art else run_dir / "desched-artifacts",
+        redact=bool(get("--desched-redact")),
+        cache_dir=Path(get("--desched-cache-dir")) if get("--desched-cache-dir") else None,
+        bins=parse_bins(get("--desched-bin")),
         workers=workers,
-        chart_source=opt(c, "--desched-chart-source"),
-        namespace=namespace,
-        release=opt(c, "--desched-release"),
-        descheduler_version=opt(c, "--desched-descheduler-version"),
-        existing_context=opt(c, "--desched-existing-context"),
+        chart_source=get("--desched-chart-source"),
+        namespace=f"{ns}-{worker}" if worker else ns,
+        release=get("--desched-release"),
+        descheduler_version=get("--desched-descheduler-version"),
+        existing_context=get("--desched-existing-context"),
         existing_kubeconfig=Path(kube) if kube else None,
-        allow_existing=bool(opt(c, "--desched-allow-existing")),
+        allow_existing=bool(get("--desched-allow-existing")),
         run_dir=run_dir,
     )
+    return validate(replace(config, **fields)) if fields else validate(config)

@@ -1,0 +1,186 @@
+"""`desched`: the engine without pytest (tools, up, down, run), for people and for CI.
+
+    desched tools [TOOL ...] [--descheduler-version V]   build or find the pinned binaries
+    desched up [--workers N] ...                           a kept cluster with the release
+    desched down [NAME ...] [--all]                        delete kept embedded clusters
+    desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
+
+Every `--desched-*` option of the plugin is here without its prefix (`--provider`,
+`--keep`, `--artifacts`, ...), with the same `DESCHED_*` environment variables.
+
+Exit codes: 0 every experiment passed or failed as a registered known bug explains;
+1 an experiment failed or errored; 2 bad input (nothing was changed); 3 the toolchain or
+the provider could not give a cluster; 130 interrupted (everything was cleaned up first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.config import OPTIONS, build_config
+from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def _say(msg: str) -> None:
+    print(f"[desched] {msg}", file=sys.stderr, flush=True)
+
+
+def _add_config_options(ap: argparse.ArgumentParser) -> None:
+    for flag, env, kw in OPTIONS:
+        kw = dict(kw)
+        default = kw.pop("default", None)
+        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
+        if kw.get("action") != "store_true":
+            kw["default"] = None  # unset, so an explicit value beats the environment
+            kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))
+        ap.add_argument("--" + flag.removeprefix("--desched-"), dest=flag, **kw)
+
+
+def _config(args: argparse.Namespace, **fields: Any) -> Any:
+    values = {flag: getattr(args, flag, None) for flag, _, _ in OPTIONS}
+    return build_config(values, **fields)
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    from pytest_desched.toolchain import main as tools_main
+
+    argv = list(args.tools)
+    if args.descheduler_version:
+        argv += ["--descheduler-version", args.descheduler_version]
+    if args.cache_dir:
+        argv += ["--cache-dir", str(args.cache_dir)]
+    return tools_main(argv)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from pytest_desched.session import DeschedSession
+
+    config = _config(args, keep="always")
+    session = DeschedSession(config, report=_say)
+    try:
+        session.release  # noqa: B018 (cluster, then the release: suspended, dry run)
+    except BaseException:
+        session.config = config.with_(keep="never")  # a half-made cluster is not kept
+        session.close()
+        raise
+    cluster, release = session.cluster, session.release
+    session.close()  # kept: marks the cluster kept, so no later run reaps it
+    print(f"export KUBECONFIG={cluster.kubeconfig}")
+    print(f"# release {release.name} in kube-system: suspended, dry run")
+    print(f"# delete: desched down {cluster.name}")
+    return EXIT_OK
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from pytest_desched.providers.embedded import delete_cluster, kept_clusters
+    from pytest_desched.toolchain import Toolchain
+
+    tc = Toolchain(cache_dir=args.cache_dir, report=_say)
+    root = tc.cache_dir / "clusters"
+    kept = kept_clusters(root)
+    names = kept if args.all else args.names
+    if not names:
+        print("\n".join(kept) if kept else "no kept embedded clusters")
+        return EXIT_OK
+    unknown = sorted(set(names) - set(kept))
+    if unknown:
+        raise ConfigError(f"not a kept embedded cluster: {unknown}; kept: {kept or 'none'}")
+    for name in names:
+        delete_cluster(tc, root, name, _say)
+        _say(f"deleted embedded cluster {name}")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from pytest_desched.evidence import summary_line
+    from pytest_desched.experiments import REGISTRY, lookup
+    from pytest_desched.session import DeschedSession
+
+    names = args.experiments or ["positive", "nodefit", "pdb"]
+    for n in names:
+        try:
+            lookup(n)
+        except KeyError:
+            raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
+    config = _config(args)
+    outcomes: list[dict[str, Any]] = []
+    with DeschedSession(config, report=_say) as session:
+        for n in names:
+            rounds: list[dict[str, Any]] = []
+            result = session.run(n, variant=args.variant, on_record=rounds.append)
+            session.failed |= result.outcome in ("fail", "error")
+            entry = {"name": f"{n}[{result.variant}]", "outcome": _shown(result.outcome)}
+            print(summary_line({**entry, "rounds": rounds}), flush=True)
+            if result.outcome in ("fail", "error"):
+                print(result.message, file=sys.stderr)
+            outcomes.append({**entry, **result.summary()})
+    summary = config.artifacts / "run-summary.json"
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text(json.dumps(outcomes, indent=1, default=str))
+    _say(f"evidence: {config.artifacts} (summary {summary.name})")
+    failed = [o["name"] for o in outcomes if o["outcome"] in ("FAILED", "ERROR")]
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _shown(outcome: str) -> str:
+    return {"pass": "passed", "xfail": "xfailed", "fail": "failed", "error": "error"}[outcome]
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="desched", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("tools", help="build or find the pinned binaries")
+    t.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
+    t.add_argument("--descheduler-version", default=None, help="another release tag or commit")
+    t.add_argument("--cache-dir", type=Path, default=None)
+    t.set_defaults(func=cmd_tools)
+    u = sub.add_parser("up", help="bring up a kept cluster with the release installed")
+    _add_config_options(u)
+    u.set_defaults(func=cmd_up)
+    d = sub.add_parser("down", help="delete kept embedded clusters (list them without names)")
+    d.add_argument("names", nargs="*")
+    d.add_argument("--all", action="store_true", help="every kept embedded cluster")
+    d.add_argument("--cache-dir", type=Path, default=None)
+    d.set_defaults(func=cmd_down)
+    r = sub.add_parser("run", help="run experiments (default: positive nodefit pdb)")
+    r.add_argument("experiments", nargs="*", help="registered experiment names")
+    r.add_argument("--variant", default=None, help="policy variant (runbook, ...)")
+    _add_config_options(r)
+    r.add_argument(
+        "--descheduler",
+        dest="--desched-descheduler-version",
+        default=None,
+        help="alias of --descheduler-version",
+    )
+    r.set_defaults(func=cmd_run)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pytest_desched.session import interrupts_unwind
+
+    args = parser().parse_args(argv)
+    try:
+        with interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
+            return int(args.func(args))
+    except (ConfigError, PolicyError) as exc:
+        _say(f"error: {exc}")
+        return EXIT_USAGE
+    except (ToolError, ProviderError) as exc:
+        _say(f"error: {exc}")
+        return EXIT_INFRA
+    except KeyboardInterrupt:
+        _say("interrupted; cleaned up")
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,70 @@
+"""pytest entry point (`pytest11: desched`): options, markers, fixtures and reporting.
+
+No cluster work happens at import or configure time, so `pytest --help` and
+`pytest --markers` work on any machine. The engine is `pytest_desched.session`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_desched.plugin.fixtures import (
+    desched_cluster,
+    desched_cluster_factory,
+    desched_context,
+    desched_evidence,
+    desched_experiment,
+    desched_experiment_result,
+    desched_lab,
+    desched_release,
+    desched_release_factory,
+    desched_session,
+    desched_settings,
+    desched_toolchain,
+)
+from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
+from pytest_desched.plugin.reporting import pytest_runtest_makereport, pytest_terminal_summary
+
+__all__ = [
+    "desched_cluster",
+    "desched_cluster_factory",
+    "desched_context",
+    "desched_evidence",
+    "desched_experiment",
+    "desched_experiment_result",
+    "desched_lab",
+    "desched_release",
+    "desched_release_factory",
+    "desched_session",
+    "desched_settings",
+    "desched_toolchain",
+    "pytest_runtest_makereport",
+    "pytest_terminal_summary",
+]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {doc}")
+    check_early(config)  # bad input is a usage error before any cluster work
+    config._desched_results = []  # type: ignore[attr-defined]
+    config._desched_info = {}  # type: ignore[attr-defined]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    from pytest_desched.versions import load_versions
+
+    try:
+        v = load_versions()
+    except Exception as exc:  # a broken install must not break --help
+        return [f"desched: cannot read pinned versions: {exc}"]
+    pins = ", ".join(f"{k} {val}" for k, val in v.summary().items())
+    return [
+        f"desched: provider={opt(config, '--desched-provider')} "
+        f"keep={opt(config, '--desched-keep')}",
+        f"desched pins: {pins}",
+    ]

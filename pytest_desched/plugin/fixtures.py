@@ -1,0 +1,258 @@
+"""Fixtures: thin wrappers over one DeschedSession per pytest session, plus factories.
+
+The default fixtures (`desched_cluster`, `desched_release`, ...) are the session's stages;
+`desched_cluster_factory` and `desched_release_factory` make more of them for tests that
+need two clusters or two releases (pytest-postgresql style), each cleaned up after its test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_desched.errors import ConfigError, ProviderError
+from pytest_desched.plugin.options import config_from_pytest
+from pytest_desched.plugin.reporting import junit_entry, terminal_reporter
+from pytest_desched.session import interrupts_unwind
+
+if TYPE_CHECKING:
+    from pytest_desched.chart import Release
+    from pytest_desched.config import DeschedConfig
+    from pytest_desched.evidence import EvidenceWriter
+    from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
+    from pytest_desched.providers.base import Cluster
+    from pytest_desched.session import DeschedSession
+    from pytest_desched.toolchain import Toolchain
+
+
+@pytest.fixture(scope="session")
+def desched_settings(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DeschedConfig]:
+    """The run's configuration; while in use, SIGTERM unwinds like Ctrl-C."""
+    config = config_from_pytest(request.config, tmp_path_factory)
+    with interrupts_unwind():
+        yield config
+
+
+def _session_for(
+    request: pytest.FixtureRequest, config: DeschedConfig, info: dict[str, Any]
+) -> DeschedSession:
+    from pytest_desched.session import DeschedSession
+
+    return DeschedSession(config, report=terminal_reporter(request.config), info=info)
+
+
+@pytest.fixture(scope="session")
+def desched_session(
+    request: pytest.FixtureRequest, desched_settings: DeschedConfig
+) -> Iterator[DeschedSession]:
+    """The engine for this pytest session; its stages start when a fixture first needs them."""
+    info = request.config._desched_info  # type: ignore[attr-defined]
+    session = _session_for(request, desched_settings, info)
+    request.config._desched_session = session  # type: ignore[attr-defined]
+    try:
+        yield session
+    finally:
+        session.failed = request.session.testsfailed > 0
+        session.close()
+
+
+@pytest.fixture(scope="session")
+def desched_toolchain(desched_session: DeschedSession) -> Toolchain:
+    return desched_session.toolchain
+
+
+def _cluster(session: DeschedSession) -> Cluster:
+    try:
+        return session.cluster
+    except ProviderError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def desched_cluster(desched_session: DeschedSession) -> Cluster:
+    """The session's cluster; deleted on pass, fail, Ctrl-C and SIGTERM unless kept."""
+    return _cluster(desched_session)
+
+
+@pytest.fixture(scope="session")
+def desched_evidence(
+    request: pytest.FixtureRequest, desched_session: DeschedSession, desched_cluster: Cluster
+) -> EvidenceWriter:
+    request.config._desched_redactor = desched_session.redactor  # type: ignore[attr-defined]
+    return desched_session.evidence
+
+
+@pytest.fixture(scope="session")
+def desched_release(desched_session: DeschedSession, desched_cluster: Cluster) -> Release:
+    """The chart at its pinned version, first-installed suspended and in dry run (runbook)."""
+    return desched_session.release
+
+
+@pytest.fixture
+def desched_context(
+    request: pytest.FixtureRequest,
+    desched_session: DeschedSession,
+    desched_release: Release,
+    desched_evidence: EvidenceWriter,
+) -> Callable[..., ExperimentContext]:
+    """Factory for an ExperimentContext: `desched_context(variant=..., source=..., ...)`.
+
+    Every input (namespace, nodes, replicas, variant, overrides, policy) is checked before
+    the experiment changes anything: a bad one is a one-line UsageError naming the input and
+    the fix. `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text).
+    """
+
+    def make(**params: Any) -> ExperimentContext:
+        params.setdefault("why", f"test override in {request.node.nodeid}")
+        try:
+            return desched_session.context(**params)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    return make
+
+
+@pytest.fixture
+def desched_experiment(
+    request: pytest.FixtureRequest,
+    desched_session: DeschedSession,
+    desched_release: Release,
+    desched_evidence: EvidenceWriter,
+) -> Callable[..., ExperimentResult]:
+    """Run an experiment: `desched_experiment("positive", variant=..., replicas=3)`.
+
+    Takes a registered name or an `Experiment` subclass. A pass returns the result; an
+    expected failure raises KnownUpstreamBug; anything else fails the test.
+    """
+
+    def run(
+        experiment: str | type[Experiment], variant: str | None = None, **params: Any
+    ) -> ExperimentResult:
+        from pytest_desched.experiments import lookup
+
+        try:
+            cls = lookup(experiment)
+        except KeyError as exc:
+            raise pytest.UsageError(str(exc.args[0])) from None
+        entry: dict[str, Any] = {"nodeid": request.node.nodeid, "rounds": []}
+        params.setdefault("why", f"test override in {request.node.nodeid}")
+        try:
+            result = desched_session.run(
+                cls, variant=variant, on_record=entry["rounds"].append, **params
+            )
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        entry["name"] = f"{cls.name}[{result.variant}]"
+        entry["result"] = result
+        request.config._desched_results.append(entry)  # type: ignore[attr-defined]
+        request.node._desched_entry = entry
+        for k, v in junit_entry(entry).items():  # key figures reach JUnit for failures too
+            request.node.user_properties.append((k, v))
+        return result.raise_for_outcome()
+
+    return run
+
+
+@pytest.fixture
+def desched_experiment_result(
+    request: pytest.FixtureRequest, desched_experiment: Callable[..., ExperimentResult]
+) -> ExperimentResult:
+    """The result of the experiment named by `@pytest.mark.desched_experiment(name, **params)`."""
+    m = request.node.get_closest_marker("desched_experiment")
+    if m is None or not m.args:
+        raise pytest.UsageError(
+            "desched_experiment_result needs @pytest.mark.desched_experiment(name, ...)"
+        )
+    return desched_experiment(m.args[0], **m.kwargs)
+
+
+@pytest.fixture
+def desched_lab(
+    desched_cluster: Cluster, desched_settings: DeschedConfig, desched_release: Release
+) -> Iterator[Any]:
+    """A Lab in the session's lab namespace for hand-written experiments; torn down after."""
+    from pytest_desched.lab import Lab
+
+    lab = Lab(
+        desched_cluster, desched_settings.namespace, image=desched_release.versions.workload_image
+    )
+    try:
+        yield lab
+    finally:
+        lab.teardown()
+
+
+@pytest.fixture
+def desched_cluster_factory(
+    request: pytest.FixtureRequest, desched_settings: DeschedConfig
+) -> Iterator[Callable[..., DeschedSession]]:
+    """Make another session (its own cluster) with config changes: `factory(workers=4)`.
+
+    Returns the session; its cluster (`.cluster`) and release (`.release`) start on first
+    use, and everything it made is removed after the test.
+    """
+    made: list[DeschedSession] = []
+
+    def make(**changes: Any) -> DeschedSession:
+        import tempfile
+        from pathlib import Path
+
+        run_dir = Path(tempfile.mkdtemp(prefix="desched-", dir=desched_settings.run_dir))
+        try:
+            config = desched_settings.with_(run_dir=run_dir, **changes)
+        except (ConfigError, TypeError) as exc:
+            raise pytest.UsageError(f"desched_cluster_factory: {exc}") from None
+        session = _session_for(request, config, {})
+        made.append(session)
+        return session
+
+    try:
+        yield make
+    finally:
+        for session in reversed(made):
+            session.close()
+
+
+@pytest.fixture
+def desched_release_factory(
+    desched_session: DeschedSession, desched_cluster: Cluster
+) -> Iterator[Callable[..., Release]]:
+    """Install another release in the session's cluster: `factory("canary", version=...)`.
+
+    First install, as always: suspended and in dry run. Uninstalled after the test.
+    """
+    from pytest_desched.safety import cleanup_release
+
+    made: list[Release] = []
+
+    def make(name: str, version: str | None = None) -> Release:
+        rel = desched_session.new_release(name, version=version)
+        made.append(rel)
+        return rel
+
+    try:
+        yield make
+    finally:
+        for rel in reversed(made):
+            if rel.installed:
+                cleanup_release(desched_cluster, rel)
+
+
+__all__ = [
+    "desched_cluster",
+    "desched_cluster_factory",
+    "desched_context",
+    "desched_evidence",
+    "desched_experiment",
+    "desched_experiment_result",
+    "desched_lab",
+    "desched_release",
+    "desched_release_factory",
+    "desched_session",
+    "desched_settings",
+    "desched_toolchain",
+]

@@ -1,0 +1,76 @@
+"""The plugin's options: `--desched-*` flags over config.OPTIONS, resolved into a config.
+
+No cluster work happens here, so `pytest --help` and `--markers` work on any machine; a bad
+value is a `pytest.UsageError` before any fixture runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_desched.config import OPTIONS, DeschedConfig, build_config, resolve
+from pytest_desched.errors import ConfigError
+
+MARKERS = {
+    "descheduler_e2e": "an end-to-end descheduler experiment on a real control plane (`-m descheduler_e2e`)",
+    "desched_experiment(name, **params)": "run the registered experiment `name` (positive, nodefit, pdb, "
+    "minpodage, or your own Experiment subclass) with params (variant, namespace, replicas, source, "
+    "target, overrides, policy); the result is the `desched_experiment_result` fixture",
+}
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("desched", "pytest-desched: descheduler runbook experiments")
+    for flag, env, kw in OPTIONS:
+        kw = dict(kw)
+        default = kw.pop("default", None)
+        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
+        if kw.get("action") != "store_true":
+            kw["default"] = None  # unset, so an explicit value always beats the env var
+        group.addoption(flag, dest=_dest(flag), **kw)
+
+
+def _dest(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
+def opt(config: pytest.Config, flag: str) -> Any:
+    """Command line wins, then the environment variable, then the default."""
+    try:
+        return resolve(flag, config.getoption(_dest(flag)))
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> DeschedConfig:
+    """Resolve every option for one run; the run's temp dir holds its private files."""
+    values = {flag: c.getoption(_dest(flag)) for flag, _, _ in OPTIONS}
+    run_dir = tmp_path_factory.mktemp("desched")
+    art = resolve("--desched-artifacts", values["--desched-artifacts"])
+    try:
+        config = build_config(values, run_dir=run_dir)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if not art:  # default evidence folder: beside the run's temp dirs, not inside one
+        from dataclasses import replace
+
+        config = replace(config, artifacts=tmp_path_factory.getbasetemp() / "desched-artifacts")
+    return config
+
+
+def check_early(c: pytest.Config) -> None:
+    """Cheap checks at configure time: a bad option fails before any test or fixture."""
+    from pytest_desched.config import parse_bins
+
+    try:
+        parse_bins(opt(c, "--desched-bin"))
+        if int(opt(c, "--desched-workers")) < 2:
+            raise ValueError
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    except ValueError:
+        raise pytest.UsageError(
+            "--desched-workers must be an integer >= 2 (the descheduler skips smaller clusters)"
+        ) from None

@@ -1,0 +1,108 @@
+"""What a pytest run shows: progress lines, failure sections, JUnit properties, the summary.
+
+Everything here reads the engine's ExperimentResult and round records; nothing decides.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines that reach the terminal even while pytest captures output."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    tw = config.get_terminal_writer()
+
+    def report(msg: str) -> None:
+        if capman is None:
+            tw.line(f"[desched] {msg}")
+            return
+        with capman.global_and_fixture_disabled():
+            tw.line(f"[desched] {msg}")
+
+    return report
+
+
+def junit_entry(entry: dict[str, Any]) -> dict[str, str]:
+    """`desched.*` JUnit properties of one experiment: each round's key figures."""
+    from pytest_desched.evidence import junit_properties
+
+    out: dict[str, str] = {}
+    for i, rec in enumerate(entry["rounds"]):
+        for k, v in junit_properties(rec):
+            out[f"desched.{i}.{k}" if i else f"desched.{k}"] = v
+    result = entry.get("result")
+    if result is not None:
+        out["desched.outcome"] = result.outcome
+        if result.classification.get("bug"):
+            out["desched.known_bug"] = str(result.classification["bug"])
+    return out
+
+
+def failure_sections(exc: BaseException | None) -> dict[str, str]:
+    """The lab's logs, events and pods (and a step's traceback) kept by a failed experiment."""
+    from pytest_desched.errors import ExperimentFailed
+
+    if not isinstance(exc, ExperimentFailed):
+        return {}
+    sections = dict(exc.result.artifacts)
+    if exc.result.error:
+        sections["error"] = exc.result.error
+    return sections
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    rep = yield
+    entry = getattr(item, "_desched_entry", None)
+    if entry is not None and rep.when == "call":
+        entry["outcome"] = "xfailed" if hasattr(rep, "wasxfail") and rep.skipped else rep.outcome
+    sections = failure_sections(call.excinfo.value if call.excinfo else None)
+    if rep.when == "call" and sections:
+        from pytest_desched.evidence import scrub_secrets
+
+        red = getattr(item.config, "_desched_redactor", None)
+        for name, text in sections.items():
+            shown = red.redact(text) if red is not None else scrub_secrets(text)
+            rep.sections.append((f"desched {name}", shown[-20000:]))
+    return rep
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    from pytest_desched.evidence import summary_line
+
+    results = getattr(config, "_desched_results", [])
+    info = getattr(config, "_desched_info", {})
+    if not results and not info:
+        return
+    tr = terminalreporter
+    red = getattr(config, "_desched_redactor", None)
+    show = red.redact if red is not None else (lambda x: x)
+    tr.section("pytest-desched")
+    if info.get("provider"):
+        tr.line(
+            show(
+                f"cluster {info.get('cluster')} provider={info.get('provider')} "
+                f"server={info.get('server')} bring-up={info.get('bring_up_s')}s "
+                f"kubeconfig={info.get('kubeconfig')}"
+            )
+        )
+    if info.get("chart"):
+        tr.line(f"chart {info['chart']}")
+    for entry in results:
+        tr.line(show(summary_line({k: v for k, v in entry.items() if k != "result"})))
+    for k in ("cleanup", "emergency_stop"):
+        if info.get(k):
+            tr.line(show(f"{k}: {info[k]}"))
+    if info.get("kept"):
+        tr.line(info["kept"])
+    art = config.getoption("desched_artifacts") or os.environ.get("DESCHED_ARTIFACTS")
+    base = getattr(config, "_tmp_path_factory", None)
+    if art or base is not None:
+        default = Path(str(base.getbasetemp())) / "desched-artifacts" if base else None
+        tr.line(f"evidence: {art or default}")

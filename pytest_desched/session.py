@@ -1,0 +1,358 @@
+"""DeschedSession: toolchain -> provider -> release -> evidence, as one `with`, no pytest.
+
+The engine every front end uses: the pytest plugin's fixtures, the `desched` command and
+the benchmark. Each stage starts on first use (`toolchain`, `cluster`, `release`), so a
+caller that needs only binaries builds no cluster. Every stage's duration lands in
+`timings` and goes to the `on_phase` hooks: the benchmark reads those instead of patching.
+`close()` undoes what the session created, in the runbook's reverse ownership order (lab
+namespaces already gone, then the release and its leftovers, then the cluster), on pass,
+fail and Ctrl-C alike.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched.config import DeschedConfig, build_config
+from pytest_desched.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pytest_desched.chart import Release
+    from pytest_desched.evidence import EvidenceWriter, Redactor
+    from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
+    from pytest_desched.providers.base import Cluster, Provider
+    from pytest_desched.toolchain import Toolchain
+
+Reporter = Callable[[str], None]
+
+
+def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def interrupts_unwind() -> Iterator[None]:
+    """SIGTERM (CI cancel, `timeout`) unwinds like Ctrl-C while the block runs.
+
+    Front ends wrap their work in it, so a cluster's teardown runs on SIGTERM; the previous
+    handler is restored after, and nothing changes outside the main thread.
+    """
+    if not (hasattr(signal, "SIGTERM") and threading.current_thread() is threading.main_thread()):
+        yield
+        return
+    try:
+        previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
+    except ValueError:  # not the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        with suppress(ValueError, TypeError):
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+
+
+PhaseHook = Callable[[str, float], None]
+
+
+def _stderr(msg: str) -> None:
+    import sys
+
+    print(f"[desched] {msg}", file=sys.stderr, flush=True)
+
+
+class DeschedSession:
+    """One cluster with the pinned (or chosen) descheduler release installed the runbook's way.
+
+    >>> with DeschedSession(build_config({"--desched-provider": "embedded"})) as s:
+    ...     result = s.run("positive", variant="pdb-lister-workaround")
+    """
+
+    def __init__(
+        self,
+        config: DeschedConfig | None = None,
+        report: Reporter = _stderr,
+        on_phase: list[PhaseHook] | None = None,
+        info: dict[str, Any] | None = None,
+    ) -> None:
+        self.config = config or build_config()
+        self.report = report
+        self.on_phase: list[PhaseHook] = list(on_phase or [])
+        self.timings: dict[str, float] = {}
+        # provider, cluster, server, chart, cleanup... for reports (a front end may share it)
+        self.info: dict[str, Any] = info if info is not None else {}
+        self.failed = False  # set by a front end: keep=on-failure keeps the cluster
+        self._toolchain: Toolchain | None = None
+        self._provider: Provider | None = None
+        self._cluster: Cluster | None = None
+        self._release: Release | None = None
+        self._evidence: EvidenceWriter | None = None
+
+    # -- phases --------------------------------------------------------------------------
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a block into `timings[name]` (added up when repeated) and tell the hooks."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            dt = time.monotonic() - t0
+            self.timings[name] = round(self.timings.get(name, 0.0) + dt, 3)
+            for hook in self.on_phase:
+                hook(name, dt)
+
+    # -- stages, each started on first use ------------------------------------------------
+    @property
+    def toolchain(self) -> Toolchain:
+        if self._toolchain is None:
+            from pytest_desched.toolchain import Toolchain
+
+            self._toolchain = Toolchain(
+                cache_dir=self.config.cache_dir,
+                overrides=self.config.bins,
+                descheduler_version=self.config.descheduler_version,
+                report=self.report,
+            )
+        return self._toolchain
+
+    def toolchain_for(self, version: str | None) -> Toolchain:
+        """The session's toolchain, or one that builds another descheduler version."""
+        base = self.toolchain
+        if not version or version == base.groups["descheduler"].version:
+            return base
+        from pytest_desched.toolchain import Toolchain
+
+        return Toolchain(
+            cache_dir=self.config.cache_dir,
+            overrides={k: v for k, v in self.config.bins.items() if k != "descheduler"},
+            descheduler_version=version,
+            report=self.report,
+        )
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            from pytest_desched.providers import make_provider
+
+            self._provider = make_provider(self.config, self.toolchain)
+        return self._provider
+
+    @property
+    def cluster(self) -> Cluster:
+        if self._cluster is None:
+            provider = self.provider
+            with self.phase("bring_up"):
+                try:
+                    cluster = provider.start()
+                except BaseException:
+                    provider.stop()
+                    raise
+            self._cluster = cluster
+            for k, v in getattr(provider, "timings", {}).items():
+                self.timings[f"bring_up.{k}"] = round(v, 3)
+            self.info.update(
+                provider=cluster.provider,
+                cluster=cluster.name,
+                kubeconfig=str(cluster.kubeconfig),
+                bring_up_s=self.timings["bring_up"],
+                server=cluster.server_version(),
+                tools={t: str(p) for t, p in self.toolchain.resolved().items()},
+            )
+        return self._cluster
+
+    @property
+    def evidence(self) -> EvidenceWriter:
+        if self._evidence is None:
+            from pytest_desched.evidence import EvidenceWriter
+
+            self._evidence = EvidenceWriter(self.config.artifacts, self.redactor)
+        return self._evidence
+
+    @property
+    def redactor(self) -> Redactor:
+        from pytest_desched.evidence import Redactor
+
+        if not self.config.redact:
+            return Redactor.disabled()
+        if "redactor" not in self.info:
+            self.info["redactor"] = Redactor(
+                node_names=self.cluster.workers,
+                namespaces=[self.config.namespace, "kube-system"],
+                extra=[self.cluster.name],
+            )
+        return self.info["redactor"]
+
+    @property
+    def release(self) -> Release:
+        """The chart at its pinned version, first-installed suspended and in dry run."""
+        if self._release is None:
+            self._release = self.new_release(self.config.release)
+        return self._release
+
+    def new_release(
+        self, name: str, version: str | None = None, workdir: Path | None = None
+    ) -> Release:
+        """Install a release of the chart (first install: suspended, dry run).
+
+        `version` picks another descheduler (a tag or commit, built side by side); on
+        kind/existing clusters it runs as that version's image or is refused, never as the pin.
+        """
+        from pytest_desched.chart import Release, obtain_chart
+
+        toolchain = self.toolchain_for(version)
+        version = toolchain.groups["descheduler"].version
+        cluster = self.cluster
+        with self.phase("install"):
+            chart = obtain_chart(self.toolchain, self.toolchain.versions, self.config.chart_source)
+            wd = workdir or self.config.run_dir / (
+                "release" if name == self.config.release else f"release-{name}"
+            )
+            wd.mkdir(parents=True, exist_ok=True)
+            rel = Release(
+                cluster,
+                chart,
+                self.toolchain.versions,
+                wd,
+                name=name,
+                report=self.report,
+                descheduler_version=version,
+            )
+            if cluster.job_executor == "embedded":  # the stand-in kubelet runs this binary
+                rel.binary = toolchain.path("descheduler")
+            self.info.setdefault("chart", chart.evidence())
+            rel.install_first()
+        return rel
+
+    # -- experiments -----------------------------------------------------------------------
+    def context(
+        self,
+        variant: str = "runbook",
+        namespace: str | None = None,
+        replicas: int = 3,
+        source: str | None = None,
+        target: str | None = None,
+        overrides: Mapping[str, Any] | None = None,
+        keep_min_pod_age: bool = False,
+        policy: Any = None,
+        why: str = "caller override",
+        release: Release | None = None,
+    ) -> ExperimentContext:
+        """An ExperimentContext, every input checked before anything changes.
+
+        A bad input is a one-line ConfigError (or PolicyError) naming the input and the
+        fix. `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text);
+        a caller's own policy is filed under its own name, not a built-in variant's.
+        """
+        from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
+        from pytest_desched.lab import LabInputError, check_lab_inputs
+        from pytest_desched.policy import Policy
+
+        rel = release or self.release
+        cluster = self.cluster
+        w = cluster.workers
+        try:
+            if policy is None and variant not in VARIANTS:
+                raise LabInputError(f"unknown policy variant {variant!r}; use one of {VARIANTS}")
+            if overrides is not None and not isinstance(overrides, Mapping):
+                raise LabInputError(
+                    f"overrides must be a mapping of policy path -> value, got "
+                    f"{type(overrides).__name__}"
+                )
+            ns, src, dst, replicas = check_lab_inputs(
+                w,
+                namespace=self.config.namespace if namespace is None else namespace,
+                source=source or (w[0] if w else None),
+                target=target or (w[1] if len(w) > 1 else None),
+                replicas=replicas,
+                release_namespace=rel.namespace,
+            )
+        except LabInputError as exc:
+            raise ConfigError(str(exc)) from None
+        pol = lab_policy(variant, keep_min_pod_age) if policy is None else Policy.coerce(policy)
+        label = None if policy is None else f"custom-{pol.digest()[:8]}"
+        for path, value in (overrides or {}).items():
+            pol = pol.override(path, value, why=why)
+        pol = cluster.scope_policy(pol, ns)  # existing clusters: the lab only
+        pol.validate()
+        return ExperimentContext(
+            cluster=cluster,
+            release=rel,
+            policy=pol,
+            source=src,
+            target=dst,
+            namespace=ns,
+            replicas=replicas,
+            log_dir=self.config.run_dir / "round-logs",  # raw; redacted copies go to evidence
+            evidence=self.evidence,
+            keep_lab=False,
+            policy_label=label,
+        )
+
+    def run(
+        self,
+        experiment: str | type[Experiment],
+        variant: str | None = None,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+        **params: Any,
+    ) -> ExperimentResult:
+        """Run one experiment (registered name or Experiment class); never raises on failure.
+
+        The result's `outcome` says pass / xfail / fail / error; `raise_for_outcome()` turns
+        it into a test failure.
+        """
+        from pytest_desched.experiments import lookup, run_experiment
+
+        cls = lookup(experiment)
+        variant = variant or cls.default_variant
+        if cls.keep_min_pod_age:
+            params.setdefault("keep_min_pod_age", True)
+        ctx = self.context(variant=variant, **params)
+        ctx.on_record = on_record
+        with self.phase(f"experiment.{cls.name}[{ctx.policy_label or variant}]"):
+            result = run_experiment(cls, ctx, variant)
+        for k, v in result.timings.items():
+            self.timings[f"experiment.{cls.name}[{result.variant}].{k}"] = v
+        return result
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def keep(self) -> bool:
+        return self.config.keep == "always" or (self.config.keep == "on-failure" and self.failed)
+
+    def close(self) -> dict[str, Any]:
+        """Remove the release (or, when kept, stop its executor) and the cluster; report what."""
+        from pytest_desched.safety import cleanup_release, emergency_stop
+
+        out: dict[str, Any] = {}
+        try:
+            if self._release is not None and self._release.installed:
+                with self.phase("teardown.release"):
+                    if self.keep:
+                        out["emergency_stop"] = emergency_stop(self._cluster, self._release)
+                    else:
+                        out["cleanup"] = cleanup_release(self._cluster, self._release)
+        finally:
+            if self._provider is not None:
+                if self.keep:
+                    self._provider.keep = True
+                with self.phase("teardown.cluster"):
+                    self._provider.stop()
+                if self.keep:
+                    out["kept"] = self._provider.resume_hint()
+        self.info.update(out)
+        return out
+
+    def __enter__(self) -> DeschedSession:
+        self.release  # noqa: B018 (bring everything up now; failures raise here)
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            self.failed = True
+        self.close()
