@@ -98,7 +98,7 @@ def foreign_apiservers() -> int:
 
 
 def machine_facts() -> dict[str, Any]:
-    from pytest_desched.versions import load_versions
+    from pytest_desched.tools.versions import load_versions
 
     mem_kb = _proc_field("/proc/meminfo", "MemTotal")
     avail_kb = _proc_field("/proc/meminfo", "MemAvailable")
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--runs and --pytest-runs must be >= 0")
     signal.signal(signal.SIGTERM, _sigterm)  # SIGTERM unwinds like Ctrl-C: everything torn down
 
-    from pytest_desched.toolchain import TOOL_GROUP, Toolchain
+    from pytest_desched.tools.toolchain import TOOL_GROUP, Toolchain
 
     data: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

@@ -1,9 +1,45 @@
-"""pytest-desched: the Kubernetes Descheduler safe-rollout runbook as pytest experiments.
+"""pytest-desched: the Kubernetes Descheduler safe-rollout runbook as auditable experiments.
 
-Usable without pytest too: `Toolchain` builds the pinned binaries, a provider
-(`EmbeddedProvider`, `KindProvider`, `ExistingProvider`) gives a `Cluster`, `Release`
-installs the chart the runbook's way, `run_round` runs one descheduler round, and
-`pytest_desched.experiments` holds the runbook's experiments.
+One engine, three front ends (the pytest plugin, the `desched` command, the benchmark):
+
+    from pytest_desched import DeschedSession, build_config
+
+    with DeschedSession(build_config({"--desched-provider": "embedded"})) as session:
+        result = session.run("positive", variant="pdb-lister-workaround")
+        print(result.outcome, result.blocking_layer, result.records[-1]["audit"])
+
+The packages follow the runbook's links: `tools` (binaries), `providers` (clusters),
+`descheduler` (chart, release, policy, rounds, logs, decisions, known bugs), `lab`
+(workload and watches), `experiments`, `evidence`, and the front ends `plugin` and `cli`.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+_PUBLIC = {
+    "DeschedSession": "pytest_desched.session",
+    "DeschedConfig": "pytest_desched.config",
+    "build_config": "pytest_desched.config",
+    "Experiment": "pytest_desched.experiments",
+    "ExperimentContext": "pytest_desched.experiments",
+    "ExperimentResult": "pytest_desched.experiments",
+    "KnownUpstreamBug": "pytest_desched.errors",
+    "ExperimentFailed": "pytest_desched.errors",
+    "Fate": "pytest_desched.descheduler.decisions",
+    "Layer": "pytest_desched.descheduler.decisions",
+    "Policy": "pytest_desched.descheduler.policy",
+    "Lab": "pytest_desched.lab",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    """The public API, imported on first use (the pytest entry point stays light)."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'pytest_desched' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

@@ -48,7 +48,7 @@ def _config(args: argparse.Namespace, **fields: Any) -> Any:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    from pytest_desched.toolchain import main as tools_main
+    from pytest_desched.tools.toolchain import main as tools_main
 
     argv = list(args.tools)
     if args.descheduler_version:
@@ -78,8 +78,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from pytest_desched.providers.embedded import delete_cluster, kept_clusters
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.providers.embedded.cluster import delete_cluster, kept_clusters
+    from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain(cache_dir=args.cache_dir, report=_say)
     root = tc.cache_dir / "clusters"
@@ -98,7 +98,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pytest_desched.evidence import summary_line
+    from pytest_desched.evidence.record import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
     from pytest_desched.session import DeschedSession
 

@@ -164,7 +164,7 @@ class DeschedConfig:
 
 def parse_bins(raw: str | None) -> dict[str, Path]:
     """`kubectl=/usr/bin/kubectl,helm=/opt/helm` -> {tool: path}; a bad entry is an error."""
-    from pytest_desched.toolchain import TOOL_GROUP
+    from pytest_desched.tools.toolchain import TOOL_GROUP
 
     out: dict[str, Path] = {}
     for item in filter(None, (raw or "").split(",")):
@@ -183,7 +183,7 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
 
 def validate(c: DeschedConfig) -> DeschedConfig:
     """Every cheap input check, before the first cluster change."""
-    from pytest_desched.lab import LabInputError, check_namespace
+    from pytest_desched.lab.lab import LabInputError, check_namespace
 
     if not isinstance(c.workers, int) or c.workers < 2:
         raise ConfigError(

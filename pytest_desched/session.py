@@ -23,11 +23,11 @@ from pytest_desched.config import DeschedConfig, build_config
 from pytest_desched.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pytest_desched.chart import Release
-    from pytest_desched.evidence import EvidenceWriter, Redactor
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.evidence.record import EvidenceWriter, Redactor
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster, Provider
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.tools.toolchain import Toolchain
 
 Reporter = Callable[[str], None]
 
@@ -111,7 +111,7 @@ class DeschedSession:
     @property
     def toolchain(self) -> Toolchain:
         if self._toolchain is None:
-            from pytest_desched.toolchain import Toolchain
+            from pytest_desched.tools.toolchain import Toolchain
 
             self._toolchain = Toolchain(
                 cache_dir=self.config.cache_dir,
@@ -126,7 +126,7 @@ class DeschedSession:
         base = self.toolchain
         if not version or version == base.groups["descheduler"].version:
             return base
-        from pytest_desched.toolchain import Toolchain
+        from pytest_desched.tools.toolchain import Toolchain
 
         return Toolchain(
             cache_dir=self.config.cache_dir,
@@ -169,14 +169,14 @@ class DeschedSession:
     @property
     def evidence(self) -> EvidenceWriter:
         if self._evidence is None:
-            from pytest_desched.evidence import EvidenceWriter
+            from pytest_desched.evidence.record import EvidenceWriter
 
             self._evidence = EvidenceWriter(self.config.artifacts, self.redactor)
         return self._evidence
 
     @property
     def redactor(self) -> Redactor:
-        from pytest_desched.evidence import Redactor
+        from pytest_desched.evidence.record import Redactor
 
         if not self.config.redact:
             return Redactor.disabled()
@@ -203,7 +203,7 @@ class DeschedSession:
         `version` picks another descheduler (a tag or commit, built side by side); on
         kind/existing clusters it runs as that version's image or is refused, never as the pin.
         """
-        from pytest_desched.chart import Release, obtain_chart
+        from pytest_desched.descheduler.chart import Release, obtain_chart
 
         toolchain = self.toolchain_for(version)
         version = toolchain.groups["descheduler"].version
@@ -249,9 +249,9 @@ class DeschedSession:
         fix. `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text);
         a caller's own policy is filed under its own name, not a built-in variant's.
         """
+        from pytest_desched.descheduler.policy import Policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
-        from pytest_desched.lab import LabInputError, check_lab_inputs
-        from pytest_desched.policy import Policy
+        from pytest_desched.lab.lab import LabInputError, check_lab_inputs
 
         rel = release or self.release
         cluster = self.cluster
@@ -327,7 +327,7 @@ class DeschedSession:
 
     def close(self) -> dict[str, Any]:
         """Remove the release (or, when kept, stop its executor) and the cluster; report what."""
-        from pytest_desched.safety import cleanup_release, emergency_stop
+        from pytest_desched.descheduler.cleanup import cleanup_release, emergency_stop
 
         out: dict[str, Any] = {}
         try:

@@ -20,24 +20,24 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
-from pytest_desched.known_bugs import (
+from pytest_desched.descheduler.decisions import Fate, PodDecision, decide
+from pytest_desched.descheduler.known_bugs import (
     BY_ID,
     Classification,
     RoundFacts,
     classify,
     signatures,
 )
-from pytest_desched.lab import POOL_LABEL, Lab, Recorder, Snapshot
-from pytest_desched.metrics import round_metrics
-from pytest_desched.policy import Policy, digest_of_rendered, load_default
-from pytest_desched.results import Fate, PodDecision, decide
+from pytest_desched.descheduler.metrics import round_metrics
+from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
+from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
+from pytest_desched.lab.lab import POOL_LABEL, Lab, Recorder, Snapshot
 
 if TYPE_CHECKING:
-    from pytest_desched.chart import Release
-    from pytest_desched.evidence import EvidenceWriter
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.descheduler.rounds import Round
+    from pytest_desched.evidence.record import EvidenceWriter
     from pytest_desched.providers.base import Cluster
-    from pytest_desched.rounds import Round
 
 EVICTOR = "profiles.safe-rebalance.DefaultEvictor"
 
@@ -281,8 +281,8 @@ class Runner:
 
     def run_round(self, name: str) -> RoundView:
         """One Job round, watched from before the Job exists until `stop_recording()`."""
+        from pytest_desched.descheduler.rounds import run_round
         from pytest_desched.kube import node_ready, wait_for
-        from pytest_desched.rounds import run_round
 
         name = f"{name}-{uuid.uuid4().hex[:5]}"  # runbook name, unique per round
         before = self.lab.snapshot()
@@ -356,7 +356,7 @@ class Runner:
         self, rnd: Round, decisions: list[PodDecision], before: Snapshot
     ) -> tuple[dict[str, Any], dict[str, list[int]]]:
         """The API server's own view of the round's eviction requests, per lab pod."""
-        from pytest_desched.audit import compare, uid_map
+        from pytest_desched.evidence.audit import compare, uid_map
 
         ns = self.ctx.namespace
         view = compare(
@@ -394,7 +394,7 @@ class Runner:
 
     def record(self, view: RoundView) -> dict[str, Any]:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
-        from pytest_desched.evidence import RoundRecord
+        from pytest_desched.evidence.record import RoundRecord
 
         self.stop_recording()
         rnd, rec, before = view.rnd, view.rec, view.before
@@ -644,7 +644,7 @@ def run_experiment(
 
 def _stop(ctx: ExperimentContext, result: ExperimentResult) -> None:
     """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
-    from pytest_desched.safety import emergency_stop
+    from pytest_desched.descheduler.cleanup import emergency_stop
 
     try:
         result.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.experiments.framework import Experiment, decisions_table
-from pytest_desched.results import Fate
 
 
 class MinPodAgeProtects(Experiment):

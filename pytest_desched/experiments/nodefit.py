@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from pytest_desched.descheduler.decisions import Fate, Layer
 from pytest_desched.experiments.framework import Experiment, decisions_table
-from pytest_desched.results import Fate, Layer
 
 
 class NegativeNodeFit(Experiment):

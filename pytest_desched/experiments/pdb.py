@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import yaml
 
+from pytest_desched.descheduler.decisions import Fate, Layer
+from pytest_desched.descheduler.known_bugs import tolerated
 from pytest_desched.experiments.framework import Check, Experiment, decisions_table
-from pytest_desched.known_bugs import tolerated
-from pytest_desched.results import Fate, Layer
 
 
 class NegativePDB(Experiment):

@@ -56,7 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from pytest_desched.versions import load_versions
+    from pytest_desched.tools.versions import load_versions
 
     try:
         v = load_versions()

@@ -18,13 +18,13 @@ from pytest_desched.plugin.reporting import junit_entry, terminal_reporter
 from pytest_desched.session import interrupts_unwind
 
 if TYPE_CHECKING:
-    from pytest_desched.chart import Release
     from pytest_desched.config import DeschedConfig
-    from pytest_desched.evidence import EvidenceWriter
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.evidence.record import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster
     from pytest_desched.session import DeschedSession
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.tools.toolchain import Toolchain
 
 
 @pytest.fixture(scope="session")
@@ -175,7 +175,7 @@ def desched_lab(
     desched_cluster: Cluster, desched_settings: DeschedConfig, desched_release: Release
 ) -> Iterator[Any]:
     """A Lab in the session's lab namespace for hand-written experiments; torn down after."""
-    from pytest_desched.lab import Lab
+    from pytest_desched.lab.lab import Lab
 
     lab = Lab(
         desched_cluster, desched_settings.namespace, image=desched_release.versions.workload_image
@@ -225,7 +225,7 @@ def desched_release_factory(
 
     First install, as always: suspended and in dry run. Uninstalled after the test.
     """
-    from pytest_desched.safety import cleanup_release
+    from pytest_desched.descheduler.cleanup import cleanup_release
 
     made: list[Release] = []
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
     from pytest_desched.providers.base import Provider
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.tools.toolchain import Toolchain
 
 REGISTRY: dict[str, str] = {
-    "embedded": "pytest_desched.providers.embedded",
+    "embedded": "pytest_desched.providers.embedded.cluster",
     "kind": "pytest_desched.providers.kind",
     "existing": "pytest_desched.providers.existing",
 }

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_desched.errors import (
     CommandError,
@@ -20,8 +20,8 @@ from pytest_desched.errors import (
 if TYPE_CHECKING:
     from kubernetes import client
 
-    from pytest_desched.policy import Policy, PolicyScope
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.descheduler.policy import Policy, PolicyScope
+    from pytest_desched.tools.toolchain import Toolchain
 
 PROVIDERS = ("auto", "embedded", "kind", "existing")  # keep in step with providers.REGISTRY
 
@@ -29,6 +29,27 @@ PROVIDERS = ("auto", "embedded", "kind", "existing")  # keep in step with provid
 OPT_IN_LABEL = "descheduler.example.com/lab-node"
 # Tools that read a kubeconfig: `run` starts them only with an explicit one (see `run`).
 KUBE_TOOLS = frozenset({"kubectl", "helm", "kwokctl", "kind"})
+
+
+class JobRunner(Protocol):
+    """A provider capability: its nodes run no containers, so the engine runs round pods.
+
+    `pod_annotations` go on the round Job's pod template (so the simulated node leaves the
+    pod alone); `run` runs each of the Job's pods until the Job controller finishes it.
+    """
+
+    name: str
+    pod_annotations: dict[str, str]
+
+    def run(
+        self,
+        cluster: Cluster,
+        job_name: str,
+        namespace: str,
+        binary: Path,
+        log_dir: Path,
+        timeout: float = 300,
+    ) -> list[Any]: ...
 
 
 @dataclass
@@ -41,14 +62,14 @@ class Cluster:
     toolchain: Toolchain
     workers: list[str] = field(default_factory=list)
     context: str | None = None
-    # "embedded": the plugin runs Job pods of the descheduler itself (kwok nodes run nothing);
-    # "in-cluster": a kubelet runs them.
-    job_executor: str = "in-cluster"
+    # Set where nodes run no containers (kwok): the engine runs round pods through it.
+    # None: a kubelet runs them ("in-cluster").
+    job_runner: JobRunner | None = None
     created: bool = True  # False for an existing cluster: never delete it
     info: dict[str, Any] = field(default_factory=dict)
     # Where helm keeps its state for this run (never next to a user's kubeconfig).
     workdir: Path | None = None
-    # The API server's audit log (pytest_desched.audit) when the test process can read it;
+    # The API server's audit log (pytest_desched.evidence.audit) when the test process can read it;
     # otherwise None and a recorded reason, so a record never implies audit evidence it lacks.
     audit_log: Path | None = None
     audit_unavailable_why: str | None = None
@@ -56,9 +77,14 @@ class Cluster:
     # dry-run must stay inside the lab namespace and the opted-in nodes. None: no limit.
     policy_scope: PolicyScope | None = None
 
+    @property
+    def job_executor(self) -> str:
+        """Who runs round pods: the job runner's name ("embedded"), or "in-cluster"."""
+        return self.job_runner.name if self.job_runner is not None else "in-cluster"
+
     def __post_init__(self) -> None:
         if self.audit_log is None and self.audit_unavailable_why is None:
-            from pytest_desched.audit import unreadable_reason
+            from pytest_desched.evidence.audit import unreadable_reason
 
             self.audit_unavailable_why = unreadable_reason(self.provider)
 
@@ -115,7 +141,7 @@ class Cluster:
             return
         problems = self.policy_scope.problems(policy)
         if problems:
-            from pytest_desched.policy import PolicyError
+            from pytest_desched.descheduler.policy import PolicyError
 
             raise PolicyError(problems, f"{self.provider} cluster {self.name} (lab scope)")
 

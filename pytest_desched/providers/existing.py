@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.descheduler.policy import PolicyScope
 from pytest_desched.kube import node_annotations, node_labels, node_name
-from pytest_desched.policy import PolicyScope
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.tools.toolchain import Toolchain
 
 ALLOW_OPTION = "--desched-allow-existing"
 CONTEXT_OPTION = "--desched-existing-context"
@@ -161,7 +161,6 @@ class ExistingProvider(Provider):
             kubeconfig=path,
             toolchain=self.toolchain,
             context=context,
-            job_executor="in-cluster",
             created=False,
         )
         self.cluster = cluster
@@ -180,7 +179,9 @@ class ExistingProvider(Provider):
             _is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers
         ):
             # A kwok cluster (e.g. another run's embedded one): nothing runs Job pods there.
-            cluster.job_executor = "embedded"
+            from pytest_desched.providers.embedded.kubelet import StandInKubelet
+
+            cluster.job_runner = StandInKubelet()
         cluster.workdir = Path(tempfile.mkdtemp(prefix="desched-existing-"))
         return cluster
 

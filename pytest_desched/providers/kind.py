@@ -31,12 +31,12 @@ from tenacity import (
 from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.providers.base import Cluster, Provider, ProviderError, docker_available, run
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
-from pytest_desched.resources import manifest_path
-from pytest_desched.versions import load_versions
+from pytest_desched.tools.resources import manifest_path
+from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
-    from pytest_desched.toolchain import Toolchain
+    from pytest_desched.tools.toolchain import Toolchain
 
 KIND_CONFIG = "kind-cluster.yaml"
 
@@ -219,7 +219,6 @@ class KindProvider(Provider):
             kubeconfig=self.kubeconfig,
             toolchain=self.toolchain,
             context=f"kind-{self.cluster_name}",
-            job_executor="in-cluster",
             created=True,
             info={"node_image": image, "config": str(self.config_path), "reused": reused},
         )
@@ -273,7 +272,7 @@ class KindProvider(Provider):
 
 def from_config(config: DeschedConfig, toolchain: Toolchain) -> KindProvider:
     """The registry's constructor (see providers.REGISTRY)."""
-    from pytest_desched.providers.embedded import unique_name
+    from pytest_desched.providers.embedded.cluster import unique_name
 
     return KindProvider(
         toolchain,

@@ -7,11 +7,11 @@ import uuid
 
 import pytest
 
-from pytest_desched.executor import RoundFailed
+from pytest_desched.descheduler.policy import Policy, PolicyError, load_default
+from pytest_desched.descheduler.rounds import run_round
 from pytest_desched.experiments import lab_policy
-from pytest_desched.lab import Lab, LabApiError
-from pytest_desched.policy import Policy, PolicyError, load_default
-from pytest_desched.rounds import run_round
+from pytest_desched.lab.lab import Lab, LabApiError
+from pytest_desched.providers.embedded.kubelet import RoundFailed
 
 pytestmark = pytest.mark.descheduler_e2e
 

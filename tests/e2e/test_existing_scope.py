@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from pytest_desched.kube import pod_ready, wait_for
-from pytest_desched.lab import OPT_IN_LABEL as EVICTABLE_LABEL
+from pytest_desched.lab.lab import OPT_IN_LABEL as EVICTABLE_LABEL
 from pytest_desched.providers.base import OPT_IN_LABEL
 from tests.e2e.inner_run import start_inner
 
@@ -25,8 +25,8 @@ pytestmark = pytest.mark.descheduler_e2e
 
 INNER = """
 import pytest
-from pytest_desched.results import Fate
-from pytest_desched.rounds import run_round
+from pytest_desched.descheduler.decisions import Fate
+from pytest_desched.descheduler.rounds import run_round
 
 @pytest.mark.descheduler_e2e
 def test_inner(desched_cluster, desched_settings, desched_release, desched_context):

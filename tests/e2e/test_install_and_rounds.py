@@ -7,14 +7,14 @@ import uuid
 import pytest
 from kubernetes.client.rest import ApiException
 
+from pytest_desched.descheduler.cleanup import emergency_stop
+from pytest_desched.descheduler.decisions import Fate, Layer
+from pytest_desched.descheduler.known_bugs import BY_ID, RoundFacts, classify
+from pytest_desched.descheduler.policy import Policy, PolicyError, load_default
+from pytest_desched.descheduler.rounds import RoundError, job_from_cronjob, run_round
 from pytest_desched.experiments import KnownUpstreamBug, lab_policy
-from pytest_desched.known_bugs import BY_ID, RoundFacts, classify
 from pytest_desched.kube import node_ready
-from pytest_desched.lab import Lab
-from pytest_desched.policy import Policy, PolicyError, load_default
-from pytest_desched.results import Fate, Layer
-from pytest_desched.rounds import RoundError, job_from_cronjob, run_round
-from pytest_desched.safety import emergency_stop
+from pytest_desched.lab.lab import Lab
 
 pytestmark = pytest.mark.descheduler_e2e
 
@@ -246,7 +246,10 @@ def test_unsuspended_cronjob_aborts_round_and_emergency_stop(
     ).metadata.resource_version
     # A Job that has not started (suspended Job: no pod ever runs).
     cj = desched_release.live_cronjob()
-    pending = job_from_cronjob(cj, _name("descheduler-pending"), desched_cluster.job_executor)
+    runner = desched_cluster.job_runner
+    pending = job_from_cronjob(
+        cj, _name("descheduler-pending"), runner.pod_annotations if runner else None
+    )
     pending["spec"]["suspend"] = True
     desched_cluster.batch.create_namespaced_job(ns, pending)
     desched_cluster.batch.patch_namespaced_cron_job(
@@ -316,8 +319,8 @@ def test_audit_log_records_each_eviction_answer_and_its_user(
 ):
     """The API server's own record: 403 per candidate for a ServiceAccount without
     pods/eviction, 201 for the chart's ServiceAccount, each agreeing with the round's log."""
-    from pytest_desched import audit
-    from pytest_desched.results import RoundResult
+    from pytest_desched.descheduler.decisions import RoundResult
+    from pytest_desched.evidence import audit
 
     if desched_cluster.audit_log is None:  # kind/existing: say so, never pretend
         view = audit.compare(

@@ -100,7 +100,7 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
 
 def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
     """SIGKILL leaves no chance to clean up; the next run's provider start reaps it."""
-    from pytest_desched.providers.embedded import reap_stale
+    from pytest_desched.providers.embedded.cluster import reap_stale
 
     cache = desched_toolchain.cache_dir
     proc = start_inner(tmp_path, INNER, cache, "-q")
@@ -126,7 +126,7 @@ def test_existing_cluster_run_leaves_no_namespace_label_or_release(
     are all gone afterwards, and nothing it did not create was touched."""
     import yaml
 
-    from pytest_desched.lab import POOL_LABEL
+    from pytest_desched.lab.lab import POOL_LABEL
     from pytest_desched.providers.base import OPT_IN_LABEL
 
     core, batch = desched_cluster.core, desched_cluster.batch

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.descheduler_e2e
 
 INNER = """
 import pytest
-from pytest_desched.rounds import run_round
+from pytest_desched.descheduler.rounds import run_round
 
 @pytest.mark.descheduler_e2e
 def test_inner(desched_cluster, desched_settings, desched_release, desched_context):

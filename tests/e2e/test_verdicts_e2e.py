@@ -20,7 +20,7 @@ INNER = """
 import pytest
 
 from pytest_desched import lab as lab_mod
-from pytest_desched import rounds as rounds_mod
+from pytest_desched.descheduler import rounds as rounds_mod
 from pytest_desched.experiments import KnownUpstreamBug
 
 RUNBOOK_XFAIL = pytest.mark.xfail(raises=KnownUpstreamBug, strict=True)

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pytest_desched import audit
-from pytest_desched.audit import AuditView, AuditWindow, EvictionRequest
-from pytest_desched.logparse import parse_log
+from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
+from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.evidence import audit
+from pytest_desched.evidence.audit import AuditView, AuditWindow, EvictionRequest
 from pytest_desched.providers.base import Cluster
-from pytest_desched.resources import manifest_path
-from pytest_desched.results import Fate, Layer, PodDecision, RoundResult
+from pytest_desched.tools.resources import manifest_path
 
 DATA = Path(__file__).parent / "data" / "audit"
 LAB = "descheduler-lab"

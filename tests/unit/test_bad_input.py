@@ -17,18 +17,25 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from pytest_desched import executor
-from pytest_desched.chart import ChartRef, Release, private_file
-from pytest_desched.evidence import scrub_secrets
-from pytest_desched.executor import PodRun, RoundFailed, error_lines, failed_pod, wait_and_run
-from pytest_desched.lab import (
+from pytest_desched.descheduler.chart import ChartRef, Release, private_file
+from pytest_desched.descheduler.policy import (
+    NAMESPACED_PLUGINS,
+    Policy,
+    PolicyError,
+    PolicyScope,
+    load_default,
+)
+from pytest_desched.descheduler.round_pods import PodRun, error_lines, failed_pod, utcnow
+from pytest_desched.descheduler.rounds import RoundError
+from pytest_desched.errors import RoundFailed
+from pytest_desched.evidence.record import scrub_secrets
+from pytest_desched.lab.lab import (
     Lab,
     LabApiError,
     LabInputError,
     check_lab_inputs,
     check_namespace,
 )
-from pytest_desched.policy import NAMESPACED_PLUGINS, Policy, PolicyError, PolicyScope, load_default
 from pytest_desched.providers.base import (
     OPT_IN_LABEL,
     Cluster,
@@ -37,8 +44,9 @@ from pytest_desched.providers.base import (
     require_explicit_kubeconfig,
     run,
 )
-from pytest_desched.rounds import RoundError
-from pytest_desched.versions import load_versions
+from pytest_desched.providers.embedded import kubelet as executor
+from pytest_desched.providers.embedded.kubelet import wait_and_run
+from pytest_desched.tools.versions import load_versions
 from tests.unit.test_chart_checks import render
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLXBhcnQ"
@@ -116,7 +124,7 @@ def test_failed_round_pod_raises_at_once_and_stops_retries(
         runs.append(pod.metadata.name)
         log = tmp_path / "round.log"
         log.write_text(STARTUP_FAILURE)
-        now = executor._now()
+        now = utcnow()
         return PodRun(
             "kube-system", pod.metadata.name, "uid-1", "descheduler", [], 1, now, now,
             STARTUP_FAILURE, log, ["image x run as local binary descheduler"],

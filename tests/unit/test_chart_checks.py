@@ -13,9 +13,14 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_desched.chart import UnsafeRender, check_render, cronjob_args, parse_manifests
-from pytest_desched.policy import load_default
-from pytest_desched.versions import load_versions
+from pytest_desched.descheduler.chart import (
+    UnsafeRender,
+    check_render,
+    cronjob_args,
+    parse_manifests,
+)
+from pytest_desched.descheduler.policy import load_default
+from pytest_desched.tools.versions import load_versions
 
 IMAGE = load_versions().descheduler_image
 POLICY = load_default()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.providers.base import ProviderError
-from pytest_desched.providers.embedded import (
+from pytest_desched.providers.embedded.cluster import (
     KWOK_NODE_ANNOTATION,
     EmbeddedProvider,
     NodeSpec,
@@ -26,7 +26,7 @@ from pytest_desched.providers.embedded import (
     reap_stale,
     unique_name,
 )
-from pytest_desched.toolchain import Toolchain
+from pytest_desched.tools.toolchain import Toolchain
 
 
 # -- unique_name -------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.evidence import (
+from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
+from pytest_desched.evidence.record import (
     EvidenceWriter,
     Redactor,
     RoundRecord,
@@ -15,7 +16,6 @@ from pytest_desched.evidence import (
     scrub_secrets,
     summary_line,
 )
-from pytest_desched.results import Fate, Layer, PodDecision, RoundResult
 
 NODES = ["prod-eu-worker-1", "prod-eu-worker-10"]
 NAMESPACE = "payments-live"

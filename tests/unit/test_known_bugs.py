@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.known_bugs import (
+from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision
+from pytest_desched.descheduler.known_bugs import (
     BY_ID,
     EVENT_FLUSH_WINDOW_S,
     RoundFacts,
@@ -15,8 +16,7 @@ from pytest_desched.known_bugs import (
     signatures,
     tolerated,
 )
-from pytest_desched.logparse import parse_log
-from pytest_desched.results import Fate, Layer, PodDecision
+from pytest_desched.descheduler.logparse import parse_log
 
 DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
 LAB = "descheduler-lab"

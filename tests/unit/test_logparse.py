@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.logparse import (
+from pytest_desched.descheduler.decisions import Fate, Layer
+from pytest_desched.descheduler.logparse import (
     MSG_RULES,
     _Parser,
     check_id,
@@ -23,7 +24,6 @@ from pytest_desched.logparse import (
     split_checks,
     summarize,
 )
-from pytest_desched.results import Fate, Layer
 
 NA = "RemovePodsViolatingNodeAffinity"
 DE = {"plugin": "DefaultEvictor"}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.logparse import parse_log
-from pytest_desched.results import Fate, Layer
+from pytest_desched.descheduler.decisions import Fate, Layer
+from pytest_desched.descheduler.logparse import parse_log
 
 DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
 LAB = "descheduler-lab"

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_desched.executor import MetricsScrape
-from pytest_desched.metrics import parse_prometheus, round_metrics
-from pytest_desched.results import RoundResult
+from pytest_desched.descheduler.decisions import RoundResult
+from pytest_desched.descheduler.metrics import parse_prometheus, round_metrics
+from pytest_desched.providers.embedded.kubelet import MetricsScrape
 
 TEXT = """# HELP descheduler_pods_evicted_total Number of total evicted pods
 # TYPE descheduler_pods_evicted_total counter

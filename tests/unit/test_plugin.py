@@ -15,7 +15,7 @@ from pytest_desched.config import OPTIONS as _OPTIONS
 from pytest_desched.config import parse_bins
 from pytest_desched.errors import ConfigError
 from pytest_desched.plugin.options import opt as _opt
-from pytest_desched.versions import load_versions
+from pytest_desched.tools.versions import load_versions
 
 pytest_plugins = ["pytester"]
 

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_desched.policy import (
+from pytest_desched.descheduler.policy import (
     Policy,
     PolicyError,
     canonical_json,
     digest_of_rendered,
     load_default,
 )
-from pytest_desched.resources import manifest_path
+from pytest_desched.tools.resources import manifest_path
 
 RUNBOOK_POLICY = """\
 apiVersion: descheduler/v1alpha2

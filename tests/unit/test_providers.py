@@ -35,7 +35,7 @@ from pytest_desched.providers.kind import (
     wait_nodes_ready,
     worker_names,
 )
-from pytest_desched.versions import load_versions
+from pytest_desched.tools.versions import load_versions
 
 ZONE = "topology.kubernetes.io/zone"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client
 
-from pytest_desched.executor import EXECUTOR_ANNOTATION
-from pytest_desched.rounds import RoundError, ensure_suspended, job_from_cronjob
+from pytest_desched.descheduler.rounds import RoundError, ensure_suspended, job_from_cronjob
+from pytest_desched.providers.embedded.kubelet import EXECUTOR_ANNOTATION, StandInKubelet
 
 ARGS = ["--policy-config-file=/policy-dir/policy.yaml", "--dry-run=true", "--v=4"]
 LABELS = {"app.kubernetes.io/name": "descheduler", "app.kubernetes.io/instance": "descheduler"}
@@ -113,8 +113,8 @@ def test_job_annotated_as_manual_instantiation() -> None:
 
 def test_executor_annotation_only_for_embedded() -> None:
     cj = make_cronjob()
-    in_cluster = job_from_cronjob(cj, "r1", executor="in-cluster")
-    embedded = job_from_cronjob(cj, "r2", executor="embedded")
+    in_cluster = job_from_cronjob(cj, "r1")
+    embedded = job_from_cronjob(cj, "r2", pod_annotations=StandInKubelet.pod_annotations)
     assert EXECUTOR_ANNOTATION not in in_cluster["spec"]["template"]["metadata"]["annotations"]
     assert embedded["spec"]["template"]["metadata"]["annotations"] == {
         "checksum/config": "abc",
@@ -124,7 +124,9 @@ def test_executor_annotation_only_for_embedded() -> None:
 
 
 def test_executor_annotation_when_template_has_no_metadata() -> None:
-    job = job_from_cronjob(make_cronjob(pod_metadata=False), "r", executor="embedded")
+    job = job_from_cronjob(
+        make_cronjob(pod_metadata=False), "r", pod_annotations=StandInKubelet.pod_annotations
+    )
     assert job["spec"]["template"]["metadata"] == {"annotations": {EXECUTOR_ANNOTATION: "embedded"}}
 
 
@@ -138,7 +140,9 @@ def test_service_account_override() -> None:
 def test_cronjob_not_mutated() -> None:
     cj = make_cronjob()
     before = serialized(cj)
-    job = job_from_cronjob(cj, "r", executor="embedded", service_account="other")
+    job = job_from_cronjob(
+        cj, "r", pod_annotations=StandInKubelet.pod_annotations, service_account="other"
+    )
     assert serialized(cj) == before
     # and the Job shares no structure with it
     job["spec"]["template"]["spec"]["containers"][0]["args"].append("--mutated")

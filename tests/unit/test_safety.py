@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.safety import emergency_stop, round_jobs
+from pytest_desched.descheduler.cleanup import emergency_stop, round_jobs
 
 NS = "kube-system"
 

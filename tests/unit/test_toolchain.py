@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched import toolchain as tc_mod
-from pytest_desched.toolchain import (
+from pytest_desched.tools import toolchain as tc_mod
+from pytest_desched.tools.toolchain import (
     TOOL_GROUP,
     VERSION_PROBES,
     Toolchain,
@@ -26,7 +26,7 @@ from pytest_desched.toolchain import (
     version_matches,
     wrapper_gomod,
 )
-from pytest_desched.versions import load_versions
+from pytest_desched.tools.versions import load_versions
 
 V = load_versions()
 

@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.audit import AuditWindow, EvictionRequest, expected_requests
+from pytest_desched.descheduler.decisions import RoundResult
+from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.errors import RoundError
-from pytest_desched.executor import EXECUTOR_ANNOTATION
+from pytest_desched.evidence.audit import AuditWindow, EvictionRequest, expected_requests
 from pytest_desched.kube import WaitTimeout, wait_for
-from pytest_desched.logparse import parse_log
-from pytest_desched.results import RoundResult
 
 if TYPE_CHECKING:
-    from pytest_desched.chart import Release
-    from pytest_desched.executor import PodRun
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.descheduler.round_pods import PodRun
     from pytest_desched.providers.base import Cluster
 
 
@@ -44,7 +44,7 @@ class Round:
     log_path: Path | None = None
     conditions: dict[str, str] = field(default_factory=dict)
     # The API server's audit log of the round's window (eviction creates and pod deletes, see
-    # pytest_desched.audit); None when the cluster has no readable audit log
+    # pytest_desched.evidence.audit); None when the cluster has no readable audit log
     # (cluster.audit_unavailable_why says why).
     audit_requests: list[EvictionRequest] | None = None
     audit_wait_s: float | None = None  # after the Job finished, until the window was complete
@@ -63,13 +63,14 @@ class Round:
 def job_from_cronjob(
     cronjob: Any,
     name: str,
-    executor: str = "in-cluster",
+    pod_annotations: Mapping[str, str] | None = None,
     service_account: str | None = None,
 ) -> dict[str, Any]:
     """The Job `kubectl create job --from=cronjob/...` would create, as a plain manifest.
 
-    `executor="embedded"` annotates the pod template so kwok leaves the pod to the plugin.
-    `service_account` swaps the identity (used to prove RBAC is what the API enforces).
+    `pod_annotations` go on the pod template (a provider's JobRunner asks for them, e.g. so
+    kwok leaves the pod to the stand-in kubelet). `service_account` swaps the identity (used
+    to prove RBAC is what the API enforces).
     """
     from kubernetes import client
 
@@ -80,8 +81,8 @@ def job_from_cronjob(
     annotations["cronjob.kubernetes.io/instantiate"] = "manual"
     spec = tmpl["spec"]
     pod_meta = spec["template"].setdefault("metadata", {})
-    if executor == "embedded":
-        pod_meta.setdefault("annotations", {})[EXECUTOR_ANNOTATION] = "embedded"
+    if pod_annotations:
+        pod_meta.setdefault("annotations", {}).update(pod_annotations)
     if service_account:
         spec["template"]["spec"]["serviceAccountName"] = service_account
     return {
@@ -128,22 +129,22 @@ def run_round(
     service_account: str | None = None,
     audit_timeout: float = 10,
 ) -> Round:
-    """Create the Job, have it run (in-cluster or by the embedded executor), parse its logs.
+    """Create the Job, have it run (by a kubelet, or the provider's JobRunner), parse its logs.
 
     With a readable audit log, the log's offset is taken before the Job exists and the
     requests appended after it are attached (`Round.audit_requests`), waiting up to
     `audit_timeout` for as many eviction requests as the round's log proves it sent.
     """
     cj = ensure_suspended(release)
-    manifest = job_from_cronjob(cj, name, cluster.job_executor, service_account)
+    runner = cluster.job_runner
+    annotations = runner.pod_annotations if runner is not None else None
+    manifest = job_from_cronjob(cj, name, annotations, service_account)
     window = AuditWindow(cluster.audit_log) if cluster.audit_log is not None else None
     started = time.monotonic()
     job = cluster.batch.create_namespaced_job(release.namespace, manifest)
     pod_runs: list[PodRun] = []
-    if cluster.job_executor == "embedded":
-        from pytest_desched.executor import wait_and_run
-
-        pod_runs = wait_and_run(
+    if runner is not None:
+        pod_runs = runner.run(
             cluster,
             name,
             release.namespace,
@@ -189,7 +190,7 @@ def run_round(
 
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:
     """Wait for the Job's outcome; a pod that exited non-zero ends the round at once."""
-    from pytest_desched.executor import failed_pod
+    from pytest_desched.descheduler.round_pods import failed_pod
 
     def probe() -> dict[str, str]:
         job = cluster.batch.read_namespaced_job(name, namespace)

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
-from pytest_desched.resources import manifest_path
-from pytest_desched.toolchain import Reporter, Toolchain, _stderr, file_lock
+from pytest_desched.providers.embedded.kubelet import StandInKubelet
+from pytest_desched.tools.resources import manifest_path
+from pytest_desched.tools.toolchain import Reporter, Toolchain, _stderr, file_lock
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -205,7 +206,7 @@ class EmbeddedProvider(Provider):
             "--disable-qps-limits",
             # kwok's Logs objects let `kubectl logs` read a finished round pod's output
             "--enable-crds=Logs",
-            # the API server's own record of every eviction request (pytest_desched.audit);
+            # the API server's own record of every eviction request (pytest_desched.evidence.audit);
             # kwokctl writes it to <cluster>/logs/audit.log
             "--kube-audit-policy",
             str(manifest_path("audit-policy.yaml")),
@@ -239,7 +240,7 @@ class EmbeddedProvider(Provider):
             kubeconfig=self.kubeconfig,
             toolchain=self.toolchain,
             workers=names,
-            job_executor="embedded",
+            job_runner=StandInKubelet(),
             created=True,
             info={"runtime": "kwokctl binary", "node_allocatable": self.node_spec.__dict__},
             workdir=self.cluster_dir,

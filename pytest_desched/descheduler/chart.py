@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.descheduler.policy import Policy, digest_of_rendered
 from pytest_desched.errors import ConfigError, UnsafeRender
-from pytest_desched.evidence import scrub_secrets
-from pytest_desched.policy import Policy, digest_of_rendered
+from pytest_desched.evidence.record import scrub_secrets
 from pytest_desched.providers.base import CommandError, helm_env, run
-from pytest_desched.toolchain import Reporter, _stderr, go_env
+from pytest_desched.tools.toolchain import Reporter, _stderr, go_env
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
-    from pytest_desched.toolchain import Toolchain
-    from pytest_desched.versions import Versions
+    from pytest_desched.tools.toolchain import Toolchain
+    from pytest_desched.tools.versions import Versions
 
 # Lab values on top of `helm show values`: JSON logs at -v=4 so every filter decision
 # is visible (the runbook's "find out why from the descheduler's own output").

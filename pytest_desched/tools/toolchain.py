@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_desched.errors import ToolError
-from pytest_desched.versions import Versions, load_versions
+from pytest_desched.tools.versions import Versions, load_versions
 
 Reporter = Callable[[str], None]
 
@@ -456,7 +456,7 @@ def _run_logged(cmd, cwd, env, logf, log: Path, group: Group, report: Reporter) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_desched.toolchain [tool ...]`: build/resolve tools, print their paths."""
+    """`python -m pytest_desched.tools.toolchain [tool ...]`: build/resolve tools, print their paths."""
     import argparse
 
     ap = argparse.ArgumentParser(description=main.__doc__)

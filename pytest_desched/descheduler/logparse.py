@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_desched.results import FATE_LAYER, Fate, Layer, PodDecision, RoundResult
+from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, Layer, PodDecision, RoundResult
 
 DESCHEDULER_VERSION = "v0.36.0"
 

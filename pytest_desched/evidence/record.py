@@ -16,7 +16,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.results import Fate, RoundResult, blocking_layers, decide
+from pytest_desched.descheduler.decisions import Fate, RoundResult, blocking_layers, decide
 
 REDACTED = "<redacted>"
 DEFAULT_MAX_BYTES = 256 * 1024

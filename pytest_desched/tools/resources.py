@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent
+_PKG = Path(__file__).resolve().parent.parent  # the pytest_desched package
 
 
 def manifests_dir() -> Path:

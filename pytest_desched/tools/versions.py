@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from pytest_desched.resources import manifest_path
+from pytest_desched.tools.resources import manifest_path
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pytest_desched.descheduler.decisions import Fate, RoundResult
 from pytest_desched.kube import WaitTimeout, wait_for
-from pytest_desched.results import Fate, RoundResult
 
 # A decision logged at this msg was answered 429 on purpose (EvictionsInBackground feature
 # gate), yet logparse.py maps it to EVICTED: its audit answer is 429, not 201.

@@ -41,8 +41,8 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import PolicyError
-from pytest_desched.evidence import scrub_secrets
-from pytest_desched.resources import manifest_path
+from pytest_desched.evidence.record import scrub_secrets
+from pytest_desched.tools.resources import manifest_path
 
 __all__ = [
     "API_VERSION",
@@ -843,7 +843,7 @@ class Policy:
                 )
             return cls.from_yaml(value, source="<yaml text>")
         raise TypeError(
-            f"a policy must be a pytest_desched.policy.Policy, a path (str or pathlib.Path) to a "
+            f"a policy must be a pytest_desched.descheduler.policy.Policy, a path (str or pathlib.Path) to a "
             f"YAML file, a mapping, or YAML text; got {type(value).__name__}"
         )
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 if TYPE_CHECKING:
-    from pytest_desched.chart import Release
+    from pytest_desched.descheduler.chart import Release
     from pytest_desched.providers.base import Cluster
 
 

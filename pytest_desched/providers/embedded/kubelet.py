@@ -11,94 +11,30 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pytest_desched.errors import RoundFailed
+from pytest_desched.descheduler.round_pods import (
+    MetricsScrape,
+    PodRun,
+    end_failed_round,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
 TERMINATION_MESSAGE_MAX = 4096  # a kubelet caps termination messages at 4 KiB
-ERROR_LINES = 5  # how many of the log's last error lines a RoundFailed quotes
-
-
-_ERRORISH = re.compile(r"(?i)\berr(?:or)?s?\b|fail|invalid|refus|unable|cannot|panic|fatal")
-
-
 # Annotation on round pods: kwok leaves them Running and the plugin runs them (see kwok-stages.yaml).
 EXECUTOR_ANNOTATION = "desched.pytest.io/executor"
-
-
-def error_lines(log: str, n: int = ERROR_LINES, width: int = 400) -> list[str]:
-    """The last `n` lines of a descheduler log that report an error, scrubbed and shortened.
-
-    JSON lines (`--logging-format=json`) are shown as `msg: err`; plain lines (cobra's
-    `Error: ...`, klog text, panics) as they are. Without any error-looking line, the last
-    `n` lines are returned, so the caller never shows nothing.
-    """
-    import json
-
-    from pytest_desched.evidence import scrub_secrets
-
-    picked: list[str] = []
-    tail: list[str] = []
-    for raw in log.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        tail.append(line)
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            doc = None
-        if isinstance(doc, dict):
-            msg, err = str(doc.get("msg", "")), doc.get("err")
-            if err is not None or _ERRORISH.search(msg):
-                picked.append(f"{msg}: {err}" if err is not None else msg)
-        elif _ERRORISH.search(line):
-            picked.append(line)
-    chosen = (picked or tail)[-n:]
-    return [scrub_secrets(c if len(c) <= width else c[: width - 3] + "...") for c in chosen]
-
-
-@dataclass
-class PodRun:
-    """What running one round pod produced."""
-
-    namespace: str
-    pod: str
-    uid: str
-    service_account: str
-    argv: list[str]  # binary and args as run (no credentials in them)
-    exit_code: int
-    started: dt.datetime
-    finished: dt.datetime
-    log: str
-    log_path: Path | None = None
-    notes: list[str] = field(default_factory=list)
-    metrics: MetricsScrape | None = None
-
-
-@dataclass
-class MetricsScrape:
-    """What polling the round's own /metrics endpoint while it ran yielded."""
-
-    attempts: int = 0
-    successes: int = 0
-    last_status: str = ""
-    last_text: str = ""
-    last_at: float | None = None  # time.monotonic() of the last successful scrape
 
 
 class MetricsPoller:
@@ -163,10 +99,6 @@ class MetricsPoller:
             self.result.last_status = type(exc).__name__
         finally:
             conn.close()
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
 
 
 def _free_port() -> int:
@@ -279,7 +211,7 @@ def run_pod(
     # Under the cluster's own dir when it has one: a killed run's token file goes with the reaped cluster.
     work = Path(tempfile.mkdtemp(prefix="desched-pod-", dir=cluster.workdir))
     notes: list[str] = []
-    started = _now()
+    started = utcnow()
     proc: subprocess.Popen[str] | None = None
     try:
         mounts = materialize_volumes(cluster, pod, work)
@@ -320,7 +252,7 @@ def run_pod(
                     rc = proc.wait()
                     notes.append(f"killed after {timeout:.0f}s")
         log = log_path.read_text()
-        finished = _now()
+        finished = utcnow()
         shown = [
             a
             if not a.startswith("--client-connection-kubeconfig")
@@ -477,48 +409,19 @@ def wait_and_run(
             interval = min(interval * 2, 0.5)
 
 
-def end_failed_round(cluster: Cluster, job_name: str, namespace: str, run: PodRun) -> RoundFailed:
-    """Leave the Job no retries (the Job controller then marks it Failed); the error to raise."""
-    from kubernetes.client.rest import ApiException
+class StandInKubelet:
+    """The embedded cluster's JobRunner (providers.base): runs each round pod of a Job."""
 
-    notes = [n for n in run.notes if n.startswith("killed")]  # a timeout, not a refusal
-    try:
-        cluster.batch.patch_namespaced_job(job_name, namespace, {"spec": {"backoffLimit": 0}})
-    except ApiException as exc:  # never mask the descheduler's own error with this one
-        notes.append(
-            f"could not stop the Job's retries ({exc.status} {exc.reason}); "
-            f"delete it: kubectl -n {namespace} delete job {job_name}"
-        )
-    return RoundFailed(
-        namespace, job_name, run.pod, run.exit_code, error_lines(run.log), run.log_path, notes
-    )
+    name = "embedded"
+    pod_annotations = {EXECUTOR_ANNOTATION: "embedded"}  # kwok then leaves the pod to us
 
-
-def failed_pod(cluster: Cluster, job_name: str, namespace: str) -> RoundFailed | None:
-    """For Jobs a kubelet runs (kind, existing clusters): the first pod that exited non-zero.
-
-    Same rule as the embedded path: that failure is final for the round (see RoundFailed).
-    """
-    pods = cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
-    for p in pods:
-        for cs in (p.status.container_statuses or []) if p.status else []:
-            term = cs.state.terminated if cs.state else None
-            if term is None or not term.exit_code:
-                continue
-            try:
-                log = cluster.core.read_namespaced_pod_log(p.metadata.name, namespace)
-            except Exception as exc:  # the container's termination message is the fallback
-                log = f"{term.message or ''}\n(logs unreadable: {type(exc).__name__})"
-            run = PodRun(
-                namespace,
-                p.metadata.name,
-                p.metadata.uid,
-                p.spec.service_account_name or "default",
-                [],
-                term.exit_code,
-                _now(),
-                _now(),
-                log,
-            )
-            return end_failed_round(cluster, job_name, namespace, run)
-    return None
+    def run(
+        self,
+        cluster: Cluster,
+        job_name: str,
+        namespace: str,
+        binary: Path,
+        log_dir: Path,
+        timeout: float = 300,
+    ) -> list[PodRun]:
+        return wait_and_run(cluster, job_name, namespace, binary, log_dir, timeout)

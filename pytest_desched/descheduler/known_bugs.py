@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pytest_desched.results import Fate, PodDecision
+from pytest_desched.descheduler.decisions import Fate, PodDecision
 
 Outcome = Literal["pass", "xfail", "fail"]
 

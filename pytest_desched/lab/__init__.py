@@ -1,0 +1,35 @@
+"""The lab: namespace, node labels, workload, PDB, snapshots and watch recorders."""
+
+from __future__ import annotations
+
+from pytest_desched.lab.lab import (
+    MANAGED_BY,
+    MANAGER,
+    OPT_IN_LABEL,
+    POOL_LABEL,
+    POOL_VALUE,
+    Lab,
+    LabApiError,
+    LabInputError,
+    PodInfo,
+    Recorder,
+    Snapshot,
+    check_lab_inputs,
+    check_namespace,
+)
+
+__all__ = [
+    "MANAGED_BY",
+    "MANAGER",
+    "OPT_IN_LABEL",
+    "POOL_LABEL",
+    "POOL_VALUE",
+    "Lab",
+    "LabApiError",
+    "LabInputError",
+    "PodInfo",
+    "Recorder",
+    "Snapshot",
+    "check_lab_inputs",
+    "check_namespace",
+]

@@ -1,0 +1,1 @@
+"""The binaries: pinned versions (one file), resolution, and Go builds cached by version."""
