@@ -20,8 +20,6 @@ from typing import Any
 
 from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, Layer, PodDecision, RoundResult
 
-DESCHEDULER_VERSION = "v0.36.0"
-
 # klog/logr JSON keys: component-base logs/json/json.go:67-94 (msg, caller, ts; Info carries
 # "v" via zapr.LogInfoLevel("v"); Error carries no "v" and the error under "err").
 # klog.KObj renders {"name":..,"namespace":..} (klog k8s_references.go:29-65).
@@ -169,12 +167,48 @@ NAMESPACE_SELECTOR_CHECK = "namespaceLabelSelector"  # DefaultEvictorArgs (types
 DRY_RUN_FLAG = re.compile(r'--dry-run(?:=("?)true\1)?(?=\s*$|\s+-)')
 
 
-def check_id(text: str) -> str:
+@dataclass(frozen=True)
+class LogTable:
+    """Every constant the parser keys on, for one descheduler minor version."""
+
+    version: str  # the minor it was read from, e.g. "v0.36"
+    msg_rules: dict[str, Rule]
+    limit_errors: dict[str, str]
+    api_errors: list[tuple[re.Pattern[str], int, str | None]]
+    filter_checks: list[Check]
+
+
+# One table per descheduler minor whose source was read; a new minor gets its own entry.
+TABLES: dict[str, LogTable] = {
+    "v0.36": LogTable("v0.36", MSG_RULES, LIMIT_ERRORS, API_ERRORS, FILTER_CHECKS),
+}
+V0_36 = TABLES["v0.36"]
+
+
+def table_for(version: str | None) -> tuple[LogTable, str | None]:
+    """The table for a descheduler version, and a note when it had to fall back.
+
+    An unread minor is parsed with the newest table and the round says so: a message that
+    changed there shows up as an unknown line (an error if it has no "v"), never as a guess.
+    """
+    if not version:
+        return V0_36, None
+    minor = ".".join(version.split(".")[:2])
+    if minor in TABLES:
+        return TABLES[minor], None
+    newest = TABLES[max(TABLES, key=lambda v: tuple(int(x) for x in v[1:].split(".")))]
+    return newest, (
+        f"no log table for descheduler {version}: parsed with the {newest.version} table "
+        "(messages that changed since would be unparsed, never guessed)"
+    )
+
+
+def check_id(text: str, table: LogTable = V0_36) -> str:
     """Short stable id of one DefaultEvictor check error; unknown texts are kept verbatim."""
-    return next((c.id for c in FILTER_CHECKS if text.startswith(c.prefix)), text)
+    return next((c.id for c in table.filter_checks if text.startswith(c.prefix)), text)
 
 
-def split_checks(raw: str) -> list[str]:
+def split_checks(raw: str, table: LogTable = V0_36) -> list[str]:
     """Split utilerrors.NewAggregate(...).Error(): one error bare, several as "[a, b]".
 
     (apimachinery util/errors/errors.go:70-96; duplicates are already collapsed there.)
@@ -185,7 +219,7 @@ def split_checks(raw: str) -> list[str]:
     out: list[str] = []
     wraps = False
     for piece in raw[1:-1].split(", "):
-        known = next((c for c in FILTER_CHECKS if piece.startswith(c.prefix)), None)
+        known = next((c for c in table.filter_checks if piece.startswith(c.prefix)), None)
         if out and known is None and wraps:
             out[-1] += ", " + piece  # the comma belonged to a wrapped error
             continue
@@ -194,9 +228,9 @@ def split_checks(raw: str) -> list[str]:
     return out
 
 
-def classify_api_error(err: str) -> tuple[int | None, str | None]:
+def classify_api_error(err: str, table: LogTable = V0_36) -> tuple[int | None, str | None]:
     """HTTP status and StatusReason recovered from an eviction error's text."""
-    for pattern, code, reason in API_ERRORS:
+    for pattern, code, reason in table.api_errors:
         if pattern.search(err):
             return code, reason
     return None, None
@@ -232,7 +266,8 @@ class _Candidate:
 class _Parser:
     """Line-by-line state machine; state exists only to name pods on pod-less lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, table: LogTable = V0_36) -> None:
+        self.table = table
         self.result = RoundResult()
         self.plugin: str | None = None  # strategy of the running plugin ("Processing node")
         self.node: str | None = None  # node it is listing pods of
@@ -251,7 +286,7 @@ class _Parser:
             self.result.dry_run |= bool(DRY_RUN_FLAG.search(line))
             return
         msg = str(rec.get(K_MSG, ""))
-        rule = MSG_RULES.get(msg)
+        rule = self.table.msg_rules.get(msg)
         if rule is None:
             self._unknown(msg, rec)
             return
@@ -305,11 +340,12 @@ class _Parser:
             "node": _node(rec.get("node")) or (cand.node if cand else None),
             "strategy": cand.strategy if cand else self.plugin,
         }
-        if err in LIMIT_ERRORS:
-            reason, message = LIMIT_ERRORS[err], f"{err} (limit={rec.get('limit')})"
+        if err in self.table.limit_errors:
+            reason = self.table.limit_errors[err]
+            message = f"{err} (limit={rec.get('limit')})"
             self._add(Fate.LIMITED, *(ref or ("", "")), reason=reason, message=message, **common)
         else:
-            code, reason = classify_api_error(err)
+            code, reason = classify_api_error(err, self.table)
             fate = Fate.REFUSED if code is not None else Fate.ERROR
             self._add(
                 fate,
@@ -342,7 +378,7 @@ class _Parser:
 
     def _on_filter(self, msg: str, rule: Rule, rec: dict[str, Any]) -> None:
         raw = str(rec.get("checks", ""))
-        ids = list(dict.fromkeys(check_id(c) for c in split_checks(raw)))
+        ids = list(dict.fromkeys(check_id(c, self.table) for c in split_checks(raw, self.table)))
         ref = _pod_ref(rec.get("pod")) or ("", "")
         self._add(
             Fate.FILTERED, *ref, node=self.node, strategy=self.plugin, checks=ids, message=raw
@@ -424,17 +460,24 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def parse_lines(lines: Iterable[str]) -> RoundResult:
-    """Parse a descheduler log line by line (order matters: context lines name pods)."""
-    parser = _Parser()
+def parse_lines(lines: Iterable[str], version: str | None = None) -> RoundResult:
+    """Parse a descheduler log line by line (order matters: context lines name pods).
+
+    `version` is the descheduler that wrote it: its own message table is used (see
+    `table_for`); a fallback is noted in `RoundResult.errors`, never silent.
+    """
+    table, note = table_for(version)
+    parser = _Parser(table)
     for line in lines:
         parser.feed(line)
+    if note:
+        parser.result.errors.append(note)
     return parser.result
 
 
-def parse_log(text: str) -> RoundResult:
-    """Parse a whole captured descheduler log."""
-    return parse_lines(text.splitlines())
+def parse_log(text: str, version: str | None = None) -> RoundResult:
+    """Parse a whole captured descheduler log (see `parse_lines`)."""
+    return parse_lines(text.splitlines(), version)
 
 
 def summarize(result: RoundResult, namespace: str | None = None) -> dict[str, Any]:

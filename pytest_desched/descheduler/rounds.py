@@ -163,7 +163,7 @@ def run_round(
     log_path = log_dir / f"{name}.log"
     log_path.write_text(logs)
     exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, release.namespace)
-    result = parse_log(logs)
+    result = parse_log(logs, release.descheduler_version)
     audit_requests, audit_wait_s, audit_complete = (
         window.collect(expected_requests(result), audit_timeout) if window else (None, None, None)
     )

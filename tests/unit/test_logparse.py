@@ -425,3 +425,15 @@ def test_summarize_by_namespace() -> None:
     s = summarize(result, namespace="demo")
     assert s["counts"] == {"evicted": 1, "dry-run": 1}
     assert (s["evicted"], s["would_evict"], s["stopped_by"]) == (["demo/web-1"], ["demo/web-2"], [])
+
+
+def test_the_log_table_is_chosen_by_descheduler_version() -> None:
+    from pytest_desched.descheduler.logparse import V0_36, table_for
+
+    assert table_for("v0.36.0") == (V0_36, None)
+    assert table_for("v0.36.4") == (V0_36, None)
+    table, note = table_for("v0.37.1")
+    assert table is V0_36 and note and "v0.37.1" in note and "never guessed" in note
+    line = '{"msg":"Number of evictions/requests","v":1,"totalEvicted":0,"evictionRequests":0}'
+    assert parse_log(line, "v0.37.1").errors == [note]
+    assert parse_log(line, "v0.36.0").errors == []
