@@ -98,7 +98,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pytest_desched.evidence.record import summary_line
+    from pytest_desched.evidence.summary import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
     from pytest_desched.session import DeschedSession
 

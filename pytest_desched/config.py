@@ -183,7 +183,7 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
 
 def validate(c: DeschedConfig) -> DeschedConfig:
     """Every cheap input check, before the first cluster change."""
-    from pytest_desched.lab.lab import LabInputError, check_namespace
+    from pytest_desched.lab.inputs import LabInputError, check_namespace
 
     if not isinstance(c.workers, int) or c.workers < 2:
         raise ConfigError(

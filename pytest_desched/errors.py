@@ -36,7 +36,7 @@ class ImplicitKubeconfig(DeschedError, RuntimeError):
 
 class CommandError(DeschedError, RuntimeError):
     def __init__(self, cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
-        from pytest_desched.evidence.record import scrub_secrets
+        from pytest_desched.evidence.redaction import scrub_secrets
 
         self.cmd, self.proc = cmd, proc
         tail = scrub_secrets((proc.stderr or proc.stdout or "").strip()[-2000:])
@@ -49,7 +49,7 @@ class PolicyError(DeschedError, ValueError):
     """A policy that must not reach a cluster; ``problems`` lists each ``path: issue; fix``."""
 
     def __init__(self, problems: list[str] | str, source: str = "policy") -> None:
-        from pytest_desched.evidence.record import scrub_secrets
+        from pytest_desched.evidence.redaction import scrub_secrets
 
         raw = [problems] if isinstance(problems, str) else list(problems)
         # A problem may quote the offending value, and that value may be a token.

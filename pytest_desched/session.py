@@ -24,7 +24,8 @@ from pytest_desched.errors import ConfigError
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
-    from pytest_desched.evidence.record import EvidenceWriter, Redactor
+    from pytest_desched.evidence.redaction import Redactor
+    from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster, Provider
     from pytest_desched.tools.toolchain import Toolchain
@@ -169,14 +170,14 @@ class DeschedSession:
     @property
     def evidence(self) -> EvidenceWriter:
         if self._evidence is None:
-            from pytest_desched.evidence.record import EvidenceWriter
+            from pytest_desched.evidence.writer import EvidenceWriter
 
             self._evidence = EvidenceWriter(self.config.artifacts, self.redactor)
         return self._evidence
 
     @property
     def redactor(self) -> Redactor:
-        from pytest_desched.evidence.record import Redactor
+        from pytest_desched.evidence.redaction import Redactor
 
         if not self.config.redact:
             return Redactor.disabled()
@@ -251,7 +252,7 @@ class DeschedSession:
         """
         from pytest_desched.descheduler.policy import Policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
-        from pytest_desched.lab.lab import LabInputError, check_lab_inputs
+        from pytest_desched.lab.inputs import LabInputError, check_lab_inputs
 
         rel = release or self.release
         cluster = self.cluster

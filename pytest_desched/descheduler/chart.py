@@ -24,7 +24,7 @@ import yaml
 
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered
 from pytest_desched.errors import ConfigError, UnsafeRender
-from pytest_desched.evidence.record import scrub_secrets
+from pytest_desched.evidence.redaction import scrub_secrets
 from pytest_desched.providers.base import CommandError, helm_env, run
 from pytest_desched.tools.toolchain import Reporter, _stderr, go_env
 

@@ -32,7 +32,7 @@ def error_lines(log: str, n: int = ERROR_LINES, width: int = 400) -> list[str]:
     """
     import json
 
-    from pytest_desched.evidence.record import scrub_secrets
+    from pytest_desched.evidence.redaction import scrub_secrets
 
     picked: list[str] = []
     tail: list[str] = []

@@ -31,12 +31,12 @@ from pytest_desched.descheduler.known_bugs import (
 from pytest_desched.descheduler.metrics import round_metrics
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
 from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
-from pytest_desched.lab.lab import POOL_LABEL, Lab, Recorder, Snapshot
+from pytest_desched.lab import POOL_LABEL, Lab, Recorder, Snapshot
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
     from pytest_desched.descheduler.rounds import Round
-    from pytest_desched.evidence.record import EvidenceWriter
+    from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.providers.base import Cluster
 
 EVICTOR = "profiles.safe-rebalance.DefaultEvictor"

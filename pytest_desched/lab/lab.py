@@ -1,94 +1,38 @@
-"""The lab: namespace, node labels, the spread-demo workload, its PDB, snapshots and a recorder.
+"""The `Lab` class: one namespace, its node labels, the spread-demo workload and its PDB.
 
 A small public API so users write their own experiments the way the built-in ones are
-written: every method does one runbook step and waits on the API for its effect.
+written: every method does one runbook step and waits on the API for its effect, and an
+API error leaving a step is re-raised as a short `LabApiError`. Input checks, snapshots and
+the watch recorder are their own modules; `Lab` ties them to one cluster and namespace.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import re
-import threading
 import time
-from collections.abc import Callable, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.errors import (
-    LabApiError,
-    LabInputError,
+from pytest_desched.errors import LabApiError
+from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.lab.inputs import (
+    MANAGED_BY,
+    MANAGER,
+    OPT_IN_LABEL,
+    POOL_LABEL,
+    POOL_VALUE,
+    check_namespace,
 )
-from pytest_desched.kube import WaitTimeout, pod_ready, wait_for
+from pytest_desched.lab.recorder import Recorder, record_lab
+from pytest_desched.lab.snapshot import PodInfo, Snapshot
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from contextlib import AbstractContextManager
 
     from pytest_desched.providers.base import Cluster
-
-POOL_LABEL = "descheduler.example.com/pool"
-POOL_VALUE = "rebalance-lab"
-OPT_IN_LABEL = "descheduler.example.com/enabled"
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "pytest-desched"
-# Namespaces a lab must never be: the cluster's own, and `kube-` is reserved for Kubernetes.
-RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
-def check_namespace(name: Any, release_namespace: str | None = None) -> str:
-    """The lab namespace if it is one a lab may create; LabInputError naming the fix if not."""
-    fix = "pick another with --desched-namespace (or namespace=...)"
-    if not isinstance(name, str) or not name:
-        raise LabInputError(f"lab namespace {name!r} must be a non-empty string; {fix}")
-    reserved = {*RESERVED_NAMESPACES, *([release_namespace] if release_namespace else [])}
-    if name in reserved or name.startswith("kube-"):
-        raise LabInputError(
-            f"lab namespace {name!r} is reserved ({', '.join(sorted(reserved))}, kube-*; the "
-            f"release lives in {release_namespace or 'kube-system'}) and a lab deletes its "
-            f"namespace afterwards; {fix}"
-        )
-    if len(name) > 63:
-        raise LabInputError(
-            f"lab namespace {name[:20]!r}... is {len(name)} characters; a namespace name has at "
-            f"most 63 (RFC 1123 label); {fix}"
-        )
-    if not _DNS1123_LABEL.fullmatch(name):
-        raise LabInputError(
-            f"lab namespace {name!r} is not a valid RFC 1123 label (lower-case letters, digits "
-            f"and '-', starting and ending with a letter or digit); {fix}"
-        )
-    return name
-
-
-def check_lab_inputs(
-    workers: Sequence[str],
-    *,
-    namespace: Any,
-    source: Any,
-    target: Any,
-    replicas: Any,
-    release_namespace: str | None = None,
-) -> tuple[str, str, str, int]:
-    """Every input of an experiment's lab checked at once, before any cluster change.
-
-    Returns (namespace, source, target, replicas); LabInputError names the input and the fix.
-    """
-    ns = check_namespace(namespace, release_namespace)
-    for what, node in (("source", source), ("target", target)):
-        if node not in workers:
-            raise LabInputError(
-                f"{what} node {node!r} is not a lab worker of this cluster; use one of "
-                f"{list(workers)}"
-            )
-    if source == target:
-        raise LabInputError(f"source and target nodes must differ (both {source!r})")
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
-        raise LabInputError(f"replicas must be an integer >= 1, got {replicas!r}")
-    return ns, source, target, replicas
 
 
 def _api_message(exc: ApiException) -> tuple[str, str]:
@@ -102,104 +46,6 @@ def _api_message(exc: ApiException) -> tuple[str, str]:
     details = body.get("details") or {}
     obj = "/".join(str(details[k]) for k in ("kind", "name") if details.get(k))
     return obj, str(body.get("message") or "")[:300]
-
-
-@dataclass(frozen=True)
-class PodInfo:
-    name: str
-    uid: str
-    node: str | None
-    phase: str
-    ready: bool
-    owner: str | None  # ReplicaSet name: a changed owner means a rollout happened
-    deleting: bool
-    start_time: str | None
-
-    @classmethod
-    def of(cls, p: Any) -> PodInfo:
-        owners = p.metadata.owner_references or []
-        return cls(
-            name=p.metadata.name,
-            uid=p.metadata.uid,
-            node=p.spec.node_name,
-            phase=p.status.phase if p.status else "Unknown",
-            ready=pod_ready(p),
-            owner=owners[0].name if owners else None,
-            deleting=p.metadata.deletion_timestamp is not None,
-            start_time=p.status.start_time.isoformat()
-            if p.status and p.status.start_time
-            else None,
-        )
-
-
-@dataclass
-class Snapshot:
-    """Pods (UID, node, Ready, owner) and PDB status at one instant."""
-
-    at: float
-    pods: list[PodInfo]
-    pdb: dict[str, Any] | None = None
-
-    @property
-    def uids(self) -> set[str]:
-        return {p.uid for p in self.pods}
-
-    @property
-    def live(self) -> list[PodInfo]:
-        return [p for p in self.pods if not p.deleting]
-
-    def by_node(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for p in self.live:
-            out[p.node or "<unscheduled>"] = out.get(p.node or "<unscheduled>", 0) + 1
-        return out
-
-    def pending(self) -> list[PodInfo]:
-        return [p for p in self.live if p.phase == "Pending" or p.node is None]
-
-    def ready(self) -> list[PodInfo]:
-        return [p for p in self.live if p.ready]
-
-    def owners(self) -> set[str | None]:
-        return {p.owner for p in self.live}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "pods": [p.__dict__ for p in self.pods],
-            "pdb": self.pdb,
-            "by_node": self.by_node(),
-        }
-
-
-@dataclass
-class Recorder:
-    """Watches the lab's pods and PDB during a round: what a reviewer would see with `-w`."""
-
-    pod_events: list[dict[str, Any]] = field(default_factory=list)
-    pdb_allowed: list[tuple[float, int]] = field(default_factory=list)
-    # Every observed PDB status: (t, currentHealthy, desiredHealthy, disruptionsAllowed).
-    pdb_statuses: list[tuple[float, int, int, int]] = field(default_factory=list)
-    watch_errors: list[str] = field(default_factory=list)  # a gap in what was observed
-
-    def min_disruptions_allowed(self) -> int | None:
-        return min((v for _, v in self.pdb_allowed), default=None)
-
-    def pdb_breaches(self) -> list[tuple[float, int, int]]:
-        """Observed statuses with fewer healthy pods than the budget wants: (t, current, desired)."""
-        return [(t, cur, want) for t, cur, want, _ in self.pdb_statuses if cur < want]
-
-    def first_ready(self, uid: str) -> float | None:
-        return next((e["t"] for e in self.pod_events if e["uid"] == uid and e["ready"]), None)
-
-    def first_deleting(self, uid: str) -> float | None:
-        return next(
-            (
-                e["t"]
-                for e in self.pod_events
-                if e["uid"] == uid and (e["deleting"] or e["type"] == "DELETED")
-            ),
-            None,
-        )
 
 
 class Lab:
@@ -394,67 +240,9 @@ class Lab:
             )
         return out
 
-    @contextmanager
-    def record(self) -> Iterator[Recorder]:
+    def record(self) -> AbstractContextManager[Recorder]:
         """Watch pods and the PDB in the background for the duration of the block."""
-        from kubernetes import watch
-
-        rec = Recorder()
-        stop = threading.Event()
-        watches: list[watch.Watch] = []
-
-        def follow(list_fn: Any, on_event: Any, **kw: Any) -> Any:
-            """A watch resumed until stop: list_fn's events handed to on_event."""
-
-            def loop() -> None:
-                w = watch.Watch()
-                watches.append(w)
-                while not stop.is_set():
-                    try:
-                        for ev in w.stream(list_fn, self.namespace, timeout_seconds=1, **kw):
-                            on_event(ev)
-                            if stop.is_set():
-                                break
-                    except Exception as exc:  # resumed until stop, but never unseen
-                        if stop.is_set():
-                            break
-                        rec.watch_errors.append(
-                            f"{getattr(list_fn, '__name__', 'watch')}: {exc!r}"[:300]
-                        )
-                        if stop.wait(0.2):
-                            break
-
-            return loop
-
-        def on_pod(ev: dict[str, Any]) -> None:
-            info = PodInfo.of(ev["object"])
-            rec.pod_events.append({"t": time.monotonic(), "type": ev["type"], **info.__dict__})
-
-        def on_pdb(ev: dict[str, Any]) -> None:
-            s = ev["object"].status
-            if s is None or s.disruptions_allowed is None or ev["object"].metadata.name != self.app:
-                return
-            t = time.monotonic()
-            rec.pdb_allowed.append((t, s.disruptions_allowed))
-            rec.pdb_statuses.append(
-                (t, s.current_healthy or 0, s.desired_healthy or 0, s.disruptions_allowed)
-            )
-
-        pods = follow(
-            self.cluster.core.list_namespaced_pod, on_pod, label_selector=f"app={self.app}"
-        )
-        pdbs = follow(self.cluster.policy.list_namespaced_pod_disruption_budget, on_pdb)
-        threads = [threading.Thread(target=f, daemon=True) for f in (pods, pdbs)]
-        for t in threads:
-            t.start()
-        try:
-            yield rec
-        finally:
-            stop.set()
-            for w in watches:
-                w.stop()
-            for t in threads:
-                t.join(timeout=2)
+        return record_lab(self.cluster, self.namespace, self.app)
 
     # -- teardown ----------------------------------------------------------
     def restore_labels(self) -> list[str]:

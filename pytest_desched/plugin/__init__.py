@@ -8,39 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_desched.plugin.fixtures import (
-    desched_cluster,
-    desched_cluster_factory,
-    desched_context,
-    desched_evidence,
-    desched_experiment,
-    desched_experiment_result,
-    desched_lab,
-    desched_release,
-    desched_release_factory,
-    desched_session,
-    desched_settings,
-    desched_toolchain,
-)
+from pytest_desched.plugin import fixtures
+from pytest_desched.plugin.fixtures import *  # noqa: F403 (pytest finds fixtures by name here)
 from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
 from pytest_desched.plugin.reporting import pytest_runtest_makereport, pytest_terminal_summary
 
-__all__ = [
-    "desched_cluster",
-    "desched_cluster_factory",
-    "desched_context",
-    "desched_evidence",
-    "desched_experiment",
-    "desched_experiment_result",
-    "desched_lab",
-    "desched_release",
-    "desched_release_factory",
-    "desched_session",
-    "desched_settings",
-    "desched_toolchain",
-    "pytest_runtest_makereport",
-    "pytest_terminal_summary",
-]
+__all__ = [*fixtures.__all__, "pytest_runtest_makereport", "pytest_terminal_summary"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -20,7 +20,7 @@ from pytest_desched.session import interrupts_unwind
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
     from pytest_desched.descheduler.chart import Release
-    from pytest_desched.evidence.record import EvidenceWriter
+    from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster
     from pytest_desched.session import DeschedSession

@@ -30,7 +30,7 @@ def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
 
 def junit_entry(entry: dict[str, Any]) -> dict[str, str]:
     """`desched.*` JUnit properties of one experiment: each round's key figures."""
-    from pytest_desched.evidence.record import junit_properties
+    from pytest_desched.evidence.summary import junit_properties
 
     out: dict[str, str] = {}
     for i, rec in enumerate(entry["rounds"]):
@@ -64,7 +64,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         entry["outcome"] = "xfailed" if hasattr(rep, "wasxfail") and rep.skipped else rep.outcome
     sections = failure_sections(call.excinfo.value if call.excinfo else None)
     if rep.when == "call" and sections:
-        from pytest_desched.evidence.record import scrub_secrets
+        from pytest_desched.evidence.redaction import scrub_secrets
 
         red = getattr(item.config, "_desched_redactor", None)
         for name, text in sections.items():
@@ -74,7 +74,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    from pytest_desched.evidence.record import summary_line
+    from pytest_desched.evidence.summary import summary_line
 
     results = getattr(config, "_desched_results", [])
     info = getattr(config, "_desched_info", {})

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from pytest_desched.kube import pod_ready, wait_for
-from pytest_desched.lab.lab import OPT_IN_LABEL as EVICTABLE_LABEL
+from pytest_desched.lab.inputs import OPT_IN_LABEL as EVICTABLE_LABEL
 from pytest_desched.providers.base import OPT_IN_LABEL
 from tests.e2e.inner_run import start_inner
 

@@ -126,7 +126,7 @@ def test_existing_cluster_run_leaves_no_namespace_label_or_release(
     are all gone afterwards, and nothing it did not create was touched."""
     import yaml
 
-    from pytest_desched.lab.lab import POOL_LABEL
+    from pytest_desched.lab.inputs import POOL_LABEL
     from pytest_desched.providers.base import OPT_IN_LABEL
 
     core, batch = desched_cluster.core, desched_cluster.batch

@@ -28,8 +28,8 @@ from pytest_desched.descheduler.policy import (
 from pytest_desched.descheduler.round_pods import PodRun, error_lines, failed_pod, utcnow
 from pytest_desched.descheduler.rounds import RoundError
 from pytest_desched.errors import RoundFailed
-from pytest_desched.evidence.record import scrub_secrets
-from pytest_desched.lab.lab import (
+from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.lab import (
     Lab,
     LabApiError,
     LabInputError,

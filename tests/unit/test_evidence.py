@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
-from pytest_desched.evidence.record import (
+from pytest_desched.evidence import (
     EvidenceWriter,
     Redactor,
     RoundRecord,

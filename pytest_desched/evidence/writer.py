@@ -1,0 +1,139 @@
+"""Writing evidence to disk: round records, their summaries and failure artifacts.
+
+Every descheduler round leaves `<root>/<experiment>/<round>.json` (the full record) and a
+short `.txt` summary. Everything written passes through a `Redactor`, is made JSON-native
+first (so nothing escapes redaction by being stringified later), is size-capped where it is
+not the audit trail itself, and is written atomically so a crash never leaves a half record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import asdict
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched.evidence.redaction import Redactor, scrub_secrets
+from pytest_desched.evidence.summary import summary_text
+
+if TYPE_CHECKING:
+    from pytest_desched.evidence.record import RoundRecord
+
+DEFAULT_MAX_BYTES = 256 * 1024
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(name: str) -> str:
+    """A single path component: no separators, no leading dots, never empty."""
+    return _UNSAFE.sub("_", name).lstrip(".")[:120] or "_"
+
+
+def _default(o: Any) -> Any:
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return asdict(o)
+    if isinstance(o, Enum):
+        return o.value
+    if isinstance(o, set | frozenset):
+        return sorted(map(str, o))
+    return str(o)
+
+
+def _plain(obj: Any) -> Any:
+    """JSON-native data, so nothing escapes redaction by being stringified after it."""
+    return json.loads(json.dumps(obj, default=_default))
+
+
+def _cap(text: str, max_bytes: int) -> str:
+    """Keep head and tail (config at the top, summary and panics at the bottom)."""
+    data = text.encode()
+    if len(data) <= max_bytes:
+        return text
+    marker = (
+        f"\n[... pytest-desched: TRUNCATED, {len(data)} bytes exceed max_bytes={max_bytes}; "
+        "middle omitted ...]\n"
+    )
+    budget = max(0, max_bytes - len(marker.encode()))
+    head, tail = budget // 2, budget - budget // 2
+    return (
+        data[:head].decode(errors="ignore")
+        + marker
+        + (data[-tail:].decode(errors="ignore") if tail else "")
+    )
+
+
+class EvidenceWriter:
+    """Writes round records and failure artifacts under `root`, redacted and size-capped."""
+
+    def __init__(
+        self, root: Path, redactor: Redactor | None = None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
+        self.root = Path(root)
+        self.redactor = redactor or Redactor.disabled()
+        self.max_bytes = max_bytes
+
+    def path_for(self, experiment: str, name: str) -> Path:
+        """Where `name` lands; names are redacted too (they can carry node names)."""
+        exp = safe_name(self.redactor.redact(experiment))
+        path = self.root / exp / safe_name(self.redactor.redact(name))
+        if not path.resolve().is_relative_to(self.root.resolve()):
+            raise ValueError(f"refusing to write outside {self.root}: {path}")
+        return path
+
+    def write_round(self, record: RoundRecord) -> Path:
+        """Write the full record (never capped: it is the audit trail) and its summary."""
+        data = self.redactor.redact(_plain(record.to_dict()))
+        base = self.path_for(record.experiment, record.round_name)
+        self._write(base.with_name(base.name + ".json"), json.dumps(data, indent=2) + "\n")
+        # Built from the redacted data; redacting twice is not idempotent, scrubbing is.
+        self._write(base.with_name(base.name + ".txt"), scrub_secrets(summary_text(data)))
+        return base.with_name(base.name + ".json")
+
+    def write_text(
+        self, experiment: str, name: str, text: str | bytes, *, max_bytes: int | None = None
+    ) -> Path:
+        """A failure artifact (log, describe output); `.txt` added when `name` has no suffix."""
+        if isinstance(text, bytes):
+            text = text.decode(errors="replace")
+        path = self.path_for(experiment, name)
+        if not path.suffix:
+            path = path.with_name(path.name + ".txt")
+        # Redact before capping: a cut token might no longer match the scrubber.
+        self._write(path, _cap(self.redactor.redact(text), max_bytes or self.max_bytes))
+        return path
+
+    def write_json(
+        self, experiment: str, name: str, obj: Any, *, max_bytes: int | None = None
+    ) -> Path:
+        """A structured failure artifact; if too big it stays valid JSON with the text capped."""
+        cap = max_bytes or self.max_bytes
+        path = self.path_for(experiment, name)
+        if path.suffix != ".json":
+            path = path.with_name(path.name + ".json")
+        data = self.redactor.redact(_plain(obj))
+        text = json.dumps(data, indent=2) + "\n"
+        size = len(text.encode())
+        if size > cap:
+            compact = json.dumps(data, separators=(",", ":"))
+            budget = cap - 200
+            while True:
+                wrapper = {"truncated": True, "original_bytes": size, "max_bytes": cap}
+                wrapper["content"] = _cap(compact, max(budget, 0))
+                text = json.dumps(wrapper) + "\n"
+                excess = len(text.encode()) - cap
+                if excess <= 0 or budget <= 0:
+                    break
+                budget -= excess + 16  # escaping inflates the embedded text; shrink, retry
+        self._write(path, text)
+        return path
+
+    @staticmethod
+    def _write(path: Path, text: str) -> None:
+        """Atomic, so a crash mid-run never leaves a half-written record that looks complete."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
