@@ -142,4 +142,13 @@ def junit_properties(record: RoundRecord | Mapping[str, Any]) -> list[tuple[str,
         ("job_uid", (r.get("job") or {}).get("uid")),
         ("pdb_disruptions_allowed_after", _disruptions_allowed(r.get("pdb_after"))),
     ]
+    audit = r.get("audit") or {}
+    if audit.get("available"):
+        codes = audit.get("by_code") or {}
+        values.append(("audit_codes", ",".join(f"{c}x{n}" for c, n in sorted(codes.items()))))
+    ev = r.get("events_delivered") or {}
+    if ev:
+        values.append(("events_delivered", f"{ev.get('delivered')}/{ev.get('owed')}"))
+    if r.get("known_bugs"):
+        values.append(("known_bugs_seen", ",".join(sorted(r["known_bugs"]))))
     return [(k, "" if v is None else str(v)) for k, v in values]

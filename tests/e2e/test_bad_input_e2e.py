@@ -9,9 +9,9 @@ import pytest
 
 from pytest_desched.descheduler.policy import Policy, PolicyError, load_default
 from pytest_desched.descheduler.rounds import run_round
+from pytest_desched.errors import RoundFailed
 from pytest_desched.experiments import lab_policy
 from pytest_desched.lab import Lab, LabApiError
-from pytest_desched.providers.embedded.kubelet import RoundFailed
 
 pytestmark = pytest.mark.descheduler_e2e
 

@@ -10,13 +10,17 @@ import pytest
 import yaml
 
 from pytest_desched.descheduler.policy import (
+    SCHEMAS,
     Policy,
     PolicyError,
     canonical_json,
     digest_of_rendered,
     load_default,
+    pinned_schema,
+    schema_for,
 )
 from pytest_desched.tools.resources import manifest_path
+from pytest_desched.tools.versions import load_versions
 
 RUNBOOK_POLICY = """\
 apiVersion: descheduler/v1alpha2
@@ -503,3 +507,42 @@ def test_invalid_override_is_caught_by_validate() -> None:
     bad = policy.override("profiles.safe-rebalance.DefaultEvictor.minPodAge", 0, why=WHY)
     with pytest.raises(PolicyError, match=r"args\.minPodAge"):
         bad.validate()
+
+
+# ------------------------------------------------------------------ schema per descheduler ---
+
+
+@pytest.mark.parametrize("version", ["v0.36.0", "v0.36.5", "0.36.0", "v0.36", "v0.36.1-rc.0"])
+def test_every_v0_36_release_maps_to_the_v0_36_schema(version: str) -> None:
+    schema = schema_for(version)
+    assert schema is SCHEMAS["v0.36"]
+    assert (schema.minor, schema.written_for) == ("v0.36", "v0.36.0")
+    load_default().validate(version)
+
+
+def test_the_pinned_descheduler_has_a_schema_and_validate_defaults_to_it() -> None:
+    assert load_versions().descheduler.version.startswith("v0.36.")
+    assert pinned_schema() is schema_for(load_versions().descheduler.version)
+    typo = _mutated(lambda d: d.__setitem__("maxNoOfPodsToEvictPerNod", 1))
+    with pytest.raises(PolicyError) as default:
+        typo.validate()
+    with pytest.raises(PolicyError) as pinned:
+        typo.validate(load_versions().descheduler.version)
+    assert default.value.problems == pinned.value.problems
+    assert "maxNoOfPodsToEvictPerNode" in default.value.problems[0]
+
+
+@pytest.mark.parametrize("version", ["v0.37.0", "v0.35.2", "v1.36.0"])
+def test_a_version_without_a_schema_is_refused_not_approximated(version: str) -> None:
+    """No nearest-schema fallback: another minor's tables could pass a field it ignores."""
+    with pytest.raises(PolicyError, match="no policy schema for v") as exc:
+        schema_for(version)
+    assert "v0.36" in exc.value.problems[0] and "SCHEMAS" in exc.value.problems[0]
+    with pytest.raises(PolicyError, match="no policy schema"):
+        load_default().validate(version)  # refused before any check could pass it
+
+
+@pytest.mark.parametrize("version", ["latest", "", "36", "v0.36.0.1", "main"])
+def test_a_malformed_version_is_refused(version: str) -> None:
+    with pytest.raises(PolicyError, match="not a descheduler version"):
+        schema_for(version)

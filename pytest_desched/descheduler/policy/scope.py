@@ -1,0 +1,91 @@
+"""Holding a policy to the lab on a cluster that is not the plugin's own (provider `existing`).
+
+On a throwaway cluster the runbook's policy may act everywhere; on someone else's cluster it
+must act only inside the lab namespace and on nodes that opted in. :class:`PolicyScope` does
+both sides of that: it narrows a policy (namespace include lists for every evicting plugin, an
+extra node-selector term), each change a recorded override, and it is the guard that refuses a
+non-dry-run upgrade with a policy that could reach further. Which plugins can be narrowed at all
+comes from the pinned descheduler's schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_desched.descheduler.policy.model import Policy
+from pytest_desched.descheduler.policy.schema import pinned_schema
+from pytest_desched.errors import PolicyError
+
+__all__ = ["PolicyScope"]
+
+
+@dataclass(frozen=True)
+class PolicyScope:
+    """Where a policy may act on a cluster that is not the plugin's own (provider `existing`).
+
+    `apply` narrows a policy to the lab: every evicting plugin gets `namespaces.include: [lab]`
+    and the top-level `nodeSelector` gains the opt-in term, each as a recorded override.
+    `problems` is the guard `Release.apply_policy` runs before any non-dry-run upgrade.
+    """
+
+    node_selector: str  # one `key=value` term, ANDed with any selector the policy has
+    why: str = "existing cluster: rounds act only inside the lab namespace and on opted-in nodes"
+
+    def _evicting(self, doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+        points = pinned_schema().evicting_points
+        out = []
+        for i, prof in enumerate(doc.get("profiles") or []):
+            plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
+            for ep in points:
+                for name in (plugins.get(ep) or {}).get("enabled") or []:
+                    out.append((i, ep, name))
+        return out
+
+    def _selector(self, current: Any) -> str:
+        terms = [t.strip() for t in str(current or "").split(",") if t.strip()]
+        return ",".join(terms if self.node_selector in terms else [*terms, self.node_selector])
+
+    def apply(self, policy: Policy, namespace: str) -> Policy:
+        """The policy limited to `namespace` and the opted-in nodes; PolicyError if impossible."""
+        doc = policy.to_dict()
+        schema = pinned_schema()
+        bad = [
+            f"profiles[{i}].plugins.{ep}.enabled: {name} cannot be limited to one namespace "
+            f"({schema.written_for} has no include list for it); refused on an existing cluster"
+            for i, ep, name in self._evicting(doc)
+            if name not in schema.namespaced_plugins
+        ]
+        if bad:
+            raise PolicyError(bad, f"{policy.source} scoped to {namespace}")
+        why = f"{self.why} (namespace {namespace}, nodes {self.node_selector})"
+        scoped = policy.override("nodeSelector", self._selector(doc.get("nodeSelector")), why=why)
+        for i, _, name in self._evicting(doc):
+            scoped = scoped.override(
+                f"profiles[{i}].{name}.namespaces", {"include": [namespace]}, why=why
+            )
+        return scoped
+
+    def problems(self, policy: Policy | None) -> list[str]:
+        """Why `policy` could act outside a lab on this cluster (empty: it cannot)."""
+        if policy is None:
+            return [
+                "the chart's default policy acts on every namespace and node; on an existing "
+                "cluster only a policy scoped to the lab runs outside dry-run (Cluster.scope_policy)"
+            ]
+        doc = policy.to_dict()
+        out = []
+        if self._selector(doc.get("nodeSelector")) != str(doc.get("nodeSelector") or ""):
+            out.append(f"nodeSelector: must include {self.node_selector!r} (opted-in nodes only)")
+        for i, ep, name in self._evicting(doc):
+            try:
+                include = (policy.plugin_args(name, i).get("namespaces") or {}).get("include")
+            except KeyError:
+                include = None
+            if not include:
+                out.append(
+                    f"profiles[{i}].plugins.{ep}.enabled: {name} has no namespaces.include "
+                    "list; it could evict outside the lab"
+                )
+        return out
