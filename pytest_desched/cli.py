@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.config import OPTIONS, build_config
+from pytest_desched.config import OPTIONS, build_config, resolve
 from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -34,7 +35,7 @@ def _say(msg: str) -> None:
 def _add_config_options(ap: argparse.ArgumentParser) -> None:
     for flag, env, kw in OPTIONS:
         kw = dict(kw)
-        default = kw.pop("default", None)
+        default = kw.pop("default", False if kw.get("action") == "store_true" else None)
         kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value beats the environment
@@ -59,9 +60,19 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from pytest_desched.session import DeschedSession
+    import tempfile
 
-    config = _config(args, keep="always")
+    from pytest_desched.session import DeschedSession
+    from pytest_desched.tools.toolchain import default_cache_dir
+
+    cache = Path(
+        resolve("--desched-cache-dir", getattr(args, "--desched-cache-dir", None))
+        or default_cache_dir()
+    )
+    up_dir = cache / "up"
+    up_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=up_dir))  # removed by `desched down`
+    config = _config(args, keep="always", run_dir=run_dir)
     session = DeschedSession(config, report=_say)
     try:
         session.release  # noqa: B018 (cluster, then the release: suspended, dry run)
@@ -71,6 +82,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise
     cluster, release = session.cluster, session.release
     session.close()  # kept: marks the cluster kept, so no later run reaps it
+    (run_dir / "cluster-name").write_text(cluster.name)
     print(f"export KUBECONFIG={cluster.kubeconfig}")
     print(f"# release {release.name} in kube-system: suspended, dry run")
     print(f"# delete: desched down {cluster.name}")
@@ -93,6 +105,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         raise ConfigError(f"not a kept embedded cluster: {unknown}; kept: {kept or 'none'}")
     for name in names:
         delete_cluster(tc, root, name, _say)
+        for marker in (tc.cache_dir / "up").glob("run-*/cluster-name"):
+            if marker.read_text().strip() == name:  # `desched up`'s kubeconfig copy and files
+                shutil.rmtree(marker.parent, ignore_errors=True)
         _say(f"deleted embedded cluster {name}")
     return EXIT_OK
 
@@ -110,6 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
     config = _config(args)
     outcomes: list[dict[str, Any]] = []
+    failed: list[str] = []
     with DeschedSession(config, report=_say) as session:
         for n in names:
             rounds: list[dict[str, Any]] = []
@@ -118,13 +134,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             entry = {"name": f"{n}[{result.variant}]", "outcome": _shown(result.outcome)}
             print(summary_line({**entry, "rounds": rounds}), flush=True)
             if result.outcome in ("fail", "error"):
+                failed.append(entry["name"])
                 print(result.message, file=sys.stderr)
             outcomes.append({**entry, **result.summary()})
     summary = config.artifacts / "run-summary.json"
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text(json.dumps(outcomes, indent=1, default=str))
     _say(f"evidence: {config.artifacts} (summary {summary.name})")
-    failed = [o["name"] for o in outcomes if o["outcome"] in ("FAILED", "ERROR")]
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -158,6 +174,7 @@ def parser() -> argparse.ArgumentParser:
         "--descheduler",
         dest="--desched-descheduler-version",
         default=None,
+        metavar="VERSION",
         help="alias of --descheduler-version",
     )
     r.set_defaults(func=cmd_run)

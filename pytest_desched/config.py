@@ -184,7 +184,13 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
 def validate(c: DeschedConfig) -> DeschedConfig:
     """Every cheap input check, before the first cluster change."""
     from pytest_desched.lab.inputs import LabInputError, check_namespace
+    from pytest_desched.providers.base import PROVIDERS
 
+    if c.provider not in PROVIDERS:
+        raise ConfigError(
+            f"unknown provider {c.provider!r}; use one of {', '.join(PROVIDERS)} "
+            "(--desched-provider or DESCHED_PROVIDER)"
+        )
     if not isinstance(c.workers, int) or c.workers < 2:
         raise ConfigError(
             "--desched-workers must be an integer >= 2 (the descheduler skips smaller clusters)"

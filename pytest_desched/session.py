@@ -350,7 +350,12 @@ class DeschedSession:
         return out
 
     def __enter__(self) -> DeschedSession:
-        self.release  # noqa: B018 (bring everything up now; failures raise here)
+        try:
+            self.release  # noqa: B018 (bring everything up now; failures raise here)
+        except BaseException:  # __exit__ will not run: undo what was started, then raise
+            self.failed = True
+            self.close()
+            raise
         return self
 
     def __exit__(self, exc_type: object, *exc: object) -> None:

@@ -184,10 +184,8 @@ class ExperimentContext:
 
     @property
     def descheduler_version(self) -> str:
-        """The version of the binary under test (a canary build differs from the pin)."""
-        groups = getattr(self.cluster.toolchain, "groups", None) or {}
-        group = groups.get("descheduler")
-        return group.version if group is not None else self.release.versions.descheduler.version
+        """The version of the descheduler under test: the release's (a canary's differs)."""
+        return self.release.descheduler_version
 
 
 @dataclass
@@ -424,7 +422,11 @@ class Runner:
             rnd.result,
             namespace=ctx.namespace,
             replacement=replacement,
-            versions=ctx.release.versions.summary(),
+            versions={
+                **ctx.release.versions.summary(),
+                "descheduler": ctx.release.descheduler_version,
+                "image": ctx.release.image,
+            },
             chart=ctx.release.chart.evidence(),
             # One digest: canonical JSON of the live ConfigMap's policy (== Policy.digest()).
             policy_digest=digest_of_rendered(ctx.release.live_policy_yaml()),
@@ -572,7 +574,7 @@ class Experiment:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.name:
+        if "name" in cls.__dict__ and cls.name:  # a subclass registers only a name of its own
             if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
                 raise ValueError(
                     f"experiment name {cls.name!r} is taken by {REGISTRY[cls.name].__module__}"

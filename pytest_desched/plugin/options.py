@@ -25,7 +25,7 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("desched", "pytest-desched: descheduler runbook experiments")
     for flag, env, kw in OPTIONS:
         kw = dict(kw)
-        default = kw.pop("default", None)
+        default = kw.pop("default", False if kw.get("action") == "store_true" else None)
         kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value always beats the env var
