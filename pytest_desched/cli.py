@@ -4,6 +4,7 @@
     desched up [--workers N] ...                           a kept cluster with the release
     desched down [NAME ...] [--all]                        delete kept embedded clusters
     desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
+    desched lint FILE... [--descheduler V] [--format F]    the policy as the descheduler reads it
 
 Every `--desched-*` option of the plugin is here without its prefix (`--provider`,
 `--keep`, `--artifacts`, ...), with the same `DESCHED_*` environment variables.
@@ -141,7 +142,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text(json.dumps(outcomes, indent=1, default=str))
     _say(f"evidence: {config.artifacts} (summary {summary.name})")
+    report = getattr(session, "info", {}).get("report")  # written by session.close()
+    if report:
+        _say(f"report: {report}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    """Lint policies with the descheduler's own code; exit 1 on any error-level finding."""
+    from pytest_desched.descheduler.policy.checker import checker_for
+    from pytest_desched.descheduler.policy.lint import (
+        has_errors,
+        lint_targets,
+        load_targets,
+        render,
+    )
+
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise ConfigError(f"no such file: {', '.join(missing)}")
+    checker = checker_for(args.descheduler)
+    findings = lint_targets([t for f in args.files for t in load_targets(f)], checker)
+    out = render(findings, args.format, checker.version)
+    if args.output:
+        Path(args.output).write_text(out + "\n")
+    else:
+        print(out)
+    return EXIT_FAILED if has_errors(findings) else EXIT_OK
 
 
 def _shown(outcome: str) -> str:
@@ -178,6 +205,12 @@ def parser() -> argparse.ArgumentParser:
         help="alias of --descheduler-version",
     )
     r.set_defaults(func=cmd_run)
+    li = sub.add_parser("lint", help="lint policies, Helm values or ConfigMaps (exit 1 on errors)")
+    li.add_argument("files", nargs="+", metavar="FILE")
+    li.add_argument("--descheduler", default=None, metavar="VERSION", help="default: pinned")
+    li.add_argument("--format", choices=("text", "json", "sarif"), default="text")
+    li.add_argument("--output", "-o", default=None, help="write here instead of stdout")
+    li.set_defaults(func=cmd_lint)
     return ap
 
 

@@ -125,7 +125,7 @@ class ExperimentFailed(DeschedError, AssertionError):
     the complete result, artifacts included.
     """
 
-    def __init__(self, message: str, result: ExperimentResult) -> None:
+    def __init__(self, message: str, result: ExperimentResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 

@@ -94,6 +94,8 @@ class DeschedSession:
         self._cluster: Cluster | None = None
         self._release: Release | None = None
         self._evidence: EvidenceWriter | None = None
+        # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows
+        self.report_entries: list[dict[str, Any]] = []
 
     # -- phases --------------------------------------------------------------------------
     @contextmanager
@@ -226,6 +228,7 @@ class DeschedSession:
             )
             if cluster.job_executor == "embedded":  # the stand-in kubelet runs this binary
                 rel.binary = toolchain.path("descheduler")
+            rel.target_namespace = self.config.namespace  # the pre-flight's can-i and PDBs
             self.info.setdefault("chart", chart.evidence())
             rel.install_first()
         return rel
@@ -317,6 +320,9 @@ class DeschedSession:
         ctx.on_record = on_record
         with self.phase(f"experiment.{cls.name}[{ctx.policy_label or variant}]"):
             result = run_experiment(cls, ctx, variant)
+        self.report_entries.append(  # the HTML report's input, written at close()
+            {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
+        )
         for k, v in result.timings.items():
             self.timings[f"experiment.{cls.name}[{result.variant}].{k}"] = v
         return result
@@ -326,11 +332,39 @@ class DeschedSession:
     def keep(self) -> bool:
         return self.config.keep == "always" or (self.config.keep == "on-failure" and self.failed)
 
+    @property
+    def report_path(self) -> Path:
+        """Where the run's HTML report goes (written by `close()` once an experiment ran)."""
+        from pytest_desched.evidence.report import REPORT_NAME
+
+        return self.config.artifacts / REPORT_NAME
+
+    def write_report(self) -> Path | None:
+        """The run's one HTML page, redacted like the records; None when nothing ran.
+
+        A report that cannot be written is said, never raised: teardown must still run.
+        """
+        if not self.report_entries:
+            return None
+        from pytest_desched.evidence.report import write_report
+
+        shown = {k: self.info.get(k) for k in ("provider", "server", "chart") if k in self.info}
+        try:
+            with self.phase("report"):
+                path = write_report(self.report_path, self.report_entries, self.redactor, shown)
+        except Exception as exc:
+            self.info["report_error"] = f"{type(exc).__name__}: {exc}"
+            self.report(f"could not write the HTML report: {self.info['report_error']}")
+            return None
+        self.info["report"] = str(path)
+        return path
+
     def close(self) -> dict[str, Any]:
         """Remove the release (or, when kept, stop its executor) and the cluster; report what."""
         from pytest_desched.descheduler.cleanup import cleanup_release, emergency_stop
 
         out: dict[str, Any] = {}
+        self.write_report()  # before teardown: the redactor still knows the cluster's names
         try:
             if self._release is not None and self._release.installed:
                 with self.phase("teardown.release"):

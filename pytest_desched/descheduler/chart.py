@@ -300,6 +300,10 @@ class Release:
     # version-keyed rules (known bugs, log table) all follow this one value.
     descheduler_version: str = ""
     binary: Path | None = None  # the descheduler binary of that version (embedded rounds)
+    # The runbook's pre-flight (descheduler.preflight), run by install_first before any change;
+    # `target_namespace` is where evictions will happen (the lab), for can-i and its PDBs.
+    target_namespace: str | None = None
+    preflight: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.descheduler_version:
@@ -406,8 +410,9 @@ class Release:
         self.check_version_runs_here()
         self._refuse_foreign_release()
         self.show_values()
-        rendered, docs = self.render(dry_run=True, policy=None)
+        rendered, docs, text = self._render(dry_run=True, policy=None)
         checks = check_render(docs, dry_run=True, image=self.image)
+        self.run_preflight(docs, text)
         self.report(
             f"chart render checked ({'; '.join(checks)}); installing {self.name} suspended, dry-run"
         )
@@ -422,11 +427,33 @@ class Release:
             )
         self.installed = True
         self.dry_run, self.policy = True, None
+        runner = self.cluster.job_runner
+        if runner is not None:  # Jobs from its CronJob run however they are created
+            runner.register(
+                self.cluster, self.image, self.binary or self.cluster.toolchain.path("descheduler")
+            )
         self.verify_live(dry_run=True, policy=None)
         self.history.append(
             {"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)}
         )
         return checks
+
+    def run_preflight(self, docs: list[dict], text: str) -> dict[str, Any]:
+        """The runbook's pre-flight before the first install; kept on the release and on disk."""
+        from pytest_desched.descheduler.preflight import run_preflight
+
+        diff = self.diff(text)  # nothing is installed yet: every object shows as created
+        self.preflight = run_preflight(
+            self.cluster, docs, diff, self.namespace, self.target_namespace
+        )
+        (self.workdir / "preflight.json").write_text(json.dumps(self.preflight, indent=1))
+        ans = self.preflight.get("can_i_evict", {}).get("answer")
+        self.report(
+            f"pre-flight: versions {self.preflight['versions']}, can-i evict: {ans}, "
+            f"PDBs: {len(self.preflight.get('pdbs') or [])}, "
+            f"install creates {len(self.preflight['diff_objects'])} objects"
+        )
+        return self.preflight
 
     def apply_policy(
         self, policy: Policy | Mapping[str, Any] | str | Path | None, dry_run: bool = False
@@ -438,8 +465,22 @@ class Release:
         scope rule, render checks) fails before `helm upgrade`. Work files and the returned
         diff are scrubbed of credentials.
         """
+        lint: dict[str, Any] = {}
         if policy is not None:
             policy = Policy.coerce(policy).validate()
+            from pytest_desched.descheduler.policy.lint import lint_or_refuse
+
+            # The descheduler's own verdict (policycheck, same version) and the runbook lint.
+            findings, res = lint_or_refuse(
+                policy.to_dict(),
+                policy.source,
+                self.descheduler_version,
+                getattr(self.cluster, "toolchain", None),
+            )
+            lint = {
+                "effective_policy": res.effective,
+                "lint": [f"{f.rule} {f.name}: {f.path}: {f.message}" for f in findings],
+            }
         if not dry_run:  # a cluster that is not ours: only a policy scoped to the lab may evict
             self.cluster.check_policy_scope(policy)
         _, docs, text = self._render(dry_run=dry_run, policy=policy)
@@ -457,6 +498,7 @@ class Release:
             "checks": checks,
             "diff_lines": len(diff.splitlines()),
             "diff": diff,
+            **lint,
             **live,
         }
         (self.workdir / f"diff-{len(self.history)}.txt").write_text(diff)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pytest_desched.descheduler.decisions import Fate, PodDecision
 
@@ -67,6 +67,10 @@ class KnownBug:
     # with the bug named beside it, for a loss that varies from run to run by scheduling and
     # that the API server's own record already makes harmless to the verdict.
     mode: Literal["xfail", "tolerate"] = "xfail"
+    # Whether a policy triggers the bug, read from the *effective* policy (after the
+    # descheduler's own defaults, as the policy checker prints it): a reason, or None.
+    policy_trigger: Callable[[Mapping[str, Any]], str | None] | None = None
+    workaround: str = ""  # what a policy can do until the fix (desched lint's fix text)
 
     def excuses(self, facts: RoundFacts) -> bool:
         return (
@@ -184,6 +188,32 @@ def _sig_1687(f: RoundFacts) -> str | None:
     )
 
 
+def _policy_1882(effective: Mapping[str, Any]) -> str | None:
+    """PodsWithoutPDB enabled (podProtections or the deprecated boolean) in an evicting profile."""
+    for i, prof in enumerate(effective.get("profiles") or []):
+        plugins = prof.get("plugins") or {}
+        evicting = [
+            n
+            for ep in ("deschedule", "balance")
+            for n in ((plugins.get(ep) or {}).get("enabled") or [])
+        ]
+        if not evicting:
+            continue
+        for j, pc in enumerate(prof.get("pluginConfig") or []):
+            if pc.get("name") != "DefaultEvictor":
+                continue
+            args = pc.get("args") or {}
+            extra = (args.get("podProtections") or {}).get("extraEnabled") or []
+            if "PodsWithoutPDB" in extra:
+                return (
+                    f"profiles[{i}].pluginConfig[{j}].args.podProtections.extraEnabled "
+                    f"has PodsWithoutPDB (profile {prof.get('name')!r} enables {evicting})"
+                )
+            if args.get("ignorePodsWithoutPDB"):
+                return f"profiles[{i}].pluginConfig[{j}].args.ignorePodsWithoutPDB is true"
+    return None
+
+
 # -- the registry -----------------------------------------------------------------------------
 
 V0_36_0 = frozenset({"v0.36.0"})
@@ -201,6 +231,11 @@ REGISTRY: tuple[KnownBug, ...] = (
         },
         signature=_sig_1882,
         fix="https://github.com/kubernetes-sigs/descheduler/pull/1883 (proposed)",
+        policy_trigger=_policy_1882,
+        workaround=(
+            "remove PodsWithoutPDB from podProtections.extraEnabled (the pdb-lister-workaround "
+            "variant); the PDB itself is still enforced by the API server (429)"
+        ),
     ),
     KnownBug(
         id="descheduler#1917",

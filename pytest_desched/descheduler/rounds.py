@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +24,26 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
     from pytest_desched.descheduler.round_pods import PodRun
     from pytest_desched.providers.base import Cluster
+
+
+# Every round Job (and its pods) carries the run's label, so an emergency stop finds them
+# by selector as well as by the runbook's names: kubectl -n kube-system delete job -l RUN_LABEL=ID
+RUN_LABEL = "desched.pytest.io/run"
+RUN_ID = uuid.uuid4().hex[:8]  # one per process: one `pytest` or `desched` run
+
+
+def runbook_job_name(cluster: Cluster, namespace: str, name: str, run_id: str = RUN_ID) -> str:
+    """The runbook's Job name (e.g. descheduler-positive), suffixed only if one exists already."""
+    from kubernetes.client.rest import ApiException
+
+    for candidate in (name, f"{name}-{run_id[:5]}"):
+        try:
+            cluster.batch.read_namespaced_job(candidate, namespace)
+        except ApiException as exc:
+            if exc.status == 404:
+                return candidate
+            raise
+    return f"{name}-{run_id[:5]}-{uuid.uuid4().hex[:4]}"
 
 
 @dataclass
@@ -65,12 +86,14 @@ def job_from_cronjob(
     name: str,
     pod_annotations: Mapping[str, str] | None = None,
     service_account: str | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The Job `kubectl create job --from=cronjob/...` would create, as a plain manifest.
 
-    `pod_annotations` go on the pod template (a provider's JobRunner asks for them, e.g. so
-    kwok leaves the pod to the stand-in kubelet). `service_account` swaps the identity (used
-    to prove RBAC is what the API enforces).
+    `pod_annotations` go on the pod template (a provider's JobRunner asks for them, to mark
+    the plugin's own rounds). `service_account` swaps the identity (used
+    to prove RBAC is what the API enforces). `labels` go on the Job and its pods (the run's
+    label, for an emergency stop by selector).
     """
     from kubernetes import client
 
@@ -83,6 +106,8 @@ def job_from_cronjob(
     pod_meta = spec["template"].setdefault("metadata", {})
     if pod_annotations:
         pod_meta.setdefault("annotations", {}).update(pod_annotations)
+    if labels:
+        pod_meta.setdefault("labels", {}).update(labels)
     if service_account:
         spec["template"]["spec"]["serviceAccountName"] = service_account
     return {
@@ -91,7 +116,7 @@ def job_from_cronjob(
         "metadata": {
             "name": name,
             "namespace": cronjob.metadata.namespace,
-            "labels": dict(meta.get("labels") or {}),
+            "labels": {**(meta.get("labels") or {}), **(labels or {})},
             "annotations": annotations,
             "ownerReferences": [
                 {
@@ -138,20 +163,16 @@ def run_round(
     cj = ensure_suspended(release)
     runner = cluster.job_runner
     annotations = runner.pod_annotations if runner is not None else None
-    manifest = job_from_cronjob(cj, name, annotations, service_account)
+    manifest = job_from_cronjob(cj, name, annotations, service_account, {RUN_LABEL: RUN_ID})
     window = AuditWindow(cluster.audit_log) if cluster.audit_log is not None else None
+    binary = (release.binary or cluster.toolchain.path("descheduler")) if runner else None
+    if runner is not None and binary is not None:
+        runner.register(cluster, release.image, binary)
     started = time.monotonic()
     job = cluster.batch.create_namespaced_job(release.namespace, manifest)
     pod_runs: list[PodRun] = []
-    if runner is not None:
-        pod_runs = runner.run(
-            cluster,
-            name,
-            release.namespace,
-            release.binary or cluster.toolchain.path("descheduler"),
-            log_dir,
-            timeout,
-        )
+    if runner is not None and binary is not None:
+        pod_runs = runner.run(cluster, name, release.namespace, binary, log_dir, timeout)
         logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
     else:
         wait_job_finished(cluster, name, release.namespace, timeout)

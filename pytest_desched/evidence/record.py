@@ -73,6 +73,16 @@ class RoundRecord:
     deciding_layer: str | None = None  # results.decide(...).label: summaries and JUnit show it
     notes: list[str] = field(default_factory=list)
     log_path: str | None = None
+    # For the HTML report (evidence/report.py), seconds relative to the experiment start like
+    # started_s: Job created, round pod started, each eviction request (code, pod), replacement
+    # scheduled/Ready, Job complete; and every PDB status the watch saw.
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # t_s, what, pod, code
+    pdb_series: list[dict[str, Any]] = field(default_factory=list)  # t_s + PDB status counts
+    policy_applied: str | None = None  # the live ConfigMap's policy YAML (policy_digest's text)
+    policy_lint: list[str] = field(default_factory=list)  # schema + safety findings on it
+    # The runbook's pre-flight before the first install (descheduler.preflight): versions,
+    # can-i create pods/eviction as the chart's ServiceAccount, the target's PDBs, the diff.
+    preflight: dict[str, Any] | None = None
 
     @property
     def events_by_reason(self) -> dict[str, list[str]]:

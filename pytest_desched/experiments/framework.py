@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
@@ -279,10 +278,11 @@ class Runner:
 
     def run_round(self, name: str) -> RoundView:
         """One Job round, watched from before the Job exists until `stop_recording()`."""
-        from pytest_desched.descheduler.rounds import run_round
+        from pytest_desched.descheduler.rounds import run_round, runbook_job_name
         from pytest_desched.kube import node_ready, wait_for
 
-        name = f"{name}-{uuid.uuid4().hex[:5]}"  # runbook name, unique per round
+        # The runbook's own name, so its commands find the Job; a run suffix only on collision.
+        name = runbook_job_name(self.ctx.cluster, self.ctx.release.namespace, name)
         before = self.lab.snapshot()
         ready_nodes = sum(node_ready(n) for n in self.ctx.cluster.core.list_node().items)
         rec = self._recording.enter_context(self.lab.record())
@@ -392,7 +392,9 @@ class Runner:
 
     def record(self, view: RoundView) -> dict[str, Any]:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
+        from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL
         from pytest_desched.evidence.record import RoundRecord
+        from pytest_desched.evidence.timeline import pdb_series, policy_lint, round_timeline
 
         self.stop_recording()
         rnd, rec, before = view.rnd, view.rec, view.before
@@ -415,6 +417,7 @@ class Runner:
         if self.facts is not None:  # every known-bug signature the round shows, as evidence
             self.result.known_bugs.update(signatures(self.facts))
         final = self.lab.snapshot()
+        live_policy = ctx.release.live_policy_yaml()
         record = RoundRecord.from_round(
             self.label,
             rnd.name,
@@ -429,7 +432,11 @@ class Runner:
             },
             chart=ctx.release.chart.evidence(),
             # One digest: canonical JSON of the live ConfigMap's policy (== Policy.digest()).
-            policy_digest=digest_of_rendered(ctx.release.live_policy_yaml()),
+            policy_digest=digest_of_rendered(live_policy),
+            policy_applied=live_policy,
+            policy_lint=policy_lint(live_policy, ctx.descheduler_version),
+            timeline=round_timeline(rnd, rec, before, self.t0),
+            pdb_series=pdb_series(rec, self.t0),
             policy_overrides=list(pol.overrides),
             job={
                 "name": rnd.name,
@@ -439,6 +446,7 @@ class Runner:
                 "exit_code": rnd.exit_code,
                 "service_account": rnd.service_account,
                 "executor": rnd.executor,
+                "run_label": f"{RUN_LABEL}={RUN_ID}",  # emergency stop: delete job -l ...
             },
             started_s=round(rnd.started - self.t0, 3),
             ended_s=round(rnd.ended - self.t0, 3),
@@ -454,6 +462,7 @@ class Runner:
             audit=view.audit,
             known_bugs=dict(self.result.known_bugs),
             log_path=log_path,
+            preflight=ctx.release.preflight,
             **extra,
         )
         d = record.to_dict()

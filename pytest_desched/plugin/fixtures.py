@@ -152,6 +152,8 @@ def desched_experiment(
         request.node._desched_entry = entry
         for k, v in junit_entry(entry).items():  # key figures reach JUnit for failures too
             request.node.user_properties.append((k, v))
+        # The page is written at session end; its path is known now, so JUnit can carry it.
+        request.node.user_properties.append(("desched.report", str(desched_session.report_path)))
         return result.raise_for_outcome()
 
     return run

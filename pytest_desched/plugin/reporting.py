@@ -48,7 +48,7 @@ def failure_sections(exc: BaseException | None) -> dict[str, str]:
     """The lab's logs, events and pods (and a step's traceback) kept by a failed experiment."""
     from pytest_desched.errors import ExperimentFailed
 
-    if not isinstance(exc, ExperimentFailed):
+    if not isinstance(exc, ExperimentFailed) or exc.result is None:
         return {}
     sections = dict(exc.result.artifacts)
     if exc.result.error:
@@ -106,3 +106,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if art or base is not None:
         default = Path(str(base.getbasetemp())) / "desched-artifacts" if base else None
         tr.line(f"evidence: {art or default}")
+    if info.get("report"):
+        tr.line(f"report: {info['report']}")
+    elif info.get("report_error"):
+        tr.line(f"report: not written ({info['report_error']})")

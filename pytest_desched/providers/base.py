@@ -34,12 +34,15 @@ KUBE_TOOLS = frozenset({"kubectl", "helm", "kwokctl", "kind"})
 class JobRunner(Protocol):
     """A provider capability: its nodes run no containers, so the engine runs round pods.
 
-    `pod_annotations` go on the round Job's pod template (so the simulated node leaves the
-    pod alone); `run` runs each of the Job's pods until the Job controller finishes it.
+    `pod_annotations` go on the round Job's pod template (marks the plugin's own rounds);
+    `register` tells it which binary runs a release's image; `run` waits until the Job
+    controller finished the Job and returns what each of its pods' runs produced.
     """
 
     name: str
     pod_annotations: dict[str, str]
+
+    def register(self, cluster: Cluster, image: str, binary: Path) -> None: ...
 
     def run(
         self,
@@ -76,6 +79,9 @@ class Cluster:
     # Set by a provider whose cluster is not ours (existing): every policy applied outside
     # dry-run must stay inside the lab namespace and the opted-in nodes. None: no limit.
     policy_scope: PolicyScope | None = None
+    # kubectl's and helm's discovery/http cache (KUBECACHEDIR): the run's own directory when the
+    # provider knows it; otherwise under `workdir`. Never ~/.kube/cache.
+    kube_cache_dir: Path | None = None
 
     @property
     def job_executor(self) -> str:
@@ -149,6 +155,8 @@ class Cluster:
     def env(self) -> dict[str, str]:
         env = helm_env(self.workdir or self.toolchain.cache_dir / "helm-home")
         env["KUBECONFIG"] = str(self.kubeconfig)
+        if self.kube_cache_dir is not None:
+            env["KUBECACHEDIR"] = str(self.kube_cache_dir)
         return env
 
     def _ctx_args(self) -> list[str]:

@@ -178,10 +178,9 @@ class ExistingProvider(Provider):
         if cluster.workers and all(
             _is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers
         ):
-            # A kwok cluster (e.g. another run's embedded one): nothing runs Job pods there.
-            from pytest_desched.providers.embedded.kubelet import StandInKubelet
-
-            cluster.job_runner = StandInKubelet()
+            # A kwok cluster (e.g. another run's embedded one): its own supervised stand-in
+            # kubelet runs round pods, as a kubelet would; rounds read them back through the API.
+            cluster.info["job_pods_run_by"] = "the embedded cluster's stand-in kubelet"
         cluster.workdir = Path(tempfile.mkdtemp(prefix="desched-existing-"))
         return cluster
 

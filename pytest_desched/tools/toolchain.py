@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -61,9 +62,23 @@ class Group:
     version: str
     packages: dict[str, str]  # binary name -> main package
     ldflags: tuple[str, ...] = ()
+    # The project's own Go source (main package) built inside the wrapper, against `module`.
+    source_dir: Path | None = None
+
+    @property
+    def source_digest(self) -> str:
+        """Short sha256 of the project's own Go source: a changed helper is a new build."""
+        if self.source_dir is None:
+            return ""
+        h = hashlib.sha256()
+        for f in sorted(self.source_dir.glob("*.go")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        return h.hexdigest()[:12]
 
     @property
     def key(self) -> str:
+        if self.source_dir is not None:
+            return f"{self.name}-{self.version}-{self.source_digest}"
         return f"{self.name}-{self.version}"
 
 
@@ -79,6 +94,10 @@ def _kube_ldflags(version: str) -> tuple[str, ...]:
             f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
         ]
     return tuple(flags)
+
+
+POLICYCHECK_PACKAGE = "desched.local/wrapper/policycheck"
+POLICYCHECK_SOURCE = Path(__file__).resolve().parent / "policycheck"
 
 
 def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[str, Group]:
@@ -115,6 +134,15 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             (f"-X {v.helm.module}/internal/version.version={v.helm.version}",),
         ),
         "kind": Group("kind", v.kind.module, v.kind.version, {"kind": v.kind.module}),
+        # The project's policy checker, built against the descheduler source under test.
+        "policycheck": Group(
+            "policycheck",
+            v.descheduler.module,
+            dv,
+            {"policycheck": POLICYCHECK_PACKAGE},
+            (f"-X {v.descheduler.module}/pkg/version.version={dv}",),
+            POLICYCHECK_SOURCE,
+        ),
     }
 
 
@@ -129,6 +157,7 @@ TOOL_GROUP = {
     "descheduler": "descheduler",
     "helm": "helm",
     "kind": "kind",
+    "policycheck": "policycheck",
 }
 
 # How to ask a binary for its version: argv tail and a regex whose group 1 is the version.
@@ -143,6 +172,7 @@ VERSION_PROBES: dict[str, tuple[list[str], str]] = {
     "descheduler": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
     "helm": (["version", "--short"], r"(v[\w.\-]+)"),
     "kind": (["version"], r"kind (v[\w.\-]+)"),
+    "policycheck": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
 }
 
 
@@ -219,6 +249,8 @@ class Toolchain:
 
     # -- locations -------------------------------------------------------
     def bin_dir(self, group: Group) -> Path:
+        if group.source_dir is not None:  # by version, and by the helper's own source
+            return self.cache_dir / "bin" / group.name / f"{group.version}-{group.source_digest}"
         return self.cache_dir / "bin" / group.name / group.version
 
     def log_path(self, group: Group) -> Path:
@@ -237,7 +269,8 @@ class Toolchain:
             return self._resolved[tool]
         group = self.groups[TOOL_GROUP[tool]]
         cached = self.bin_dir(group) / tool
-        on_path = shutil.which(tool) if self.use_path else None
+        # The project's own helper is never taken from PATH: only its build matches its source.
+        on_path = shutil.which(tool) if self.use_path and group.source_dir is None else None
         chosen, why = select_binary(
             tool,
             group.version,
@@ -409,8 +442,15 @@ def write_wrapper_module(
         staging = (versions or load_versions()).kubernetes.extra.get("staging_version")
     gomod = wrapper_gomod(group, module_gomod(group.module, group.version, env, logf), staging)
     (src / "go.mod").write_text(gomod)
-    imports = "\n".join(f'\t_ "{p}"' for p in group.packages.values())
-    (src / "tools.go").write_text(f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n")
+    if group.source_dir is not None:
+        # The wrapper module *is* the helper: its main package, built against group.module.
+        for f in group.source_dir.glob("*.go"):
+            shutil.copyfile(f, src / f.name)
+    else:
+        imports = "\n".join(f'\t_ "{p}"' for p in group.packages.values())
+        (src / "tools.go").write_text(
+            f"//go:build tools\n\npackage tools\n\nimport (\n{imports}\n)\n"
+        )
     res = subprocess.run(
         ["go", "mod", "tidy"], cwd=src, env=env, stdout=logf, stderr=subprocess.STDOUT, check=False
     )

@@ -52,10 +52,25 @@ def _round_fails_fast(cluster, settings, release) -> RoundFailed:
     return err
 
 
+def test_policy_the_descheduler_refuses_is_refused_before_any_change(desched_release):
+    """policycheck runs v0.36.0's own validation: its words, and nothing installed."""
+    revision, digest = desched_release.revision(), desched_release.configmap_digest()
+    with pytest.raises(PolicyError, match="DL001 rejected-by-descheduler") as exc:
+        desched_release.apply_policy(_lnu_policy(), dry_run=False)
+    assert LNU_REFUSED in str(exc.value)
+    assert (desched_release.revision(), desched_release.configmap_digest()) == (revision, digest)
+
+
 def test_policy_the_descheduler_refuses_fails_the_round_at_once(
-    desched_cluster, desched_settings, desched_release, restore_policy
+    desched_cluster, desched_settings, desched_release, restore_policy, monkeypatch
 ):
-    desched_release.apply_policy(_lnu_policy(), dry_run=False)  # passes the plugin's checks
+    """Defence in depth: with the lint gate bypassed, the round fails fast with the same words."""
+    from pytest_desched.descheduler.policy import lint
+    from pytest_desched.descheduler.policy.checker import CheckResult
+
+    monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
+    desched_release.apply_policy(_lnu_policy(), dry_run=False)
+    monkeypatch.undo()
     err = _round_fails_fast(desched_cluster, desched_settings, desched_release)
     assert any(LNU_REFUSED in line for line in err.error_lines), str(err)
     assert LNU_REFUSED in str(err)
@@ -75,8 +90,12 @@ def test_uint_cap_beyond_64_bits_still_fails_fast_if_validation_is_bypassed(
     desched_cluster, desched_settings, desched_release, restore_policy, monkeypatch
 ):
     """Defence in depth: the descheduler's own start-up error, not a two-minute timeout."""
+    from pytest_desched.descheduler.policy import lint
+    from pytest_desched.descheduler.policy.checker import CheckResult
+
     bad = load_default().override("maxNoOfPodsToEvictTotal", 2**64, why="test")
     monkeypatch.setattr(Policy, "validate", lambda self: self)
+    monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     desched_release.apply_policy(bad, dry_run=False)
     monkeypatch.undo()
     err = _round_fails_fast(desched_cluster, desched_settings, desched_release)

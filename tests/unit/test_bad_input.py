@@ -44,8 +44,7 @@ from pytest_desched.providers.base import (
     require_explicit_kubeconfig,
     run,
 )
-from pytest_desched.providers.embedded import kubelet as executor
-from pytest_desched.providers.embedded.kubelet import wait_and_run
+from pytest_desched.providers.embedded.kubelet import wait_runs, write_facts
 from pytest_desched.tools.versions import load_versions
 from tests.unit.test_chart_checks import render
 
@@ -113,36 +112,32 @@ def _pod(phase: str = "Running", exit_code: int | None = None) -> Any:
     )
 
 
-def test_failed_round_pod_raises_at_once_and_stops_retries(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_failed_round_pod_raises_at_once_and_stops_retries(tmp_path: Path) -> None:
+    """The supervised kubelet recorded a run that exited 1: the round ends on first sight."""
     jobs = _Jobs([_pod()])
-    cluster = SimpleNamespace(batch=jobs, core=jobs)
-    runs: list[str] = []
-
-    def fake_run_pod(cluster: Any, pod: Any, binary: Path, log_dir: Path, timeout: float) -> PodRun:
-        runs.append(pod.metadata.name)
-        log = tmp_path / "round.log"
-        log.write_text(STARTUP_FAILURE)
-        now = utcnow()
-        return PodRun(
-            "kube-system", pod.metadata.name, "uid-1", "descheduler", [], 1, now, now,
+    cluster = SimpleNamespace(batch=jobs, core=jobs, workdir=tmp_path / "cluster")
+    log = tmp_path / "round.log"
+    log.write_text(STARTUP_FAILURE)
+    now = utcnow()
+    write_facts(
+        cluster.workdir,
+        PodRun(
+            "kube-system", "round-abc12-xyz", "uid-1", "descheduler", [], 1, now, now,
             STARTUP_FAILURE, log, ["image x run as local binary descheduler"],
-        )  # fmt: skip
-
-    monkeypatch.setattr(executor, "run_pod", fake_run_pod)
+        ),
+    )  # fmt: skip
     with pytest.raises(RoundFailed) as ei:
-        wait_and_run(cluster, "round-abc12", "kube-system", Path("/bin/false"), tmp_path, 120)
+        wait_runs(cluster, "round-abc12", "kube-system", tmp_path / "logs", 120)
     err = ei.value
     assert isinstance(err, RoundError)
     assert (err.job, err.pod, err.exit_code) == ("round-abc12", "round-abc12-xyz", 1)
-    assert runs == ["round-abc12-xyz"] and jobs.reads == 1  # no second pod, no 120 s wait
+    assert jobs.reads == 1  # no second pod, no 120 s wait
     assert jobs.patches == [("round-abc12", "kube-system", {"spec": {"backoffLimit": 0}})]
     msg = str(err)
     assert msg.startswith("round Job kube-system/round-abc12 failed: pod round-abc12-xyz exited 1")
     assert "failed to apply: thresholds' cpu percentage is greater than targetThresholds'" in msg
     assert JWT not in msg and "local binary" not in msg
-    assert f"full log: {tmp_path / 'round.log'}" in msg
+    assert f"full log: {tmp_path / 'logs' / 'round.log'}" in msg
 
 
 def test_failed_pod_of_an_in_cluster_job_is_final_too() -> None:
@@ -421,6 +416,11 @@ def test_release_work_files_and_diff_hold_no_token(
 ) -> None:
     """Defence in depth: were validation bypassed, no file and no returned diff has it."""
     monkeypatch.setattr(Policy, "validate", lambda self: self)
+    from pytest_desched.descheduler.policy import lint
+    from pytest_desched.descheduler.policy.checker import CheckResult
+
+    # ...and the lint gate (which refuses the token too, DL004) bypassed as well.
+    monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     cluster = FakeReleaseCluster()
     rel = _release(tmp_path, cluster)
     step = rel.apply_policy(_token_policy())

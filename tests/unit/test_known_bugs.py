@@ -254,3 +254,12 @@ def test_1687_not_when_the_process_lingered_past_the_window() -> None:
 def test_1687_never_makes_an_experiment_xfail() -> None:
     facts = replace(pdb(), failed_checks=frozenset({"eviction-failed-events"}))
     assert classify(facts).outcome == "fail"
+
+
+def test_a_known_bug_can_be_raised_without_an_experiment_result() -> None:
+    """Tests outside the experiment framework (the dry-run race) raise it with evidence only."""
+    from pytest_desched.errors import KnownUpstreamBug
+
+    with pytest.raises(KnownUpstreamBug, match="1917") as ei:
+        raise KnownUpstreamBug("descheduler#1917: found=0")
+    assert ei.value.result is None

@@ -178,6 +178,7 @@ OUTPUTS = {
     ),
     "helm": ("v3.22.0+g4a1a3e2", "v3.22.0"),
     "kind": ("kind v0.33.0 go1.26 linux/amd64", "v0.33.0"),
+    "policycheck": ('policycheck GitVersion:"v0.36.0"', "v0.36.0"),
 }
 
 

@@ -21,7 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
-from pytest_desched.providers.embedded.kubelet import StandInKubelet
+from pytest_desched.providers.embedded.kubelet import (
+    StandInKubelet,
+    register_image,
+    state_dir,
+    supervisor_argv,
+)
 from pytest_desched.tools.resources import manifest_path
 from pytest_desched.tools.toolchain import Reporter, Toolchain, _stderr, file_lock
 
@@ -244,6 +249,7 @@ class EmbeddedProvider(Provider):
             created=True,
             info={"runtime": "kwokctl binary", "node_allocatable": self.node_spec.__dict__},
             workdir=self.cluster_dir,
+            kube_cache_dir=self.kubeconfig_dir / "kube-cache" if self.kubeconfig_dir else None,
             audit_log=self.audit_log if self.audit_log.is_file() else None,
             audit_unavailable_why=None
             if self.audit_log.is_file()
@@ -252,9 +258,11 @@ class EmbeddedProvider(Provider):
         t2 = time.monotonic()
         from pytest_desched.kube import wait_nodes_ready
 
+        kubelet = self._start_kubelet(bins_descheduler=self.toolchain.path("descheduler"))
         for i, n in enumerate(names):
             cluster.core.create_node(node_manifest(n, f"zone-{'abc'[i % 3]}", self.node_spec))
         wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
+        self._wait_kubelet(kubelet)
         self.timings["nodes_s"] = time.monotonic() - t2
         self.timings["bring_up_s"] = time.monotonic() - t1
         cluster.info["bring_up_s"] = round(self.timings["bring_up_s"], 2)
@@ -264,6 +272,49 @@ class EmbeddedProvider(Provider):
         )
         self.cluster = cluster
         return cluster
+
+    def _start_kubelet(self, bins_descheduler: Path) -> subprocess.Popen[bytes]:
+        """The cluster's supervised stand-in kubelet: runs every descheduler Job's pod.
+
+        It lives as long as the cluster (a kept one too) in a session of its own; its command
+        line names the cluster's directory, so delete_cluster and reap_stale stop it.
+        """
+        sdir = state_dir(self.cluster_dir)
+        sdir.mkdir(parents=True, exist_ok=True)
+        from pytest_desched.descheduler.chart import descheduler_image
+
+        version = self.toolchain.groups["descheduler"].version  # a release may add its own
+        image = descheduler_image(self.toolchain.versions, version)
+        register_image(self.cluster_dir, image, bins_descheduler)
+        with open(sdir / "kubelet.log", "ab") as log:
+            proc = subprocess.Popen(
+                supervisor_argv(self.cluster_dir / "kubeconfig.yaml", self.cluster_dir),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        (sdir / "pid").write_text(str(proc.pid))
+        return proc
+
+    def _wait_kubelet(self, proc: subprocess.Popen[bytes]) -> None:
+        from pytest_desched.kube import wait_for
+
+        ready = state_dir(self.cluster_dir) / "ready"
+        log = state_dir(self.cluster_dir) / "kubelet.log"
+        wait_for(
+            "the stand-in kubelet to watch the cluster's pods",
+            lambda: (ready.is_file(), proc.poll()),
+            lambda seen: seen[0] or seen[1] is not None,
+            timeout=self.wait_timeout,
+            describe=lambda _: log.read_text(errors="replace")[-600:],
+            max_interval=0.05,
+        )
+        if proc.poll() is not None:
+            raise ProviderError(
+                f"the stand-in kubelet exited {proc.returncode}: "
+                f"{log.read_text(errors='replace')[-600:]}"
+            )
 
     def stop(self) -> None:
         if not self._created:

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -205,8 +206,13 @@ def run_pod(
     binary: Path,
     log_dir: Path,
     timeout: float = 300,
+    on_finished: Callable[[PodRun], None] | None = None,
 ) -> PodRun:
-    """Run the real descheduler for `pod` and write its terminated status back to the pod."""
+    """Run the real descheduler for `pod` and write its terminated status back to the pod.
+
+    `on_finished` sees the run before the pod's status says it ended, so whoever waits for
+    that status can rely on what the hook wrote (the supervised kubelet's facts file).
+    """
     c = pod.spec.containers[0]
     # Under the cluster's own dir when it has one: a killed run's token file goes with the reaped cluster.
     work = Path(tempfile.mkdtemp(prefix="desched-pod-", dir=cluster.workdir))
@@ -234,6 +240,7 @@ def run_pod(
         argv = [str(binary), *args, *local_args]
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{pod.metadata.name}.log"
+        write_running(cluster, pod, started)
         with open(log_path, "w") as logf:
             proc = subprocess.Popen(
                 argv,
@@ -259,11 +266,10 @@ def run_pod(
             else "--client-connection-kubeconfig=<pod SA token>"
             for a in argv
         ]
-        write_terminated(cluster, pod, rc, log, started, finished)
         why = publish_logs(cluster, pod, log, started, log_dir)
         if why:
             notes.append(why)
-        return PodRun(
+        run = PodRun(
             pod.metadata.namespace,
             pod.metadata.name,
             pod.metadata.uid,
@@ -277,6 +283,10 @@ def run_pod(
             notes,
             poller.result,
         )
+        if on_finished is not None:
+            on_finished(run)
+        write_terminated(cluster, pod, rc, log, started, finished)
+        return run
     except BaseException:
         if proc is not None and proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -313,6 +323,34 @@ def publish_logs(
     except ApiException as exc:
         return f"kubectl logs unavailable: kwok Logs object not created ({exc.status} {exc.reason})"
     return None
+
+
+def write_running(cluster: Cluster, pod: Any, started: dt.datetime) -> None:
+    """Mark the pod Running as a kubelet would (kwok leaves descheduler pods to us)."""
+    c = pod.spec.containers[0]
+    at = started.strftime("%Y-%m-%dT%H:%M:%SZ")
+    body = {
+        "status": {
+            "phase": "Running",
+            "startTime": at,
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": at}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "containerStatuses": [
+                {
+                    "name": c.name,
+                    "image": c.image,
+                    "imageID": "",
+                    "ready": True,
+                    "restartCount": 0,
+                    "started": True,
+                    "state": {"running": {"startedAt": at}},
+                }
+            ],
+        }
+    }
+    cluster.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, body)
 
 
 def write_terminated(
@@ -361,59 +399,380 @@ def write_terminated(
     cluster.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, body)
 
 
-def wait_and_run(
-    cluster: Cluster,
-    job_name: str,
-    namespace: str,
-    binary: Path,
-    log_dir: Path,
-    timeout: float = 300,
-) -> list[PodRun]:
-    """Run every pod of the Job as kwok starts it, until the Job controller finishes the Job.
+# -- the supervised stand-in kubelet -------------------------------------------------------
+# One small process per embedded cluster, started with it and killed with it (its command
+# line names the cluster's directory, which delete_cluster looks for). It runs every pod
+# of a descheduler Job however the Job was created (the plugin, `kubectl create job
+# --from=cronjob/...`, the CronJob's schedule), as a kubelet would; kwok leaves exactly
+# these pods alone (manifests/kwok-stages.yaml keys on the same label and annotation).
+CHART_NAME_LABEL = "app.kubernetes.io/name"  # the chart puts it on its pod template
+CHART_NAME = "descheduler"
+STATE_DIR = "stand-in-kubelet"  # under the cluster's directory
+REFUSED_REASON = "StandInKubeletCannotRun"
+JOB_POD_SELECTOR = "job-name"  # every Job pod carries it (its value is the Job's name)
 
-    A pod that exits non-zero ends the round at once with `RoundFailed` (see its docstring).
+
+def state_dir(cluster_dir: Path) -> Path:
+    return cluster_dir / STATE_DIR
+
+
+def images_file(cluster_dir: Path) -> Path:
+    return state_dir(cluster_dir) / "images.json"
+
+
+def register_image(cluster_dir: Path, image: str, binary: Path) -> None:
+    """Let the supervised kubelet run pods of `image` with `binary` (atomic, merge)."""
+    import json
+
+    path = images_file(cluster_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    images = read_images(cluster_dir)
+    if images.get(image) == str(binary):
+        return
+    images[image] = str(binary)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(images, indent=1, sort_keys=True))
+    tmp.replace(path)
+
+
+def read_images(cluster_dir: Path) -> dict[str, str]:
+    import json
+
+    try:
+        return dict(json.loads(images_file(cluster_dir).read_text()))
+    except (OSError, ValueError):
+        return {}
+
+
+def is_descheduler_pod(pod: Any) -> bool:
+    """A pod of a descheduler Job: a Job's pod with the chart's label or the plugin's mark."""
+    meta = pod.metadata
+    if not any(o.kind == "Job" for o in meta.owner_references or []):
+        return False
+    labels, annotations = meta.labels or {}, meta.annotations or {}
+    return labels.get(CHART_NAME_LABEL) == CHART_NAME or EXECUTOR_ANNOTATION in annotations
+
+
+def classify(pod: Any, images: dict[str, str]) -> tuple[str, str]:
+    """What the stand-in kubelet does with a pod: ("run", binary), ("refuse", why), ("skip", why).
+
+    Like a kubelet it only starts a scheduled, not yet started pod; unlike one it can run
+    only the descheduler images it has a binary for, and says so instead of faking a run.
     """
-    from pytest_desched.kube import WaitTimeout
+    if not is_descheduler_pod(pod):
+        return "skip", "not a descheduler Job pod"
+    if pod.metadata.deletion_timestamp is not None:
+        return "skip", "being deleted"
+    if not pod.spec.node_name:
+        return "skip", "not scheduled yet"
+    if (pod.status.phase if pod.status else None) not in (None, "Pending"):
+        return "skip", f"already {pod.status.phase}"
+    image = pod.spec.containers[0].image
+    binary = images.get(image)
+    if binary is None:
+        known = ", ".join(sorted(images)) or "none"
+        return "refuse", (
+            f"the embedded cluster's stand-in kubelet runs only a descheduler release's own "
+            f"image as its locally built binary; {image!r} is not one (runnable: {known}). "
+            f"Use the CronJob's image (kubectl create job --from=cronjob/NAME), or install "
+            f"that version with --desched-descheduler-version so its binary is built"
+        )
+    return "run", binary
 
-    runs: list[PodRun] = []
-    done: set[str] = set()
-    deadline = time.monotonic() + timeout
-    interval = 0.05
-    while True:
+
+def facts_path(cluster_dir: Path, uid: str, kind: str = "json") -> Path:
+    return state_dir(cluster_dir) / "runs" / f"{uid}.{kind}"
+
+
+def write_facts(cluster_dir: Path, run: PodRun) -> Path:
+    """The PodRun as JSON, written atomically before the pod's status says it ended."""
+    import json
+    from dataclasses import asdict
+
+    path = facts_path(cluster_dir, run.uid)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = asdict(run)
+    doc["started"], doc["finished"] = run.started.isoformat(), run.finished.isoformat()
+    doc["log_path"] = str(run.log_path) if run.log_path else None
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(path)
+    return path
+
+
+def read_facts(cluster_dir: Path, uid: str) -> PodRun | None:
+    import json
+
+    try:
+        doc = json.loads(facts_path(cluster_dir, uid).read_text())
+    except (OSError, ValueError):
+        return None
+    doc["started"] = dt.datetime.fromisoformat(doc["started"])
+    doc["finished"] = dt.datetime.fromisoformat(doc["finished"])
+    doc["log_path"] = Path(doc["log_path"]) if doc.get("log_path") else None
+    doc["metrics"] = MetricsScrape(**doc["metrics"]) if doc.get("metrics") else None
+    return PodRun(**doc)
+
+
+class Supervisor:
+    """Watch Job pods cluster-wide; run each descheduler pod once, in a thread of its own."""
+
+    def __init__(self, cluster: Cluster, cluster_dir: Path, log: Callable[[str], None]) -> None:
+        import threading
+
+        self.cluster, self.cluster_dir, self.log = cluster, cluster_dir, log
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+        self.threads: list[threading.Thread] = []
+
+    def handle(self, pod: Any) -> str:
+        """Dispatch one pod event; returns what was decided (for the log and tests)."""
+        import threading
+
+        action, detail = classify(pod, read_images(self.cluster_dir))
+        uid = pod.metadata.uid
+        with self.lock:
+            if action == "skip" or uid in self.seen:
+                return "skip"
+            self.seen.add(uid)
+        if action == "refuse":
+            self.refuse(pod, detail)
+            return "refuse"
+        t = threading.Thread(target=self.run_one, args=(pod, Path(detail)), daemon=True)
+        self.threads.append(t)
+        t.start()
+        return "run"
+
+    def refuse(self, pod: Any, why: str) -> None:
+        """Leave the pod Pending, say why in a Warning event (and a file the plugin reads)."""
+        path = facts_path(self.cluster_dir, pod.metadata.uid, "refused")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(why)
+        self.log(f"refused {pod.metadata.namespace}/{pod.metadata.name}: {why}")
+        now = utcnow()
+        body = {
+            "metadata": {
+                "generateName": f"{pod.metadata.name}.",
+                "namespace": pod.metadata.namespace,
+            },
+            "involvedObject": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod.metadata.name,
+                "namespace": pod.metadata.namespace,
+                "uid": pod.metadata.uid,
+            },
+            "reason": REFUSED_REASON,
+            "message": why,
+            "type": "Warning",
+            "source": {"component": "desched-stand-in-kubelet", "host": pod.spec.node_name},
+            "firstTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTimestamp": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "count": 1,
+        }
+        try:
+            self.cluster.core.create_namespaced_event(pod.metadata.namespace, body)
+        except Exception as exc:  # the file above still tells the plugin
+            self.log(f"event for {pod.metadata.name} not created: {type(exc).__name__}: {exc}")
+
+    def run_one(self, pod: Any, binary: Path) -> None:
+        ns, name = pod.metadata.namespace, pod.metadata.name
+        job = (pod.metadata.labels or {}).get(JOB_POD_SELECTOR, "")
+        plugin_round = EXECUTOR_ANNOTATION in (pod.metadata.annotations or {})
+
+        def finished(run: PodRun) -> None:
+            if run.exit_code != 0 and plugin_round and job:
+                # The plugin's rounds fail fast (RoundFailed): no retry pod may start meanwhile.
+                from kubernetes.client.rest import ApiException
+
+                try:
+                    self.cluster.batch.patch_namespaced_job(job, ns, {"spec": {"backoffLimit": 0}})
+                except ApiException as exc:
+                    run.notes.append(f"could not stop the Job's retries ({exc.status})")
+            write_facts(self.cluster_dir, run)
+
+        deadline = pod.spec.active_deadline_seconds or 600
+        self.log(f"running {ns}/{name} with {binary}")
+        try:
+            run = run_pod(
+                self.cluster,
+                pod,
+                binary,
+                state_dir(self.cluster_dir) / "logs",
+                timeout=float(deadline),
+                on_finished=finished,
+            )
+            self.log(f"{ns}/{name} exited {run.exit_code}")
+        except Exception as exc:  # the pod must end either way, never stay Running
+            why = f"stand-in kubelet could not run the pod: {type(exc).__name__}: {exc}"
+            self.log(f"{ns}/{name}: {why}")
+            now = utcnow()
+            fail = PodRun(
+                ns,
+                name,
+                pod.metadata.uid,
+                pod.spec.service_account_name or "default",
+                [],
+                1,
+                now,
+                now,
+                why + "\n",
+                None,
+                [why],
+            )
+            try:
+                finished(fail)
+                write_terminated(self.cluster, pod, 1, why, now, now)
+            except Exception as exc2:
+                self.log(f"{ns}/{name}: could not record the failure: {exc2}")
+
+    def serve(self, stop: Any, ready: Path, timeout_s: int = 30) -> None:
+        """List then watch Job pods until `stop` is set or the cluster's directory is gone."""
+        from kubernetes import watch
+        from kubernetes.client.rest import ApiException
+
+        core = self.cluster.core
+        rv: str | None = None
+        while not stop.is_set() and self.cluster_dir.is_dir():
+            try:
+                if rv is None:
+                    listed = core.list_pod_for_all_namespaces(label_selector=JOB_POD_SELECTOR)
+                    for p in listed.items:
+                        self.handle(p)
+                    rv = listed.metadata.resource_version
+                    ready.write_text(str(os.getpid()))
+                for ev in watch.Watch().stream(
+                    core.list_pod_for_all_namespaces,
+                    label_selector=JOB_POD_SELECTOR,
+                    resource_version=rv,
+                    timeout_seconds=timeout_s,
+                    allow_watch_bookmarks=True,
+                ):
+                    obj = ev["object"]
+                    rv = obj.metadata.resource_version
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        self.handle(obj)
+            except ApiException as exc:
+                rv = None  # 410 Gone and friends: list again
+                if exc.status != 410:
+                    self.log(f"watch: {exc.status} {exc.reason}")
+                    stop.wait(0.5)  # back off from an API server that refuses, then re-list
+            except Exception as exc:  # the API server went away (cluster being deleted)
+                rv = None
+                self.log(f"watch: {type(exc).__name__}: {str(exc)[:200]}")
+                stop.wait(0.5)
+
+
+def supervisor_argv(kubeconfig: Path, cluster_dir: Path) -> list[str]:
+    import sys
+
+    return [
+        sys.executable,
+        "-m",
+        "pytest_desched.providers.embedded.kubelet",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--cluster-dir",
+        str(cluster_dir),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The supervised process: `python -m pytest_desched.providers.embedded.kubelet`."""
+    import argparse
+    import threading
+
+    from pytest_desched.providers.base import Cluster
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kubeconfig", type=Path, required=True)
+    ap.add_argument("--cluster-dir", type=Path, required=True)
+    args = ap.parse_args(argv)
+    sdir = state_dir(args.cluster_dir)
+    sdir.mkdir(parents=True, exist_ok=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+
+    def log(msg: str) -> None:
+        print(f"{utcnow().isoformat()} {msg}", flush=True)
+
+    cluster = Cluster(
+        name=args.cluster_dir.name,
+        provider="embedded",
+        kubeconfig=args.kubeconfig,
+        toolchain=None,  # type: ignore[arg-type]  # runs binaries it is told about, builds none
+        workdir=args.cluster_dir,
+        audit_unavailable_why="not used by the stand-in kubelet",
+    )
+    log(f"stand-in kubelet for {args.cluster_dir.name} (pid {os.getpid()})")
+    Supervisor(cluster, args.cluster_dir, log).serve(stop, sdir / "ready")
+    return 0
+
+
+def wait_runs(
+    cluster: Cluster, job_name: str, namespace: str, log_dir: Path, timeout: float = 300
+) -> list[PodRun]:
+    """The runs of the Job's pods as the supervised kubelet records them, until the Job ends.
+
+    A pod that exits non-zero ends the round at once with `RoundFailed`; a pod the kubelet
+    refused (another image) ends it with `RoundError` naming why.
+    """
+    from pytest_desched.errors import RoundError
+    from pytest_desched.kube import WaitTimeout, wait_for
+
+    cdir = cluster.workdir
+    assert cdir is not None, "the embedded cluster has a directory"
+    runs: dict[str, PodRun] = {}
+
+    def probe() -> tuple[dict[str, str], list[tuple[str, str | None]]]:
         job = cluster.batch.read_namespaced_job(job_name, namespace)
         conds = {c.type: c.status for c in job.status.conditions or []}
-        if conds.get("Complete") == "True" or conds.get("Failed") == "True":
-            return runs
         pods = cluster.core.list_namespaced_pod(
-            namespace, label_selector=f"job-name={job_name}"
+            namespace, label_selector=f"{JOB_POD_SELECTOR}={job_name}"
         ).items
-        ran = False
         for p in pods:
-            if p.metadata.uid in done or (p.status.phase != "Running"):
+            uid = p.metadata.uid
+            refused = facts_path(cdir, uid, "refused")
+            if refused.is_file():
+                raise RoundError(f"pod {namespace}/{p.metadata.name}: {refused.read_text()}")
+            if uid in runs or (run := read_facts(cdir, uid)) is None:
                 continue
-            done.add(p.metadata.uid)
-            run = run_pod(
-                cluster, p, binary, log_dir, timeout=max(5.0, deadline - time.monotonic())
-            )
-            runs.append(run)
-            ran = True
+            if run.log_path is not None and run.log_path.is_file():
+                log_dir.mkdir(parents=True, exist_ok=True)
+                copy = log_dir / run.log_path.name
+                if copy.resolve() != run.log_path.resolve():
+                    shutil.copyfile(run.log_path, copy)
+                run.log_path = copy
+            runs[uid] = run
             if run.exit_code != 0:
                 raise end_failed_round(cluster, job_name, namespace, run)
-        if time.monotonic() > deadline:
-            raise WaitTimeout(
-                f"Job {namespace}/{job_name} not finished after {timeout:.0f}s; "
-                f"conditions={conds}, pods={[(p.metadata.name, p.status.phase) for p in pods]}"
-            )
-        if not ran:
-            time.sleep(interval)  # API poll interval, bounded by the deadline above
-            interval = min(interval * 2, 0.5)
+        return conds, [(p.metadata.name, p.status.phase if p.status else None) for p in pods]
+
+    try:
+        wait_for(
+            f"Job {namespace}/{job_name} to finish",
+            probe,
+            lambda seen: seen[0].get("Complete") == "True" or seen[0].get("Failed") == "True",
+            timeout,
+            describe=lambda seen: f"conditions={seen[0]}, pods={seen[1]}" if seen else "nothing",
+            max_interval=0.1,
+        )
+    except WaitTimeout as exc:
+        log = state_dir(cdir) / "kubelet.log"
+        raise WaitTimeout(f"{exc}; the stand-in kubelet's log: {log}") from None
+    return sorted(runs.values(), key=lambda r: r.started)
 
 
 class StandInKubelet:
-    """The embedded cluster's JobRunner (providers.base): runs each round pod of a Job."""
+    """The embedded cluster's JobRunner (providers.base): the supervised kubelet's runs."""
 
     name = "embedded"
-    pod_annotations = {EXECUTOR_ANNOTATION: "embedded"}  # kwok then leaves the pod to us
+    # Marks the plugin's own rounds (kwok leaves every descheduler pod alone regardless).
+    pod_annotations = {EXECUTOR_ANNOTATION: "embedded"}
+
+    def register(self, cluster: Cluster, image: str, binary: Path) -> None:
+        assert cluster.workdir is not None
+        register_image(cluster.workdir, image, binary)
 
     def run(
         self,
@@ -424,4 +783,8 @@ class StandInKubelet:
         log_dir: Path,
         timeout: float = 300,
     ) -> list[PodRun]:
-        return wait_and_run(cluster, job_name, namespace, binary, log_dir, timeout)
+        return wait_runs(cluster, job_name, namespace, log_dir, timeout)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

