@@ -584,6 +584,8 @@ class Experiment:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "name" in cls.__dict__ and cls.name:  # a subclass registers only a name of its own
+            if not cls.__dict__.get("title"):
+                cls.title = cls.name  # records are filed under the title
             if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
                 raise ValueError(
                     f"experiment name {cls.name!r} is taken by {REGISTRY[cls.name].__module__}"

@@ -87,7 +87,7 @@ def _assert_gone(cache: Path, name: str) -> None:
 
 def _round_records(artifacts: Path, label: str) -> list[Path]:
     folder = EvidenceWriter(artifacts).path_for(label, "x").parent
-    return sorted(folder.glob("descheduler-positive-*.json"))
+    return sorted(folder.glob("descheduler-positive*.json"))
 
 
 # -- desched run ---------------------------------------------------------------------------
