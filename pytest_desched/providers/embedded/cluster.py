@@ -103,6 +103,39 @@ def _reap(pids: list[int]) -> None:
             os.waitpid(pid, os.WNOHANG)
 
 
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a zombie has exited; only its parent's bookkeeping is left)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _wait_exited(pids: list[int], name: str, report: Reporter, timeout: float = 10) -> None:
+    """SIGKILL is delivered asynchronously: wait until every killed process has exited.
+
+    Reaps those that are our children (or adopted: this process is a subreaper), so a
+    cluster's deletion returns only when none of its processes runs any more; one that
+    outlives the timeout is reported by pid, never silently left.
+    """
+    from pytest_desched.kube import WaitTimeout, wait_for
+
+    def still_running() -> list[int]:
+        _reap(pids)
+        return [p for p in pids if _running(p)]
+
+    try:
+        wait_for(
+            f"the processes of cluster {name} to exit after SIGKILL",
+            still_running,
+            lambda left: not left,
+            timeout=timeout,
+            max_interval=0.05,
+        )
+    except WaitTimeout as exc:
+        report(str(exc))
+
+
 def owner_alive(record: dict) -> bool:
     pid = int(record.get("pid", 0))
     return pid > 0 and _proc_start(pid) is not None and _proc_start(pid) == record.get("start")
@@ -410,7 +443,7 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
             continue  # a recycled pid, not one of this cluster's components
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _reap(pids)
+    _wait_exited(pids, name, report)
     if cdir.exists():
         shutil.rmtree(cdir, ignore_errors=True)
     (root / "owners" / f"{name}.json").unlink(missing_ok=True)
