@@ -262,17 +262,13 @@ BY_ID = {b.id: b for b in REGISTRY}
 
 def classify(facts: RoundFacts, registry: tuple[KnownBug, ...] = REGISTRY) -> Classification:
     """pass / xfail (one bug explains every failed check and its signature is proven) / fail."""
-    context = tuple(
-        f"{b.id}: {ev}"
-        for b in registry
-        if facts.descheduler_version in b.affected
-        if (ev := b.signature(facts))
-    )
+    present = signatures(facts, registry)  # each signature evaluated once
+    context = tuple(f"{bug_id}: {ev}" for bug_id, ev in present.items())
     if not facts.failed_checks:
         return Classification("pass", context=context)
     for bug in registry:
-        if bug.mode == "xfail" and bug.excuses(facts) and (ev := bug.signature(facts)):
-            return Classification("xfail", bug, ev, context)
+        if bug.mode == "xfail" and bug.id in present and bug.excuses(facts):
+            return Classification("xfail", bug, present[bug.id], context)
     return Classification("fail", context=context)
 
 
