@@ -5,12 +5,14 @@
     desched down [NAME ...] [--all]                        delete kept embedded clusters
     desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
     desched lint FILE... [--descheduler V] [--format F]    the policy as the descheduler reads it
+    desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
 
 Every `--desched-*` option of the plugin is here without its prefix (`--provider`,
 `--keep`, `--artifacts`, ...), with the same `DESCHED_*` environment variables.
 
-Exit codes: 0 every experiment passed or failed as a registered known bug explains;
-1 an experiment failed or errored; 2 bad input (nothing was changed); 3 the toolchain or
+Exit codes: 0 every experiment passed or failed as a registered known bug explains (canary:
+every change explained); 1 an experiment failed or errored (canary: a rollback trigger, an
+unexplained change or a stale explanation); 2 bad input (nothing was changed); 3 the toolchain or
 the provider could not give a cluster; 130 interrupted (everything was cleaned up first).
 """
 
@@ -171,6 +173,31 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return EXIT_FAILED if has_errors(findings) else EXIT_OK
 
 
+def cmd_canary(args: argparse.Namespace) -> int:
+    """Both tracks, the diff, the verdict; the Markdown report on stdout (or JSON)."""
+    from pytest_desched.canary.engine import run_canary
+
+    config = _config(args)
+    candidate = getattr(config, "candidate", None)
+    if not candidate:
+        raise ConfigError(
+            "desched canary needs --candidate SPEC (version:vX.Y.Z, source:PATH, binary:PATH)"
+        )
+    rep = run_canary(
+        config,
+        candidate,
+        getattr(config, "candidate_chart", None),
+        expect=args.expect,
+        experiments=args.experiment,
+        report=_say,
+        parallel=not args.serial,
+        static=not args.no_static,
+    )
+    print(json.dumps(rep.to_dict(), indent=1, default=str) if args.json else rep.markdown())
+    _say(f"report: {config.artifacts / 'canary.md'} and canary.json")
+    return EXIT_OK if rep.ok else EXIT_FAILED
+
+
 def _shown(outcome: str) -> str:
     return {"pass": "passed", "xfail": "xfailed", "fail": "failed", "error": "error"}[outcome]
 
@@ -211,6 +238,19 @@ def parser() -> argparse.ArgumentParser:
     li.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     li.add_argument("--output", "-o", default=None, help="write here instead of stdout")
     li.set_defaults(func=cmd_lint)
+    c = sub.add_parser("canary", help="a candidate descheduler/chart against the baseline")
+    _add_config_options(c)  # includes --candidate and --candidate-chart
+    c.add_argument("--expect", default=None, metavar="FILE", help="explanations of changes")
+    c.add_argument(
+        "--experiment",
+        action="append",
+        default=None,
+        help="name or name[variant] (repeatable; default: the runbook's three, both variants)",
+    )
+    c.add_argument("--serial", action="store_true", help="one track after the other")
+    c.add_argument("--no-static", action="store_true", help="skip the static comparison")
+    c.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
+    c.set_defaults(func=cmd_canary)
     return ap
 
 

@@ -71,10 +71,21 @@ class KnownBug:
     # descheduler's own defaults, as the policy checker prints it): a reason, or None.
     policy_trigger: Callable[[Mapping[str, Any]], str | None] | None = None
     workaround: str = ""  # what a policy can do until the fix (desched lint's fix text)
+    # The per-pod fates the bug causes, as the canary's diff spells them: a candidate whose
+    # signature is gone and whose pods left exactly these fates is explained by the fix.
+    fates: tuple[str, ...] = ()
+
+    def applies_to(self, version: str) -> bool:
+        """An affected release, or a build derived from one (`v0.36.0-g7d2b28bf2`).
+
+        A derived build may or may not carry the fix: only the signature, proven from its own
+        round, can then excuse anything; an absent signature means the bug did not show.
+        """
+        return version in self.affected or version.split("-", 1)[0] in self.affected
 
     def excuses(self, facts: RoundFacts) -> bool:
         return (
-            facts.descheduler_version in self.affected
+            self.applies_to(facts.descheduler_version)
             and bool(facts.failed_checks)
             and (facts.failed_checks <= self.explains.get(facts.experiment, frozenset()))
         )
@@ -232,6 +243,7 @@ REGISTRY: tuple[KnownBug, ...] = (
         signature=_sig_1882,
         fix="https://github.com/kubernetes-sigs/descheduler/pull/1883 (proposed)",
         policy_trigger=_policy_1882,
+        fates=("filtered(PodsWithoutPDB)",),
         workaround=(
             "remove PodsWithoutPDB from podProtections.extraEnabled (the pdb-lister-workaround "
             "variant); the PDB itself is still enforced by the API server (429)"
@@ -279,7 +291,7 @@ def tolerated(
     for bug in registry:
         if (
             bug.mode == "tolerate"
-            and facts.descheduler_version in bug.affected
+            and bug.applies_to(facts.descheduler_version)
             and check in bug.explains.get(facts.experiment, frozenset())
             and (ev := bug.signature(facts))
         ):
@@ -292,5 +304,5 @@ def signatures(facts: RoundFacts, registry: tuple[KnownBug, ...] = REGISTRY) -> 
     return {
         b.id: ev
         for b in registry
-        if facts.descheduler_version in b.affected and (ev := b.signature(facts))
+        if b.applies_to(facts.descheduler_version) and (ev := b.signature(facts))
     }

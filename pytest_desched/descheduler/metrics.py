@@ -44,6 +44,21 @@ def parse_prometheus(text: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def served_names(text: str) -> list[str]:
+    """Every `descheduler_*` metric family the process served (what an upgrade must keep)."""
+    names: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            if len(parts) >= 3 and parts[2].startswith("descheduler_"):
+                names.add(parts[2])
+        elif line and not line.startswith("#"):
+            m = _LINE.match(line)
+            if m and m["name"].startswith("descheduler_"):
+                names.add(re.sub(r"_(sum|count|bucket)$", "", m["name"]))
+    return sorted(names)
+
+
 def evicted_total(series: dict[str, list[dict[str, Any]]], result: str = "success") -> float:
     return sum(
         s["value"]
@@ -86,6 +101,7 @@ def round_metrics(rnd: Round) -> dict[str, Any]:
         "pods_evicted_total_success": scraped,
         "log_total_evicted": logged,
         "series": series,
+        "names": served_names(m.last_text),
     }
     if not complete:
         if loops >= 1:  # a finished loop was scraped: a mismatch is a disagreement, not timing

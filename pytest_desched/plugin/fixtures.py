@@ -244,7 +244,54 @@ def desched_release_factory(
                 cleanup_release(desched_cluster, rel)
 
 
+@pytest.fixture
+def desched_canary(
+    request: pytest.FixtureRequest, desched_settings: DeschedConfig
+) -> Callable[..., Any]:
+    """Run an upgrade canary: `desched_canary("source:PATH", expect=FILE)` -> CanaryReport.
+
+    Each call brings up its own two clusters (baseline and candidate) and removes them; the
+    report goes under `<artifacts>/canary-N/`. The test decides what the verdict means
+    (`assert report.ok, report.verdict.reasons`).
+    """
+    import tempfile
+    from pathlib import Path
+
+    from pytest_desched.canary.engine import run_canary
+
+    say = terminal_reporter(request.config)
+    count = [0]
+
+    def run(candidate: str, chart: str | None = None, **kw: Any) -> Any:
+        count[0] += 1
+        run_dir = Path(tempfile.mkdtemp(prefix="canary-", dir=desched_settings.run_dir))
+        name = f"canary-{request.node.name}-{count[0]}".replace("/", "_")
+        config = desched_settings.with_(run_dir=run_dir, artifacts=desched_settings.artifacts / name)
+        try:
+            rep = run_canary(config, candidate, chart, report=say, **kw)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        request.node.user_properties.append(("desched.canary", str(config.artifacts)))
+        request.node.user_properties.append(("desched.canary.ok", str(rep.ok)))
+        return rep
+
+    return run
+
+
+@pytest.fixture
+def desched_canary_report(
+    request: pytest.FixtureRequest, desched_canary: Callable[..., Any]
+) -> Any:
+    """The report of `@pytest.mark.desched_canary(candidate, chart=None, expect=..., ...)`."""
+    m = request.node.get_closest_marker("desched_canary")
+    if m is None or not m.args:
+        raise pytest.UsageError("desched_canary_report needs @pytest.mark.desched_canary(SPEC)")
+    return desched_canary(*m.args, **m.kwargs)
+
+
 __all__ = [
+    "desched_canary",
+    "desched_canary_report",
     "desched_cluster",
     "desched_cluster_factory",
     "desched_context",

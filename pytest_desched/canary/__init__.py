@@ -1,0 +1,1 @@
+"""Upgrade canary: a candidate descheduler and chart against the pinned baseline (issue 11)."""

@@ -1,0 +1,212 @@
+"""The behaviour diff of two tracks: per round, the runbook's figures and each pod class's fates.
+
+Both tracks run on clusters of their own, so pod names, UIDs and node names differ. Pods are
+matched by owner and node role: a Deployment pod `web-7d4f9c8b6-x2kq9` belongs to owner
+`web`, and a node is named by its position among the cluster's workers (`worker-1`...), which
+both clusters create the same way. Replicas of one owner on one node are interchangeable to
+the descheduler (it has nothing else to tell them apart), so their fates are compared as a
+multiset: "3 filtered" against "1 evicted, 2 limited", never a guessed one-to-one pairing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Kubernetes' random suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3).
+_POD_SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+_TEMPLATE_HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
+
+STOPPED = ("refused", "limited", "filtered", "nodefit", "error")
+MOVED = ("evicted",)
+
+
+def owner_of(pod_name: str) -> str:
+    """The owning workload's name as both clusters would spell it (suffix and hash removed)."""
+    base = _POD_SUFFIX.sub("", pod_name)
+    if base != pod_name:
+        base = _TEMPLATE_HASH.sub("", base)
+    return base
+
+
+def node_roles(workers: Sequence[str]) -> dict[str, str]:
+    """Node name -> `worker-N`, by position among the cluster's workers."""
+    return {name: f"worker-{i + 1}" for i, name in enumerate(workers)}
+
+
+@dataclass
+class RoundFigures:
+    """The runbook's figures for one round of one track."""
+
+    candidates: int = 0  # lab pods a strategy picked (any fate)
+    protected: dict[str, int] = field(default_factory=dict)  # evictor filter check -> pods
+    nodefit: int = 0
+    limited: int = 0
+    pdb_refusals: int = 0  # eviction answered 429
+    other_refusals: int = 0
+    evictions: int = 0
+    dry_run: int = 0
+    ready_latency_s: float | None = None
+    pending: int = 0
+    final_skew: int | None = None  # max - min lab pods per node after the round
+    verdict: str = ""
+    deciding_layer: str | None = None
+    known_bugs: list[str] = field(default_factory=list)
+    metric_names: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> RoundFigures:
+        ns = record.get("namespace")
+        lab = [d for d in record.get("decisions") or [] if ns is None or d.get("namespace") == ns]
+        f = cls(candidates=len(lab))
+        for d in lab:
+            fate = d.get("fate")
+            if fate == "filtered":
+                for check in d.get("checks") or ["(unnamed)"]:
+                    f.protected[check] = f.protected.get(check, 0) + 1
+            elif fate == "nodefit":
+                f.nodefit += 1
+            elif fate == "limited":
+                f.limited += 1
+            elif fate == "refused":
+                if d.get("status_code") == 429:
+                    f.pdb_refusals += 1
+                else:
+                    f.other_refusals += 1
+            elif fate == "dry-run":
+                f.dry_run += 1
+        f.evictions = int(record.get("evictions") or 0)
+        f.ready_latency_s = record.get("replacement_ready_latency_s")
+        f.pending = len(record.get("pending_pods") or [])
+        after = record.get("distribution_after") or {}
+        if after:
+            f.final_skew = max(after.values()) - min(after.values())
+        f.verdict = str(record.get("verdict") or "")
+        f.deciding_layer = record.get("deciding_layer")
+        f.known_bugs = sorted(record.get("known_bugs") or {})
+        f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
+        return f
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[str, Counter[str]]:
+    """`owner@role` -> fates of the lab's pods of that class in one round (fate/layer)."""
+    ns = record.get("namespace")
+    out: dict[str, Counter[str]] = {}
+    for d in record.get("decisions") or []:
+        if ns is not None and d.get("namespace") != ns:
+            continue
+        node = d.get("node") or "?"
+        key = f"{owner_of(str(d.get('name')))}@{roles.get(node, node)}"
+        fate = str(d.get("fate"))
+        if fate == "filtered" and d.get("checks"):
+            fate += "(" + ",".join(sorted(d["checks"])) + ")"
+        out.setdefault(key, Counter())[f"{fate}/{d.get('layer')}"] += 1
+    return out
+
+
+@dataclass
+class PodClassDiff:
+    """One pod class whose fates differ between the tracks."""
+
+    pods: str  # owner@worker-N
+    baseline: dict[str, int]
+    candidate: dict[str, int]
+    kinds: list[str]  # "continue-evicting", "candidate-set-grew", "candidate-set-shrank",
+    # "fewer-evictions", "fate-changed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _count(fates: Counter[str], prefixes: Sequence[str]) -> int:
+    return sum(n for k, n in fates.items() if k.split("/", 1)[0].split("(", 1)[0] in prefixes)
+
+
+def diff_classes(
+    baseline: Mapping[str, Counter[str]], candidate: Mapping[str, Counter[str]]
+) -> list[PodClassDiff]:
+    """Every pod class whose fate multiset differs, with the kind of change it is."""
+    out: list[PodClassDiff] = []
+    for key in sorted(set(baseline) | set(candidate)):
+        b, c = baseline.get(key, Counter()), candidate.get(key, Counter())
+        if b == c:
+            continue
+        kinds: list[str] = []
+        b_moved, c_moved = _count(b, MOVED), _count(c, MOVED)
+        if c_moved > b_moved and _count(b, STOPPED) > 0:
+            kinds.append("continue-evicting")  # the baseline stopped these pods; candidate moved
+        elif c_moved > b_moved:
+            kinds.append("more-evictions")
+        elif c_moved < b_moved:
+            kinds.append("fewer-evictions")
+        if sum(c.values()) > sum(b.values()):
+            kinds.append("candidate-set-grew")
+        elif sum(c.values()) < sum(b.values()):
+            kinds.append("candidate-set-shrank")
+        if not kinds:
+            kinds.append("fate-changed")
+        out.append(PodClassDiff(key, dict(b), dict(c), kinds))
+    return out
+
+
+@dataclass
+class RoundDiff:
+    """One round (experiment label + index) of both tracks, side by side."""
+
+    experiment: str  # name[variant]
+    index: int
+    baseline: RoundFigures | None
+    candidate: RoundFigures | None
+    classes: list[PodClassDiff] = field(default_factory=list)
+    lost_metrics: list[str] = field(default_factory=list)  # served by the baseline only
+    bugs_fixed: list[str] = field(default_factory=list)  # signature on baseline, gone on cand.
+    bugs_new: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.classes or self.lost_metrics or self.bugs_fixed or self.bugs_new) or (
+            (self.baseline is None) != (self.candidate is None)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["changed"] = self.changed
+        return d
+
+
+def diff_rounds(
+    experiment: str,
+    baseline: Sequence[Mapping[str, Any]],
+    candidate: Sequence[Mapping[str, Any]],
+    baseline_roles: Mapping[str, str],
+    candidate_roles: Mapping[str, str],
+) -> list[RoundDiff]:
+    """Round i of one track against round i of the other (same experiment, same policy)."""
+    out: list[RoundDiff] = []
+    for i in range(max(len(baseline), len(candidate))):
+        b = baseline[i] if i < len(baseline) else None
+        c = candidate[i] if i < len(candidate) else None
+        rd = RoundDiff(
+            experiment,
+            i,
+            RoundFigures.of(b) if b is not None else None,
+            RoundFigures.of(c) if c is not None else None,
+        )
+        if b is not None and c is not None:
+            rd.classes = diff_classes(
+                fate_classes(b, baseline_roles), fate_classes(c, candidate_roles)
+            )
+            assert rd.baseline is not None and rd.candidate is not None
+            bn, cn = set(rd.baseline.metric_names), set(rd.candidate.metric_names)
+            if bn and cn:  # both scraped: a name the baseline served must still be served
+                rd.lost_metrics = sorted(bn - cn)
+            bb, cb = set(rd.baseline.known_bugs), set(rd.candidate.known_bugs)
+            rd.bugs_fixed, rd.bugs_new = sorted(bb - cb), sorted(cb - bb)
+        out.append(rd)
+    return out

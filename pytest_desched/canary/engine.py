@@ -1,0 +1,174 @@
+"""`run_canary`: a candidate descheduler and chart against the baseline, judged by the runbook.
+
+Order: every input is checked (candidate spec, explanation file, experiment names) before
+anything is built or started; then the static comparison (charts, policy under both
+versions: no cluster); then both tracks in parallel on clusters of their own; then the
+per-round diff and the verdict. The CLI (`desched canary`) and the pytest fixture
+(`desched_canary`) are thin front ends over this function.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.canary.compare import diff_rounds, node_roles
+from pytest_desched.canary.expectations import Change, load_explanations
+from pytest_desched.canary.report import CanaryReport
+from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, TrackResult, run_tracks
+from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.config import DeschedConfig
+from pytest_desched.errors import ConfigError
+
+
+def _say(msg: str) -> None:
+    print(f"[desched canary] {msg}", file=sys.stderr, flush=True)
+
+
+def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
+    """`name[variant]` or `name` (both built-in variants) -> (name, variant) pairs, checked."""
+    from pytest_desched.experiments import VARIANTS, lookup
+
+    if not items:
+        return list(DEFAULT_EXPERIMENTS)
+    out: list[tuple[str, str]] = []
+    for item in items:
+        name, _, rest = item.partition("[")
+        try:
+            lookup(name)
+        except Exception as exc:
+            raise ConfigError(f"canary experiment {item!r}: {exc}") from None
+        variants = [rest.rstrip("]")] if rest else list(VARIANTS)
+        for v in variants:
+            if v not in VARIANTS:
+                raise ConfigError(f"canary experiment {item!r}: variant {v!r} not in {VARIANTS}")
+            out.append((name, v))
+    return out
+
+
+def track_configs(
+    config: DeschedConfig, candidate: str, candidate_chart: str | None
+) -> tuple[DeschedConfig, DeschedConfig]:
+    """The same settings twice, each track with its own run and evidence folders."""
+    if config.provider == "existing":
+        # Two versions must never evict from the same pod set: the engine refuses it here
+        # rather than relying on the user to pass --dry-run to one of them.
+        raise ConfigError(
+            "desched canary runs each track on a cluster of its own; on an existing cluster "
+            "the two versions would share the pod set. Use --provider embedded (or kind)"
+        )
+    tracks = []
+    for name in ("baseline", "candidate"):
+        run_dir = config.run_dir / name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        changes: dict[str, Any] = {"run_dir": run_dir, "artifacts": config.artifacts / name}
+        if name == "candidate":
+            changes.update(candidate=candidate, candidate_chart=candidate_chart)
+        else:  # the baseline is the pin, whatever the caller's config says about a candidate
+            changes.update(candidate=None, candidate_chart=None)
+        tracks.append(config.with_(**changes))
+    return tracks[0], tracks[1]
+
+
+def outcome_changes(
+    baseline: TrackResult, candidate: TrackResult
+) -> tuple[list[dict[str, Any]], list[tuple[Change, str | None]]]:
+    """Per experiment: both outcomes; a pass or xfail turning into fail/error is a change."""
+    rows: list[dict[str, Any]] = []
+    changes: list[tuple[Change, str | None]] = []
+    b_by, c_by = baseline.by_label(), candidate.by_label()
+    for label in list(dict.fromkeys([*b_by, *c_by])):
+        b, c = b_by.get(label), c_by.get(label)
+        bo = b.outcome if b else "not run"
+        co = c.outcome if c else "not run"
+        note = ""
+        if b and c and bo == "xfail" and co == "pass":
+            bug = b.classification.get("bug")
+            note = f"the candidate fixes {bug}: the baseline's expected failure passes"
+        rows.append({"experiment": label, "baseline": bo, "candidate": co, "note": note})
+        bad = ("fail", "error", "not run")
+        if co in bad and bo not in bad:
+            why = c.message if c else candidate.error or "not run"
+            changes.append(
+                (Change(label, -1, "outcome-changed", label, f"{bo} -> {co}: {why}"), None)
+            )
+    return rows, changes
+
+
+def static_changes(static: Any) -> list[tuple[Change, str | None]]:
+    """Static differences of rollback severity need an explanation like behaviour changes."""
+    if static is None:
+        return []
+    return [
+        (Change("static", -1, "static", f"{d.area}:{d.path}", d.message), None)
+        for d in static.differences
+        if d.severity == "rollback"
+    ]
+
+
+def run_canary(
+    config: DeschedConfig,
+    candidate: str,
+    candidate_chart: str | None = None,
+    expect: str | Path | Sequence[Mapping[str, Any]] | None = None,
+    experiments: Sequence[str] | None = None,
+    report: Callable[[str], None] = _say,
+    parallel: bool = True,
+    static: bool = True,
+    candidate_overrides: Mapping[str, Any] | None = None,
+) -> CanaryReport:
+    """Run the canary end to end and return its report (written under config.artifacts)."""
+    from pytest_desched.descheduler.candidate import parse_candidate
+
+    t0 = time.monotonic()
+    explanations = load_explanations(expect)
+    parse_candidate(candidate, candidate_chart)  # a bad spec is refused before anything runs
+    exps = parse_experiments(experiments)
+    if candidate_overrides:  # a bad path or value is refused now, not on the candidate's cluster
+        from pytest_desched.experiments import lab_policy
+        from pytest_desched.errors import PolicyError
+
+        for _, variant in exps:
+            pol = lab_policy(variant)
+            try:
+                for path, value in candidate_overrides.items():
+                    pol = pol.override(path, value, why="canary candidate override")
+                pol.validate()
+            except (PolicyError, KeyError, ValueError) as exc:
+                raise ConfigError(f"canary candidate_overrides: {exc}") from None
+    base_cfg, cand_cfg = track_configs(config, candidate, candidate_chart)
+    comparison = None
+    if static:
+        from pytest_desched.canary.static_run import compare_statically
+
+        report("static comparison: charts, rendered manifests, policy under both versions")
+        comparison = compare_statically(base_cfg, cand_cfg, report)
+    report(
+        f"running {len(exps)} experiment(s) on both tracks ({'parallel' if parallel else 'serial'})"
+    )
+    b, c = run_tracks(base_cfg, cand_cfg, exps, report, parallel, candidate_overrides)
+    rounds = []
+    b_by, c_by = b.by_label(), c.by_label()
+    for label in list(dict.fromkeys([*b_by, *c_by])):
+        br, cr = b_by.get(label), c_by.get(label)
+        rounds += diff_rounds(
+            label,
+            br.records if br else [],
+            cr.records if cr else [],
+            node_roles(b.workers),
+            node_roles(c.workers),
+        )
+    rows, outcome_ch = outcome_changes(b, c)
+    changes = [*changes_of(rounds), *outcome_ch, *static_changes(comparison)]
+    if b.error:
+        changes.append((Change("baseline", -1, "round-missing", "-", b.error), None))
+    if c.error:
+        changes.append((Change("candidate", -1, "round-missing", "-", c.error), None))
+    verdict = judge(changes, explanations)
+    rep = CanaryReport(b, c, rounds, verdict, comparison, rows, time.monotonic() - t0)
+    paths = rep.write(config.artifacts)
+    report(f"canary {'PASS' if rep.ok else 'FAIL'}; report: {paths['markdown']}")
+    return rep

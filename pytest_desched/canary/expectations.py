@@ -1,0 +1,146 @@
+"""The user's explanations of expected change, and their matching against what was observed.
+
+An explanation file says which changes an upgrade is expected to bring and why:
+
+    changes:
+      - experiment: "positive[runbook]"   # glob (* and ?) on name[variant]; default "*"
+        pods: "spread-demo@*"             # glob (* and ?) on owner@worker-N; default "*"
+        kind: continue-evicting           # a change kind (KINDS); default: any
+        # bug: descheduler#1882 / metric: NAME / path: "rbac:ClusterRole*" narrow further
+        reason: "PR 1883 starts the PDB lister, so PodsWithoutPDB sees the PDB"
+        link: https://github.com/kubernetes-sigs/descheduler/pull/1883
+
+Every explanation must match at least one observed change: one that matches nothing is
+*stale* (the upgrade does not do what its author believes) and fails the verdict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_desched.errors import ConfigError
+
+# The change kinds the diff reports (compare.diff_classes) plus the round-level ones.
+KINDS = (
+    "continue-evicting",
+    "more-evictions",
+    "fewer-evictions",
+    "candidate-set-grew",
+    "candidate-set-shrank",
+    "fate-changed",
+    "lost-metric",
+    "bug-fixed",
+    "bug-new",
+    "round-missing",
+    "outcome-changed",
+    "static",
+)
+_FIELDS = {"experiment", "pods", "kind", "reason", "link", "bug", "metric", "path"}
+
+
+def glob(text: str, pattern: str) -> bool:
+    """`*` and `?` wildcards only: `positive[runbook]` means itself, not a character class."""
+    rx = re.escape(pattern).replace(r"\*", ".*").replace(r"\?", ".")
+    return re.fullmatch(rx, text) is not None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """One expected change, as the user wrote it (`source` says where, for messages)."""
+
+    reason: str
+    experiment: str = "*"
+    pods: str = "*"
+    kind: str | None = None
+    link: str | None = None
+    bug: str | None = None
+    metric: str | None = None
+    path: str | None = None  # glob (* and ?) on a static difference's area:path
+    source: str = ""
+
+    def matches(self, change: Change) -> bool:
+        return (
+            glob(change.experiment, self.experiment)
+            and glob(change.subject, self.pods if change.is_pods else "*")
+            and (self.kind is None or self.kind == change.kind)
+            and (self.bug is None or change.subject == self.bug)
+            and (self.metric is None or change.subject == self.metric)
+            and (self.path is None or glob(change.subject, self.path))
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in (None, "")}
+
+
+@dataclass(frozen=True)
+class Change:
+    """One observed change: a pod class, a metric or a known bug, in one experiment's round."""
+
+    experiment: str
+    round: int
+    kind: str
+    subject: str  # owner@worker-N, a metric name, or a bug id
+    detail: str
+
+    @property
+    def is_pods(self) -> bool:
+        return "@" in self.subject
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def load_explanations(source: str | Path | Sequence[Mapping[str, Any]] | None) -> list[Explanation]:
+    """Parse and check an explanation file (or its list) before any cluster exists."""
+    if source is None:
+        return []
+    where = "explanations"
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        where = str(path)
+        if not path.is_file():
+            raise ConfigError(f"explanation file {path} does not exist; pass --expect FILE")
+        try:
+            doc = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{path}: not YAML ({exc}); fix the file") from None
+        items = doc.get("changes") if isinstance(doc, Mapping) else None
+        if items is None:
+            raise ConfigError(f"{path}: expected a mapping with a `changes:` list")
+    else:
+        items = list(source)
+    if not isinstance(items, list):
+        raise ConfigError(f"{where}: `changes` must be a list of mappings")
+    out: list[Explanation] = []
+    for i, item in enumerate(items):
+        at = f"{where}: changes[{i}]"
+        if not isinstance(item, Mapping):
+            raise ConfigError(f"{at}: must be a mapping with at least `reason`")
+        unknown = sorted(set(item) - _FIELDS)
+        if unknown:
+            raise ConfigError(f"{at}: unknown key(s) {unknown}; allowed: {sorted(_FIELDS)}")
+        if not str(item.get("reason") or "").strip():
+            raise ConfigError(f"{at}: `reason` is required (why this change is expected)")
+        kind = item.get("kind")
+        if kind is not None and kind not in KINDS:
+            raise ConfigError(f"{at}: kind {kind!r} is not one of {list(KINDS)}")
+        out.append(
+            Explanation(
+                reason=str(item["reason"]).strip(),
+                experiment=str(item.get("experiment") or "*"),
+                pods=str(item.get("pods") or "*"),
+                kind=kind,
+                link=item.get("link"),
+                bug=item.get("bug"),
+                metric=item.get("metric"),
+                path=item.get("path"),
+                source=at,
+            )
+        )
+    return out

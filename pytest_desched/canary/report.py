@@ -1,0 +1,129 @@
+"""The canary's report: one value with JSON and Markdown forms, written beside the evidence."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.canary.compare import RoundDiff
+from pytest_desched.canary.tracks import TrackResult
+from pytest_desched.canary.verdict import CanaryVerdict
+
+FIGURES = (
+    ("candidates", "candidates"),
+    ("protected", "protected"),
+    ("pdb_refusals", "PDB 429"),
+    ("evictions", "evictions"),
+    ("ready_latency_s", "ready s"),
+    ("pending", "Pending"),
+    ("final_skew", "skew"),
+    ("deciding_layer", "layer"),
+)
+
+
+@dataclass
+class CanaryReport:
+    baseline: TrackResult
+    candidate: TrackResult
+    rounds: list[RoundDiff]
+    verdict: CanaryVerdict
+    static: Any = None  # canary.static.StaticComparison, or None when skipped
+    outcomes: list[dict[str, Any]] = field(default_factory=list)  # per experiment, both tracks
+    wall_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "verdict": self.verdict.to_dict(),
+            "baseline": self.baseline.to_dict(),
+            "candidate": self.candidate.to_dict(),
+            "outcomes": self.outcomes,
+            "rounds": [r.to_dict() for r in self.rounds],
+            "static": self.static.to_dict() if self.static is not None else None,
+            "wall_s": round(self.wall_s, 2),
+        }
+
+    def markdown(self) -> str:
+        b, c = self.baseline, self.candidate
+        lines = [
+            f"# Upgrade canary: {b.descheduler_version} -> {c.descheduler_version}",
+            "",
+            f"**Verdict: {'PASS' if self.ok else 'FAIL'}**"
+            + ("" if self.ok else " (roll back or explain)"),
+            "",
+        ]
+        lines += [f"- {r}" for r in self.verdict.reasons]
+        lines += [
+            "",
+            "| track | descheduler | chart | wall s | error |",
+            "|---|---|---|---|---|",
+        ]
+        for t in (b, c):
+            chart = f"{t.chart.get('version', '?')} ({t.chart.get('source', '?')})"
+            lines.append(
+                f"| {t.name} | {t.descheduler_version} | {chart} | {t.wall_s:.1f} | "
+                f"{t.error or ''} |"
+            )
+        lines += [
+            "",
+            "## Experiments",
+            "",
+            "| experiment | baseline | candidate |",
+            "|---|---|---|",
+        ]
+        for o in self.outcomes:
+            lines.append(f"| {o['experiment']} | {o['baseline']} | {o['candidate']} |")
+        lines += ["", "## Rounds (baseline / candidate)", ""]
+        head = " | ".join(label for _, label in FIGURES)
+        lines += [f"| round | {head} | changed |", "|---" * (len(FIGURES) + 2) + "|"]
+        for rd in self.rounds:
+            cells = []
+            for key, _ in FIGURES:
+                bv = getattr(rd.baseline, key, None) if rd.baseline else "-"
+                cv = getattr(rd.candidate, key, None) if rd.candidate else "-"
+                cells.append(f"{_fmt(bv)} / {_fmt(cv)}")
+            lines.append(
+                f"| {rd.experiment}#{rd.index} | {' | '.join(cells)} | "
+                f"{'yes' if rd.changed else 'no'} |"
+            )
+        lines += ["", "## Changes", ""]
+        if not self.verdict.judged:
+            lines.append("No behaviour change: every pod class kept its fates in every round.")
+        else:
+            lines += ["| experiment | kind | pods / subject | status | by | detail |"]
+            lines += ["|---|---|---|---|---|---|"]
+            for j in self.verdict.judged:
+                ch = j.change
+                lines.append(
+                    f"| {ch.experiment}#{ch.round} | {ch.kind}{' (trigger)' if j.trigger else ''}"
+                    f" | {ch.subject} | {j.status} | {j.by or ''} | {ch.detail} |"
+                )
+        if self.verdict.stale:
+            lines += ["", "## Stale explanations", ""]
+            lines += [f"- {e.source}: {e.reason}" for e in self.verdict.stale]
+        if self.static is not None:
+            lines += ["", "## Static comparison", "", self.static.markdown()]
+        return "\n".join(lines) + "\n"
+
+    def write(self, folder: Path) -> dict[str, Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        js, md = folder / "canary.json", folder / "canary.md"
+        js.write_text(json.dumps(self.to_dict(), indent=2, default=str))
+        md.write_text(self.markdown())
+        return {"json": js, "markdown": md}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    if isinstance(v, dict):
+        return ",".join(f"{k}:{n}" for k, n in sorted(v.items())) or "0"
+    return str(v)

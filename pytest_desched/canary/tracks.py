@@ -1,0 +1,146 @@
+"""The two tracks of a canary: the same experiments on two clusters built the same way.
+
+Each track is a DeschedSession of its own (its own embedded cluster, release, evidence folder),
+so the baseline and the candidate never evict from the same pod set. The candidate runs in a
+worker thread beside the baseline; an interrupt stops both at the next experiment boundary,
+and each session's own teardown removes its release and cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_desched.config import DeschedConfig
+from pytest_desched.experiments import ExperimentResult
+
+# The runbook's three experiments, as written and with the #1882 workaround: what an upgrade
+# must keep doing (or, where a bug is fixed, start doing).
+DEFAULT_EXPERIMENTS: tuple[tuple[str, str], ...] = (
+    ("positive", "runbook"),
+    ("positive", "pdb-lister-workaround"),
+    ("nodefit", "runbook"),
+    ("nodefit", "pdb-lister-workaround"),
+    ("pdb", "runbook"),
+    ("pdb", "pdb-lister-workaround"),
+)
+
+
+@dataclass
+class TrackResult:
+    """What one track ran and found; the diff reads `results[i].records`."""
+
+    name: str  # "baseline" | "candidate"
+    descheduler_version: str = ""
+    chart: dict[str, Any] = field(default_factory=dict)
+    candidate: dict[str, Any] = field(default_factory=dict)
+    workers: list[str] = field(default_factory=list)
+    results: list[ExperimentResult] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    wall_s: float = 0.0
+    error: str | None = None
+    artifacts: str = ""
+
+    def by_label(self) -> dict[str, ExperimentResult]:
+        return {r.label: r for r in self.results}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "descheduler_version": self.descheduler_version,
+            "chart": self.chart,
+            "candidate": self.candidate,
+            "workers": self.workers,
+            "experiments": [r.summary() for r in self.results],
+            "timings": self.timings,
+            "wall_s": round(self.wall_s, 2),
+            "error": self.error,
+            "artifacts": self.artifacts,
+        }
+
+
+def run_track(
+    name: str,
+    config: DeschedConfig,
+    experiments: Sequence[tuple[str, str]],
+    cancel: threading.Event,
+    report: Callable[[str], None],
+    overrides: Mapping[str, Any] | None = None,
+) -> TrackResult:
+    """Bring up one cluster, run the experiments in order, tear everything down.
+
+    `overrides` (policy path -> value) change this track's policy only, recorded as such:
+    how a canary proves it catches a candidate that widens what is evicted.
+    """
+    from pytest_desched.session import DeschedSession
+
+    out = TrackResult(name, artifacts=str(config.artifacts))
+    t0 = time.monotonic()
+    session = DeschedSession(config, report=lambda m: report(f"[{name}] {m}"))
+    try:
+        rel = session.release
+        out.descheduler_version = rel.descheduler_version
+        out.chart = rel.chart.evidence()
+        cand = getattr(session, "candidate", None)
+        if cand is not None:
+            out.candidate = cand.to_dict() if hasattr(cand, "to_dict") else dict(vars(cand))
+        out.workers = list(session.cluster.workers)
+        for exp, variant in experiments:
+            if cancel.is_set():
+                out.error = "cancelled: the other track failed or the run was interrupted"
+                break
+            params: dict[str, Any] = {}
+            if overrides:
+                params = {"overrides": dict(overrides), "why": f"canary: {name} track only"}
+            out.results.append(session.run(exp, variant=variant, **params))
+    except BaseException as exc:
+        session.failed = True
+        cancel.set()  # the other track stops at its next experiment
+        out.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        if not isinstance(exc, Exception):
+            raise
+    finally:
+        try:
+            session.close()
+        finally:
+            out.timings = dict(session.timings)
+            out.wall_s = time.monotonic() - t0
+    return out
+
+
+def run_tracks(
+    baseline: DeschedConfig,
+    candidate: DeschedConfig,
+    experiments: Sequence[tuple[str, str]],
+    report: Callable[[str], None],
+    parallel: bool = True,
+    candidate_overrides: Mapping[str, Any] | None = None,
+) -> tuple[TrackResult, TrackResult]:
+    """Both tracks, in parallel by default (the candidate in a worker thread)."""
+    cancel = threading.Event()
+    if not parallel:
+        b = run_track("baseline", baseline, experiments, cancel, report)
+        return b, run_track(
+            "candidate", candidate, experiments, cancel, report, candidate_overrides
+        )
+    box: dict[str, TrackResult] = {}
+
+    def worker() -> None:
+        box["candidate"] = run_track(
+            "candidate", candidate, experiments, cancel, report, candidate_overrides
+        )
+
+    t = threading.Thread(target=worker, name="desched-canary-candidate")
+    t.start()
+    try:
+        b = run_track("baseline", baseline, experiments, cancel, report)
+        t.join()
+    except BaseException:
+        cancel.set()
+        t.join()  # the candidate's session tears down its cluster before we go
+        raise
+    return b, box.get("candidate") or TrackResult("candidate", error="the track did not report")

@@ -1,0 +1,136 @@
+"""The canary's verdict: every observed change explained, or the upgrade is rolled back.
+
+The runbook's rollback triggers are the headline (`TRIGGERS`): the candidate set grows, a
+fail-closed round becomes continue-evicting, a metric the baseline served is gone, a known
+bug appears. Every other behaviour change fails too unless explained: an upgrade canary
+exists to catch what nobody predicted. Explanations come from two places only: the user's
+file (expectations.py) and a known upstream bug the candidate fixes, proven by its signature
+present on the baseline's round and gone from the candidate's, with the pods' baseline
+fates exactly the ones the bug causes (known_bugs.KnownBug.fates).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_desched.canary.compare import RoundDiff
+from pytest_desched.canary.expectations import Change, Explanation
+from pytest_desched.descheduler.known_bugs import BY_ID
+
+TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
+INFORMATIVE = ("bug-fixed",)  # good news, said in the report; never a failure on its own
+
+
+def _fate_names(counts: dict[str, int]) -> set[str]:
+    return {k.split("/", 1)[0] for k, n in counts.items() if n}
+
+
+def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
+    """Each observed change, with the known-bug fix that explains it (or None)."""
+    out: list[tuple[Change, str | None]] = []
+    for rd in rounds:
+        if rd.baseline is None or rd.candidate is None:
+            side = "candidate" if rd.candidate is None else "baseline"
+            out.append(
+                (Change(rd.experiment, rd.index, "round-missing", "-", f"no round on {side}"), None)
+            )
+            continue
+        fixed = [BY_ID[b] for b in rd.bugs_fixed if b in BY_ID]
+        for bug_id in rd.bugs_fixed:
+            out.append(
+                (Change(rd.experiment, rd.index, "bug-fixed", bug_id, "signature gone"), bug_id)
+            )
+        for bug_id in rd.bugs_new:
+            out.append(
+                (Change(rd.experiment, rd.index, "bug-new", bug_id, "signature appeared"), None)
+            )
+        for name in rd.lost_metrics:
+            out.append(
+                (
+                    Change(rd.experiment, rd.index, "lost-metric", name, "served by baseline only"),
+                    None,
+                )
+            )
+        for cd in rd.classes:
+            base_fates = _fate_names(cd.baseline)
+            by = next(
+                (b.id for b in fixed if b.fates and base_fates and base_fates <= set(b.fates)),
+                None,
+            )
+            detail = f"baseline {cd.baseline} -> candidate {cd.candidate}"
+            for kind in cd.kinds:
+                out.append((Change(rd.experiment, rd.index, kind, cd.pods, detail), by))
+    return out
+
+
+@dataclass
+class Judged:
+    change: Change
+    status: str  # "explained" | "fixed-bug" | "informative" | "unexplained"
+    by: str | None = None  # explanation source or bug id
+    trigger: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.change.to_dict(),
+            "status": self.status,
+            "by": self.by,
+            "trigger": self.trigger,
+        }
+
+
+@dataclass
+class CanaryVerdict:
+    ok: bool
+    judged: list[Judged] = field(default_factory=list)
+    stale: list[Explanation] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def unexplained(self) -> list[Judged]:
+        return [j for j in self.judged if j.status == "unexplained"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "reasons": self.reasons,
+            "changes": [j.to_dict() for j in self.judged],
+            "stale_explanations": [e.to_dict() for e in self.stale],
+        }
+
+
+def judge(
+    changes: Sequence[tuple[Change, str | None]], explanations: Sequence[Explanation]
+) -> CanaryVerdict:
+    """Explain each change (user's file first, then a proven bug fix); fail on the rest."""
+    judged: list[Judged] = []
+    used: set[int] = set()
+    for change, bug in changes:
+        trigger = change.kind in TRIGGERS
+        hit = next((i for i, e in enumerate(explanations) if e.matches(change)), None)
+        if hit is not None:
+            used.add(hit)
+            judged.append(Judged(change, "explained", explanations[hit].source, trigger))
+        elif change.kind in INFORMATIVE:
+            judged.append(Judged(change, "informative", bug, trigger))
+        elif bug is not None:
+            judged.append(Judged(change, "fixed-bug", bug, trigger))
+        else:
+            judged.append(Judged(change, "unexplained", None, trigger))
+    stale = [e for i, e in enumerate(explanations) if i not in used]
+    reasons: list[str] = []
+    for j in judged:
+        if j.status == "unexplained":
+            what = "rollback trigger" if j.trigger else "unexplained change"
+            reasons.append(
+                f"{what} {j.change.kind} in {j.change.experiment} round {j.change.round}: "
+                f"{j.change.subject}: {j.change.detail}"
+            )
+    for e in stale:
+        reasons.append(
+            f"stale explanation {e.source} ({e.reason!r}): matches no observed change; the "
+            "candidate does not do what it says, or remove it"
+        )
+    return CanaryVerdict(not reasons, judged, stale, reasons)

@@ -1,0 +1,197 @@
+"""The canary's behaviour diff and verdict over round records shaped like the real ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_desched.canary.compare import (
+    RoundFigures,
+    diff_rounds,
+    fate_classes,
+    node_roles,
+    owner_of,
+)
+from pytest_desched.canary.expectations import load_explanations
+from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.errors import ConfigError
+
+NS = "descheduler-lab"
+B_ROLES = node_roles(["kwok-a-worker-1", "kwok-a-worker-2", "kwok-a-worker-3"])
+C_ROLES = node_roles(["kwok-b-worker-1", "kwok-b-worker-2", "kwok-b-worker-3"])
+
+
+def dec(name: str, node: str, fate: str, layer: str, **kw: object) -> dict:
+    return {"namespace": NS, "name": name, "node": node, "fate": fate, "layer": layer, **kw}
+
+
+def record(decisions: list[dict], **kw: object) -> dict:
+    return {"namespace": NS, "decisions": decisions, **kw}
+
+
+def filtered_1882(prefix: str, node: str) -> list[dict]:
+    return [
+        dec(
+            f"spread-demo-6d9f7b5c4-{s}",
+            node,
+            "filtered",
+            "evictor-filter",
+            checks=["PodsWithoutPDB"],
+        )
+        for s in ("x2kq9", "b7mzp", "qq4rt")
+    ]
+
+
+BASELINE = record(
+    filtered_1882("a", "kwok-a-worker-1"),
+    known_bugs={"descheduler#1882": "every lab pod FILTERED [PodsWithoutPDB]"},
+    distribution_after={"kwok-a-worker-1": 3, "kwok-a-worker-2": 0},
+    metrics={"names": ["descheduler_build_info", "descheduler_pods_evicted_total"]},
+)
+FIXED = record(
+    [
+        dec("spread-demo-6d9f7b5c4-zzk2w", "kwok-b-worker-1", "evicted", "api-server"),
+        dec("spread-demo-6d9f7b5c4-wx5c8", "kwok-b-worker-1", "limited", "eviction-limits"),
+        dec("spread-demo-6d9f7b5c4-hh7rt", "kwok-b-worker-1", "limited", "eviction-limits"),
+    ],
+    evictions=1,
+    replacement_ready_latency_s=0.03,
+    distribution_after={"kwok-b-worker-1": 2, "kwok-b-worker-2": 1},
+    metrics={"names": ["descheduler_build_info", "descheduler_pods_evicted_total"]},
+)
+
+
+def test_owner_strips_replicaset_hash_and_pod_suffix() -> None:
+    assert owner_of("spread-demo-6d9f7b5c4-x2kq9") == "spread-demo"
+    assert owner_of("web-0") == "web-0"  # a StatefulSet pod's name is its identity
+    assert owner_of("bare-pod") == "bare-pod"
+
+
+def test_fate_classes_ignore_other_namespaces_and_name_roles() -> None:
+    r = record(
+        [
+            *filtered_1882("a", "kwok-a-worker-1"),
+            {**dec("x-abcde", "n", "evicted", "api-server"), "namespace": "other"},
+        ]
+    )
+    classes = fate_classes(r, B_ROLES)
+    assert classes == {"spread-demo@worker-1": {"filtered(PodsWithoutPDB)/evictor-filter": 3}}
+
+
+def test_figures_of_a_round() -> None:
+    f = RoundFigures.of(FIXED)
+    assert (f.candidates, f.evictions, f.limited, f.final_skew) == (3, 1, 2, 1)
+    assert RoundFigures.of(BASELINE).protected == {"PodsWithoutPDB": 3}
+
+
+def test_identical_rounds_have_no_change_even_with_other_names() -> None:
+    other = record(filtered_1882("b", "kwok-b-worker-1"), known_bugs=BASELINE["known_bugs"])
+    (rd,) = diff_rounds("positive[runbook]", [BASELINE], [other], B_ROLES, C_ROLES)
+    assert not rd.changed and changes_of([rd]) == []
+
+
+def test_a_fixed_bug_explains_the_new_eviction() -> None:
+    (rd,) = diff_rounds("positive[runbook]", [BASELINE], [FIXED], B_ROLES, C_ROLES)
+    assert rd.bugs_fixed == ["descheduler#1882"]
+    (cls,) = rd.classes
+    assert cls.kinds == ["continue-evicting"]
+    verdict = judge(changes_of([rd]), [])
+    assert verdict.ok, verdict.reasons
+    assert {j.status for j in verdict.judged} == {"fixed-bug", "informative"}
+
+
+def test_continue_evicting_without_a_bug_fix_is_a_rollback_trigger() -> None:
+    base = record(
+        [
+            dec(
+                "spread-demo-6d9f7b5c4-x2kq9",
+                "kwok-a-worker-1",
+                "refused",
+                "api-server",
+                status_code=429,
+            )
+        ]
+    )
+    cand = record([dec("spread-demo-6d9f7b5c4-zzk2w", "kwok-b-worker-1", "evicted", "api-server")])
+    verdict = judge(changes_of(diff_rounds("pdb[runbook]", [base], [cand], B_ROLES, C_ROLES)), [])
+    assert not verdict.ok
+    (j,) = verdict.unexplained
+    assert j.trigger and j.change.kind == "continue-evicting"
+    assert "rollback trigger continue-evicting in pdb[runbook]" in verdict.reasons[0]
+
+
+def test_grown_candidate_set_and_lost_metric_are_triggers() -> None:
+    base = record(
+        [dec("a-6d9f7b5c4-x2kq9", "kwok-a-worker-1", "filtered", "evictor-filter")],
+        metrics={"names": ["descheduler_x", "descheduler_y"]},
+    )
+    cand = record(
+        [
+            dec(f"a-6d9f7b5c4-{s}", "kwok-b-worker-1", "filtered", "evictor-filter")
+            for s in ("zzk2w", "wx5c8")
+        ],
+        metrics={"names": ["descheduler_x"]},
+    )
+    changes = changes_of(diff_rounds("e[v]", [base], [cand], B_ROLES, C_ROLES))
+    kinds = sorted(c.kind for c, _ in changes)
+    assert kinds == ["candidate-set-grew", "lost-metric"]
+    assert all(j.trigger for j in judge(changes, []).unexplained)
+
+
+def test_explanations_match_or_go_stale() -> None:
+    base = record(
+        [
+            dec(
+                "spread-demo-6d9f7b5c4-x2kq9",
+                "kwok-a-worker-1",
+                "refused",
+                "api-server",
+                status_code=429,
+            )
+        ]
+    )
+    cand = record([dec("spread-demo-6d9f7b5c4-zzk2w", "kwok-b-worker-1", "evicted", "api-server")])
+    changes = changes_of(diff_rounds("pdb[runbook]", [base], [cand], B_ROLES, C_ROLES))
+    exps = load_explanations(
+        [
+            {
+                "experiment": "pdb[*]",
+                "pods": "spread-demo@*",
+                "kind": "continue-evicting",
+                "reason": "new PDB semantics",
+            },
+            {"experiment": "nodefit[*]", "reason": "expected but absent"},
+        ]
+    )
+    verdict = judge(changes, exps)
+    assert [j.status for j in verdict.judged] == ["explained"]
+    assert [e.reason for e in verdict.stale] == ["expected but absent"]
+    assert not verdict.ok and "stale explanation" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [
+        ([{"experiment": "x"}], "`reason` is required"),
+        ([{"reason": "r", "kinds": "x"}], "unknown key(s) ['kinds']"),
+        ([{"reason": "r", "kind": "bigger"}], "kind 'bigger' is not one of"),
+        (["text"], "must be a mapping"),
+    ],
+)
+def test_bad_explanations_are_refused(items: list, message: str) -> None:
+    with pytest.raises(
+        ConfigError,
+        match=message.replace("(", r"\(")
+        .replace(")", r"\)")
+        .replace("[", r"\[")
+        .replace("]", r"\]"),
+    ):
+        load_explanations(items)
+
+
+def test_explanation_file_errors_name_the_file(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_explanations(tmp_path / "missing.yaml")
+    p = tmp_path / "e.yaml"
+    p.write_text("other: 1\n")
+    with pytest.raises(ConfigError, match=f"{p}: expected a mapping with a `changes:` list"):
+        load_explanations(p)
