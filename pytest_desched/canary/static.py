@@ -40,7 +40,6 @@ from pytest_desched.descheduler.chart import (
     sha256_file,
 )
 from pytest_desched.descheduler.policy.lint import DEPRECATED_EVICTOR_BOOLEANS, RULES, Finding
-from pytest_desched.descheduler.policy.schema import POD_PROTECTIONS_DEFAULT
 from pytest_desched.evidence.redaction import scrub_data, scrub_secrets
 from pytest_desched.providers.base import run
 
@@ -271,7 +270,7 @@ def _lowerings(path: Path_, b: Any, c: Any) -> list[str]:
 
 
 def effective_protections(
-    args: Mapping[str, Any], defaults: Sequence[str] = POD_PROTECTIONS_DEFAULT
+    args: Mapping[str, Any], defaults: Sequence[str] | None = None
 ) -> list[str]:
     """The protections a DefaultEvictor's args leave active, as the descheduler computes them.
 
@@ -279,6 +278,10 @@ def effective_protections(
     either list is non-empty (`defaults` minus defaultDisabled, plus extraEnabled), else the
     deprecated booleans (all four default protections unless an evict* flag is true).
     """
+    if defaults is None:
+        from pytest_desched.descheduler.policy.checker import facts_for
+
+        defaults = facts_for().default_pod_protections  # the pinned descheduler's own list
     pp = args.get("podProtections") or {}
     disabled, extra = _as_list(pp.get("defaultDisabled")), _as_list(pp.get("extraEnabled"))
     if disabled or extra:
@@ -776,8 +779,8 @@ def compare_defaults(
     baseline_effective: Mapping[str, Any],
     candidate_effective: Mapping[str, Any],
     *,
-    baseline_protections: Sequence[str] = POD_PROTECTIONS_DEFAULT,
-    candidate_protections: Sequence[str] = POD_PROTECTIONS_DEFAULT,
+    baseline_protections: Sequence[str] | None = None,
+    candidate_protections: Sequence[str] | None = None,
 ) -> list[Difference]:
     """One policy after each version's own defaulting (policycheck's ``effective``).
 

@@ -79,7 +79,11 @@ class RoundRecord:
     timeline: list[dict[str, Any]] = field(default_factory=list)  # t_s, what, pod, code
     pdb_series: list[dict[str, Any]] = field(default_factory=list)  # t_s + PDB status counts
     policy_applied: str | None = None  # the live ConfigMap's policy YAML (policy_digest's text)
-    policy_lint: list[str] = field(default_factory=list)  # schema + safety findings on it
+    # desched lint on it for the release's descheduler version: DL0xx findings, warnings too.
+    policy_lint: list[str] = field(default_factory=list)
+    # policy_applied after that descheduler's own defaults (policycheck), e.g. DefaultEvictor
+    # at filter/preevictionfilter and a defaulted priorityThreshold; {} when it was refused.
+    effective_policy: dict[str, Any] = field(default_factory=dict)
     # The runbook's pre-flight before the first install (descheduler.preflight): versions,
     # can-i create pods/eviction as the chart's ServiceAccount, the target's PDBs, the diff.
     preflight: dict[str, Any] | None = None

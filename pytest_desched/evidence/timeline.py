@@ -2,12 +2,14 @@
 
 The watches stamp with `time.monotonic()`, the API server's audit and the round pods with wall
 clock; everything here becomes seconds since the experiment start (like `started_s`), so one
-axis holds the Job, the eviction requests and the replacement pod. Kept out of the framework
-so the runner only passes what it already has.
+axis holds the Job, the eviction requests and the replacement pod. The applied policy's evidence
+(its effective form after the descheduler's defaults and its lint) is computed here too, once per
+policy. Kept out of the framework so the runner only passes what it already has.
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.rounds import Round
     from pytest_desched.lab.recorder import Recorder
     from pytest_desched.lab.snapshot import Snapshot
+    from pytest_desched.tools.toolchain import Toolchain
 
 
 def _rel(t: float, t0: float) -> float:
@@ -86,19 +89,50 @@ def pdb_series(rec: Recorder, t0: float) -> list[dict[str, Any]]:
     ]
 
 
-def policy_lint(policy_yaml: str, version: str) -> list[str]:
-    """The schema's and the safety rules' findings on the policy as applied (none when clean)."""
+# One entry per (descheduler version, policy digest): every round of an experiment reads the same
+# live policy, and the helper's verdict on it cannot change within a process.
+_POLICY_EVIDENCE: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def policy_evidence(
+    policy_yaml: str, version: str, toolchain: Toolchain | None = None
+) -> dict[str, Any]:
+    """The live policy as descheduler ``version`` runs it, for a round record.
+
+    ``effective_policy`` is the policy after that descheduler's own defaults (the policycheck
+    helper); ``policy_lint`` its lint findings (``DL0xx name: path: message; fix: ...``), warnings
+    included. Computed once per policy digest and version.
+    """
+    import hashlib
+
     import yaml
 
-    from pytest_desched.descheduler.policy.safety import safety_problems
-    from pytest_desched.descheduler.policy.schema import schema_for
+    from pytest_desched.descheduler.policy.checker import checker_for
+    from pytest_desched.descheduler.policy.lint import lint_policy_doc
+    from pytest_desched.descheduler.policy.model import canonical_json
+    from pytest_desched.errors import DeschedError
 
     try:
         doc = yaml.safe_load(policy_yaml) or {}
     except yaml.YAMLError as exc:
-        return [f"not YAML: {exc}"]
-    try:
-        schema_problems = schema_for(version).problems(doc)
-    except Exception as exc:  # an unknown version has no schema: say so, never guess
-        schema_problems = [f"no schema for {version}: {exc}"]
-    return [*schema_problems, *safety_problems(doc)]
+        return {"effective_policy": {}, "policy_lint": [f"not YAML: {exc}"]}
+    if not isinstance(doc, dict):
+        return {"effective_policy": {}, "policy_lint": ["not YAML of a mapping"]}
+    key = (version, hashlib.sha256(canonical_json(doc).encode()).hexdigest())
+    if key not in _POLICY_EVIDENCE:
+        try:
+            findings, res = lint_policy_doc(doc, "policy.yaml", checker_for(version, toolchain))
+        except DeschedError as exc:  # no helper for this version: say so, never guess
+            return {"effective_policy": {}, "policy_lint": [f"policycheck unavailable: {exc}"]}
+        _POLICY_EVIDENCE[key] = {
+            "effective_policy": res.effective if res.accepted else {},
+            "policy_lint": [
+                f"{f.rule} {f.name}: {f.path}: {f.message}; fix: {f.fix}" for f in findings
+            ],
+        }
+    return copy.deepcopy(_POLICY_EVIDENCE[key])
+
+
+def policy_lint(policy_yaml: str, version: str, toolchain: Toolchain | None = None) -> list[str]:
+    """The lint findings (errors, warnings, notes) on the policy as applied; none when clean."""
+    return policy_evidence(policy_yaml, version, toolchain)["policy_lint"]

@@ -394,7 +394,7 @@ class Runner:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
         from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL
         from pytest_desched.evidence.record import RoundRecord
-        from pytest_desched.evidence.timeline import pdb_series, policy_lint, round_timeline
+        from pytest_desched.evidence.timeline import pdb_series, policy_evidence, round_timeline
 
         self.stop_recording()
         rnd, rec, before = view.rnd, view.rec, view.before
@@ -434,7 +434,10 @@ class Runner:
             # One digest: canonical JSON of the live ConfigMap's policy (== Policy.digest()).
             policy_digest=digest_of_rendered(live_policy),
             policy_applied=live_policy,
-            policy_lint=policy_lint(live_policy, ctx.descheduler_version),
+            # policy_lint + effective_policy, computed once per live policy digest
+            **policy_evidence(
+                live_policy, ctx.descheduler_version, getattr(ctx.cluster, "toolchain", None)
+            ),
             timeline=round_timeline(rnd, rec, before, self.t0),
             pdb_series=pdb_series(rec, self.t0),
             policy_overrides=list(pol.overrides),

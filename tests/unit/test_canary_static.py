@@ -38,8 +38,8 @@ from pytest_desched.canary.static import (
     render_chart,
 )
 from pytest_desched.descheduler.chart import obtain_chart
+from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import Finding
-from pytest_desched.descheduler.policy.schema import POD_PROTECTIONS_DEFAULT
 from pytest_desched.providers.base import helm_env
 from pytest_desched.tools.toolchain import Toolchain
 
@@ -678,7 +678,7 @@ def test_compare_defaults(cand: dict[str, Any], expected: set[Row]) -> None:
 def test_compare_defaults_candidate_drops_a_default_protection() -> None:
     """A candidate whose own defaultPodProtections lacks one: same policy, fewer protections."""
     pol = effective(RUNBOOK_EVICTOR)
-    fewer = tuple(p for p in POD_PROTECTIONS_DEFAULT if p != "SystemCriticalPods")
+    fewer = tuple(p for p in facts_for().default_pod_protections if p != "SystemCriticalPods")
     diffs = compare_defaults(pol, pol, candidate_protections=fewer)
     assert rows(diffs) == {("defaults", f"{PROT}[SystemCriticalPods]", "removed", "rollback")}
     # Without podProtections lists the deprecated booleans decide (defaultevictor.go), so the
@@ -690,9 +690,12 @@ def test_compare_defaults_candidate_drops_a_default_protection() -> None:
 @pytest.mark.parametrize(
     ("args", "active"),
     [
-        ({}, set(POD_PROTECTIONS_DEFAULT)),
-        ({"evictDaemonSetPods": True}, set(POD_PROTECTIONS_DEFAULT) - {"DaemonSetPods"}),
-        ({"ignorePvcPods": True}, {*POD_PROTECTIONS_DEFAULT, "PodsWithPVC"}),
+        ({}, set(facts_for().default_pod_protections)),
+        (
+            {"evictDaemonSetPods": True},
+            set(facts_for().default_pod_protections) - {"DaemonSetPods"},
+        ),
+        ({"ignorePvcPods": True}, {*facts_for().default_pod_protections, "PodsWithPVC"}),
         (
             {
                 "podProtections": {
@@ -894,7 +897,7 @@ def test_pinned_vs_pr1883_chart_renders_the_same(real: dict[str, Any], values: A
 
 @pytest.mark.parametrize("name", sorted(SNAPSHOTS))
 def test_snapshots_keep_the_default_protections(real: dict[str, Any], name: str) -> None:
-    assert default_protections_from_source(real[name]) == POD_PROTECTIONS_DEFAULT
+    assert default_protections_from_source(real[name]) == facts_for().default_pod_protections
 
 
 @pytest.mark.policycheck

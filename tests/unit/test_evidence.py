@@ -390,3 +390,35 @@ def test_summary_line_and_junit_properties() -> None:
         "job_uid": "u-1",
         "pdb_disruptions_allowed_after": "0",
     }
+
+
+@pytest.mark.policycheck
+def test_round_record_carries_the_effective_policy_and_its_lint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the descheduler ran (after its defaults) and the lint for that version, in every
+    round record, computed once per live policy."""
+    from pytest_desched.descheduler.policy import checker_for, load_default
+    from pytest_desched.evidence import timeline
+
+    live = load_default().to_yaml()
+    checker = checker_for("v0.36.0")
+    runs: list[int] = []
+    run = checker._run
+    monkeypatch.setattr(checker, "_run", lambda reqs, t: runs.append(len(reqs)) or run(reqs, t))
+    monkeypatch.setattr(timeline, "_POLICY_EVIDENCE", {})
+    first = timeline.policy_evidence(live, "v0.36.0")
+    seen = len(runs)
+    same = live.replace("maxNoOfPodsToEvictTotal: 2", "maxNoOfPodsToEvictTotal: 2.0")
+    assert timeline.policy_evidence(same, "v0.36.0") == first  # same digest: from memory
+    assert len(runs) == seen
+    plugins = first["effective_policy"]["profiles"][0]["plugins"]
+    assert plugins["filter"]["enabled"] == ["DefaultEvictor"]  # the descheduler's default
+    assert [f.split()[0] for f in first["policy_lint"]] == ["DL012"]
+    rec = RoundRecord.from_round("e", "r", "k", RoundResult(), policy_applied=live, **first)
+    back = RoundRecord.from_dict(json.loads(json.dumps(rec.to_dict())))
+    assert back.effective_policy == first["effective_policy"]
+    assert back.policy_lint == first["policy_lint"]
+    refused = timeline.policy_evidence("apiVersion: x\nkind: y\n", "v0.36.0")
+    assert refused["effective_policy"] == {}
+    assert refused["policy_lint"][0].startswith("DL001 rejected-by-descheduler")

@@ -1,5 +1,9 @@
 """The shipped policy is the runbook's, validation stops bad policies before a cluster sees them,
-digests survive helm's re-serialisation, and every lab deviation is recorded."""
+digests survive helm's re-serialisation, and every lab deviation is recorded.
+
+Validation and the policy API's facts come from the real policycheck helper (built against the
+pinned descheduler), so every refusal below is in the descheduler's own words.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +14,21 @@ import pytest
 import yaml
 
 from pytest_desched.descheduler.policy import (
-    SCHEMAS,
+    NAMESPACED_PLUGINS,
+    DeschedulerFacts,
     Policy,
     PolicyError,
+    PolicyScope,
     canonical_json,
+    checker_for,
     digest_of_rendered,
+    facts_for,
     load_default,
-    pinned_schema,
-    schema_for,
 )
 from pytest_desched.tools.resources import manifest_path
 from pytest_desched.tools.versions import load_versions
+
+pytestmark = pytest.mark.policycheck
 
 RUNBOOK_POLICY = """\
 apiVersion: descheduler/v1alpha2
@@ -186,72 +194,70 @@ def test_digest_of_rendered_rejects_garbage() -> None:
 
 # ------------------------------------------------------------------------------ validation ---
 
+REFUSED = "<root>: DL001 rejected-by-descheduler: descheduler v0.36.0 refuses it"
+# (case, change, where the problem is reported, the descheduler's own words in it)
 INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     (
         "unknown plugin in deschedule.enabled",
         lambda d: _deschedule(d).__setitem__(0, "RemovePodsViolatingNodeAffinty"),
-        "profiles[0].plugins.deschedule.enabled[0]",
-        "did you mean 'RemovePodsViolatingNodeAffinity'",
+        f"{REFUSED} (startup)",
+        "configures deschedule extension point of non-existing plugins: "
+        "map[RemovePodsViolatingNodeAffinty:{}]",
     ),
     (
         "typo'd top-level field",
         lambda d: d.__setitem__("maxNoOfPodsToEvictTotl", d.pop("maxNoOfPodsToEvictTotal")),
-        "maxNoOfPodsToEvictTotl: unknown field",
-        "did you mean 'maxNoOfPodsToEvictTotal'",
+        'maxNoOfPodsToEvictTotl: DL002 dropped-field: "maxNoOfPodsToEvictTotl" is not a field here',
+        'did you mean "maxNoOfPodsToEvictTotal"',
     ),
     (
         "string maxNoOfPodsToEvictTotal",
         lambda d: d.__setitem__("maxNoOfPodsToEvictTotal", "2"),
-        "maxNoOfPodsToEvictTotal: must be a non-negative integer",
-        "'2'",
+        f"{REFUSED} (decode)",
+        "cannot unmarshal string into Go struct field DeschedulerPolicy.maxNoOfPodsToEvictTotal "
+        "of type uint",
     ),
     (
         "negative maxNoOfPodsToEvictTotal",
         lambda d: d.__setitem__("maxNoOfPodsToEvictTotal", -1),
-        "maxNoOfPodsToEvictTotal: must be a non-negative integer",
-        "-1",
+        f"{REFUSED} (decode)",
+        "cannot unmarshal number -1 into Go struct field",
     ),
     (
         "bool maxNoOfPodsToEvictTotal",
         lambda d: d.__setitem__("maxNoOfPodsToEvictTotal", True),
-        "maxNoOfPodsToEvictTotal: must be a non-negative integer",
-        "True",
+        f"{REFUSED} (decode)",
+        "cannot unmarshal bool into Go struct field",
     ),
     (
         "minPodAge in words",
         lambda d: _evictor(d).__setitem__("minPodAge", "10 minutes"),
-        f"{EVICTOR}.minPodAge",
-        "Go duration",
+        f"{REFUSED} (decode)",
+        'time: unknown unit " minutes" in duration "10 minutes"',
     ),
     (
         "minPodAge without unit",
         lambda d: _evictor(d).__setitem__("minPodAge", 600),
-        f"{EVICTOR}.minPodAge",
-        "Go duration",
-    ),
-    (
-        "negative minPodAge",
-        lambda d: _evictor(d).__setitem__("minPodAge", "-5m"),
-        f"{EVICTOR}.minPodAge",
-        "must not be negative",
+        f"{REFUSED} (decode)",
+        "cannot unmarshal number into Go struct field DefaultEvictorArgs.minPodAge of type string",
     ),
     (
         "misspelt podProtections name",
         lambda d: _evictor(d)["podProtections"]["extraEnabled"].__setitem__(0, "PodsWithPvc"),
-        f"{EVICTOR}.podProtections.extraEnabled[0]",
-        "did you mean 'PodsWithPVC'",
+        f"{REFUSED} (validate)",
+        'invalid pod protection policy in ExtraEnabled: "PodsWithPvc"',
     ),
     (
         "default protection listed as extra",
         lambda d: _evictor(d)["podProtections"]["extraEnabled"].append("DaemonSetPods"),
-        f"{EVICTOR}.podProtections.extraEnabled[3]",
-        "allowed: PodsWithPVC, PodsWithoutPDB, PodsWithResourceClaims",
+        f"{REFUSED} (validate)",
+        "Valid options are: [PodsWithPVC PodsWithoutPDB PodsWithResourceClaims]",
     ),
     (
         "bad defaultDisabled name",
         lambda d: _evictor(d)["podProtections"].__setitem__("defaultDisabled", ["PodsWithPVC"]),
-        f"{EVICTOR}.podProtections.defaultDisabled[0]",
-        "not a valid default pod protection",
+        f"{REFUSED} (validate)",
+        'invalid pod protection policy in DefaultDisabled: "PodsWithPVC"',
     ),
     (
         "balance plugin at deschedule",
@@ -259,132 +265,143 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
             _deschedule(d).append("RemoveDuplicates"),
             _profile(d)["pluginConfig"].append({"name": "RemoveDuplicates"}),
         ),
-        "profiles[0].plugins.deschedule.enabled[1]",
-        "move it to plugins.balance.enabled",
+        f"{REFUSED} (startup)",
+        "deschedule extension point of non-existing plugins: map[RemoveDuplicates:{}]",
     ),
     (
         "evictor at deschedule",
         lambda d: _deschedule(d).append("DefaultEvictor"),
-        "profiles[0].plugins.deschedule.enabled[1]",
-        "does not implement the 'deschedule' extension point",
+        f"{REFUSED} (startup)",
+        "deschedule extension point of non-existing plugins: map[DefaultEvictor:{}]",
     ),
     (
         "camelCase preEvictionFilter",
         lambda d: _profile(d)["plugins"].__setitem__(
             "preEvictionFilter", {"enabled": ["DefaultEvictor"]}
         ),
-        "profiles[0].plugins.preEvictionFilter: unknown field",
-        "did you mean 'preevictionfilter'",
+        'profiles[0].plugins.preEvictionFilter: DL002 dropped-field: "preEvictionFilter" is not a field here',
+        'did you mean "preevictionfilter"',
     ),
     (
         "plugin enabled without pluginConfig",
         lambda d: _deschedule(d).append("RemovePodsViolatingNodeTaints"),
-        "profiles[0].plugins.deschedule.enabled[1]",
-        "add '- name: RemovePodsViolatingNodeTaints'",
+        f"{REFUSED} (startup)",
+        'unable to find "RemovePodsViolatingNodeTaints" plugin config',
     ),
     (
         "sort extension point",
         lambda d: _profile(d)["plugins"].__setitem__("sort", {"enabled": ["DefaultEvictor"]}),
         "profiles[0].plugins.sort.enabled",
-        "never runs",
+        'the "sort" extension point is decoded but never run',
     ),
     (
         "disabled list",
         lambda d: _profile(d)["plugins"]["deschedule"].__setitem__("disabled", ["PodLifeTime"]),
         "profiles[0].plugins.deschedule.disabled",
-        "ignores 'disabled'",
+        "`disabled` lists are decoded but never read",
     ),
     (
-        "no deschedule or balance plugin",
-        lambda d: _deschedule(d).clear(),
-        "profiles[0].plugins:",
-        "can never evict",
+        "second pluginConfig for one plugin",
+        lambda d: _profile(d)["pluginConfig"].append(dict(_profile(d)["pluginConfig"][1])),
+        "profiles[0].pluginConfig[2]",
+        "only the first (pluginConfig[1]) is used",
     ),
     (
         "unknown pluginConfig name",
         lambda d: _profile(d)["pluginConfig"][1].__setitem__("name", "NodeAffinity"),
-        "profiles[0].pluginConfig[NodeAffinity].name",
-        "unknown plugin 'NodeAffinity'",
+        f"{REFUSED} (validate)",
+        "plugin NodeAffinity in pluginConfig not registered",
     ),
     (
         "unknown evictor arg",
         lambda d: _evictor(d).__setitem__("minPodAges", "1m"),
-        f"{EVICTOR}.minPodAges",
-        "did you mean 'minPodAge'",
+        'profiles[0].pluginConfig[0].args.minPodAges: DL002 dropped-field: "minPodAges" is not a field here',
+        'did you mean "minPodAge"',
     ),
     (
-        "bad nodeAffinityType",
+        "bad nodeAffinityType (only logged at run time)",
         lambda d: _profile(d)["pluginConfig"][1]["args"].__setitem__(
             "nodeAffinityType", ["requiredDuringScheduling"]
         ),
-        "profiles[0].pluginConfig[RemovePodsViolatingNodeAffinity].args.nodeAffinityType[0]",
-        "allowed: requiredDuringSchedulingIgnoredDuringExecution",
+        "profiles[0].pluginConfig[1].args",
+        'logs "Invalid nodeAffinityType" (nodeAffinity=requiredDuringScheduling) on every cycle',
     ),
     (
         "missing nodeAffinityType",
         lambda d: _profile(d)["pluginConfig"][1].pop("args"),
-        "profiles[0].pluginConfig[RemovePodsViolatingNodeAffinity].args.nodeAffinityType",
-        "must be set",
+        f"{REFUSED} (validate)",
+        "nodeAffinityType needs to be set",
     ),
     (
         "unquoted label value",
         lambda d: _evictor(d)["labelSelector"]["matchLabels"].__setitem__(
             "descheduler.example.com/enabled", True
         ),
-        f"{EVICTOR}.labelSelector.matchLabels[descheduler.example.com/enabled]",
-        "quote it",
+        f"{REFUSED} (decode)",
+        "cannot unmarshal bool into Go struct field LabelSelector.labelSelector.matchLabels",
     ),
     (
         "wrong apiVersion",
         lambda d: d.__setitem__("apiVersion", "descheduler/v1alpha1"),
-        "apiVersion: must be 'descheduler/v1alpha2'",
-        "v1alpha1",
-    ),
-    (
-        "duplicate profile name",
-        lambda d: d["profiles"].append(dict(_profile(d))),
-        "profiles[1].name",
-        "duplicate profile name 'safe-rebalance'",
-    ),
-    (
-        "empty profile name",
-        lambda d: _profile(d).__setitem__("name", ""),
-        "profiles[0].name",
-        "non-empty",
+        f"{REFUSED} (decode)",
+        'no kind "DeschedulerPolicy" is registered for version "descheduler/v1alpha1"',
     ),
     (
         "helm template in a value",
         lambda d: _evictor(d).__setitem__("nodeSelector", "{{ .Values.x }}"),
-        f"{EVICTOR}.nodeSelector",
+        "profiles[0].pluginConfig[DefaultEvictor].args.nodeSelector",
         "`tpl`",
     ),
 ]
 
 
 @pytest.mark.parametrize(
-    ("change", "path", "hint"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+    ("change", "where", "words"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
 )
-def test_invalid_policy_names_field_path_and_fix(
-    change: Callable[[dict[str, Any]], None], path: str, hint: str
+def test_invalid_policy_is_refused_in_the_descheduler_s_words(
+    change: Callable[[dict[str, Any]], None], where: str, words: str
 ) -> None:
     policy = _mutated(change)
     with pytest.raises(PolicyError) as excinfo:
         policy.validate()
     assert isinstance(excinfo.value, ValueError)
-    matching = [p for p in excinfo.value.problems if path in p]
-    assert matching, f"{path!r} not in {excinfo.value.problems}"
-    assert any(hint in p for p in matching), f"{hint!r} not in {matching}"
-    assert path in str(excinfo.value)
+    matching = [p for p in excinfo.value.problems if p.startswith(where)]
+    assert matching, f"{where!r} not in {excinfo.value.problems}"
+    assert any(words in p for p in matching), f"{words!r} not in {matching}"
+    assert "fix: " in matching[0]
+
+
+# What the hand-written mirror refused but v0.36.0 itself starts with: not validation errors.
+ACCEPTED_BY_THE_DESCHEDULER: list[tuple[str, Callable[[dict[str, Any]], None]]] = [
+    ("negative minPodAge", lambda d: _evictor(d).__setitem__("minPodAge", "-5m")),
+    ("no deschedule or balance plugin", lambda d: _deschedule(d).clear()),
+    ("duplicate profile name", lambda d: d["profiles"].append(dict(_profile(d)))),
+    ("empty profile name", lambda d: _profile(d).__setitem__("name", "")),
+]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [c[1] for c in ACCEPTED_BY_THE_DESCHEDULER],
+    ids=[c[0] for c in ACCEPTED_BY_THE_DESCHEDULER],
+)
+def test_what_the_descheduler_accepts_validates(change: Callable[[dict[str, Any]], None]) -> None:
+    policy = _mutated(change)
+    assert policy.validate() is policy
+    assert policy.check().accepted
 
 
 def test_all_problems_are_reported_at_once() -> None:
     def two_mistakes(d: dict[str, Any]) -> None:
-        d["maxNoOfPodsToEvictTotal"] = "2"
-        _evictor(d)["minPodAge"] = "soon"
+        d["maxNoOfPodsToEvictTotl"] = 2
+        _evictor(d)["nodeSelector"] = "{{ x }}"
 
     with pytest.raises(PolicyError) as excinfo:
         _mutated(two_mistakes).validate()
-    assert len(excinfo.value.problems) == 2
+    assert [p.split(":", 1)[0] for p in excinfo.value.problems] == [
+        "maxNoOfPodsToEvictTotl",
+        "profiles[0].pluginConfig[DefaultEvictor].args.nodeSelector",
+    ]
 
 
 @pytest.mark.parametrize("age", ["0", "0s", "90s", "10m", "1h30m", "1.5h", "300ms"])
@@ -505,44 +522,94 @@ def test_invalid_override_is_caught_by_validate() -> None:
     )
     policy.validate()  # bare "0" is a valid Go duration
     bad = policy.override("profiles.safe-rebalance.DefaultEvictor.minPodAge", 0, why=WHY)
-    with pytest.raises(PolicyError, match=r"args\.minPodAge"):
+    with pytest.raises(PolicyError, match=r"DefaultEvictorArgs\.minPodAge of type string"):
         bad.validate()
 
 
-# ------------------------------------------------------------------ schema per descheduler ---
+# ------------------------------------------------------------ facts from the descheduler ---
 
 
-@pytest.mark.parametrize("version", ["v0.36.0", "v0.36.5", "0.36.0", "v0.36", "v0.36.1-rc.0"])
-def test_every_v0_36_release_maps_to_the_v0_36_schema(version: str) -> None:
-    schema = schema_for(version)
-    assert schema is SCHEMAS["v0.36"]
-    assert (schema.minor, schema.written_for) == ("v0.36", "v0.36.0")
-    load_default().validate(version)
+def test_no_schema_tables_remain_in_python() -> None:
+    """The mirror is gone: no schema module; every fact comes from the helper."""
+    import importlib.util
+
+    assert importlib.util.find_spec("pytest_desched.descheduler.policy.schema") is None
 
 
-def test_the_pinned_descheduler_has_a_schema_and_validate_defaults_to_it() -> None:
-    assert load_versions().descheduler.version.startswith("v0.36.")
-    assert pinned_schema() is schema_for(load_versions().descheduler.version)
+def test_facts_come_from_the_pinned_descheduler() -> None:
+    facts = facts_for()
+    assert isinstance(facts, DeschedulerFacts)
+    assert facts.version == load_versions().descheduler.version == "v0.36.0"
+    assert facts_for() is facts  # asked once per process
+    assert facts_for(load_versions().descheduler.version) is facts
+    assert (facts.api_version, facts.kind) == ("descheduler/v1alpha2", "DeschedulerPolicy")
+    assert facts.default_evictor == "DefaultEvictor"
+    assert facts.evicting_points == ("deschedule", "balance")
+    assert set(facts.extension_points) - set(facts.run_points) == {"presort", "sort"}
+
+
+def test_validate_defaults_to_the_pinned_version() -> None:
     typo = _mutated(lambda d: d.__setitem__("maxNoOfPodsToEvictPerNod", 1))
     with pytest.raises(PolicyError) as default:
         typo.validate()
     with pytest.raises(PolicyError) as pinned:
         typo.validate(load_versions().descheduler.version)
     assert default.value.problems == pinned.value.problems
-    assert "maxNoOfPodsToEvictPerNode" in default.value.problems[0]
+    assert 'did you mean "maxNoOfPodsToEvictPerNode"' in default.value.problems[0]
 
 
-@pytest.mark.parametrize("version", ["v0.37.0", "v0.35.2", "v1.36.0"])
-def test_a_version_without_a_schema_is_refused_not_approximated(version: str) -> None:
-    """No nearest-schema fallback: another minor's tables could pass a field it ignores."""
-    with pytest.raises(PolicyError, match="no policy schema for v") as exc:
-        schema_for(version)
-    assert "v0.36" in exc.value.problems[0] and "SCHEMAS" in exc.value.problems[0]
-    with pytest.raises(PolicyError, match="no policy schema"):
-        load_default().validate(version)  # refused before any check could pass it
+def test_effective_policy_is_the_descheduler_s_defaults() -> None:
+    eff = load_default().effective()
+    evictor = eff["profiles"][0]["pluginConfig"][0]
+    assert evictor["name"] == "DefaultEvictor"
+    assert evictor["args"]["priorityThreshold"]["value"] == 2000000000  # system-critical
+    assert evictor["args"]["minPodAge"] == "10m0s"  # metav1.Duration's own form
+    broken = _mutated(lambda d: _deschedule(d).append("DefaultEvictor"))
+    with pytest.raises(PolicyError, match="non-existing plugins"):
+        broken.effective()
 
 
-@pytest.mark.parametrize("version", ["latest", "", "36", "v0.36.0.1", "main"])
-def test_a_malformed_version_is_refused(version: str) -> None:
-    with pytest.raises(PolicyError, match="not a descheduler version"):
-        schema_for(version)
+def test_override_shorthand_takes_the_registered_plugin_names() -> None:
+    assert "RemovePodsViolatingNodeTaints" in facts_for().plugins
+    policy = load_default().override("profiles[0].PodLifeTime.maxPodLifeTimeSeconds", 60, why=WHY)
+    assert policy.overrides[0]["path"] == (
+        "profiles[0].pluginConfig[PodLifeTime].args.maxPodLifeTimeSeconds"
+    )
+    typo = load_default().override("profiles[0].PodLifeTimes.x", 1, why=WHY)
+    assert typo.overrides[0]["path"] == "profiles[0].PodLifeTimes.x"  # not a plugin: a key
+
+
+def test_scope_uses_the_descheduler_s_evicting_points_and_namespaced_plugins() -> None:
+    scope = PolicyScope(node_selector="lab=true")
+    scoped = scope.apply(load_default(), "lab")
+    assert scoped.plugin_args("RemovePodsViolatingNodeAffinity")["namespaces"] == {
+        "include": ["lab"]
+    }
+    assert scope.problems(scoped) == []
+    assert "LowNodeUtilization" not in NAMESPACED_PLUGINS
+    assert "RemoveDuplicates" in NAMESPACED_PLUGINS
+    lnu = load_default().with_overrides(
+        {
+            "profiles[0].plugins.balance.enabled": ["LowNodeUtilization"],
+            "profiles[0].LowNodeUtilization.thresholds": {"cpu": 20},
+        },
+        why="test",
+    )
+    with pytest.raises(PolicyError, match="LowNodeUtilization cannot be limited"):
+        scope.apply(lnu, "lab")
+
+
+def test_validate_answers_from_memory_for_a_policy_it_has_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checker = checker_for()
+    policy = load_default()
+    first = policy.check()
+    calls: list[Any] = []
+    run = checker._run
+    monkeypatch.setattr(checker, "_run", lambda *a, **k: calls.append(a) or run(*a, **k))
+    assert policy.check() == first
+    policy.validate()
+    assert calls == []
+    policy.override("maxNoOfPodsToEvictTotal", 3, why=WHY).validate()
+    assert len(calls) == 1  # a new text is checked by the helper

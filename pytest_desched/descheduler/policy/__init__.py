@@ -1,16 +1,28 @@
-"""The runbook's DeschedulerPolicy: one value type, the schema it is checked against, the safety
+"""The runbook's DeschedulerPolicy: one value type, the descheduler's own verdict on it, the safety
 rules every policy obeys, and the scoping that holds it to a lab.
 
 The package is split by concern so each part can change alone: :mod:`.model` (the
-:class:`Policy` value: parsing, digests, overrides, accessors), :mod:`.schema` (the
-DeschedulerPolicy schema per descheduler minor and its checker, the only module that knows field
-names and rules), :mod:`.safety` (no inline credentials, no template markers), :mod:`.scope`
-(:class:`PolicyScope` for existing clusters) and :mod:`.paths` (the path grammar problems and
-overrides share). Import from here; the names below are the package's public API.
+:class:`Policy` value: parsing, digests, overrides, accessors), :mod:`.checker` (the
+``policycheck`` helper built against the descheduler under test: its verdict, the effective
+policy, and the facts of its policy API; Python keeps no schema tables), :mod:`.lint` (the
+runbook's rules on top, ``desched lint``), :mod:`.safety` (no inline credentials, no template
+markers), :mod:`.scope` (:class:`PolicyScope` for existing clusters) and :mod:`.paths` (the path
+grammar problems and overrides share). Import from here; the names below are the package's
+public API.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from pytest_desched.descheduler.policy.checker import (
+    CheckResult,
+    DeschedulerFacts,
+    PluginFacts,
+    PolicyChecker,
+    checker_for,
+    facts_for,
+)
 from pytest_desched.descheduler.policy.model import (
     DEFAULT_POLICY_FILE,
     Policy,
@@ -18,31 +30,30 @@ from pytest_desched.descheduler.policy.model import (
     digest_of_rendered,
     load_default,
 )
-from pytest_desched.descheduler.policy.schema import (
-    API_VERSION,
-    KIND,
-    NAMESPACED_PLUGINS,
-    SCHEMAS,
-    Schema,
-    pinned_schema,
-    schema_for,
-)
 from pytest_desched.descheduler.policy.scope import PolicyScope
 from pytest_desched.errors import PolicyError
 
 __all__ = [
-    "API_VERSION",
     "DEFAULT_POLICY_FILE",
-    "KIND",
     "NAMESPACED_PLUGINS",
-    "SCHEMAS",
+    "CheckResult",
+    "DeschedulerFacts",
+    "PluginFacts",
     "Policy",
+    "PolicyChecker",
     "PolicyError",
     "PolicyScope",
-    "Schema",
     "canonical_json",
+    "checker_for",
     "digest_of_rendered",
+    "facts_for",
     "load_default",
-    "pinned_schema",
-    "schema_for",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``NAMESPACED_PLUGINS``: the pinned descheduler's plugins with a namespace include list,
+    asked from its own code on first use (``facts_for().namespaced_plugins``)."""
+    if name == "NAMESPACED_PLUGINS":
+        return facts_for().namespaced_plugins
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

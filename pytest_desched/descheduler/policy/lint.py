@@ -23,7 +23,12 @@ from typing import Any, Literal
 import yaml
 
 from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
-from pytest_desched.descheduler.policy.checker import CheckResult, PolicyChecker, checker_for
+from pytest_desched.descheduler.policy.checker import (
+    CheckResult,
+    DeschedulerFacts,
+    PolicyChecker,
+    checker_for,
+)
 from pytest_desched.descheduler.policy.safety import credential_problems, template_problems
 from pytest_desched.evidence.redaction import scrub_secrets
 
@@ -31,6 +36,7 @@ __all__ = [
     "RULES",
     "Finding",
     "Target",
+    "error_problems",
     "has_errors",
     "lint_files",
     "lint_or_refuse",
@@ -41,7 +47,6 @@ __all__ = [
 ]
 
 Severity = Literal["error", "warning", "note"]
-API_VERSION = "descheduler/v1alpha2"
 
 
 @dataclass(frozen=True)
@@ -68,11 +73,14 @@ RULES: dict[str, Rule] = {
         Rule("DL010", "event-notification-off", "warning", "failed evictions leave no event"),
         Rule("DL011", "min-pod-age-missing", "warning", "new pods can be evicted at once"),
         Rule("DL012", "known-bug", "warning", "the policy triggers a known bug of this version"),
+        Rule("DL013", "needs-live-cluster", "note", "accepted; only a live cluster can check it"),
     )
 }
 
-# The DefaultEvictor booleans v0.36.0 deprecates and the podProtections entry each means when
-# true (their Go doc comments in pkg/framework/plugins/defaultevictor/types.go): the fix text.
+# The fix text for the DefaultEvictor booleans v0.36.0 deprecates: the podProtections entry each
+# means when true (their Go doc comments in pkg/framework/plugins/defaultevictor/types.go). Which
+# flags are deprecated comes from the helper (DeschedulerFacts.deprecated_evictor_flags); a flag
+# missing here gets a generic fix, and a unit test holds this table to the helper's facts.
 DEPRECATED_EVICTOR_BOOLEANS: dict[str, tuple[str, str]] = {
     "evictLocalStoragePods": ("defaultDisabled", "PodsWithLocalStorage"),
     "evictDaemonSetPods": ("defaultDisabled", "DaemonSetPods"),
@@ -81,8 +89,6 @@ DEPRECATED_EVICTOR_BOOLEANS: dict[str, tuple[str, str]] = {
     "ignorePvcPods": ("extraEnabled", "PodsWithPVC"),
     "ignorePodsWithoutPDB": ("extraEnabled", "PodsWithoutPDB"),
 }
-EVICTING_POINTS = ("deschedule", "balance")
-DEFAULT_EVICTOR = "DefaultEvictor"
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,9 @@ class Target:
     prefix: str = ""
     node: yaml.Node | None = None  # composed document, for line numbers
     problem: str = ""
+    # Helm values without deschedulerPolicyAPIVersion: the checked descheduler's apiVersion and
+    # kind are added before checking (the chart renders them in front of the body).
+    needs_type_meta: bool = False
 
     @property
     def id(self) -> str:
@@ -124,8 +133,15 @@ class Target:
 def _policy_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """The chart's configmap.yaml: apiVersion from deschedulerPolicyAPIVersion, then the body."""
     body = dict(values.get("deschedulerPolicy") or {})
-    api = values.get("deschedulerPolicyAPIVersion") or API_VERSION
-    return {"apiVersion": api, "kind": "DeschedulerPolicy", **body}
+    api = values.get("deschedulerPolicyAPIVersion")
+    return {"apiVersion": api, "kind": "DeschedulerPolicy", **body} if api else body
+
+
+def _with_type_meta(t: Target, facts: DeschedulerFacts) -> Target:
+    if not t.needs_type_meta or t.doc is None:
+        return t
+    doc = {"apiVersion": facts.api_version, "kind": facts.kind, **t.doc}
+    return Target(t.file, doc, json.dumps(doc), t.prefix, t.node, t.problem)
 
 
 def load_targets(path: str | Path) -> list[Target]:
@@ -148,7 +164,9 @@ def load_targets(path: str | Path) -> list[Target]:
             out.append(Target(name, doc, text if single else json.dumps(doc), where, node))
         elif "deschedulerPolicy" in doc:
             pol = _policy_from_values(doc)
-            out.append(Target(name, pol, json.dumps(pol), f"{where}deschedulerPolicy.", node))
+            prefix = f"{where}deschedulerPolicy."
+            bare = "deschedulerPolicyAPIVersion" not in doc
+            out.append(Target(name, pol, json.dumps(pol), prefix, node, needs_type_meta=bare))
         elif doc.get("kind") == "ConfigMap" and "policy.yaml" in (doc.get("data") or {}):
             inner = doc["data"]["policy.yaml"]
             try:
@@ -222,19 +240,21 @@ def _suggest(word: str, known: Sequence[str]) -> str:
 # -------------------------------------------------------------------------------- rules ---
 
 
-def _evictor_args(profile: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+def _evictor_args(
+    profile: Mapping[str, Any], facts: DeschedulerFacts
+) -> list[tuple[int, dict[str, Any]]]:
     return [
         (j, pc.get("args") or {})
         for j, pc in enumerate(profile.get("pluginConfig") or [])
-        if isinstance(pc, dict) and pc.get("name") == DEFAULT_EVICTOR
+        if isinstance(pc, dict) and pc.get("name") == facts.default_evictor
     ]
 
 
-def _evicting(profile: Mapping[str, Any]) -> list[str]:
+def _evicting(profile: Mapping[str, Any], facts: DeschedulerFacts) -> list[str]:
     plugins = profile.get("plugins") or {}
     return [
         n
-        for ep in EVICTING_POINTS
+        for ep in facts.evicting_points
         if isinstance(plugins.get(ep), dict)
         for n in plugins[ep].get("enabled") or []
     ]
@@ -244,6 +264,9 @@ def _dropped_findings(res: CheckResult) -> list[tuple[str, str, str, str]]:
     out = []
     for d in res.dropped:
         leaf = _tokens(d.path)[-1] if d.path else ""
+        if d.kind == "ignored":
+            out.append(("DL002", d.path, f"{d.message}; the descheduler says nothing", "remove it"))
+            continue
         if d.kind == "duplicate":
             out.append(
                 (
@@ -270,7 +293,11 @@ def _dropped_findings(res: CheckResult) -> list[tuple[str, str, str, str]]:
 
 
 def _policy_findings(
-    doc: Mapping[str, Any], res: CheckResult, version: str, bugs: Iterable[KnownBug]
+    doc: Mapping[str, Any],
+    res: CheckResult,
+    version: str,
+    bugs: Iterable[KnownBug],
+    facts: DeschedulerFacts,
 ) -> list[tuple[str, str, str, str]]:
     """(rule, path, message, fix) for one checked document."""
     out = _dropped_findings(res)
@@ -288,16 +315,18 @@ def _policy_findings(
     for i, prof in enumerate(doc.get("profiles") or []):
         if not isinstance(prof, dict):
             continue
-        for j, args in _evictor_args(prof):
+        for j, args in _evictor_args(prof, facts):
             pc_path = f"profiles[{i}].pluginConfig[{j}].args"
-            for flag, (field, protection) in DEPRECATED_EVICTOR_BOOLEANS.items():
+            for flag in facts.deprecated_evictor_flags:
                 if isinstance(args, dict) and flag in args:
                     val = args[flag]
-                    form = (
-                        f"podProtections.{field}: [{protection}]"
-                        if val is True
-                        else f"nothing (false is the default; {protection} stays as it is)"
-                    )
+                    field, protection = DEPRECATED_EVICTOR_BOOLEANS.get(flag, ("", ""))
+                    if not protection:
+                        form = "the matching podProtections entry (see the descheduler's docs)"
+                    elif val is True:
+                        form = f"podProtections.{field}: [{protection}]"
+                    else:
+                        form = f"nothing (false is the default; {protection} stays as it is)"
                     out.append(
                         (
                             "DL006",
@@ -313,6 +342,8 @@ def _policy_findings(
         )
         return out
     eff = res.effective
+    for note in res.notes:
+        out.append(("DL013", "", note, "check it on the target cluster before the first round"))
     if res.enabled_plugins == 0:
         out.append(
             (
@@ -344,9 +375,9 @@ def _policy_findings(
             )
         )
     for i, prof in enumerate(eff.get("profiles") or []):
-        if not _evicting(prof):
+        if not _evicting(prof, facts):
             continue
-        for j, args in _evictor_args(prof):
+        for j, args in _evictor_args(prof, facts):
             base = f"profiles[{i}].pluginConfig[{j}].args"
             disabled = (args.get("podProtections") or {}).get("defaultDisabled") or []
             if disabled:
@@ -358,12 +389,15 @@ def _policy_findings(
                         "remove them from defaultDisabled unless the runbook step needs them",
                     )
                 )
-            if not args.get("minPodAge"):
+            age = str(args.get("minPodAge") or "")
+            if not age or age.startswith("-"):
+                # The descheduler accepts a negative duration: every pod is old enough.
+                said = f"has a negative minPodAge ({age}) and " if age else ""
                 out.append(
                     (
                         "DL011",
                         f"{base}.minPodAge",
-                        f"profile {prof.get('name')!r} may evict pods seconds after they start",
+                        f"profile {prof.get('name')!r} {said}may evict pods seconds after they start",
                         "set minPodAge (the runbook uses 10m)",
                     )
                 )
@@ -402,6 +436,8 @@ def lint_targets(
 ) -> list[Finding]:
     """Lint every target with one helper process; findings in input order."""
     bugs = tuple(bugs)
+    facts = checker.facts()
+    targets = [_with_type_meta(t, facts) for t in targets]
     checkable = [t for t in targets if t.doc is not None]
     results = dict(
         zip(
@@ -415,7 +451,8 @@ def lint_targets(
         if t.doc is None:
             out.append(_finding(t, "DL000", "", t.problem, "lint a policy, values or ConfigMap"))
             continue
-        for rule, path, msg, fix in _policy_findings(t.doc, results[t.id], checker.version, bugs):
+        res = results[t.id]
+        for rule, path, msg, fix in _policy_findings(t.doc, res, checker.version, bugs, facts):
             out.append(_finding(t, rule, path, msg, fix))
     return out
 
@@ -434,7 +471,7 @@ def lint_policy_doc(
     findings = [
         _finding(target, rule, path, msg, fix)
         for rule, path, msg, fix in _policy_findings(
-            target.doc or {}, res, checker.version, REGISTRY
+            target.doc or {}, res, checker.version, REGISTRY, checker.facts()
         )
     ]
     return findings, res
@@ -451,12 +488,20 @@ def lint_or_refuse(
     from pytest_desched.errors import PolicyError
 
     findings, res = lint_policy_doc(doc, source, checker_for(version, toolchain))
-    errors = [f for f in findings if f.severity == "error"]
-    if errors:
-        raise PolicyError(
-            [f"{f.path}: {f.rule} {f.name}: {f.message}; fix: {f.fix}" for f in errors], source
-        )
+    problems = error_problems(findings)
+    if problems:
+        raise PolicyError(problems, source)
     return findings, res
+
+
+def error_problems(findings: Iterable[Finding]) -> list[str]:
+    """The error findings as :class:`PolicyError` problems (``path: DL0xx name: message; fix``),
+    the one wording of a refusal for Policy.validate and the apply_policy gate."""
+    return [
+        f"{f.path}: {f.rule} {f.name}: {f.message}; fix: {f.fix}"
+        for f in findings
+        if f.severity == "error"
+    ]
 
 
 # ------------------------------------------------------------------------------- output ---
@@ -469,7 +514,9 @@ def render_text(findings: Sequence[Finding]) -> str:
         lines.append(f"{loc}: {f.severity} {f.rule} {f.name}: {f.path}: {f.message}")
         lines.append(f"    fix: {f.fix}")
     errors = sum(f.severity == "error" for f in findings)
-    lines.append(f"{errors} error(s), {len(findings) - errors} warning(s)")
+    notes = sum(f.severity == "note" for f in findings)
+    summary = f"{errors} error(s), {len(findings) - errors - notes} warning(s)"
+    lines.append(summary + (f", {notes} note(s)" if notes else ""))
     return "\n".join(lines)
 
 
@@ -479,7 +526,8 @@ def render_json(findings: Sequence[Finding], version: str) -> str:
             "descheduler": version,
             "findings": [{**asdict(f), "name": f.name} for f in findings],
             "errors": sum(f.severity == "error" for f in findings),
-            "warnings": sum(f.severity != "error" for f in findings),
+            "warnings": sum(f.severity == "warning" for f in findings),
+            "notes": sum(f.severity == "note" for f in findings),
         },
         indent=2,
     )

@@ -2,9 +2,10 @@
 
 :class:`Policy` is what every other part of the plugin holds: it comes in one way
 (:meth:`Policy.coerce`), goes out as chart values, has a digest that survives helm, and
-changes only through recorded overrides. It knows no validation rules itself:
-:meth:`Policy.validate` asks the schema of a descheduler version (:mod:`.schema`) and the
-version-independent safety rules (:mod:`.safety`).
+changes only through recorded overrides. It knows no validation rules and no schema itself:
+:meth:`Policy.validate` asks the descheduler's own code (the ``policycheck`` helper built against
+that version, :mod:`.checker`) and adds the version-independent safety rules (:mod:`.safety`);
+plugin names and the default evictor come from the helper's facts too.
 
 Canonical form and digests
 --------------------------
@@ -33,15 +34,17 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.descheduler.policy.checker import CheckResult, checker_for, facts_for
 from pytest_desched.descheduler.policy.paths import set_path
-from pytest_desched.descheduler.policy.safety import safety_problems
-from pytest_desched.descheduler.policy.schema import API_VERSION, pinned_schema, schema_for
 from pytest_desched.errors import PolicyError
 from pytest_desched.tools.resources import manifest_path
+
+if TYPE_CHECKING:
+    from pytest_desched.tools.toolchain import Toolchain
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
@@ -101,7 +104,7 @@ def _parse(text: str, source: str) -> dict[str, Any]:
 def _not_a_mapping(doc: Any, source: str) -> PolicyError:
     return PolicyError(
         f"document is {type(doc).__name__}, not a mapping; "
-        f"a DeschedulerPolicy is a mapping starting with 'apiVersion: {API_VERSION}'",
+        "a DeschedulerPolicy is a mapping of apiVersion, kind and profiles",
         source,
     )
 
@@ -190,7 +193,7 @@ class Policy:
             if looks_like_path and ":" not in value:
                 raise PolicyError(
                     f"{value!r} is neither an existing policy file nor YAML text of a "
-                    f"DeschedulerPolicy (a mapping starting with 'apiVersion: {API_VERSION}')",
+                    "DeschedulerPolicy (a mapping of apiVersion, kind and profiles)",
                     "policy argument",
                 )
             return cls.from_yaml(value, source="<yaml text>")
@@ -213,10 +216,8 @@ class Policy:
     def chart_values(self) -> dict[str, Any]:
         """Values for the descheduler chart: it adds apiVersion/kind itself, so strip them."""
         body = {k: v for k, v in self.to_dict().items() if k not in ("apiVersion", "kind")}
-        return {
-            "deschedulerPolicyAPIVersion": self._doc.get("apiVersion", API_VERSION),
-            "deschedulerPolicy": body,
-        }
+        api = self._doc.get("apiVersion") or facts_for().api_version
+        return {"deschedulerPolicyAPIVersion": api, "deschedulerPolicy": body}
 
     def digest(self) -> str:
         """sha256 of :func:`canonical_json` of the whole document (see module docstring)."""
@@ -237,18 +238,35 @@ class Policy:
 
     # -- validation --------------------------------------------------------------------------
 
-    def validate(self, version: str | None = None) -> Policy:
+    def validate(self, version: str | None = None, toolchain: Toolchain | None = None) -> Policy:
         """Raise :class:`PolicyError` listing every problem; return self so calls can chain.
 
         ``version`` is the descheduler release the policy is meant for (``v0.36.0``); None means
-        the pinned one (manifests/versions.yaml). A version without a schema is refused, see
-        :func:`~pytest_desched.descheduler.policy.schema.schema_for`.
+        the pinned one (manifests/versions.yaml). The problems are the error-level findings of
+        the lint (:mod:`.lint`): that descheduler's own refusal (its words, decode / validate /
+        start-up), every field it would drop or never read, and the safety rules (inline
+        credentials, template markers). Warnings (caps, minPodAge, known bugs) do not refuse.
         """
-        schema = pinned_schema() if version is None else schema_for(version)
-        problems = schema.problems(self._doc) + safety_problems(self._doc)
+        from pytest_desched.descheduler.policy.lint import error_problems, lint_policy_doc
+
+        findings, _ = lint_policy_doc(self._doc, self.source, checker_for(version, toolchain))
+        problems = error_problems(findings)
         if problems:
             raise PolicyError(problems, self.source)
         return self
+
+    def check(self, version: str | None = None, toolchain: Toolchain | None = None) -> CheckResult:
+        """The descheduler's own verdict on this policy (accepted, error, dropped fields, notes)."""
+        return checker_for(version, toolchain).check_doc(self._doc, self.source)
+
+    def effective(
+        self, version: str | None = None, toolchain: Toolchain | None = None
+    ) -> dict[str, Any]:
+        """The policy as that descheduler runs it, after its defaults; PolicyError if refused."""
+        res = self.check(version, toolchain)
+        if not res.accepted:
+            raise PolicyError([f"descheduler refuses it ({res.stage}): {res.error}"], self.source)
+        return copy.deepcopy(res.effective)
 
     # -- overrides ---------------------------------------------------------------------------
 
@@ -263,7 +281,7 @@ class Policy:
         if not why or not why.strip():
             raise ValueError("override needs a non-empty 'why': deviations must be explained")
         doc = self.to_dict()
-        canon, old = set_path(doc, path, copy.deepcopy(value), pinned_schema().plugins)
+        canon, old = set_path(doc, path, copy.deepcopy(value), facts_for().plugins)
         if old == value:
             return Policy(self._doc, source=self.source, overrides=self.overrides)
         record = {"path": canon, "old": copy.deepcopy(old), "new": copy.deepcopy(value), "why": why}
@@ -312,28 +330,28 @@ class Policy:
         for pc in self._profile(profile).get("pluginConfig") or []:
             if isinstance(pc, dict) and pc.get("name") == name:
                 return copy.deepcopy(pc.get("args") or {})
-        if name == pinned_schema().default_evictor:
+        if name == facts_for().default_evictor:
             return {}
         raise KeyError(f"plugin {name!r} has no pluginConfig entry in profile {profile!r}")
 
     def evictor_args(self, profile: str | int | None = None) -> dict[str, Any]:
-        return self.plugin_args(pinned_schema().default_evictor, profile)
+        return self.plugin_args(facts_for().default_evictor, profile)
 
-    def enabled_plugins(self, profile: str | int | None = None) -> dict[str, list[str]]:
-        """Enabled plugins per extension point as the pinned descheduler (v0.36.0) runs them:
-        DefaultEvictor is prepended to filter and preevictionfilter when absent
-        (policyconfig.go setDefaultEvictor).
+    def enabled_plugins(
+        self, profile: str | int | None = None, version: str | None = None
+    ) -> dict[str, list[str]]:
+        """Enabled plugins per extension point as that descheduler (None: the pinned one) runs
+        them, from its own defaults: v0.36.0 prepends DefaultEvictor to filter and
+        preevictionfilter when absent (policyconfig.go setDefaultEvictor).
         """
-        schema = pinned_schema()
-        evictor = schema.default_evictor
-        plugins = self._profile(profile).get("plugins") or {}
-        out = {
-            ep: list((plugins.get(ep) or {}).get("enabled") or []) for ep in schema.extension_points
+        name = self._profile(profile).get("name")
+        profiles = self.effective(version).get("profiles") or []
+        prof = next((p for p in profiles if p.get("name") == name), {})
+        plugins = prof.get("plugins") or {}
+        return {
+            ep: list((plugins.get(ep) or {}).get("enabled") or [])
+            for ep in facts_for(version).extension_points
         }
-        for ep in ("filter", "preevictionfilter"):
-            if evictor not in out[ep]:
-                out[ep].insert(0, evictor)
-        return out
 
     @property
     def event_notification(self) -> bool:

@@ -2,9 +2,9 @@
 
 One grammar serves both directions, so a path printed in a :class:`PolicyError` can be pasted
 into :meth:`Policy.override`: ``key.key``, ``[key with dots]``, ``list[index]`` and, for named
-list entries (profiles, pluginConfig), ``list[name]``. It lives apart from the schema and the
-model because the validator, the safety rules and the override machinery all speak it, and none
-of them should reach into another's private helpers to do so.
+list entries (profiles, pluginConfig), ``list[name]``. It lives apart from the model because the
+lint, the safety rules and the override machinery all speak it, and none of them should reach
+into another's private helpers to do so.
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@ template markers.
 
 A policy travels through helm values, a ConfigMap, work files and logs, and the chart runs it
 through ``tpl``. So a token written into it leaks, and a ``{{`` in it is evaluated by helm into
-something nobody wrote. Neither is a descheduler rule: both hold for every descheduler version
-and stay in force when the schema check (:mod:`.schema`) is swapped for the descheduler's own
-code, which is why they live here and not in the schema. Each function returns the problems it
-finds (``path: issue; fix``), never the offending value.
+something nobody wrote. Neither is a descheduler rule: both hold for every descheduler version,
+on top of the descheduler's own verdict (:mod:`.checker`), which is why they live here. Each
+function returns the problems it finds (``path: issue; fix``), never the offending value.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ On a throwaway cluster the runbook's policy may act everywhere; on someone else'
 must act only inside the lab namespace and on nodes that opted in. :class:`PolicyScope` does
 both sides of that: it narrows a policy (namespace include lists for every evicting plugin, an
 extra node-selector term), each change a recorded override, and it is the guard that refuses a
-non-dry-run upgrade with a policy that could reach further. Which plugins can be narrowed at all
-comes from the pinned descheduler's schema.
+non-dry-run upgrade with a policy that could reach further. Which plugins evict and which can be
+narrowed at all comes from the pinned descheduler's own code (the policycheck helper's facts).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.model import Policy
-from pytest_desched.descheduler.policy.schema import pinned_schema
 from pytest_desched.errors import PolicyError
 
 __all__ = ["PolicyScope"]
@@ -34,7 +34,7 @@ class PolicyScope:
     why: str = "existing cluster: rounds act only inside the lab namespace and on opted-in nodes"
 
     def _evicting(self, doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
-        points = pinned_schema().evicting_points
+        points = facts_for().evicting_points
         out = []
         for i, prof in enumerate(doc.get("profiles") or []):
             plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
@@ -50,12 +50,13 @@ class PolicyScope:
     def apply(self, policy: Policy, namespace: str) -> Policy:
         """The policy limited to `namespace` and the opted-in nodes; PolicyError if impossible."""
         doc = policy.to_dict()
-        schema = pinned_schema()
+        facts = facts_for()
         bad = [
             f"profiles[{i}].plugins.{ep}.enabled: {name} cannot be limited to one namespace "
-            f"({schema.written_for} has no include list for it); refused on an existing cluster"
+            f"(descheduler {facts.version} has no include list for it); refused on an existing "
+            "cluster"
             for i, ep, name in self._evicting(doc)
-            if name not in schema.namespaced_plugins
+            if name not in facts.namespaced_plugins
         ]
         if bad:
             raise PolicyError(bad, f"{policy.source} scoped to {namespace}")
