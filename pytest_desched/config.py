@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pytest_desched.descheduler.candidate import Candidate
 
 __all__ = ["OPTIONS", "ConfigError", "DeschedConfig", "build_config", "resolve"]
 
@@ -115,6 +119,26 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
             "help": "run another descheduler release or commit (canary), built side by side",
         },
     ),
+    (
+        "--desched-candidate",
+        "DESCHED_CANDIDATE",
+        {
+            "default": None,
+            "help": "the descheduler under test (upgrade canary): version:vX.Y.Z, "
+            "source:PATH[@LABEL] (checkout or .tar.gz), binary:PATH, image:REPO:TAG (kind/"
+            "existing only) or pinned",
+        },
+    ),
+    (
+        "--desched-candidate-chart",
+        "DESCHED_CANDIDATE_CHART",
+        {
+            "default": None,
+            "help": "the candidate's chart: tree (the source's charts/descheduler), repo:VERSION, "
+            "a chart directory or .tgz; optional @version=X,appVersion=Y pins (default: the "
+            "baseline's chart)",
+        },
+    ),
 ]
 
 
@@ -151,6 +175,10 @@ class DeschedConfig:
     namespace: str = "descheduler-lab"
     release: str = "descheduler"
     descheduler_version: str | None = None
+    # The upgrade canary's candidate and its chart, as specs (descheduler.candidate); parsed
+    # and checked by validate(), the parsed form is `parsed_candidate()`.
+    candidate: str | None = None
+    candidate_chart: str | None = None
     existing_context: str | None = None
     existing_kubeconfig: Path | None = None
     allow_existing: bool = False
@@ -160,6 +188,36 @@ class DeschedConfig:
     def with_(self, **changes: Any) -> DeschedConfig:
         """A copy with some fields changed (validated again)."""
         return validate(replace(self, **changes))
+
+    def parsed_candidate(self) -> Candidate | None:
+        """The candidate these specs name (None: no candidate, the pinned run)."""
+        if not (self.candidate or self.candidate_chart):
+            return None
+        return _parse_candidate_cached(self.candidate, self.candidate_chart)
+
+
+def _spec_stamp(spec: str | None) -> tuple[Any, ...]:
+    """What a candidate spec's files look like now: a changed file is parsed again."""
+    out: list[Any] = []
+    for part in filter(None, (spec or "").split(":", 1)[-1:]):
+        p = Path(part.rpartition("@")[0] or part).expanduser()
+        with suppress(OSError):
+            st = p.stat()
+            out.append((str(p), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _parse_candidate_cached(spec: str | None, chart: str | None) -> Candidate:
+    """parse_candidate, once per spec and file state (a tarball read costs ~0.5 s)."""
+    from pytest_desched.descheduler.candidate import parse_candidate
+
+    key = (spec, chart, _spec_stamp(spec), _spec_stamp(f"x:{chart}" if chart else None))
+    if key not in _CANDIDATES:
+        _CANDIDATES[key] = parse_candidate(spec, chart)
+    return _CANDIDATES[key]
+
+
+_CANDIDATES: dict[tuple[Any, ...], Candidate] = {}
 
 
 def parse_bins(raw: str | None) -> dict[str, Path]:
@@ -199,7 +257,36 @@ def validate(c: DeschedConfig) -> DeschedConfig:
         check_namespace(c.namespace)
     except LabInputError as exc:
         raise ConfigError(f"--desched-namespace / DESCHED_NAMESPACE: {exc}") from None
+    check_candidate(c)
     return c
+
+
+def check_candidate(c: DeschedConfig) -> Candidate | None:
+    """The candidate's spec, chart and provider fit together; before any cluster change."""
+    try:
+        cand = c.parsed_candidate()
+    except ConfigError as exc:
+        raise ConfigError(f"--desched-candidate / DESCHED_CANDIDATE: {exc}") from None
+    if cand is None or cand.pinned:
+        return cand
+    if c.descheduler_version and c.descheduler_version != cand.version:
+        raise ConfigError(
+            f"--desched-descheduler-version {c.descheduler_version} and --desched-candidate "
+            f"{cand.ref} both pick the descheduler; give only --desched-candidate"
+        )
+    if cand.kind == "image" and c.provider == "embedded":
+        raise ConfigError(
+            f"--desched-candidate {cand.ref}: the embedded provider runs no images (its stand-in "
+            "kubelet runs locally built binaries); use --desched-provider kind or existing, or "
+            "give the candidate as version:, source: or binary:"
+        )
+    if cand.kind in ("source", "binary") and c.provider in ("kind", "existing"):
+        raise ConfigError(
+            f"--desched-candidate {cand.ref}: a local build has no published image and the "
+            f"{c.provider} provider runs round pods from images; use --desched-provider "
+            "embedded (it runs the built binary), or push an image and pass image:REPO:TAG"
+        )
+    return cand
 
 
 def build_config(
@@ -232,6 +319,8 @@ def build_config(
         namespace=f"{ns}-{worker}" if worker else ns,
         release=get("--desched-release"),
         descheduler_version=get("--desched-descheduler-version"),
+        candidate=get("--desched-candidate"),
+        candidate_chart=get("--desched-candidate-chart"),
         existing_context=get("--desched-existing-context"),
         existing_kubeconfig=Path(kube) if kube else None,
         allow_existing=bool(get("--desched-allow-existing")),

@@ -23,6 +23,7 @@ from pytest_desched.config import DeschedConfig, build_config
 from pytest_desched.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pytest_desched.descheduler.candidate import Candidate
     from pytest_desched.descheduler.chart import Release
     from pytest_desched.evidence.redaction import Redactor
     from pytest_desched.evidence.writer import EvidenceWriter
@@ -94,6 +95,7 @@ class DeschedSession:
         self._cluster: Cluster | None = None
         self._release: Release | None = None
         self._evidence: EvidenceWriter | None = None
+        self._candidate: Candidate | None = None
         # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows
         self.report_entries: list[dict[str, Any]] = []
 
@@ -112,7 +114,25 @@ class DeschedSession:
 
     # -- stages, each started on first use ------------------------------------------------
     @property
+    def candidate(self) -> Candidate | None:
+        """The canary's candidate (config `candidate`), resolved; None for a plain pinned run.
+
+        A source candidate comes back with `source_dir`: its tree unpacked into the cache
+        (once per commit; the toolchain builds from it). `info["candidate"]` records it.
+        """
+        if self._candidate is None:
+            cand = self.config.parsed_candidate()
+            if cand is None:
+                return None
+            if cand.kind == "source":
+                cand = self.toolchain.source_candidate()
+            self._candidate = cand
+            self.info.setdefault("candidate", cand.to_dict())
+        return self._candidate
+
+    @property
     def toolchain(self) -> Toolchain:
+        """Every tool of the run; with a candidate, its descheduler and policy checker."""
         if self._toolchain is None:
             from pytest_desched.tools.toolchain import Toolchain
 
@@ -121,6 +141,7 @@ class DeschedSession:
                 overrides=self.config.bins,
                 descheduler_version=self.config.descheduler_version,
                 report=self.report,
+                candidate=self.config.parsed_candidate(),
             )
         return self._toolchain
 
@@ -143,8 +164,27 @@ class DeschedSession:
         if self._provider is None:
             from pytest_desched.providers import make_provider
 
-            self._provider = make_provider(self.config, self.toolchain)
+            provider = make_provider(self.config, self.toolchain)
+            self._check_candidate_runs_on(provider.name)  # `auto` is only known now
+            self._provider = provider
         return self._provider
+
+    def _check_candidate_runs_on(self, provider: str) -> None:
+        """An image needs a kubelet; a local build needs the embedded stand-in kubelet."""
+        cand = self.candidate
+        if cand is None or cand.pinned:
+            return
+        if cand.kind == "image" and provider == "embedded":
+            raise ConfigError(
+                f"candidate {cand.ref}: the embedded provider runs no images (its stand-in "
+                "kubelet runs locally built binaries); use --desched-provider kind or existing, "
+                "or give the candidate as version:, source: or binary:"
+            )
+        if not cand.has_published_image and provider != "embedded":
+            raise ConfigError(
+                f"candidate {cand.ref}: a local build has no published image and the {provider} "
+                "provider runs round pods from images; use --desched-provider embedded"
+            )
 
     @property
     def cluster(self) -> Cluster:
@@ -210,9 +250,17 @@ class DeschedSession:
 
         toolchain = self.toolchain_for(version)
         version = toolchain.groups["descheduler"].version
+        # The candidate's chart and image go with the candidate's descheduler only.
+        cand = self.candidate if toolchain is self.toolchain else None
         cluster = self.cluster
         with self.phase("install"):
-            chart = obtain_chart(self.toolchain, self.toolchain.versions, self.config.chart_source)
+            chart = obtain_chart(
+                self.toolchain,
+                self.toolchain.versions,
+                self.config.chart_source,
+                report=self.report,
+                candidate=cand,
+            )
             wd = workdir or self.config.run_dir / (
                 "release" if name == self.config.release else f"release-{name}"
             )
@@ -226,12 +274,45 @@ class DeschedSession:
                 report=self.report,
                 descheduler_version=version,
             )
+            if cand is not None and not cand.pinned:
+                rel.image_published = cand.has_published_image
+                rel.image_ref = cand.image
+            rel.toolchain = toolchain  # the policy checker of this descheduler
+            rel.policycheck_version = toolchain.wanted_version("policycheck")
             if cluster.job_executor == "embedded":  # the stand-in kubelet runs this binary
+                rel.check_version_runs_here()  # an image candidate is refused before a build
                 rel.binary = toolchain.path("descheduler")
             rel.target_namespace = self.config.namespace  # the pre-flight's can-i and PDBs
             self.info.setdefault("chart", chart.evidence())
+            if cand is not None:
+                self._record_candidate(toolchain, rel)
             rel.install_first()
         return rel
+
+    def _record_candidate(self, toolchain: Toolchain, rel: Release) -> None:
+        """What ran as the candidate: the spec, the builds (BUILDINFO), the chart, the notes."""
+        cand = self.candidate
+        assert cand is not None
+        if not cand.pinned:  # built now: a helper that cannot build fails before the install
+            toolchain.path("policycheck")
+        builds = {
+            tool: {"path": str(p), "how": toolchain.sources.get(tool), **toolchain.build_info(tool)}
+            for tool, p in toolchain.resolved().items()
+            if tool in ("descheduler", "policycheck")
+        }
+        for note in toolchain.notes.values():
+            self.report(f"candidate {cand.ref}: {note}")
+        self.info["candidate"] = {
+            **cand.to_dict(),
+            "image": rel.image,
+            "chart_spec": cand.chart,
+            "chart": rel.chart.evidence(),
+            "builds": builds,
+            "policycheck_version": rel.policycheck_version,
+            "notes": dict(toolchain.notes),
+        }
+        # beside the release's other evidence: <artifacts>/<release>/candidate.json
+        self.evidence.write_json(rel.name, "candidate", self.info["candidate"])
 
     # -- experiments -----------------------------------------------------------------------
     def context(

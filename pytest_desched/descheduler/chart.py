@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered
-from pytest_desched.errors import ConfigError, UnsafeRender
+from pytest_desched.errors import ConfigError, ToolError, UnsafeRender
 from pytest_desched.evidence.redaction import scrub_secrets
 from pytest_desched.providers.base import CommandError, helm_env, run
 from pytest_desched.tools.toolchain import Reporter, _stderr, go_env
 
 if TYPE_CHECKING:
+    from pytest_desched.descheduler.candidate import Candidate
     from pytest_desched.providers.base import Cluster
     from pytest_desched.tools.toolchain import Toolchain
     from pytest_desched.tools.versions import Versions
@@ -62,18 +63,28 @@ def _write_scrubbed(path: Path, text: str) -> Path:
 @dataclass(frozen=True)
 class ChartRef:
     path: Path  # packaged .tgz
-    source: str  # "repo" or "module"
+    source: str  # "repo", "module", or a candidate's: "candidate-tree|dir|tgz|repo"
     version: str
     app_version: str
     digest: str  # sha256 of the .tgz
+    origin: str = ""  # where a candidate chart came from: a path, or the repo URL
+    commit: str | None = None  # the source tree's commit (candidate-tree)
+    content_digest: str | None = None  # sha256 of the chart's files before packaging
 
     def evidence(self) -> dict[str, str]:
-        return {
+        out = {
             "source": self.source,
             "version": self.version,
             "app_version": self.app_version,
             "digest": f"sha256:{self.digest}",
         }
+        if self.origin:
+            out["origin"] = self.origin
+        if self.commit:
+            out["commit"] = self.commit
+        if self.content_digest:
+            out["content_digest"] = f"sha256:{self.content_digest}"
+        return out
 
 
 def sha256_file(path: Path) -> str:
@@ -94,12 +105,16 @@ def obtain_chart(
     source: str = "auto",
     report: Reporter = _stderr,
     repo_timeout: float = 20,
+    candidate: Candidate | None = None,
 ) -> ChartRef:
     """The chart at the pinned version: the Helm repo when reachable, else the pinned module's.
 
     The module (sigs.k8s.io/descheduler at the pinned tag) carries charts/descheduler with
-    an older Chart.yaml version; it is packaged as the pinned chart/app version.
+    an older Chart.yaml version; it is packaged as the pinned chart/app version. A
+    candidate with its own chart spec gets that chart instead (`obtain_candidate_chart`).
     """
+    if candidate is not None and candidate.chart:
+        return obtain_candidate_chart(toolchain, versions, candidate, report, repo_timeout)
     cache = toolchain.cache_dir / "charts"
     cache.mkdir(parents=True, exist_ok=True)
     name, ver, app = versions.chart_name, versions.chart_version, versions.chart_app_version
@@ -161,10 +176,130 @@ def obtain_chart(
     return _ref(target, "module")
 
 
-def _ref(tgz: Path, source: str) -> ChartRef:
+def _ref(tgz: Path, source: str, **origin: Any) -> ChartRef:
     meta = chart_meta(tgz)
     return ChartRef(
-        tgz, source, str(meta["version"]), str(meta.get("appVersion", "")), sha256_file(tgz)
+        tgz,
+        source,
+        str(meta["version"]),
+        str(meta.get("appVersion", "")),
+        sha256_file(tgz),
+        **origin,
+    )
+
+
+def obtain_candidate_chart(
+    toolchain: Toolchain,
+    versions: Versions,
+    candidate: Candidate,
+    report: Reporter = _stderr,
+    repo_timeout: float = 20,
+) -> ChartRef:
+    """The candidate's chart, never silently another one; cached by its content digest.
+
+    `tree`: the source tree's charts/descheduler, packaged with its own version and
+    appVersion unless pinned; a directory likewise; a .tgz as is; `repo:VERSION` from the
+    Helm repo, where an unreachable repo is a ToolError (no fallback to the pinned chart).
+    """
+    from pytest_desched.descheduler.candidate import parse_chart_spec, resolve_source, tree_digest
+
+    assert candidate.chart is not None
+    spec = parse_chart_spec(candidate.chart, candidate.kind)
+    cache = toolchain.cache_dir / "charts" / "candidate"
+    cache.mkdir(parents=True, exist_ok=True)
+    helm = str(toolchain.path("helm"))
+    env = helm_env(toolchain.cache_dir / "charts")
+    if spec.kind == "repo":
+        dest = cache / f"repo-{spec.repo_version}"
+        target = dest / f"{versions.chart_name}-{spec.repo_version}.tgz"
+        if not target.is_file():
+            dest.mkdir(parents=True, exist_ok=True)
+            cmd = [helm, "pull", versions.chart_name, "--repo", versions.chart_repo]
+            try:
+                run(
+                    [*cmd, "--version", str(spec.repo_version), "-d", str(dest)],
+                    env=env,
+                    timeout=repo_timeout,
+                )
+            except (CommandError, subprocess.TimeoutExpired) as exc:
+                said = exc.proc.stderr or exc.proc.stdout if isinstance(exc, CommandError) else ""
+                last = ((said or str(exc)).strip().splitlines() or ["no answer"])[-1][:300]
+                raise ToolError(
+                    f"candidate chart {spec.ref}: {versions.chart_name} {spec.repo_version} not "
+                    f"available from {versions.chart_repo} ({last}); no other chart is used in "
+                    "its place: pass --desched-candidate-chart tree (the source's own chart), a "
+                    "chart directory or a packaged .tgz"
+                ) from None
+        return _ref(
+            target, "candidate-repo", origin=versions.chart_repo, content_digest=sha256_file(target)
+        )
+    if spec.kind == "tgz":
+        assert spec.path is not None
+        digest = sha256_file(spec.path)
+        target = cache / f"tgz-{digest[:16]}" / spec.path.name
+        if not target.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".copy-", dir=target.parent)
+            os.close(fd)
+            shutil.copyfile(spec.path, tmp)
+            Path(tmp).replace(target)
+        return _ref(target, "candidate-tgz", origin=str(spec.path), content_digest=digest)
+    commit = None
+    if spec.kind == "tree":
+        src = getattr(toolchain, "candidate", None)
+        resolved = (
+            toolchain.source_candidate()
+            if src is not None and src.kind == "source" and src.source_key == candidate.source_key
+            else resolve_source(candidate, toolchain.cache_dir, report)
+        )
+        assert resolved.source_dir is not None
+        chart_dir = resolved.source_dir / "charts" / versions.chart_name
+        commit = candidate.commit
+        origin = f"{candidate.path}:charts/{versions.chart_name}"
+        if not (chart_dir / "Chart.yaml").is_file():
+            raise ConfigError(
+                f"candidate chart tree: {candidate.path} has no charts/{versions.chart_name}/"
+                "Chart.yaml; pass a chart directory or .tgz with --desched-candidate-chart"
+            )
+    else:
+        assert spec.path is not None
+        chart_dir, origin = spec.path, str(spec.path)
+    content = tree_digest(chart_dir)
+    pins = "".join(
+        f"-{k}{v}" for k, v in (("v", spec.version), ("a", spec.app_version)) if v is not None
+    )
+    out_dir = cache / f"{spec.kind}-{content[:16]}{pins}"
+    from pytest_desched.tools.toolchain import file_lock
+
+    with file_lock(toolchain.cache_dir / "locks" / f"chart-{out_dir.name}.lock"):
+        found = sorted(out_dir.glob("*.tgz")) if out_dir.is_dir() else []
+        if not found:
+            report(f"packaging candidate chart {origin}")
+            work = Path(tempfile.mkdtemp(prefix=".work-", dir=cache))  # per thread, too
+            name = str(
+                (yaml.safe_load((chart_dir / "Chart.yaml").read_text()) or {}).get("name")
+                or versions.chart_name
+            )
+            shutil.copytree(chart_dir, work / name)
+            for p in (work / name).rglob("*"):
+                p.chmod(0o755 if p.is_dir() else 0o644)
+            cmd = [helm, "package", str(work / name), "-d", str(work / "out")]
+            if spec.version:
+                cmd += ["--version", spec.version]
+            if spec.app_version:
+                cmd += ["--app-version", spec.app_version]
+            try:
+                run(cmd, env=env)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                for tgz in (work / "out").glob("*.tgz"):
+                    tgz.replace(out_dir / tgz.name)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            found = sorted(out_dir.glob("*.tgz"))
+        if len(found) != 1:
+            raise UnsafeRender(f"{out_dir}: expected one packaged chart, found {found}")
+    return _ref(
+        found[0], f"candidate-{spec.kind}", origin=origin, commit=commit, content_digest=content
     )
 
 
@@ -300,6 +435,14 @@ class Release:
     # version-keyed rules (known bugs, log table) all follow this one value.
     descheduler_version: str = ""
     binary: Path | None = None  # the descheduler binary of that version (embedded rounds)
+    # Whether a kubelet can pull that version's image: None infers it from the tag's form;
+    # a canary's source or binary candidate has none (its label looks like a tag).
+    image_published: bool | None = None
+    image_ref: str | None = None  # an `image:` candidate's own REPOSITORY:TAG
+    # The toolchain whose policy checker lints this release's policies, and the version
+    # whose rules it applies (a binary candidate without source: the baseline's).
+    toolchain: Toolchain | None = None
+    policycheck_version: str = ""
     # The runbook's pre-flight (descheduler.preflight), run by install_first before any change;
     # `target_namespace` is where evictions will happen (the lab), for can-i and its PDBs.
     target_namespace: str | None = None
@@ -311,6 +454,8 @@ class Release:
 
     @property
     def image(self) -> str:
+        if self.image_ref:
+            return self.image_ref
         return descheduler_image(self.versions, self.descheduler_version)
 
     @property
@@ -351,15 +496,39 @@ class Release:
             "--set",
             f"cmdOptions.dry-run={'true' if dry_run else 'false'}",
         ]
-        if not self.pinned:  # the image of the version under test, never silently the pin's
+        if self.image_ref:  # the candidate's own image, repository and tag
+            repo, _, tag = self.image_ref.rpartition(":")
+            flags += [
+                "--set-string",
+                f"image.repository={repo}",
+                "--set-string",
+                f"image.tag={tag}",
+            ]
+        elif not self.pinned:  # the image of the version under test, never silently the pin's
             flags += ["--set-string", f"image.tag={self.descheduler_version}"]
         return flags
 
     def check_version_runs_here(self) -> None:
         """A non-pinned version must really run: on kubelet clusters only as a published image."""
-        if self.pinned or self.cluster.job_executor == "embedded":
+        embedded = self.cluster.job_executor == "embedded"
+        if self.image_ref:
+            if embedded:
+                raise ConfigError(
+                    f"image {self.image_ref}: the embedded provider runs no images (its stand-in "
+                    "kubelet runs locally built binaries); use --desched-provider kind or "
+                    "existing, or give the candidate as version:, source: or binary:"
+                )
+            return
+        if self.pinned or embedded:
             return  # the embedded stand-in kubelet runs the binary built for this version
-        if not RELEASE_TAG.fullmatch(self.descheduler_version):
+        if self.image_published is False:
+            raise ConfigError(
+                f"descheduler {self.descheduler_version} is a local build and has no published "
+                f"image, and the {self.cluster.provider} provider runs round pods from images: "
+                "run this candidate on the embedded provider (it runs the binary), or give an "
+                "image of it with --desched-candidate image:REPOSITORY:TAG"
+            )
+        if self.image_published is None and not RELEASE_TAG.fullmatch(self.descheduler_version):
             raise ConfigError(
                 f"descheduler version {self.descheduler_version!r} has no published image, and "
                 f"the {self.cluster.provider} provider runs round pods from images: use a "
@@ -474,8 +643,8 @@ class Release:
             findings, res = lint_or_refuse(
                 policy.to_dict(),
                 policy.source,
-                self.descheduler_version,
-                getattr(self.cluster, "toolchain", None),
+                self.policycheck_version or self.descheduler_version,
+                self.toolchain or getattr(self.cluster, "toolchain", None),
             )
             lint = {
                 "effective_policy": res.effective,

@@ -18,6 +18,9 @@ MARKERS = {
     "desched_experiment(name, **params)": "run the registered experiment `name` (positive, nodefit, pdb, "
     "minpodage, or your own Experiment subclass) with params (variant, namespace, replicas, source, "
     "target, overrides, policy); the result is the `desched_experiment_result` fixture",
+    "desched_canary(candidate, chart=None, expect=None, experiments=None)": "an upgrade canary of "
+    "`candidate` (version:vX.Y.Z, source:PATH, binary:PATH) against the pinned baseline, each on "
+    "its own cluster; the report is the `desched_canary_report` fixture",
 }
 
 
@@ -62,10 +65,13 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
 
 def check_early(c: pytest.Config) -> None:
     """Cheap checks at configure time: a bad option fails before any test or fixture."""
-    from pytest_desched.config import parse_bins
+    from pytest_desched.config import _parse_candidate_cached, parse_bins
 
     try:
         parse_bins(opt(c, "--desched-bin"))
+        spec, chart = opt(c, "--desched-candidate"), opt(c, "--desched-candidate-chart")
+        if spec or chart:  # a bad candidate (path, tarball, label) fails before any cluster
+            _parse_candidate_cached(spec, chart)
         if int(opt(c, "--desched-workers")) < 2:
             raise ValueError
     except ConfigError as exc:

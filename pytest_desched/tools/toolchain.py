@@ -3,11 +3,17 @@
 Nothing is downloaded as a prebuilt binary: each tool is built from its pinned Go
 module with the ordinary ``go`` command (``GOTOOLCHAIN=local``, ``CGO_ENABLED=0``)
 inside a small wrapper module, and cached as ``<cache>/bin/<group>/<version>/<tool>``.
+
+An upgrade canary's candidate (`descheduler.candidate`) changes only the descheduler and
+the policy checker: a source tree is built in place (``-mod=vendor`` when it vendors,
+``GOPROXY=off``), cached by its commit as ``<version>-src<commit[:12]>``; every other
+tool stays the baseline's.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -22,9 +28,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_desched.errors import ToolError
 from pytest_desched.tools.versions import Versions, load_versions
+
+if TYPE_CHECKING:
+    from pytest_desched.descheduler.candidate import Candidate
 
 Reporter = Callable[[str], None]
 
@@ -64,6 +74,8 @@ class Group:
     ldflags: tuple[str, ...] = ()
     # The project's own Go source (main package) built inside the wrapper, against `module`.
     source_dir: Path | None = None
+    # A candidate source tree's key (commit or sha256-...): built inside that tree, not a wrapper.
+    tree_key: str = ""
 
     @property
     def source_digest(self) -> str:
@@ -77,9 +89,17 @@ class Group:
 
     @property
     def key(self) -> str:
+        base = f"{self.name}-{self.version}"
+        if self.tree_key:
+            base += f"-src{self.tree_key[:12]}"
         if self.source_dir is not None:
-            return f"{self.name}-{self.version}-{self.source_digest}"
-        return f"{self.name}-{self.version}"
+            base += f"-{self.source_digest}"
+        return base
+
+    @property
+    def dir_name(self) -> str:
+        """The cache folder under bin/<name>/: version, source tree and helper source."""
+        return self.key[len(self.name) + 1 :]
 
 
 def _kube_ldflags(version: str) -> tuple[str, ...]:
@@ -144,6 +164,53 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             POLICYCHECK_SOURCE,
         ),
     }
+
+
+# The helper's package inside a candidate's source tree (copied there at build time).
+POLICYCHECK_TREE_DIR = "cmd/desched-policycheck"
+
+
+def candidate_groups(v: Versions, cand: Candidate) -> tuple[dict[str, Group], dict[str, str]]:
+    """The build recipes with a candidate's descheduler and policy checker; notes say what differs.
+
+    Every other group stays the baseline's. A `binary:` of another version has no source to
+    build the policy checker against, so the checks keep the baseline's rules (a note says so).
+    """
+    notes: dict[str, str] = {}
+    if cand.kind in ("version", "image"):  # a Go module tag (an image's tag names its source)
+        return build_groups(v, cand.version), notes
+    groups = build_groups(v)
+    if cand.kind == "source":
+        if not cand.module or not cand.source_key:
+            raise ToolError(f"candidate {cand.ref}: parse it with parse_candidate first")
+        ldflags = (f"-X {cand.module}/pkg/version.version={cand.version}",)
+        groups["descheduler"] = Group(
+            "descheduler",
+            cand.module,
+            cand.version,
+            {"descheduler": "./cmd/descheduler"},
+            ldflags,
+            tree_key=cand.source_key,
+        )
+        groups["policycheck"] = Group(
+            "policycheck",
+            cand.module,
+            cand.version,
+            {"policycheck": f"./{POLICYCHECK_TREE_DIR}"},
+            ldflags,
+            POLICYCHECK_SOURCE,
+            tree_key=cand.source_key,
+        )
+    elif cand.kind == "binary":
+        pinned = v.descheduler.version
+        if version_matches(cand.version, pinned):
+            return groups, notes
+        groups["descheduler"] = dataclasses.replace(groups["descheduler"], version=cand.version)
+        notes["policycheck"] = (
+            f"the candidate binary reports {cand.version} and comes without its source: the "
+            f"policy checks use the baseline's ({pinned}) rules"
+        )
+    return groups, notes
 
 
 TOOL_GROUP = {
@@ -237,21 +304,37 @@ class Toolchain:
         use_path: bool = True,
         report: Reporter = _stderr,
         descheduler_version: str | None = None,
+        candidate: Candidate | None = None,
     ) -> None:
         self.versions = versions or load_versions()
         self.cache_dir = (cache_dir or default_cache_dir()).expanduser()
         self.overrides = dict(overrides or {})
         self.use_path = use_path
         self.report = report
-        self.groups = build_groups(self.versions, descheduler_version)
+        # The canary's candidate: its descheduler and policy checker, every other tool as pinned.
+        self.candidate = candidate
+        self.notes: dict[str, str] = {}  # tool -> what differs from a plain build (evidence)
+        if candidate is not None and not candidate.pinned:
+            if descheduler_version and descheduler_version != candidate.version:
+                raise ToolError(
+                    f"descheduler version {descheduler_version} and candidate {candidate.ref} "
+                    "both pick the descheduler; give only the candidate"
+                )
+            self.groups, self.notes = candidate_groups(self.versions, candidate)
+            for tool in ("descheduler", "policycheck"):  # never the baseline's binaries
+                self.overrides.pop(tool, None)
+            if candidate.kind == "binary" and candidate.path is not None:
+                self.overrides["descheduler"] = candidate.path
+        else:
+            self.groups = build_groups(self.versions, descheduler_version)
         self._resolved: dict[str, Path] = {}
         self.sources: dict[str, str] = {}
+        self._source: Candidate | None = None  # the candidate with its tree unpacked
 
     # -- locations -------------------------------------------------------
     def bin_dir(self, group: Group) -> Path:
-        if group.source_dir is not None:  # by version, and by the helper's own source
-            return self.cache_dir / "bin" / group.name / f"{group.version}-{group.source_digest}"
-        return self.cache_dir / "bin" / group.name / group.version
+        # by version, by the candidate tree's commit, and by the helper's own source
+        return self.cache_dir / "bin" / group.name / group.dir_name
 
     def log_path(self, group: Group) -> Path:
         return self.cache_dir / "logs" / f"{group.key}.log"
@@ -269,8 +352,10 @@ class Toolchain:
             return self._resolved[tool]
         group = self.groups[TOOL_GROUP[tool]]
         cached = self.bin_dir(group) / tool
-        # The project's own helper is never taken from PATH: only its build matches its source.
-        on_path = shutil.which(tool) if self.use_path and group.source_dir is None else None
+        # The project's own helper and a candidate tree's builds are never taken from PATH:
+        # only a build of that source matches it.
+        from_source = group.source_dir is not None or bool(group.tree_key)
+        on_path = shutil.which(tool) if self.use_path and not from_source else None
         chosen, why = select_binary(
             tool,
             group.version,
@@ -299,8 +384,29 @@ class Toolchain:
     def _lock(self, group: Group) -> contextlib.AbstractContextManager[None]:
         return file_lock(self.cache_dir / "locks" / f"{group.key}.lock")
 
+    def source_candidate(self) -> Candidate:
+        """The source candidate with its tree unpacked into the cache (once per source key)."""
+        if self._source is None:
+            from pytest_desched.descheduler.candidate import resolve_source
+
+            if self.candidate is None or self.candidate.kind != "source":
+                raise ToolError("this toolchain has no source candidate to build")
+            self._source = resolve_source(self.candidate, self.cache_dir, self.report)
+        return self._source
+
+    def build_info(self, tool: str) -> dict[str, object]:
+        """BUILDINFO.json of a tool built by this toolchain ({} for explicit, PATH or prebuilt)."""
+        group = self.groups[TOOL_GROUP[tool]]
+        try:
+            return dict(json.loads((self.bin_dir(group) / "BUILDINFO.json").read_text()))
+        except (OSError, ValueError):
+            return {}
+
     def build(self, group: Group) -> None:
         """Build every binary of `group` into the cache (no-op if another process just did)."""
+        if group.tree_key:
+            self.build_tree(group)
+            return
         out_dir = self.bin_dir(group)
         with self._lock(group):
             if all((out_dir / b).is_file() for b in group.packages):
@@ -362,6 +468,163 @@ class Toolchain:
                 )
             )
             self.report(f"built {group.name} {group.version} in {time.monotonic() - started:.0f}s")
+
+    def build_tree(self, group: Group) -> None:
+        """Build a candidate tree's main package in the tree (the helper copied in first).
+
+        ``-mod=vendor`` with ``GOPROXY=off`` when the tree vendors (nothing is fetched),
+        ``-trimpath``, the label in pkg/version. A helper that does not compile against the
+        tree is a ToolError naming each package its vendor/ lacks.
+        """
+        out_dir = self.bin_dir(group)
+        with self._lock(group):
+            if all((out_dir / b).is_file() for b in group.packages):
+                return
+            if shutil.which("go") is None:
+                raise ToolError(
+                    f"{group.name} {group.version}: not cached and no `go` on PATH; install Go "
+                    "1.26+ to build the candidate's source"
+                )
+            cand = self.source_candidate()
+            tree = cand.source_dir
+            assert tree is not None
+            log = self.log_path(group)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            env = tree_go_env(tree)
+            vendored = "-mod=vendor" in env["GOFLAGS"]
+            started = time.monotonic()
+            self.report(
+                f"building {group.name} {group.version} from {cand.path} (commit "
+                f"{cand.commit or 'unknown'}, {'vendor/' if vendored else 'module cache'}); "
+                f"log: {log}"
+            )
+            tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
+            tmp.mkdir(parents=True, exist_ok=True)
+            cmd = [
+                "go",
+                "build",
+                "-v",
+                "-trimpath",
+                "-ldflags",
+                " ".join(("-s", "-w", *group.ldflags)),
+                "-o",
+                str(tmp) + "/",
+                *group.packages.values(),
+            ]
+            # One helper copy in the tree at a time (builds of other helper sources wait).
+            helper_lock = (
+                file_lock(self.cache_dir / "locks" / f"{tree.parent.name}-helper.lock")
+                if group.source_dir is not None
+                else contextlib.nullcontext()
+            )
+            try:
+                with open(log, "w") as logf, helper_lock:
+                    if group.source_dir is not None:
+                        copy_helper(group.source_dir, tree / POLICYCHECK_TREE_DIR)
+                    try:
+                        _run_logged(cmd, tree, env, logf, log, group, self.report)
+                    except ToolError as exc:
+                        logf.flush()
+                        raise self._tree_build_error(group, cand, log, exc) from None
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            for tool, pkg in group.packages.items():
+                produced = tmp / pkg.rstrip("/").split("/")[-1]
+                if produced.name != tool:
+                    produced.rename(tmp / tool)
+            if out_dir.exists():
+                shutil.rmtree(out_dir)
+            tmp.rename(out_dir)
+            seconds = round(time.monotonic() - started, 1)
+            (out_dir / "BUILDINFO.json").write_text(
+                json.dumps(
+                    {
+                        "module": group.module,
+                        "version": group.version,
+                        "commit": cand.commit,
+                        "source": str(cand.path),
+                        "source_key": cand.source_key,
+                        "source_sha256": cand.sha256,
+                        "tree": str(tree),
+                        "helper_digest": group.source_digest or None,
+                        "goflags": env["GOFLAGS"],
+                        "goproxy": env.get("GOPROXY"),
+                        "seconds": seconds,
+                        "go": subprocess.run(
+                            ["go", "version"], capture_output=True, text=True, env=env
+                        ).stdout.strip(),
+                    }
+                )
+            )
+            self.report(f"built {group.name} {group.version} from source in {seconds:.0f}s")
+
+    def _tree_build_error(
+        self, group: Group, cand: Candidate, log: Path, exc: ToolError
+    ) -> ToolError:
+        """A failed tree build, said plainly: the packages the tree lacks, else the errors."""
+        text = log.read_text(errors="replace") if log.is_file() else ""
+        missing = missing_packages(text)
+        what = (
+            "the project's policy checker (pytest_desched/tools/policycheck)"
+            if group.source_dir is not None
+            else "the descheduler"
+        )
+        if missing:
+            return ToolError(
+                f"{what} does not compile against candidate {cand.ref} ({group.version}): the "
+                f"tree's vendor/ lacks package(s) {', '.join(missing)}; add them to the "
+                f"candidate's vendor/ (`go mod vendor` with them imported) or lint with the "
+                f"baseline's rules; full log: {log}"
+            )
+        errors = [
+            ln.strip() for ln in text.splitlines() if re.match(r"^\S+\.go:\d+:\d+: ", ln.strip())
+        ]
+        detail = "; ".join(errors[:5]) or str(exc)
+        return ToolError(
+            f"{what} does not compile against candidate {cand.ref} ({group.version}): {detail}; "
+            f"full log: {log}"
+        )
+
+
+_MISSING_PACKAGE = re.compile(
+    r"(?:cannot find module providing package|no required module provides package) "
+    r"([\w.\-/~]+)|package ([\w.\-/~]+) is not in std"
+)
+
+
+def missing_packages(log_text: str) -> list[str]:
+    """The packages a failed `go build` could not find, in order, each once."""
+    out: list[str] = []
+    for m in _MISSING_PACKAGE.finditer(log_text):
+        pkg = (m.group(1) or m.group(2)).rstrip(":;")
+        if pkg not in out:
+            out.append(pkg)
+    return out
+
+
+def copy_helper(source_dir: Path, dest: Path) -> list[str]:
+    """Copy whatever *.go the helper's folder holds now into `dest` (replaced whole)."""
+    files = sorted(source_dir.glob("*.go"))
+    if not files:
+        raise ToolError(f"no *.go files in {source_dir}: the policy checker's source is missing")
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for f in files:
+        shutil.copyfile(f, dest / f.name)
+    return [f.name for f in files]
+
+
+def tree_go_env(tree: Path) -> dict[str, str]:
+    """The environment of a build inside a source tree: vendored and offline when it vendors."""
+    env = go_env()
+    env["GOWORK"] = "off"
+    if (tree / "vendor" / "modules.txt").is_file():
+        env["GOFLAGS"] = "-mod=vendor -buildvcs=false"
+        env["GOPROXY"] = "off"
+    else:
+        env["GOFLAGS"] = "-mod=readonly -buildvcs=false"
+    return env
 
 
 def go_env() -> dict[str, str]:
@@ -503,8 +766,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--descheduler-version", default=None, help="another release tag or commit")
+    ap.add_argument(
+        "--candidate",
+        default=None,
+        help="a canary candidate (version:, source:PATH[@LABEL], binary:PATH): its descheduler "
+        "and policy checker",
+    )
     args = ap.parse_args(argv)
-    tc = Toolchain(cache_dir=args.cache_dir, descheduler_version=args.descheduler_version)
+    from pytest_desched.errors import ConfigError
+
+    try:
+        cand = None
+        if args.candidate:
+            from pytest_desched.descheduler.candidate import parse_candidate
+
+            cand = parse_candidate(args.candidate)
+        tc = Toolchain(
+            cache_dir=args.cache_dir, descheduler_version=args.descheduler_version, candidate=cand
+        )
+    except (ConfigError, ToolError) as exc:
+        _stderr(f"error: {exc}")
+        return 2
     tools = args.tools or [t for t in TOOL_GROUP if t != "kind"]
     started = time.monotonic()
     try:

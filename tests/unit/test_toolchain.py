@@ -571,3 +571,13 @@ def test_go_env_pins_local_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
     assert env["GOTOOLCHAIN"] == "local"
     assert env["CGO_ENABLED"] == "0"
     assert "-mod=mod" in env["GOFLAGS"]
+
+
+def test_cache_folders_of_pinned_groups_keep_their_names(tmp_path: Path) -> None:
+    """Candidate builds add `-src<commit>` to the folder; the pinned ones stay where they were."""
+    tc = Toolchain(versions=V, cache_dir=tmp_path)
+    assert tc.bin_dir(tc.groups["descheduler"]) == tmp_path / "bin" / "descheduler" / "v0.36.0"
+    pc = tc.groups["policycheck"]
+    assert tc.bin_dir(pc) == tmp_path / "bin" / "policycheck" / f"v0.36.0-{pc.source_digest}"
+    assert pc.key == f"policycheck-v0.36.0-{pc.source_digest}"
+    assert tc.groups["kubernetes"].dir_name == "v1.36.3"
