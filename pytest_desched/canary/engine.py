@@ -128,8 +128,8 @@ def run_canary(
     parse_candidate(candidate, candidate_chart)  # a bad spec is refused before anything runs
     exps = parse_experiments(experiments)
     if candidate_overrides:  # a bad path or value is refused now, not on the candidate's cluster
-        from pytest_desched.experiments import lab_policy
         from pytest_desched.errors import PolicyError
+        from pytest_desched.experiments import lab_policy
 
         for _, variant in exps:
             pol = lab_policy(variant)
@@ -140,16 +140,30 @@ def run_canary(
             except (PolicyError, KeyError, ValueError) as exc:
                 raise ConfigError(f"canary candidate_overrides: {exc}") from None
     base_cfg, cand_cfg = track_configs(config, candidate, candidate_chart)
-    comparison = None
-    if static:
-        from pytest_desched.canary.static_run import compare_statically
+    from pytest_desched.session import DeschedSession
 
-        report("static comparison: charts, rendered manifests, policy under both versions")
-        comparison = compare_statically(base_cfg, cand_cfg, report)
-    report(
-        f"running {len(exps)} experiment(s) on both tracks ({'parallel' if parallel else 'serial'})"
-    )
-    b, c = run_tracks(base_cfg, cand_cfg, exps, report, parallel, candidate_overrides)
+    def session(name: str, cfg: DeschedConfig) -> DeschedSession:
+        return DeschedSession(cfg, report=lambda m: report(f"[{name}] {m}"))
+
+    base_s, cand_s = session("baseline", base_cfg), session("candidate", cand_cfg)
+    comparison = None
+    try:
+        if static:
+            from pytest_desched.canary.static_run import compare_statically
+
+            report("static comparison: charts, rendered manifests, policy under both versions")
+            comparison = compare_statically(base_s, cand_s, [v for _, v in exps], report)
+    except BaseException:
+        base_s.close()
+        cand_s.close()
+        raise
+    mode = "parallel" if parallel else "serial"
+    report(f"running {len(exps)} experiment(s) on both tracks ({mode})")
+    b, c = run_tracks(base_s, cand_s, exps, parallel, candidate_overrides)
+    if static:
+        from pytest_desched.canary.static_run import add_metric_names
+
+        add_metric_names(comparison, b, c)
     rounds = []
     b_by, c_by = b.by_label(), c.by_label()
     for label in list(dict.fromkeys([*b_by, *c_by])):

@@ -37,6 +37,7 @@ KINDS = (
     "lost-metric",
     "bug-fixed",
     "bug-new",
+    "bug-reached",
     "round-missing",
     "outcome-changed",
     "static",

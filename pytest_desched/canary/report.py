@@ -74,11 +74,13 @@ class CanaryReport:
             "",
             "## Experiments",
             "",
-            "| experiment | baseline | candidate |",
-            "|---|---|---|",
+            "| experiment | baseline | candidate | note |",
+            "|---|---|---|---|",
         ]
         for o in self.outcomes:
-            lines.append(f"| {o['experiment']} | {o['baseline']} | {o['candidate']} |")
+            lines.append(
+                f"| {o['experiment']} | {o['baseline']} | {o['candidate']} | {o.get('note', '')} |"
+            )
         lines += ["", "## Rounds (baseline / candidate)", ""]
         head = " | ".join(label for _, label in FIGURES)
         lines += [f"| round | {head} | changed |", "|---" * (len(FIGURES) + 2) + "|"]

@@ -11,12 +11,14 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_desched.config import DeschedConfig
 from pytest_desched.experiments import ExperimentResult
+
+if TYPE_CHECKING:
+    from pytest_desched.session import DeschedSession
 
 # The runbook's three experiments, as written and with the #1882 workaround: what an upgrade
 # must keep doing (or, where a bug is fixed, start doing).
@@ -65,10 +67,9 @@ class TrackResult:
 
 def run_track(
     name: str,
-    config: DeschedConfig,
+    session: DeschedSession,
     experiments: Sequence[tuple[str, str]],
     cancel: threading.Event,
-    report: Callable[[str], None],
     overrides: Mapping[str, Any] | None = None,
 ) -> TrackResult:
     """Bring up one cluster, run the experiments in order, tear everything down.
@@ -76,11 +77,8 @@ def run_track(
     `overrides` (policy path -> value) change this track's policy only, recorded as such:
     how a canary proves it catches a candidate that widens what is evicted.
     """
-    from pytest_desched.session import DeschedSession
-
-    out = TrackResult(name, artifacts=str(config.artifacts))
+    out = TrackResult(name, artifacts=str(session.config.artifacts))
     t0 = time.monotonic()
-    session = DeschedSession(config, report=lambda m: report(f"[{name}] {m}"))
     try:
         rel = session.release
         out.descheduler_version = rel.descheduler_version
@@ -113,31 +111,28 @@ def run_track(
 
 
 def run_tracks(
-    baseline: DeschedConfig,
-    candidate: DeschedConfig,
+    baseline: DeschedSession,
+    candidate: DeschedSession,
     experiments: Sequence[tuple[str, str]],
-    report: Callable[[str], None],
     parallel: bool = True,
     candidate_overrides: Mapping[str, Any] | None = None,
 ) -> tuple[TrackResult, TrackResult]:
     """Both tracks, in parallel by default (the candidate in a worker thread)."""
     cancel = threading.Event()
     if not parallel:
-        b = run_track("baseline", baseline, experiments, cancel, report)
-        return b, run_track(
-            "candidate", candidate, experiments, cancel, report, candidate_overrides
-        )
+        b = run_track("baseline", baseline, experiments, cancel)
+        return b, run_track("candidate", candidate, experiments, cancel, candidate_overrides)
     box: dict[str, TrackResult] = {}
 
     def worker() -> None:
         box["candidate"] = run_track(
-            "candidate", candidate, experiments, cancel, report, candidate_overrides
+            "candidate", candidate, experiments, cancel, candidate_overrides
         )
 
     t = threading.Thread(target=worker, name="desched-canary-candidate")
     t.start()
     try:
-        b = run_track("baseline", baseline, experiments, cancel, report)
+        b = run_track("baseline", baseline, experiments, cancel)
         t.join()
     except BaseException:
         cancel.set()

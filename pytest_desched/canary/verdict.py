@@ -20,7 +20,9 @@ from pytest_desched.canary.expectations import Change, Explanation
 from pytest_desched.descheduler.known_bugs import BY_ID
 
 TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
-INFORMATIVE = ("bug-fixed",)  # good news, said in the report; never a failure on its own
+# Good news, or a known bug the baseline shows too, now reached on another path (e.g. #1687's
+# lost events once a fixed #1882 lets evictions reach the PDB): said, never a failure alone.
+INFORMATIVE = ("bug-fixed", "bug-reached")
 
 
 def _fate_names(counts: dict[str, int]) -> set[str]:
@@ -28,7 +30,13 @@ def _fate_names(counts: dict[str, int]) -> set[str]:
 
 
 def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
-    """Each observed change, with the known-bug fix that explains it (or None)."""
+    """Each observed change, with the known-bug fix that explains it (or None).
+
+    A bug whose signature the candidate shows in a round is `bug-new` (a trigger) only when
+    the baseline never showed it in any round; otherwise it is `bug-reached`.
+    """
+    rounds = list(rounds)
+    baseline_bugs = {b for rd in rounds if rd.baseline for b in rd.baseline.known_bugs}
     out: list[tuple[Change, str | None]] = []
     for rd in rounds:
         if rd.baseline is None or rd.candidate is None:
@@ -43,9 +51,12 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
                 (Change(rd.experiment, rd.index, "bug-fixed", bug_id, "signature gone"), bug_id)
             )
         for bug_id in rd.bugs_new:
-            out.append(
-                (Change(rd.experiment, rd.index, "bug-new", bug_id, "signature appeared"), None)
-            )
+            if bug_id in baseline_bugs:
+                why = "signature appeared here; the baseline shows it in another round"
+                out.append((Change(rd.experiment, rd.index, "bug-reached", bug_id, why), bug_id))
+            else:
+                why = "signature appeared; the baseline never showed it"
+                out.append((Change(rd.experiment, rd.index, "bug-new", bug_id, why), None))
         for name in rd.lost_metrics:
             out.append(
                 (

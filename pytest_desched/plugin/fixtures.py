@@ -266,7 +266,9 @@ def desched_canary(
         count[0] += 1
         run_dir = Path(tempfile.mkdtemp(prefix="canary-", dir=desched_settings.run_dir))
         name = f"canary-{request.node.name}-{count[0]}".replace("/", "_")
-        config = desched_settings.with_(run_dir=run_dir, artifacts=desched_settings.artifacts / name)
+        config = desched_settings.with_(
+            run_dir=run_dir, artifacts=desched_settings.artifacts / name
+        )
         try:
             rep = run_canary(config, candidate, chart, report=say, **kw)
         except ConfigError as exc:

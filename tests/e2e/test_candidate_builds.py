@@ -13,7 +13,6 @@ part of this machine's CI, so a missing folder FAILS (it is not a skip).
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import tarfile
@@ -33,23 +32,10 @@ from pytest_desched.descheduler.chart import (
 from pytest_desched.descheduler.policy.checker import PolicyChecker
 from pytest_desched.providers.base import helm_env, run
 from pytest_desched.tools.toolchain import Toolchain, probe_version
+from tests.upstream import REPO as REPO_ROOT
+from tests.upstream import SNAPSHOTS, tarball
 
 pytestmark = pytest.mark.descheduler_e2e
-
-REPO = Path(__file__).resolve().parents[2]
-UPSTREAM = Path(os.environ.get("DESCHED_UPSTREAM_DIR") or REPO.parent / "shared" / "upstream")
-
-# The provenance upstream/README.md gives for each tarball: commit and sha256.
-CANDIDATES = {
-    "descheduler-master-7d2b28bf2.tar.gz": (
-        "7d2b28bf2b6a12810317936d909af0270ff38fa3",
-        "99d6ce268bc24fe9bb35fb425c306c16f9cf2227d1ba075f8453cd5f685a8c8c",
-    ),
-    "descheduler-pr1883-5f6c6d7b0.tar.gz": (
-        "5f6c6d7b078e58f33e9d42bc4f4071a7e6e911e1",
-        "059dc8ac9341a585081d9521bed0cf355c61c81288c4989132f5fcb9d70a8c3c",
-    ),
-}
 
 TRIVIAL_POLICY = """
 apiVersion: descheduler/v1alpha2
@@ -67,22 +53,11 @@ profiles:
 UNKNOWN_PLUGIN = TRIVIAL_POLICY.replace("[RemoveDuplicates]", "[NoSuchPlugin]")
 
 
-def tarball(name: str) -> Path:
-    path = UPSTREAM / name
-    if not path.is_file():
-        pytest.fail(
-            f"{path} is missing: the upgrade canary's candidates live in ../shared/upstream "
-            "(set DESCHED_UPSTREAM_DIR to another copy)",
-            pytrace=False,
-        )
-    return path
-
-
 @pytest.fixture(scope="module")
 def built(desched_toolchain: Toolchain) -> dict[str, tuple[Candidate, Toolchain]]:
     """Both candidates' toolchains, descheduler and helper resolved (built on first use)."""
     out = {}
-    for name in CANDIDATES:
+    for name in SNAPSHOTS:
         cand = parse_candidate(f"source:{tarball(name)}", chart="tree")
         tc = Toolchain(cache_dir=desched_toolchain.cache_dir, candidate=cand)
         tc.ensure(["descheduler", "policycheck"])
@@ -90,9 +65,9 @@ def built(desched_toolchain: Toolchain) -> dict[str, tuple[Candidate, Toolchain]
     return out
 
 
-@pytest.mark.parametrize("name", list(CANDIDATES))
+@pytest.mark.parametrize("name", list(SNAPSHOTS))
 def test_tarball_provenance_from_the_pax_header(name: str) -> None:
-    commit, digest = CANDIDATES[name]
+    commit, digest = SNAPSHOTS[name].commit, SNAPSHOTS[name].sha256
     path = tarball(name)
     assert sha256_file(path) == digest
     with tarfile.open(path) as tf:
@@ -105,12 +80,12 @@ def test_tarball_provenance_from_the_pax_header(name: str) -> None:
 
 
 @pytest.mark.policycheck
-@pytest.mark.parametrize("name", list(CANDIDATES))
+@pytest.mark.parametrize("name", list(SNAPSHOTS))
 def test_candidate_builds_report_the_label_and_answer_a_policy(
     built: dict[str, tuple[Candidate, Toolchain]], name: str
 ) -> None:
     cand, tc = built[name]
-    commit = CANDIDATES[name][0]
+    commit = SNAPSHOTS[name].commit
     desched, helper = tc.path("descheduler"), tc.path("policycheck")
     # cached by commit, beside (never instead of) the pinned build
     assert desched.parent.name == f"{cand.version}-src{commit[:12]}"
@@ -128,9 +103,9 @@ def test_candidate_builds_report_the_label_and_answer_a_policy(
         "-mod=vendor -buildvcs=false",
         "off",
     )
-    assert info["source_sha256"] == CANDIDATES[name][1]
+    assert info["source_sha256"] == SNAPSHOTS[name].sha256
     tree = Path(str(info["tree"]))
-    assert tree.is_relative_to(tc.cache_dir) and not tree.is_relative_to(REPO)
+    assert tree.is_relative_to(tc.cache_dir) and not tree.is_relative_to(REPO_ROOT)
     assert (tree / "cmd" / "desched-policycheck" / "main.go").is_file()  # the helper, copied in
     checker = PolicyChecker(helper, cand.version)
     ok = checker.check(TRIVIAL_POLICY, "trivial")
@@ -140,7 +115,7 @@ def test_candidate_builds_report_the_label_and_answer_a_policy(
     assert not bad.accepted and "NoSuchPlugin" in bad.error
 
 
-@pytest.mark.parametrize("name", list(CANDIDATES))
+@pytest.mark.parametrize("name", list(SNAPSHOTS))
 def test_tree_chart_packages_and_renders_suspended(
     built: dict[str, tuple[Candidate, Toolchain]], name: str
 ) -> None:
@@ -148,8 +123,8 @@ def test_tree_chart_packages_and_renders_suspended(
     ref = obtain_chart(tc, tc.versions, candidate=cand, report=lambda m: None)
     assert (ref.source, ref.version, ref.app_version) == ("candidate-tree", "0.36.0", "0.36.0")
     ev = ref.evidence()
-    assert ev["commit"] == CANDIDATES[name][0]
-    assert ev["origin"].endswith(f"{name}:charts/descheduler")
+    assert ev["commit"] == SNAPSHOTS[name].commit
+    assert ev["origin"].endswith(f"{SNAPSHOTS[name].file}:charts/descheduler")
     assert ev["digest"] == f"sha256:{sha256_file(ref.path)}"
     image = f"registry.k8s.io/descheduler/descheduler:{cand.version}"
     text = run(

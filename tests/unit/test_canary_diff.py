@@ -195,3 +195,29 @@ def test_explanation_file_errors_name_the_file(tmp_path) -> None:
     p.write_text("other: 1\n")
     with pytest.raises(ConfigError, match=f"{p}: expected a mapping with a `changes:` list"):
         load_explanations(p)
+
+
+def test_a_bug_the_baseline_shows_elsewhere_is_reached_not_new() -> None:
+    pdb_429 = [
+        dec(
+            "spread-demo-6d9f7b5c4-x2kq9",
+            "kwok-a-worker-1",
+            "refused",
+            "api-server",
+            status_code=429,
+        )
+    ]
+    elsewhere = record(pdb_429, known_bugs={"descheduler#1687": "events lost"})
+    there = {**elsewhere, "decisions": [{**pdb_429[0], "node": "kwok-b-worker-1"}]}
+    quiet = record(filtered_1882("a", "kwok-a-worker-1"))
+    shows = record(filtered_1882("b", "kwok-b-worker-1"), known_bugs={"descheduler#1687": "lost"})
+    rounds = [
+        *diff_rounds("pdb[workaround]", [elsewhere], [there], B_ROLES, C_ROLES),
+        *diff_rounds("pdb[runbook]", [quiet], [shows], B_ROLES, C_ROLES),
+    ]
+    ((change, by),) = changes_of(rounds)
+    assert (change.kind, by) == ("bug-reached", "descheduler#1687")
+    assert judge([(change, by)], []).ok
+    # Never seen on the baseline: a new known bug is a rollback trigger.
+    ((change, by),) = changes_of(diff_rounds("pdb[runbook]", [quiet], [shows], B_ROLES, C_ROLES))
+    assert change.kind == "bug-new" and not judge([(change, by)], []).ok

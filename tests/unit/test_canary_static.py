@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +41,7 @@ from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import Finding
 from pytest_desched.providers.base import helm_env
 from pytest_desched.tools.toolchain import Toolchain
+from tests.upstream import SNAPSHOTS, tarball
 
 Row = tuple[str, str, str, str]  # area, path, change, severity
 CJ = "CronJob/kube-system/descheduler"
@@ -776,30 +776,12 @@ def test_static_comparison_markdown_and_dict() -> None:
 
 # -- the real charts -----------------------------------------------------------------------------
 
-UPSTREAM = Path(
-    os.environ.get(
-        "DESCHED_UPSTREAM_DIR", Path(__file__).resolve().parents[3] / "shared" / "upstream"
-    )
-)
-SNAPSHOTS = {  # from ../shared/upstream/README.md
-    "master": (
-        "descheduler-master-7d2b28bf2.tar.gz",
-        "99d6ce268bc24fe9bb35fb425c306c16f9cf2227d1ba075f8453cd5f685a8c8c",
-    ),
-    "pr1883": (
-        "descheduler-pr1883-5f6c6d7b0.tar.gz",
-        "059dc8ac9341a585081d9521bed0cf355c61c81288c4989132f5fcb9d70a8c3c",
-    ),
-}
 TYPES_GO = "pkg/framework/plugins/defaultevictor/types.go"
 
 
 def extract(name: str, dest: Path) -> Path:
     """The snapshot's chart and defaultevictor/types.go, into `dest` (never the repo)."""
-    tarball, sha = SNAPSHOTS[name]
-    path = UPSTREAM / tarball
-    assert path.is_file(), f"{path} missing: the upstream snapshots are this test's input"
-    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha, f"{path} is not the README's"
+    path = tarball(name)
     with tarfile.open(path) as tf:
         members = [
             m

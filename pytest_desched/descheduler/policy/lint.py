@@ -402,14 +402,20 @@ def _policy_findings(
                     )
                 )
     for bug in bugs:
-        if version in bug.affected and bug.policy_trigger is not None:
+        if bug.applies_to(version) and bug.policy_trigger is not None:
             why = bug.policy_trigger(eff)
             if why:
+                on = (
+                    version
+                    if version in bug.affected
+                    else f"{version} (built after {version.split('-', 1)[0]}: it may carry "
+                    "the fix; a round's signature tells)"
+                )
                 out.append(
                     (
                         "DL012",
                         why.split(" ", 1)[0],
-                        f"{bug.id} on {version}: {bug.title} ({bug.link}); triggered: {why}",
+                        f"{bug.id} on {on}: {bug.title} ({bug.link}); triggered: {why}",
                         f"{bug.workaround or 'see ' + bug.link}; upstream fix: {bug.fix or 'none'}",
                     )
                 )

@@ -1,0 +1,104 @@
+"""The static half of a canary, wired to the two tracks' toolchains: no cluster involved.
+
+Each track's session knows its descheduler (pinned, or the candidate's build), its policy
+checker built from the same source, and its chart. The policies compared are the ones the
+tracks will run (each experiment variant's), linted and defaulted by each version's own
+code; metric names come later, from what each binary served during its rounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from pytest_desched.canary.static import (
+    StaticComparison,
+    chart_label,
+    compare_charts,
+    compare_defaults,
+    compare_lint,
+    compare_metric_names,
+)
+
+if TYPE_CHECKING:
+    from pytest_desched.canary.tracks import TrackResult
+    from pytest_desched.descheduler.chart import ChartRef
+    from pytest_desched.session import DeschedSession
+
+
+def track_chart(session: DeschedSession) -> ChartRef:
+    """The chart the track's release will install (cached; the same call install makes)."""
+    from pytest_desched.descheduler.chart import obtain_chart
+
+    tc = session.toolchain
+    return obtain_chart(
+        tc,
+        tc.versions,
+        session.config.chart_source,
+        report=session.report,
+        candidate=session.candidate,
+    )
+
+
+def compare_statically(
+    baseline: DeschedSession,
+    candidate: DeschedSession,
+    variants: Sequence[str],
+    report: Callable[[str], None],
+) -> StaticComparison:
+    from pytest_desched.descheduler.chart import helm_env
+    from pytest_desched.descheduler.policy.checker import checker_for
+    from pytest_desched.descheduler.policy.lint import lint_policy_doc
+    from pytest_desched.experiments import lab_policy
+
+    b_chart, c_chart = track_chart(baseline), track_chart(candidate)
+    b_tc, c_tc = baseline.toolchain, candidate.toolchain
+    b_ver = b_tc.wanted_version("descheduler")
+    c_ver = c_tc.wanted_version("descheduler")
+    helm = b_tc.path("helm")
+    env = helm_env(b_tc.cache_dir / "charts")
+    report(
+        f"static: chart {b_chart.version} ({b_chart.source}) vs {c_chart.version} ({c_chart.source})"
+    )
+    diffs = compare_charts(helm, b_chart.path, c_chart.path, env)
+    b_chk, c_chk = checker_for(b_ver, b_tc), checker_for(c_ver, c_tc)
+    b_facts, c_facts = b_chk.facts(), c_chk.facts()
+    for variant in dict.fromkeys(variants):
+        doc = lab_policy(variant).to_dict()
+        b_find, b_res = lint_policy_doc(doc, f"policy[{variant}]", b_chk)
+        c_find, c_res = lint_policy_doc(doc, f"policy[{variant}]", c_chk)
+        diffs += compare_lint(b_find, c_find)
+        diffs += compare_defaults(
+            b_res.effective,
+            c_res.effective,
+            baseline_protections=b_facts.default_pod_protections,
+            candidate_protections=c_facts.default_pod_protections,
+        )
+    unique = list({(d.area, d.path, d.change, repr(d.candidate)): d for d in diffs}.values())
+    return StaticComparison(
+        chart_label(b_chart.path, b_ver, b_chart.source),
+        chart_label(c_chart.path, c_ver, c_chart.source),
+        unique,
+    )
+
+
+def add_metric_names(
+    static: StaticComparison | None, baseline: TrackResult, candidate: TrackResult
+) -> set[str]:
+    """Fold the metric families each binary served (over all its rounds) into the comparison."""
+
+    def served(track: TrackResult) -> set[str]:
+        return {
+            n
+            for r in track.results
+            for rec in r.records
+            for n in (rec.get("metrics") or {}).get("names") or []
+        }
+
+    b, c = served(baseline), served(candidate)
+    if static is not None and b and c:
+        static.differences += compare_metric_names(b, c)
+    return b | c
+
+
+__all__ = ["add_metric_names", "compare_statically", "track_chart"]

@@ -1,0 +1,111 @@
+"""Upgrade canaries on real clusters: v0.36.0 against the two shared upstream candidates.
+
+Each canary brings up two embedded clusters (baseline and candidate) and runs the runbook's
+experiments on both in parallel. What the candidates are (../shared/upstream/README.md):
+master 7d2b28bf2 is v0.36.0 plus chart/RBAC/metrics changes and no fix for #1882; PR 1883
+(5f6c6d7b0) is the proposed fix for #1882.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.upstream import tarball
+
+pytestmark = pytest.mark.descheduler_e2e
+
+Canary = Callable[..., Any]
+
+
+def _outcomes(rep: Any) -> dict[str, tuple[str, str]]:
+    return {o["experiment"]: (o["baseline"], o["candidate"]) for o in rep.outcomes}
+
+
+def _round(rep: Any, experiment: str) -> Any:
+    (rd,) = [r for r in rep.rounds if r.experiment == experiment and r.index == 0]
+    return rd
+
+
+def test_master_candidate_changes_rbac_not_behaviour(desched_canary: Canary) -> None:
+    rep = desched_canary(f"source:{tarball('master')}", "tree")
+    assert rep.ok, rep.verdict.reasons
+    assert rep.baseline.error is None and rep.candidate.error is None
+    assert rep.candidate.descheduler_version.endswith("g7d2b28bf2")
+    # Same fates for every pod class in every round: master has no fix for #1882.
+    assert [r for r in rep.rounds if r.classes] == []
+    outcomes = _outcomes(rep)
+    assert outcomes["positive-affinity-migration[runbook]"] == (
+        "xfail",
+        "xfail",
+    )  # #1882 proven on both
+    assert outcomes["positive-affinity-migration[pdb-lister-workaround]"] == ("pass", "pass")
+    assert _round(rep, "positive-affinity-migration[runbook]").candidate.known_bugs == [
+        "descheduler#1882"
+    ]
+    moved = _round(rep, "positive-affinity-migration[pdb-lister-workaround]")
+    assert (moved.baseline.evictions, moved.candidate.evictions) == (1, 1)
+    # The static diff says what did change: the ClusterRole lost `delete` on pods.
+    rbac = [d for d in rep.static.differences if d.area == "rbac"]
+    assert [(d.change, d.path) for d in rbac] == [
+        ("narrowed", "ClusterRole/descheduler rules[pods]")
+    ]
+
+
+def test_pr1883_candidate_fixes_1882_and_says_so(desched_canary: Canary) -> None:
+    rep = desched_canary(f"source:{tarball('pr1883')}", "tree")
+    assert rep.ok, rep.verdict.reasons
+    outcomes = _outcomes(rep)
+    for exp in ("positive-affinity-migration", "negative-nodefit", "negative-pdb"):
+        assert outcomes[f"{exp}[runbook]"] == ("xfail", "pass"), outcomes
+        assert outcomes[f"{exp}[pdb-lister-workaround]"] == ("pass", "pass"), outcomes
+    positive = _round(rep, "positive-affinity-migration[runbook]")
+    assert positive.bugs_fixed == ["descheduler#1882"]
+    assert (positive.baseline.evictions, positive.candidate.evictions) == (0, 1)
+    assert positive.baseline.protected == {"PodsWithoutPDB": 3}
+    pdb = _round(rep, "negative-pdb[runbook]")
+    assert pdb.candidate.pdb_refusals >= 1 and pdb.candidate.evictions == 0
+    judged = {(j.change.experiment, j.change.kind): j for j in rep.verdict.judged}
+    assert (
+        judged[("positive-affinity-migration[runbook]", "continue-evicting")].status == "fixed-bug"
+    )
+    assert judged[("positive-affinity-migration[runbook]", "bug-fixed")].by == "descheduler#1882"
+    assert "the candidate fixes descheduler#1882" in rep.markdown()
+
+
+def test_widened_candidate_fails_and_stale_explanation_is_reported(
+    desched_canary: Canary, tmp_path: Any
+) -> None:
+    """The same version with the runbook's one-pod caps raised: more pods go, and it fails."""
+    expect = tmp_path / "expect.yaml"
+    expect.write_text(
+        "changes:\n"
+        "  - experiment: 'negative-pdb[*]'\n"
+        "    kind: fewer-evictions\n"
+        "    reason: 'we expect fewer evictions under PDBs'\n"
+    )
+    caps = ("maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace")
+    rep = desched_canary(
+        "version:v0.36.0",
+        None,
+        expect=expect,
+        experiments=["positive[pdb-lister-workaround]"],
+        candidate_overrides=dict.fromkeys(caps, 3),
+        static=False,
+    )
+    assert not rep.ok
+    moved = _round(rep, "positive-affinity-migration[pdb-lister-workaround]")
+    assert moved.baseline.evictions == 1 and moved.baseline.limited >= 1
+    # The raised caps let more pods past the eviction limits: the candidate set grows.
+    assert moved.candidate.candidates > moved.baseline.candidates
+    assert moved.candidate.evictions >= 1
+    # Whether a second pod goes depends on the first replacement's Ready before the next
+    # eviction call (the PDB allows one disruption at a time): both triggers are the truth.
+    triggers = {j.change.kind for j in rep.verdict.unexplained if j.trigger}
+    assert "candidate-set-grew" in triggers, rep.verdict.reasons
+    assert triggers <= {"candidate-set-grew", "continue-evicting"}, rep.verdict.reasons
+    assert [e.reason for e in rep.verdict.stale] == ["we expect fewer evictions under PDBs"]
+    assert any(r.startswith("rollback trigger candidate-set-grew") for r in rep.verdict.reasons)
+    assert any("stale explanation" in r for r in rep.verdict.reasons)

@@ -1,0 +1,69 @@
+"""The two upstream descheduler snapshots the canary tests use, and their provenance.
+
+They live in `../shared/upstream` next to the repository (its README gives commit and sha256
+per file); `$DESCHED_UPSTREAM_DIR` points elsewhere. A missing or altered file fails the test
+that needs it: these are the canary's real inputs, never skipped.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class Snapshot(NamedTuple):
+    file: str
+    commit: str
+    sha256: str
+
+
+SNAPSHOTS = {
+    "master": Snapshot(
+        "descheduler-master-7d2b28bf2.tar.gz",
+        "7d2b28bf2b6a12810317936d909af0270ff38fa3",
+        "99d6ce268bc24fe9bb35fb425c306c16f9cf2227d1ba075f8453cd5f685a8c8c",
+    ),
+    "pr1883": Snapshot(
+        "descheduler-pr1883-5f6c6d7b0.tar.gz",
+        "5f6c6d7b078e58f33e9d42bc4f4071a7e6e911e1",
+        "059dc8ac9341a585081d9521bed0cf355c61c81288c4989132f5fcb9d70a8c3c",
+    ),
+}
+
+
+def upstream_dir() -> Path:
+    """`$DESCHED_UPSTREAM_DIR`, else `<repo>/../shared/upstream`, else `/work/shared/upstream`."""
+    env = os.environ.get("DESCHED_UPSTREAM_DIR")
+    if env:
+        return Path(env)
+    for d in (REPO.parent / "shared" / "upstream", Path("/work/shared/upstream")):
+        if d.is_dir():
+            return d
+    return REPO.parent / "shared" / "upstream"
+
+
+@functools.cache
+def _verified(path: Path, sha256: str) -> bool:
+    return hashlib.sha256(path.read_bytes()).hexdigest() == sha256
+
+
+def tarball(name: str) -> Path:
+    """The snapshot `name` (master | pr1883), present and equal to its README's sha256."""
+    snap = SNAPSHOTS[name]
+    path = upstream_dir() / snap.file
+    if not path.is_file():
+        pytest.fail(
+            f"{path} is missing: the upgrade canary's candidates live in ../shared/upstream "
+            "(set DESCHED_UPSTREAM_DIR to another copy)",
+            pytrace=False,
+        )
+    if not _verified(path, snap.sha256):
+        pytest.fail(f"{path} is not the snapshot its README names (sha256)", pytrace=False)
+    return path
