@@ -105,7 +105,17 @@ def static_changes(static: Any) -> list[tuple[Change, str | None]]:
     return [
         (Change("static", -1, "static", f"{d.area}:{d.path}", d.message), None)
         for d in static.differences
-        if d.severity == "rollback"
+        if d.severity == "rollback" and d.area != "metrics"  # judged from the tracks
+    ]
+
+
+def metric_changes(b: TrackResult, c: TrackResult) -> list[tuple[Change, str | None]]:
+    """A family the baseline's binary served and the candidate's does not: a trigger."""
+    if not b.metric_names or c.metric_names is None:
+        return []
+    return [
+        (Change("metrics", -1, "lost-metric", name, "served by the baseline's binary only"), None)
+        for name in sorted(set(b.metric_names) - set(c.metric_names))
     ]
 
 
@@ -176,7 +186,12 @@ def run_canary(
             node_roles(c.workers),
         )
     rows, outcome_ch = outcome_changes(b, c)
-    changes = [*changes_of(rounds), *outcome_ch, *static_changes(comparison)]
+    changes = [
+        *changes_of(rounds),
+        *outcome_ch,
+        *static_changes(comparison),
+        *metric_changes(b, c),
+    ]
     if b.error:
         changes.append((Change("baseline", -1, "round-missing", "-", b.error), None))
     if c.error:

@@ -106,6 +106,10 @@ class CanaryReport:
                     f"| {ch.experiment}#{ch.round} | {ch.kind}{' (trigger)' if j.trigger else ''}"
                     f" | {ch.subject} | {j.status} | {j.by or ''} | {ch.detail} |"
                 )
+        lines += ["", "## Metric families served", ""]
+        for t in (b, c):
+            names = ", ".join(t.metric_names) if t.metric_names else f"unknown ({t.metrics_why})"
+            lines.append(f"- {t.name}: {names}")
         if self.verdict.stale:
             lines += ["", "## Stale explanations", ""]
             lines += [f"- {e.source}: {e.reason}" for e in self.verdict.stale]

@@ -84,21 +84,11 @@ def compare_statically(
 
 def add_metric_names(
     static: StaticComparison | None, baseline: TrackResult, candidate: TrackResult
-) -> set[str]:
-    """Fold the metric families each binary served (over all its rounds) into the comparison."""
-
-    def served(track: TrackResult) -> set[str]:
-        return {
-            n
-            for r in track.results
-            for rec in r.records
-            for n in (rec.get("metrics") or {}).get("names") or []
-        }
-
-    b, c = served(baseline), served(candidate)
+) -> None:
+    """Fold the metric families each binary served (metric_probe) into the comparison."""
+    b, c = baseline.metric_names, candidate.metric_names
     if static is not None and b and c:
         static.differences += compare_metric_names(b, c)
-    return b | c
 
 
 __all__ = ["add_metric_names", "compare_statically", "track_chart"]

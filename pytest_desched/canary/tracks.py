@@ -45,6 +45,8 @@ class TrackResult:
     timings: dict[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
     error: str | None = None
+    metric_names: list[str] | None = None  # families the binary served (metric_probe)
+    metrics_why: str = ""  # why metric_names is None
     artifacts: str = ""
 
     def by_label(self) -> dict[str, ExperimentResult]:
@@ -62,6 +64,8 @@ class TrackResult:
             "wall_s": round(self.wall_s, 2),
             "error": self.error,
             "artifacts": self.artifacts,
+            "metric_names": self.metric_names,
+            "metrics_why": self.metrics_why,
         }
 
 
@@ -95,6 +99,8 @@ def run_track(
             if overrides:
                 params = {"overrides": dict(overrides), "why": f"canary: {name} track only"}
             out.results.append(session.run(exp, variant=variant, **params))
+        if not cancel.is_set():
+            probe_metrics(session, out)
     except BaseException as exc:
         session.failed = True
         cancel.set()  # the other track stops at its next experiment
@@ -108,6 +114,25 @@ def run_track(
             out.timings = dict(session.timings)
             out.wall_s = time.monotonic() - t0
     return out
+
+
+def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
+    """The metric families this track's binary serves, or why they are not known."""
+    from pytest_desched.descheduler.metric_probe import served_metric_names
+    from pytest_desched.errors import WaitTimeout
+    from pytest_desched.experiments import lab_policy
+
+    rel, cluster = session.release, session.cluster
+    if cluster.job_executor != "embedded" or rel.binary is None:
+        out.metrics_why = f"the {cluster.provider} provider runs round pods from images"
+        return
+    with session.phase("metrics-probe"):
+        try:
+            out.metric_names = served_metric_names(
+                rel.binary, cluster.kubeconfig, lab_policy("pdb-lister-workaround").to_yaml()
+            )
+        except (WaitTimeout, RuntimeError) as exc:
+            out.metrics_why = str(exc)
 
 
 def run_tracks(

@@ -47,6 +47,12 @@ def test_master_candidate_changes_rbac_not_behaviour(desched_canary: Canary) -> 
     ]
     moved = _round(rep, "positive-affinity-migration[pdb-lister-workaround]")
     assert (moved.baseline.evictions, moved.candidate.evictions) == (1, 1)
+    # Both binaries served the same families after a dry-run cycle (measured, not assumed).
+    assert (
+        rep.baseline.metric_names
+        and "descheduler_loop_duration_seconds" in rep.baseline.metric_names
+    )
+    assert rep.candidate.metric_names == rep.baseline.metric_names
     # The static diff says what did change: the ClusterRole lost `delete` on pods.
     rbac = [d for d in rep.static.differences if d.area == "rbac"]
     assert [(d.change, d.path) for d in rbac] == [

@@ -221,3 +221,59 @@ def test_a_bug_the_baseline_shows_elsewhere_is_reached_not_new() -> None:
     # Never seen on the baseline: a new known bug is a rollback trigger.
     ((change, by),) = changes_of(diff_rounds("pdb[runbook]", [quiet], [shows], B_ROLES, C_ROLES))
     assert change.kind == "bug-new" and not judge([(change, by)], []).ok
+
+
+def test_served_names_lists_families_not_series() -> None:
+    from pytest_desched.descheduler.metrics import served_names
+
+    text = (
+        "# HELP descheduler_build_info build\n# TYPE descheduler_build_info gauge\n"
+        'descheduler_build_info{GitVersion="v0.36.0"} 1\n'
+        "# TYPE descheduler_loop_duration_seconds histogram\n"
+        'descheduler_loop_duration_seconds_bucket{le="1"} 1\n'
+        "descheduler_loop_duration_seconds_count 1\n"
+        "go_goroutines 12\n"
+    )
+    assert served_names(text) == ["descheduler_build_info", "descheduler_loop_duration_seconds"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["canary"], "needs --candidate SPEC"),
+        (["canary", "--candidate", "source:/nonexistent/tree"], "/nonexistent/tree"),
+        (
+            ["canary", "--candidate", "version:v0.36.0", "--expect", "/nonexistent.yaml"],
+            "does not exist",
+        ),
+        (["canary", "--candidate", "version:v0.36.0", "--experiment", "nosuch"], "nosuch"),
+        (
+            [
+                "canary",
+                "--candidate",
+                "version:v0.36.0",
+                "--provider",
+                "existing",
+                "--allow-existing",
+                "--existing-context",
+                "x",
+            ],
+            None,
+        ),
+    ],
+)
+def test_canary_cli_refuses_bad_input_before_anything_runs(
+    argv: list[str], message: str | None, tmp_path, capsys, monkeypatch
+) -> None:
+    from pytest_desched import cli
+    from pytest_desched.session import DeschedSession
+
+    def boom(*a: object, **k: object) -> None:
+        raise AssertionError("a session was created for bad input")
+
+    monkeypatch.setattr(DeschedSession, "__init__", boom)
+    rc = cli.main([*argv, "--artifacts", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_USAGE, err
+    if message:
+        assert message in err

@@ -1,0 +1,104 @@
+"""Which metric families a descheduler binary serves: run it once as a server and ask it.
+
+A round's one-shot process stops serving the moment its cycle ends, so the round scrapes
+rarely land (metrics.round_metrics says so). An upgrade canary still has to know whether the
+candidate serves every family the baseline did, so this runs the binary the way a
+Deployment would (`--descheduling-interval`, dry run, loopback port) on a lab cluster until
+its first cycle is done, scrapes /metrics once the loop is counted, and stops it. Only
+families with at least one sample appear (Prometheus omits untouched vectors); the canary
+compares the same cycle on both tracks, so that limit applies to both alike.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import subprocess
+import tempfile
+from pathlib import Path
+
+from pytest_desched.descheduler.metrics import served_names
+from pytest_desched.kube import wait_for
+
+LOOP_COUNT = "descheduler_loop_duration_seconds_count"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scrape(port: int) -> str | None:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE  # the process's self-signed loopback certificate
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=2)
+    try:
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()
+        body = resp.read().decode(errors="replace")
+        return body if resp.status == 200 else None
+    except OSError:
+        return None
+    finally:
+        conn.close()
+
+
+def served_metric_names(
+    binary: Path, kubeconfig: Path, policy_yaml: str, timeout: float = 60
+) -> list[str]:
+    """The `descheduler_*` families the binary serves after one dry-run cycle.
+
+    Raises WaitTimeout naming what was seen when no scrape counted a finished loop.
+    """
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix="desched-metrics-") as tmp:
+        work = Path(tmp)
+        policy = work / "policy.yaml"
+        policy.write_text(policy_yaml)
+        log = work / "descheduler.log"
+        argv = [
+            str(binary),
+            f"--policy-config-file={policy}",
+            f"--client-connection-kubeconfig={kubeconfig}",
+            "--dry-run=true",  # never evicts: the probe only wants the server's metric list
+            "--descheduling-interval=1h",  # stays up after its first cycle, unlike a round
+            "--bind-address=127.0.0.1",
+            f"--secure-port={port}",
+            f"--cert-dir={work}",
+            "--logging-format=json",
+            "--v=2",
+        ]
+        with open(log, "w") as logf:
+            proc = subprocess.Popen(
+                argv, stdout=logf, stderr=subprocess.STDOUT, cwd=work, env={"HOME": str(work)}
+            )
+
+        def probe() -> str:
+            if proc.poll() is not None:
+                tail = log.read_text(errors="replace")[-600:]
+                raise RuntimeError(f"{binary.name} exited {proc.returncode}: {tail}")
+            return _scrape(port) or ""
+
+        try:
+            text = wait_for(
+                f"{binary.name} to serve /metrics after its first cycle",
+                probe,
+                lambda t: any(
+                    line.startswith(LOOP_COUNT) and not line.rstrip().endswith(" 0")
+                    for line in t.splitlines()
+                ),
+                timeout=timeout,
+                describe=lambda t: "a scrape without a finished loop" if t else "no scrape yet",
+                max_interval=0.25,
+            )
+            return served_names(text)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
