@@ -258,7 +258,7 @@ def test_served_names_lists_families_not_series() -> None:
                 "--existing-context",
                 "x",
             ],
-            None,
+            "cluster of its own",
         ),
     ],
 )
