@@ -57,6 +57,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
     argv = list(args.tools)
     if args.descheduler_version:
         argv += ["--descheduler-version", args.descheduler_version]
+    if args.candidate:
+        argv += ["--candidate", args.candidate]
     if args.cache_dir:
         argv += ["--cache-dir", str(args.cache_dir)]
     return tools_main(argv)
@@ -163,7 +165,15 @@ def cmd_lint(args: argparse.Namespace) -> int:
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise ConfigError(f"no such file: {', '.join(missing)}")
-    checker = checker_for(args.descheduler)
+    toolchain = None
+    if args.candidate:  # the candidate's own policy checker, built from its source
+        from pytest_desched.descheduler.candidate import parse_candidate
+        from pytest_desched.tools.toolchain import Toolchain
+
+        toolchain = Toolchain(candidate=parse_candidate(args.candidate), report=_say)
+    checker = checker_for(
+        toolchain.wanted_version("descheduler") if toolchain else args.descheduler, toolchain
+    )
     findings = lint_targets([t for f in args.files for t in load_targets(f)], checker)
     out = render(findings, args.format, checker.version)
     if args.output:
@@ -210,6 +220,7 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("tools", help="build or find the pinned binaries")
     t.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
     t.add_argument("--descheduler-version", default=None, help="another release tag or commit")
+    t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
     t.add_argument("--cache-dir", type=Path, default=None)
     t.set_defaults(func=cmd_tools)
     u = sub.add_parser("up", help="bring up a kept cluster with the release installed")
@@ -235,6 +246,9 @@ def parser() -> argparse.ArgumentParser:
     li = sub.add_parser("lint", help="lint policies, Helm values or ConfigMaps (exit 1 on errors)")
     li.add_argument("files", nargs="+", metavar="FILE")
     li.add_argument("--descheduler", default=None, metavar="VERSION", help="default: pinned")
+    li.add_argument(
+        "--candidate", default=None, metavar="SPEC", help="lint as a candidate reads it"
+    )
     li.add_argument("--format", choices=("text", "json", "sarif"), default="text")
     li.add_argument("--output", "-o", default=None, help="write here instead of stdout")
     li.set_defaults(func=cmd_lint)
