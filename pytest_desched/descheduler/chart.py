@@ -625,9 +625,12 @@ class Release:
         return self.preflight
 
     def apply_policy(
-        self, policy: Policy | Mapping[str, Any] | str | Path | None, dry_run: bool = False
+        self, policy: Policy | Mapping[str, Any] | str | Path | None, *, dry_run: bool = True
     ) -> dict[str, Any]:
         """Write the policy, re-render (suspend kept), diff, upgrade, verify the live digest.
+
+        Dry run stays on unless the caller says `dry_run=False` (keyword only): trying a
+        policy never turns the live release's dry run off as a side effect.
 
         `policy` is anything `Policy.coerce` takes; `None` goes back to the chart's default
         policy (used for dry-run rounds). Everything that can fail (validation, the cluster's

@@ -32,7 +32,7 @@ from pytest_desched.descheduler.rounds import run_round
 def test_inner(desched_cluster, desched_settings, desched_release, desched_context):
     ctx = desched_context(variant="pdb-lister-workaround")  # scoped by the existing provider
     print("OVERRIDES", [(o["path"], o["new"], o["why"]) for o in ctx.policy.overrides])
-    desched_release.apply_policy(ctx.policy)
+    desched_release.apply_policy(ctx.policy, dry_run=False)
     lab = ctx.lab()
     try:  # the runbook's positive arrangement: violating pods, a feasible target, a PDB
         lab.create_namespace()

@@ -425,7 +425,7 @@ def test_release_work_files_and_diff_hold_no_token(
     monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     cluster = FakeReleaseCluster()
     rel = _release(tmp_path, cluster)
-    step = rel.apply_policy(_token_policy())
+    step = rel.apply_policy(_token_policy(), dry_run=False)
     assert [c[0] for c in cluster.calls] == ["template", "diff", "upgrade"]
     assert JWT in json.dumps(cluster.live)  # helm did get the real values
     assert all(mode == 0o600 for _, mode in cluster.private)
@@ -470,6 +470,20 @@ def test_apply_policy_takes_yaml_text(tmp_path: Path) -> None:
     rel = _release(tmp_path, cluster)
     step = rel.apply_policy(load_default().to_yaml())
     assert step["policy_digest"] == load_default().digest()
+
+
+def test_trying_a_policy_keeps_dry_run_on(tmp_path: Path) -> None:
+    """Only an explicit dry_run=False turns dry run off (keyword only, never positional)."""
+    cluster = FakeReleaseCluster()
+    rel = _release(tmp_path, cluster)
+    rel.apply_policy(load_default(), dry_run=False)
+    from pytest_desched.descheduler.chart import cronjob_args
+
+    assert "--dry-run=false" in cronjob_args(cluster._find("CronJob"))
+    rel.apply_policy(load_default())  # a later call that only tries a policy
+    assert "--dry-run=true" in cronjob_args(cluster._find("CronJob"))
+    with pytest.raises(TypeError):
+        rel.apply_policy(load_default(), False)  # type: ignore[misc]
 
 
 # == 5. every kube tool gets an explicit kubeconfig =========================================
@@ -550,7 +564,7 @@ def test_scoped_cluster_refuses_an_unscoped_policy_before_any_command(tmp_path: 
     with pytest.raises(PolicyError, match="could evict outside the lab"):
         rel.apply_policy(load_default().override(
             "profiles.safe-rebalance.DefaultEvictor.minPodAge", "0s", why="test"
-        ))  # fmt: skip
+        ), dry_run=False)  # fmt: skip
     with pytest.raises(PolicyError, match="chart's default policy acts on every namespace"):
         rel.apply_policy(None, dry_run=False)
     assert cluster.calls == []
