@@ -159,17 +159,23 @@ def desched_experiment(
     return run
 
 
+def _marker(
+    request: pytest.FixtureRequest, name: str, usage: str
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The closest `@pytest.mark.<name>(...)`'s arguments; a usage error without one."""
+    m = request.node.get_closest_marker(name)
+    if m is None or not m.args:
+        raise pytest.UsageError(f"{request.fixturename} needs @pytest.mark.{name}({usage})")
+    return m.args, m.kwargs
+
+
 @pytest.fixture
 def desched_experiment_result(
     request: pytest.FixtureRequest, desched_experiment: Callable[..., ExperimentResult]
 ) -> ExperimentResult:
     """The result of the experiment named by `@pytest.mark.desched_experiment(name, **params)`."""
-    m = request.node.get_closest_marker("desched_experiment")
-    if m is None or not m.args:
-        raise pytest.UsageError(
-            "desched_experiment_result needs @pytest.mark.desched_experiment(name, ...)"
-        )
-    return desched_experiment(m.args[0], **m.kwargs)
+    args, kwargs = _marker(request, "desched_experiment", "name, ...")
+    return desched_experiment(args[0], **kwargs)
 
 
 @pytest.fixture
@@ -285,10 +291,8 @@ def desched_canary_report(
     request: pytest.FixtureRequest, desched_canary: Callable[..., Any]
 ) -> Any:
     """The report of `@pytest.mark.desched_canary(candidate, chart=None, expect=..., ...)`."""
-    m = request.node.get_closest_marker("desched_canary")
-    if m is None or not m.args:
-        raise pytest.UsageError("desched_canary_report needs @pytest.mark.desched_canary(SPEC)")
-    return desched_canary(*m.args, **m.kwargs)
+    args, kwargs = _marker(request, "desched_canary", "SPEC, ...")
+    return desched_canary(*args, **kwargs)
 
 
 __all__ = [

@@ -429,17 +429,7 @@ class Toolchain:
                 write_wrapper_module(group, src, env, logf, self.versions)
                 tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
                 tmp.mkdir(parents=True, exist_ok=True)
-                cmd = [
-                    "go",
-                    "build",
-                    "-v",
-                    "-trimpath",
-                    "-ldflags",
-                    " ".join(("-s", "-w", *group.ldflags)),
-                    "-o",
-                    str(tmp) + "/",
-                    *group.packages.values(),
-                ]
+                cmd = go_build_cmd(group, tmp)
                 try:
                     _run_logged(cmd, src, env, logf, log, group, self.report)
                 except BaseException:
@@ -500,17 +490,7 @@ class Toolchain:
             )
             tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
-            cmd = [
-                "go",
-                "build",
-                "-v",
-                "-trimpath",
-                "-ldflags",
-                " ".join(("-s", "-w", *group.ldflags)),
-                "-o",
-                str(tmp) + "/",
-                *group.packages.values(),
-            ]
+            cmd = go_build_cmd(group, tmp)
             # One helper copy in the tree at a time (builds of other helper sources wait).
             helper_lock = (
                 file_lock(self.cache_dir / "locks" / f"{tree.parent.name}-helper.lock")
@@ -625,6 +605,13 @@ def tree_go_env(tree: Path) -> dict[str, str]:
     else:
         env["GOFLAGS"] = "-mod=readonly -buildvcs=false"
     return env
+
+
+def go_build_cmd(group: Group, out_dir: Path) -> list[str]:
+    """`go build` of every package of `group` into `out_dir`, stripped and reproducible."""
+    ldflags = " ".join(("-s", "-w", *group.ldflags))
+    return ["go", "build", "-v", "-trimpath", "-ldflags", ldflags, "-o", f"{out_dir}/",
+            *group.packages.values()]  # fmt: skip
 
 
 def go_env() -> dict[str, str]:
