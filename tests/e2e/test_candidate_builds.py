@@ -175,7 +175,7 @@ def test_session_with_a_candidate_installs_and_runs_a_dry_run_round(
     from pytest_desched.descheduler.rounds import run_round
     from pytest_desched.providers.embedded.kubelet import read_images
 
-    name = "descheduler-master-7d2b28bf2.tar.gz"
+    name = "master"
     cand, tc = built[name]
     factory = request.getfixturevalue("desched_cluster_factory")
     session = factory(
