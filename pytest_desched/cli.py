@@ -12,7 +12,7 @@ Every `--desched-*` option of the plugin is here without its prefix (`--provider
 
 Exit codes: 0 every experiment passed or failed as a registered known bug explains (canary:
 every change explained); 1 an experiment failed or errored (canary: a rollback trigger, an
-unexplained change or a stale explanation); 2 bad input (nothing was changed); 3 the toolchain or
+unexplained change or a stale explanation; a track that could not run exits 3); 2 bad input (nothing was changed); 3 the toolchain or
 the provider could not give a cluster; 130 interrupted (everything was cleaned up first).
 """
 
@@ -205,6 +205,8 @@ def cmd_canary(args: argparse.Namespace) -> int:
     )
     print(json.dumps(rep.to_dict(), indent=1, default=str) if args.json else rep.markdown())
     _say(f"report: {config.artifacts / 'canary.md'} and canary.json")
+    if rep.broken:  # a track could not run: no verdict on the candidate, exit as infra
+        return EXIT_INFRA
     return EXIT_OK if rep.ok else EXIT_FAILED
 
 

@@ -119,6 +119,41 @@ def metric_changes(b: TrackResult, c: TrackResult) -> list[tuple[Change, str | N
     ]
 
 
+def compare_tracks(
+    b: TrackResult, c: TrackResult, comparison: Any = None
+) -> tuple[list[Any], list[dict[str, Any]], list[tuple[Change, str | None]]]:
+    """Round diffs, per-experiment outcome rows and every change to judge, from two tracks."""
+    rounds = []
+    b_by, c_by = b.by_label(), c.by_label()
+    for label in list(dict.fromkeys([*b_by, *c_by])):
+        br, cr = b_by.get(label), c_by.get(label)
+        rounds += diff_rounds(
+            label,
+            br.records if br else [],
+            cr.records if cr else [],
+            node_roles(b.workers),
+            node_roles(c.workers),
+        )
+    rows, outcome_ch = outcome_changes(b, c)
+    changes = [
+        *changes_of(rounds),
+        *outcome_ch,
+        *static_changes(comparison),
+        *metric_changes(b, c),
+    ]
+    for track in (b, c):  # a track that broke is one reason, not one per round it missed
+        if track.error:
+            missing = f"no round on {track.name}"
+            changes = [
+                (ch, by)
+                for ch, by in changes
+                if not (ch.kind == "round-missing" and ch.detail == missing)
+                and not (ch.kind == "outcome-changed" and track.name == "candidate")
+            ]
+            changes.append((Change(track.name, -1, "track-error", track.name, track.error), None))
+    return rounds, rows, changes
+
+
 def run_canary(
     config: DeschedConfig,
     candidate: str,
@@ -174,28 +209,7 @@ def run_canary(
         from pytest_desched.canary.static_run import add_metric_names
 
         add_metric_names(comparison, b, c)
-    rounds = []
-    b_by, c_by = b.by_label(), c.by_label()
-    for label in list(dict.fromkeys([*b_by, *c_by])):
-        br, cr = b_by.get(label), c_by.get(label)
-        rounds += diff_rounds(
-            label,
-            br.records if br else [],
-            cr.records if cr else [],
-            node_roles(b.workers),
-            node_roles(c.workers),
-        )
-    rows, outcome_ch = outcome_changes(b, c)
-    changes = [
-        *changes_of(rounds),
-        *outcome_ch,
-        *static_changes(comparison),
-        *metric_changes(b, c),
-    ]
-    if b.error:
-        changes.append((Change("baseline", -1, "round-missing", "-", b.error), None))
-    if c.error:
-        changes.append((Change("candidate", -1, "round-missing", "-", c.error), None))
+    rounds, rows, changes = compare_tracks(b, c, comparison)
     verdict = judge(changes, explanations)
     rep = CanaryReport(b, c, rounds, verdict, comparison, rows, time.monotonic() - t0)
     paths = rep.write(config.artifacts)

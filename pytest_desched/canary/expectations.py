@@ -40,6 +40,7 @@ KINDS = (
     "bug-reached",
     "round-missing",
     "outcome-changed",
+    "track-error",
     "static",
 )
 _FIELDS = {"experiment", "pods", "kind", "reason", "link", "bug", "metric", "path"}

@@ -37,6 +37,11 @@ class CanaryReport:
     def ok(self) -> bool:
         return self.verdict.ok
 
+    @property
+    def broken(self) -> bool:
+        """A track could not run: the comparison is incomplete (infrastructure, not verdict)."""
+        return bool(self.baseline.error or self.candidate.error)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,

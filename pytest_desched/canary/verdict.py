@@ -133,7 +133,12 @@ def judge(
     stale = [e for i, e in enumerate(explanations) if i not in used]
     reasons: list[str] = []
     for j in judged:
-        if j.status == "unexplained":
+        if j.status == "unexplained" and j.change.kind == "track-error":
+            reasons.append(
+                f"the {j.change.subject} track could not run, so nothing was compared: "
+                f"{j.change.detail}"
+            )
+        elif j.status == "unexplained":
             what = "rollback trigger" if j.trigger else "unexplained change"
             reasons.append(
                 f"{what} {j.change.kind} in {j.change.experiment} round {j.change.round}: "

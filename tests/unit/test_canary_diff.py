@@ -277,3 +277,25 @@ def test_canary_cli_refuses_bad_input_before_anything_runs(
     assert rc == cli.EXIT_USAGE, err
     if message:
         assert message in err
+
+
+def test_a_broken_track_is_one_reason_not_one_per_missing_round() -> None:
+    from pytest_desched.canary.engine import compare_tracks
+    from pytest_desched.canary.report import CanaryReport
+    from pytest_desched.canary.tracks import TrackResult
+    from pytest_desched.experiments import ExperimentResult
+
+    ran = ExperimentResult("positive", "runbook", outcome="xfail", records=[BASELINE])
+    broken = TrackResult("baseline", error="WaitTimeout: nodes never Ready")
+    fine = TrackResult("candidate", workers=["w1", "w2", "w3"], results=[ran])
+    rounds, rows, changes = compare_tracks(broken, fine)
+    assert [(c.kind, c.subject) for c, _ in changes] == [("track-error", "baseline")]
+    assert rows == [
+        {"experiment": "positive[runbook]", "baseline": "not run", "candidate": "xfail", "note": ""}
+    ]
+    verdict = judge(changes, [])
+    rep = CanaryReport(broken, fine, rounds, verdict)
+    assert rep.broken and not rep.ok
+    assert verdict.reasons == [
+        "the baseline track could not run, so nothing was compared: WaitTimeout: nodes never Ready"
+    ]
