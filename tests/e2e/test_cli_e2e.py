@@ -223,3 +223,36 @@ def test_up_gives_a_kept_cluster_that_down_deletes(
         for n in mine:
             if _cluster_dir(cache, n).exists():
                 delete_cluster(desched_toolchain, root, n, lambda _: None)
+
+
+def test_desched_canary_reports_the_fix_and_exits_by_verdict(
+    tmp_path: Path, desched_toolchain: Toolchain
+) -> None:
+    """`desched canary` against PR 1883: one experiment, exit 0, both reports, no cluster left."""
+    from tests.upstream import tarball
+
+    (tmp_path / "tmp").mkdir()
+    art = tmp_path / "artifacts"
+    argv = ["canary", "--candidate", f"source:{tarball('pr1883')}", "--candidate-chart", "tree"]
+    run = _desched(
+        desched_toolchain.cache_dir,
+        tmp_path / "tmp",
+        *argv,
+        "--experiment",
+        "positive[runbook]",
+        "--no-static",
+        "--provider",
+        "embedded",
+        "--artifacts",
+        str(art),
+    )
+    assert run.code == 0, str(run)
+    assert "**Verdict: PASS**" in run.out
+    assert "the candidate fixes descheduler#1882" in run.out
+    report = json.loads((art / "canary.json").read_text())
+    assert report["ok"] is True
+    assert [(o["baseline"], o["candidate"]) for o in report["outcomes"]] == [("xfail", "pass")]
+    clusters = re.findall(r"starting embedded cluster (\S+)", run.err)
+    assert len(clusters) == 2, str(run)
+    for name in clusters:
+        _assert_gone(desched_toolchain.cache_dir, name)
