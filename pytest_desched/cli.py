@@ -202,6 +202,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         report=_say,
         parallel=not args.serial,
         static=not args.no_static,
+        behaviour=not args.static_only,
     )
     print(json.dumps(rep.to_dict(), indent=1, default=str) if args.json else rep.markdown())
     _say(f"report: {config.artifacts / 'canary.md'} and canary.json")
@@ -265,6 +266,11 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--serial", action="store_true", help="one track after the other")
     c.add_argument("--no-static", action="store_true", help="skip the static comparison")
+    c.add_argument(
+        "--static-only",
+        action="store_true",
+        help="charts and policies only: no cluster, no experiments (a CI pre-check)",
+    )
     c.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     c.set_defaults(func=cmd_canary)
     return ap

@@ -154,6 +154,21 @@ def compare_tracks(
     return rounds, rows, changes
 
 
+def static_only_tracks(base: Any, cand: Any) -> tuple[TrackResult, TrackResult]:
+    """Track headers for a static-only canary: versions and charts, no cluster, no rounds."""
+    from pytest_desched.canary.static_run import track_chart
+
+    out = []
+    for name, s in (("baseline", base), ("candidate", cand)):
+        t = TrackResult(name, descheduler_version=s.toolchain.wanted_version("descheduler"))
+        t.chart = track_chart(s).evidence()
+        t.metrics_why = "static-only canary: no binary was run"
+        if s.candidate is not None:
+            t.candidate = s.candidate.to_dict()
+        out.append(t)
+    return out[0], out[1]
+
+
 def run_canary(
     config: DeschedConfig,
     candidate: str,
@@ -164,11 +179,20 @@ def run_canary(
     parallel: bool = True,
     static: bool = True,
     candidate_overrides: Mapping[str, Any] | None = None,
+    behaviour: bool = True,
 ) -> CanaryReport:
-    """Run the canary end to end and return its report (written under config.artifacts)."""
+    """Run the canary end to end and return its report (written under config.artifacts).
+
+    `behaviour=False` is the static-only canary (charts and policies, no cluster): what CI
+    can check before anything runs; its verdict judges the static differences alone.
+    """
     from pytest_desched.descheduler.candidate import parse_candidate
 
     t0 = time.monotonic()
+    if not (static or behaviour):
+        raise ConfigError(
+            "a canary with neither the static nor the behaviour comparison: drop one flag"
+        )
     explanations = load_explanations(expect)
     parse_candidate(candidate, candidate_chart)  # a bad spec is refused before anything runs
     exps = parse_experiments(experiments)
@@ -202,6 +226,14 @@ def run_canary(
         base_s.close()
         cand_s.close()
         raise
+    if not behaviour:
+        b, c = static_only_tracks(base_s, cand_s)
+        rounds, rows, changes = compare_tracks(b, c, comparison)
+        rep = CanaryReport(b, c, rounds, judge(changes, explanations), comparison, rows)
+        rep.wall_s = time.monotonic() - t0
+        paths = rep.write(config.artifacts)
+        report(f"static canary {'PASS' if rep.ok else 'FAIL'}; report: {paths['markdown']}")
+        return rep
     mode = "parallel" if parallel else "serial"
     report(f"running {len(exps)} experiment(s) on both tracks ({mode})")
     b, c = run_tracks(base_s, cand_s, exps, parallel, candidate_overrides)

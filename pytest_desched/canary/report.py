@@ -75,33 +75,36 @@ class CanaryReport:
                 f"| {t.name} | {t.descheduler_version} | {chart} | {t.wall_s:.1f} | "
                 f"{t.error or ''} |"
             )
-        lines += [
-            "",
-            "## Experiments",
-            "",
-            "| experiment | baseline | candidate | note |",
-            "|---|---|---|---|",
-        ]
-        for o in self.outcomes:
-            lines.append(
-                f"| {o['experiment']} | {o['baseline']} | {o['candidate']} | {o.get('note', '')} |"
-            )
-        lines += ["", "## Rounds (baseline / candidate)", ""]
-        head = " | ".join(label for _, label in FIGURES)
-        lines += [f"| round | {head} | changed |", "|---" * (len(FIGURES) + 2) + "|"]
-        for rd in self.rounds:
-            cells = []
-            for key, _ in FIGURES:
-                bv = getattr(rd.baseline, key, None) if rd.baseline else "-"
-                cv = getattr(rd.candidate, key, None) if rd.candidate else "-"
-                cells.append(f"{_fmt(bv)} / {_fmt(cv)}")
-            lines.append(
-                f"| {rd.experiment}#{rd.index} | {' | '.join(cells)} | "
-                f"{'yes' if rd.changed else 'no'} |"
-            )
+        if not (self.outcomes or self.rounds):
+            lines += ["", "Behaviour not compared: a static-only canary (no cluster was started)."]
+        else:
+            lines += [
+                "",
+                "## Experiments",
+                "",
+                "| experiment | baseline | candidate | note |",
+                "|---|---|---|---|",
+            ]
+            for o in self.outcomes:
+                lines.append(
+                    f"| {o['experiment']} | {o['baseline']} | {o['candidate']} | {o.get('note', '')} |"
+                )
+            lines += ["", "## Rounds (baseline / candidate)", ""]
+            head = " | ".join(label for _, label in FIGURES)
+            lines += [f"| round | {head} | changed |", "|---" * (len(FIGURES) + 2) + "|"]
+            for rd in self.rounds:
+                cells = []
+                for key, _ in FIGURES:
+                    bv = getattr(rd.baseline, key, None) if rd.baseline else "-"
+                    cv = getattr(rd.candidate, key, None) if rd.candidate else "-"
+                    cells.append(f"{_fmt(bv)} / {_fmt(cv)}")
+                lines.append(
+                    f"| {rd.experiment}#{rd.index} | {' | '.join(cells)} | "
+                    f"{'yes' if rd.changed else 'no'} |"
+                )
         lines += ["", "## Changes", ""]
         if not self.verdict.judged:
-            lines.append("No behaviour change: every pod class kept its fates in every round.")
+            lines.append("No change to judge: every compared pod class kept its fates.")
         else:
             lines += ["| experiment | kind | pods / subject | status | by | detail |"]
             lines += ["|---|---|---|---|---|---|"]

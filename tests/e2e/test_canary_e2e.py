@@ -115,3 +115,24 @@ def test_widened_candidate_fails_and_stale_explanation_is_reported(
     assert [e.reason for e in rep.verdict.stale] == ["we expect fewer evictions under PDBs"]
     assert any(r.startswith("rollback trigger candidate-set-grew") for r in rep.verdict.reasons)
     assert any("stale explanation" in r for r in rep.verdict.reasons)
+
+
+def test_static_only_canary_starts_no_cluster(
+    desched_canary: Canary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI pre-check: charts and policies of both versions, and nothing started."""
+    from pytest_desched.providers.embedded.cluster import EmbeddedProvider
+
+    def no_cluster(self: Any) -> None:
+        raise AssertionError("a static-only canary started a cluster")
+
+    monkeypatch.setattr(EmbeddedProvider, "start", no_cluster)
+    rep = desched_canary(f"source:{tarball('master')}", "tree", behaviour=False)
+    assert rep.ok, rep.verdict.reasons
+    assert rep.rounds == [] and rep.outcomes == []
+    assert rep.baseline.chart["source"] == "module"
+    assert rep.candidate.descheduler_version.endswith("g7d2b28bf2")
+    assert [(d.area, d.change) for d in rep.static.differences if d.severity != "info"] == [
+        ("rbac", "narrowed")
+    ]
+    assert "static-only canary" in rep.markdown()
