@@ -6,6 +6,8 @@
     desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
     desched lint FILE... [--descheduler V] [--format F]    the policy as the descheduler reads it
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
+    desched snapshot --context NAME -o snap.yaml          a read-only cluster snapshot
+    desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
 
 Every `--desched-*` option of the plugin is here without its prefix (`--provider`,
 `--keep`, `--artifacts`, ...), with the same `DESCHED_*` environment variables.
@@ -273,6 +275,9 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     c.set_defaults(func=cmd_canary)
+    from pytest_desched.replay.cli import add_parsers  # desched snapshot / desched replay
+
+    add_parsers(sub)
     return ap
 
 

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""How long a replay of a big cluster takes, and where the time and memory go (issue 12).
+
+A generated cluster (`pytest_desched.replay.generator`, seeded: default 1,000 nodes / 10,000
+pods) with an incident on top: the batch pool label removed from a tenth of the batch nodes,
+so their pods violate their required node affinity. Then one `replay()` as a user runs it:
+a fresh embedded cluster, the release installed the runbook's way, the snapshot restored
+(etcd path), one real round under a realistic policy (RemovePodsViolatingNodeAffinity and
+RemovePodsViolatingNodeTaints, nodeFit, caps 5 per node / 50 in total), the fate ledger.
+
+    python bench/replay_scale.py [--nodes 1000] [--pods 10000] [--seed 1] [--out FILE]
+
+Figures (all `time.monotonic()`, from the engine's own phase timings): the target is
+"restore + one round" (restore, policy apply and round, ledger included) in at most 60 s;
+bring-up and install are reported beside it. Peak memory: this process (getrusage) and each
+cluster process's VmHWM (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
+the stand-in kubelet, the descheduler round), sampled from /proc while the replay runs.
+JSON on stdout (and in --out); progress on stderr. Exit 0 when the replay completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import resource
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+POLICY = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+maxNoOfPodsToEvictPerNode: 5
+maxNoOfPodsToEvictTotal: 50
+evictionFailureEventNotification: true
+profiles:
+- name: incident
+  pluginConfig:
+  - name: DefaultEvictor
+    args:
+      nodeFit: true
+  - name: RemovePodsViolatingNodeAffinity
+    args:
+      nodeAffinityType: [requiredDuringSchedulingIgnoredDuringExecution]
+  - name: RemovePodsViolatingNodeTaints
+  plugins:
+    deschedule:
+      enabled: [RemovePodsViolatingNodeAffinity, RemovePodsViolatingNodeTaints]
+"""
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+class PeakMemory:
+    """VmHWM (peak RSS) of every process whose command line names the cluster's directory."""
+
+    def __init__(self, root: Path, interval: float = 0.25) -> None:
+        self.root, self.interval = root, interval
+        self.peak_kib: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        needle = str(self.root).encode()
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit():
+                continue
+            try:
+                cmd = (d / "cmdline").read_bytes()
+                if needle not in cmd:
+                    continue
+                status = (d / "status").read_text()
+            except OSError:
+                continue
+            hwm = next(
+                (int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")), 0
+            )
+            argv0 = Path(cmd.split(b"\0")[0].decode(errors="replace")).name
+            name = "stand-in-kubelet" if b"embedded.kubelet" in cmd else argv0
+            self.peak_kib[name] = max(self.peak_kib.get(name, 0), hwm)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _cycle_seconds(log_text: str) -> float | None:
+    """The descheduler's own run time: its first log line to its totals line (ts, ms)."""
+    first = last = None
+    for line in log_text.splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        ts = rec.get("ts")
+        if ts is None:
+            continue
+        first = ts if first is None else first
+        if rec.get("msg") == "Number of evictions/requests":
+            last = ts
+    return round((last - first) / 1000, 3) if first and last else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--timeout", type=float, default=600, help="restore and round, each")
+    args = ap.parse_args(argv)
+
+    from pytest_desched import build_config
+    from pytest_desched.descheduler.logparse import parse_log
+    from pytest_desched.replay.engine import replay
+    from pytest_desched.replay.generator import POOL_LABEL, Shape, generate
+    from pytest_desched.session import interrupts_unwind
+    from pytest_desched.tools.toolchain import default_cache_dir
+
+    work = Path(tempfile.mkdtemp(prefix="desched-bench-replay-"))
+    t0 = time.monotonic()
+    snap = generate(Shape(seed=args.seed, nodes=args.nodes, pods=args.pods))
+    batch = [n for n in snap.nodes if n["metadata"]["labels"].get(POOL_LABEL) == "batch"]
+    for n in batch[: max(1, len(batch) // 10)]:  # the incident: the label moved away
+        n["metadata"]["labels"].pop(POOL_LABEL)
+    snap.policy = POLICY
+    t_gen = time.monotonic() - t0
+    path = snap.write(work / "snapshot.json")
+    t_write = time.monotonic() - t0 - t_gen
+    log(
+        f"generated {len(snap.nodes)} nodes / {len(snap.pods)} pods in {t_gen:.1f}s ({path.stat().st_size >> 20} MiB)"
+    )
+
+    config = build_config({"--desched-provider": "embedded"}, run_dir=work / "run")
+    clusters = (config.cache_dir or default_cache_dir()) / "clusters" / "clusters"
+    w0 = time.monotonic()
+    with interrupts_unwind(), PeakMemory(clusters) as mem:
+        result = replay(
+            path,
+            config=config,
+            report=log,
+            round_timeout=args.timeout,
+            restore_timeout=args.timeout,
+        )
+    wall = time.monotonic() - w0
+    t = result.timings
+    rnd = result.ledger.rounds[0]
+    round_log = next((config.run_dir / "round-logs").glob("*.log"), None)
+    log_text = round_log.read_text() if round_log else ""
+    p0 = time.monotonic()
+    parsed = parse_log(log_text)
+    t_parse = time.monotonic() - p0
+    target = (
+        t.get("replay.apply_policy", 0)
+        + t.get("replay.restore", 0)
+        + t.get("replay.round1", 0)
+        + t.get("replay.round1.aftermath", 0)
+    )
+    out: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "command": "python bench/replay_scale.py " + " ".join(argv or sys.argv[1:]),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "load_avg_start": os.getloadavg(),
+        },
+        "cluster": {"nodes": len(snap.nodes), "pods": len(snap.pods), "seed": args.seed},
+        "target_s": round(target, 2),
+        "target_met": target <= 60,
+        "seconds": {
+            "generate": round(t_gen, 2),
+            "write_snapshot": round(t_write, 2),
+            "inputs (load + plan + policy check)": t.get("inputs"),
+            "bring_up": t.get("bring_up"),
+            "install": t.get("install"),
+            "apply_policy": t.get("replay.apply_policy"),
+            "restore": t.get("replay.restore"),
+            "restore_parts": result.restore.get("timings"),
+            "round (Job created -> finished)": t.get("replay.round1"),
+            "descheduler cycle (its own log)": _cycle_seconds(log_text),
+            "log parse (again, alone)": round(t_parse, 3),
+            "aftermath (replacements)": t.get("replay.round1.aftermath"),
+            "replay() wall, teardown included": round(wall, 2),
+        },
+        "round": {
+            "by_fate": rnd.by_fate,
+            "total_evicted": rnd.total_evicted,
+            "audit": rnd.audit_by_code,
+            "log_lines": parsed.lines,
+        },
+        "restore": {
+            k: result.restore.get(k) for k in ("method", "ages", "counts", "verified", "deviations")
+        },
+        "peak_memory_mib": {
+            "this process (ru_maxrss)": round(
+                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+            ),
+            **{k: round(v / 1024, 1) for k, v in sorted(mem.peak_kib.items())},
+        },
+    }
+    text = json.dumps(out, indent=1, default=str)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    log(f"restore + one round: {target:.1f}s (target 60s: {'met' if target <= 60 else 'missed'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""Incident replay: snapshot a cluster, restore it on a fresh embedded cluster, explain every
+pod's fate at any descheduler version.
+
+    from pytest_desched.replay import take_snapshot, replay, ledger_from_log
+
+    snap = take_snapshot("~/.kube/prod.yaml", "prod", redact=True)   # read-only, no Secrets
+    snap.write("snap.yaml")
+    result = replay("snap.yaml", descheduler="v0.36.0", rounds=2, log="incident.log")
+    print(result.markdown())                 # per pod: fate and deciding layer, per round
+
+One job per module: `format` (the file), `trim` (what an object keeps), `snapshot` (taking
+one), `redact` (consistent renaming), `etcd` (bulk writes into the replay cluster), `restore`,
+`ledger` (fates, from any log, record or replay), `generator` (realistic clusters and the two
+incidents), `engine` (`replay()`), `cli` (`desched snapshot`, `desched replay`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_PUBLIC = {
+    "Snapshot": "pytest_desched.replay.format",
+    "take_snapshot": "pytest_desched.replay.snapshot",
+    "SnapshotError": "pytest_desched.replay.snapshot",
+    "redact_snapshot": "pytest_desched.replay.redact",
+    "restore": "pytest_desched.replay.restore",
+    "plan_restore": "pytest_desched.replay.restore",
+    "RestoreResult": "pytest_desched.replay.restore",
+    "RestoreError": "pytest_desched.replay.restore",
+    "Ledger": "pytest_desched.replay.ledger",
+    "ledger_from_log": "pytest_desched.replay.ledger",
+    "ledger_from_record": "pytest_desched.replay.ledger",
+    "generate": "pytest_desched.replay.generator",
+    "Shape": "pytest_desched.replay.generator",
+    "label_move": "pytest_desched.replay.generator",
+    "pdb_drain": "pytest_desched.replay.generator",
+    "replay": "pytest_desched.replay.engine",
+    "ReplayResult": "pytest_desched.replay.engine",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    """The public API, imported on first use."""
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'pytest_desched.replay' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_PUBLIC[name]), name)

@@ -1,0 +1,157 @@
+"""`desched snapshot` and `desched replay`: the incident-replay front end.
+
+    desched snapshot --context NAME [--kubeconfig PATH] [--namespace NS ...] [--redact]
+                     [--exporter auto|kwokctl|client] -o snap.yaml
+    desched replay snap.yaml [--descheduler VERSION|source:PATH] [--policy FILE] [--rounds N]
+                   [--log incident.log] [--ages shift|preserve] [--format md|json|text] [-o FILE]
+    desched replay --from-log incident.log [--descheduler VERSION]     (no cluster)
+    desched replay --from-record <artifacts>/<experiment>/<round>.json (no cluster)
+
+The main `desched` parser only needs `add_parsers(sub)`; each command's function returns the
+exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no cluster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.errors import ConfigError
+
+
+def _say(msg: str) -> None:
+    print(f"[desched] {msg}", file=sys.stderr, flush=True)
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text)
+        _say(f"wrote {output}")
+    else:
+        print(text, end="" if text.endswith("\n") else "\n")
+
+
+def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
+    """The pinned kwokctl for the exporter: built only when asked for by name, else if cached."""
+    if exporter == "client":
+        return None
+    from pytest_desched.tools.toolchain import TOOL_GROUP, Toolchain
+
+    tc = Toolchain(cache_dir=cache_dir, report=_say)
+    cached = tc.bin_dir(tc.groups[TOOL_GROUP["kwokctl"]]) / "kwokctl"
+    return tc.path("kwokctl") if exporter == "kwokctl" or cached.is_file() else None
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    """Take a read-only snapshot (no Secrets) and write it to `-o`."""
+    from pytest_desched.replay.snapshot import take_snapshot
+
+    if not args.output:
+        raise ConfigError("desched snapshot needs -o FILE (the snapshot is never printed)")
+    kwokctl = _kwokctl(args.exporter, args.cache_dir)
+    snap = take_snapshot(
+        args.kubeconfig,
+        args.context,
+        namespaces=args.namespace,
+        redact=args.redact,
+        exporter=args.exporter,
+        kwokctl=kwokctl,
+        report=_say,
+    )
+    path = snap.write(args.output)
+    h = snap.header
+    _say(
+        f"snapshot {path}: {len(snap.nodes)} nodes, {len(snap.pods)} pods, descheduler "
+        f"{h.get('descheduler', {}).get('version') or 'not found'}, secrets filtered: "
+        f"{h['filtered'].get('secrets')}, redacted: {h.get('redacted')}"
+    )
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Replay a snapshot (or build a ledger from a log or a record, with no cluster)."""
+    from pytest_desched.replay.ledger import ledger_from_log, ledger_from_record
+
+    sources = [x for x in (args.snapshot, args.from_log, args.from_record) if x]
+    if len(sources) != 1:
+        raise ConfigError(
+            "give exactly one of: a snapshot file, --from-log FILE, --from-record FILE"
+        )
+    if args.from_log or args.from_record:
+        if args.from_log:
+            p = Path(args.from_log)
+            if not p.is_file():
+                raise ConfigError(f"--from-log {p}: no such file")
+            ledger = ledger_from_log(p.read_text(errors="replace"), args.descheduler)
+        else:
+            ledger = ledger_from_record(args.from_record)
+        out = {
+            "json": lambda: json.dumps(ledger.to_dict(), indent=1, default=str),
+            "md": ledger.to_markdown,
+            "text": ledger.to_text,
+        }[args.format]()
+        _emit(out, args.output)
+        return 0
+    from pytest_desched.cli import _config
+    from pytest_desched.replay.engine import replay
+
+    config = _config(args, provider="embedded")
+    result = replay(
+        args.snapshot,
+        descheduler=args.descheduler,
+        policy=args.policy,
+        rounds=args.rounds,
+        log=args.log,
+        config=config,
+        report=_say,
+        ages=args.ages,
+    )
+    out = {
+        "json": lambda: json.dumps(result.to_dict(), indent=1, default=str),
+        "md": result.markdown,
+        "text": result.ledger.to_text,
+    }[args.format]()
+    _emit(out, args.output)
+    for k, v in result.artifacts.items():
+        _say(f"{k}: {v}")
+    failed = [
+        r.name for r in result.ledger.rounds if (r.extra or {}).get("exit_code") not in (0, None)
+    ]
+    return 1 if failed else 0
+
+
+def add_parsers(sub: Any) -> None:
+    """Register `snapshot` and `replay` on the main `desched` subparsers."""
+    from pytest_desched.cli import _add_config_options
+
+    s = sub.add_parser("snapshot", help="snapshot a cluster read-only (no Secrets) for replay")
+    s.add_argument("--context", required=True, help="kubeconfig context (never assumed)")
+    s.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
+    s.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
+    s.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
+    s.add_argument("--exporter", choices=("auto", "kwokctl", "client"), default="auto")
+    s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
+    s.add_argument("-o", "--output", required=True, help="the snapshot file to write")
+    s.set_defaults(func=cmd_snapshot)
+    r = sub.add_parser("replay", help="replay a snapshot on a fresh embedded cluster; fate ledger")
+    r.add_argument("snapshot", nargs="?", default=None, help="a file from `desched snapshot`")
+    r.add_argument(
+        "--descheduler", default=None, metavar="VERSION|source:PATH", help="default: the snapshot's"
+    )
+    r.add_argument(
+        "--policy", default=None, metavar="FILE", help="default: the snapshot's ConfigMap"
+    )
+    r.add_argument("--rounds", type=int, default=1)
+    r.add_argument(
+        "--log", default=None, metavar="FILE", help="the incident's JSON log, to compare"
+    )
+    r.add_argument("--ages", choices=("shift", "preserve"), default="shift")
+    r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
+    r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")
+    r.add_argument("--format", choices=("md", "json", "text"), default="md")
+    r.add_argument("-o", "--output", default=None, help="write here instead of stdout")
+    _add_config_options(r)
+    r.set_defaults(func=cmd_replay)

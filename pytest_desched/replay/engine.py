@@ -1,0 +1,494 @@
+"""`replay()`: a snapshot on a fresh embedded cluster, the incident's policy and version, N real
+rounds, and the per-pod fate ledger (compared with the incident's own log when given).
+
+Every input is checked before the cluster exists: the snapshot (format, restorability), the
+rounds, the policy (the descheduler's own policy check, as `Release.apply_policy` would),
+the incident log. Then one `DeschedSession` (cleanup on pass, fail and Ctrl-C): the release is
+first installed the runbook's way, its round pods pinned to the replay's runner node, the
+policy applied with dry-run *off* (the cluster is a throwaway copy, so evictions and PDB
+429s are real), the snapshot restored right before the first round (so ages are the
+snapshot's at the round), and each round run as a Job from the suspended CronJob.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched.descheduler.decisions import Fate
+from pytest_desched.errors import ConfigError
+from pytest_desched.replay.format import Snapshot, controller_of, key
+from pytest_desched.replay.ledger import (
+    GONE,
+    NOT_RESTORED,
+    Ledger,
+    PodFate,
+    PodRow,
+    compare,
+    figures,
+    round_fates,
+    undecided,
+)
+
+if TYPE_CHECKING:
+    from pytest_desched.config import DeschedConfig
+    from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.providers.base import Cluster
+
+Reporter = Callable[[str], None]
+CANDIDATE_PREFIXES = ("source:", "binary:", "version:")
+
+
+def _say(msg: str) -> None:
+    import sys
+
+    print(f"[desched] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class ReplayResult:
+    """What a replay did and found; `ledger` is the per-pod answer."""
+
+    snapshot: dict[str, Any]
+    descheduler: str
+    policy: dict[str, Any]
+    ledger: Ledger
+    restore: dict[str, Any] = field(default_factory=dict)
+    restored_pods: list[str] = field(default_factory=list)  # namespace/name of each
+    timings: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ledger"] = self.ledger.to_dict()
+        return d
+
+    def markdown(self) -> str:
+        head = [
+            "# Replay",
+            "",
+            f"- snapshot: {self.snapshot.get('path')} taken {self.snapshot.get('takenAt')} "
+            f"({self.snapshot.get('nodes')} nodes, {self.snapshot.get('pods')} pods)",
+            f"- descheduler: {self.descheduler}; policy {self.policy.get('source')} "
+            f"(digest {str(self.policy.get('digest'))[:12]})",
+        ]
+        if self.restore:
+            r = self.restore
+            head.append(
+                f"- restore: {r.get('counts', {}).get('pods')} pods via {r.get('method')}, ages "
+                f"{r.get('ages')} (shift {r.get('shift_s')} s), verified: "
+                f"{(r.get('verified') or {}).get('ok')}, {sum((r.get('timings') or {}).values()):.1f} s"
+            )
+            head += [f"- deviation: {d}" for d in r.get("deviations") or []]
+        head += [f"- {n}" for n in self.notes]
+        return "\n".join(head) + "\n\n" + self.ledger.to_markdown()
+
+
+# -- inputs --------------------------------------------------------------------------------
+@dataclass
+class _Inputs:
+    snap: Snapshot
+    path: Path
+    policy: Policy
+    version: str | None  # None: the pinned descheduler
+    candidate: str | None
+    rounds: int
+    incident_log: str | None
+    incident_version: str | None
+
+
+def check_inputs(
+    snapshot_path: str | Path,
+    descheduler: str | None,
+    policy: Any,
+    rounds: int,
+    log: str | Path | None,
+) -> _Inputs:
+    """Everything a replay needs, checked; ConfigError/PolicyError before any change."""
+    from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.replay.restore import plan_restore
+
+    path = Path(snapshot_path)
+    snap = Snapshot.load(path)
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 20:
+        raise ConfigError(f"rounds={rounds!r}: an integer from 1 to 20")
+    plan_restore(snap)  # a snapshot the restore would refuse is refused now
+    text = None
+    if log is not None:
+        lp = Path(log)
+        if not lp.is_file():
+            raise ConfigError(f"--log {lp}: no such file (the incident's descheduler JSON log)")
+        text = lp.read_text(errors="replace")
+        if '"msg"' not in text:
+            raise ConfigError(
+                f"--log {lp}: no JSON log lines; run the descheduler with --logging-format=json"
+            )
+    candidate = descheduler if descheduler and descheduler.startswith(CANDIDATE_PREFIXES) else None
+    version = None if candidate else (descheduler or snap.descheduler_version)
+    if policy is not None:
+        pol = Policy.coerce(
+            Path(policy) if isinstance(policy, str) and Path(policy).is_file() else policy
+        )
+    elif snap.policy:
+        pol = Policy.from_yaml(snap.policy, source=f"{path}:policy (the incident's ConfigMap)")
+    else:
+        raise ConfigError(
+            f"{path} holds no descheduler policy (no descheduler found when it was taken); "
+            "pass one with --policy FILE"
+        )
+    pol.validate(version if version and not candidate else None)
+    return _Inputs(
+        snap, path, pol, version, candidate, rounds, text, snap.descheduler_version or version
+    )
+
+
+# -- the replay ----------------------------------------------------------------------------
+def replay(
+    snapshot_path: str | Path,
+    descheduler: str | None = None,
+    policy: Any = None,
+    rounds: int = 1,
+    log: str | Path | None = None,
+    config: DeschedConfig | None = None,
+    report: Reporter = _say,
+    ages: str = "shift",
+    method: str = "auto",
+    round_timeout: float = 300,
+    restore_timeout: float = 300,
+) -> ReplayResult:
+    """Replay a snapshot; see the module docstring. Usable without pytest.
+
+    `descheduler`: a release tag (default: the snapshot's descheduler, else the pin) or a
+    candidate spec (`source:PATH`, `binary:PATH`, `version:vX.Y.Z`); `policy`: anything
+    `Policy.coerce` takes (default: the snapshot's); `log`: the incident's JSON log to
+    compare round 1 with.
+    """
+    from pytest_desched.config import build_config
+    from pytest_desched.session import DeschedSession
+
+    t0 = time.monotonic()
+    inp = check_inputs(snapshot_path, descheduler, policy, rounds, log)
+    from pytest_desched.replay.restore import AGES
+
+    if ages not in AGES:
+        raise ConfigError(f"ages={ages!r}: use one of {AGES}")
+    config = config or build_config({"--desched-provider": "embedded"})
+    if config.provider not in ("embedded", "auto"):
+        raise ConfigError(
+            f"replay restores onto a fresh embedded cluster; provider {config.provider!r} "
+            "is not one (use --provider embedded)"
+        )
+    changes: dict[str, Any] = {"provider": "embedded"}
+    if inp.candidate:
+        changes["candidate"] = inp.candidate
+    elif inp.version:
+        changes["descheduler_version"] = inp.version
+    config = config.with_(**changes)
+    timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
+    with DeschedSession(config, report=report) as session:
+        result = _run(session, inp, ages, method, round_timeout, restore_timeout, report)
+        result.timings = {**timings, **session.timings, **result.timings}
+        _write(session, result)
+    result.timings["total"] = round(time.monotonic() - t0, 3)
+    return result
+
+
+def _run(
+    session: Any,
+    inp: _Inputs,
+    ages: str,
+    method: str,
+    round_timeout: float,
+    restore_timeout: float,
+    report: Reporter,
+) -> ReplayResult:
+    from pytest_desched.descheduler.rounds import run_round, runbook_job_name
+    from pytest_desched.errors import RoundError
+    from pytest_desched.replay import kubeapi
+    from pytest_desched.replay.restore import restore, runner_values
+
+    cluster, release = session.cluster, session.release
+    timings: dict[str, float] = {}
+    release.values.update(runner_values())  # round pods on the runner node, nowhere else
+    with session.phase("replay.apply_policy"):
+        release.apply_policy(inp.policy, dry_run=False)
+    with session.phase("replay.restore"):
+        restored = restore(
+            cluster, inp.snap, ages=ages, method=method, timeout=restore_timeout, report=report
+        )
+    version = release.descheduler_version
+    rows = _rows(inp.snap, restored)
+    ledger = Ledger("replay", version, list(rows.values()))
+    owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
+    round_results = []
+    for i in range(1, inp.rounds + 1):
+        known = {p["metadata"]["uid"] for p in kubeapi.list_all(cluster.api_client, "/api/v1/pods")}
+        name = runbook_job_name(cluster, release.namespace, f"descheduler-replay-{i}")
+        with session.phase(f"replay.round{i}"):
+            rnd = run_round(
+                cluster, release, name, session.config.run_dir / "round-logs", round_timeout
+            )
+        round_results.append(rnd)
+        if rnd.result.lines == 0:
+            raise RoundError(
+                f"round {name}: the descheduler's log is empty (Job {rnd.conditions}, "
+                f"{len(rnd.pod_runs)} pod runs); no fate can be read from it"
+            )
+        fates = round_fates(rnd.result, rnd.logs)
+        evicted = [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
+        with session.phase(f"replay.round{i}.aftermath"):
+            new_rows, after, new_owners = _aftermath(cluster, owner_uid, evicted, known, report)
+        for row in ledger.rows:
+            if len(row.fates) >= i:  # a not-restored pod's entry for round 1
+                continue
+            prior = row.fates[-1] if row.fates else None
+            if prior is not None and prior.fate == NOT_RESTORED:
+                row.fates.append(prior)
+                continue
+            if prior is not None and prior.fate in (Fate.EVICTED.value, GONE):
+                row.fates.append(PodFate(GONE, None, "evicted in an earlier round"))
+                continue
+            f = fates.get(row.pod) or undecided(rnd.result, row.node)
+            if f.fate == Fate.EVICTED.value:
+                f.replacement = after.get(row.pod, "none")
+                if f.replacement == "missing":
+                    f.layer, f.detail = "controller", f"{f.detail}; no replacement appeared"
+                elif f.replacement == "pending":
+                    f.layer, f.detail = "scheduler", f"{f.detail}; the replacement stayed Pending"
+            row.fates.append(f)
+        for row in new_rows:  # replacements: decided from the next round on
+            row.fates = [PodFate("new", None, f"created after round {i}") for _ in range(i)]
+            ledger.rows.append(row)
+        owner_uid.update(new_owners)
+        fig = figures(
+            name, rnd.result, rnd.logs, duration_s=round(rnd.duration_s, 3), caps=inp.policy.limits
+        )
+        fig.audit_by_code = _audit_codes(rnd)
+        fig.extra = {"job": rnd.name, "exit_code": rnd.exit_code, "age_drift_s": _drift(restored)}
+        ledger.rounds.append(fig)
+    ledger.rows.sort(key=lambda r: r.pod)
+    notes = [
+        f"ages: {restored.ages} (every timestamp moved by {restored.shift_s} s), written at "
+        f"{restored.written_at}; ages at a round are the snapshot's plus that round's age_drift_s",
+    ]
+    if inp.incident_log is not None:
+        ledger.comparison = _compare(inp, restored, round_results[0], rows, version)
+    return ReplayResult(
+        snapshot={
+            "path": str(inp.path),
+            "takenAt": inp.snap.header.get("takenAt"),
+            "nodes": len(inp.snap.nodes),
+            "pods": len(inp.snap.pods),
+            "redacted": inp.snap.header.get("redacted"),
+            "incident_descheduler": inp.snap.descheduler,
+        },
+        descheduler=version,
+        policy={
+            "source": inp.policy.source,
+            "digest": inp.policy.digest(),
+            "limits": inp.policy.limits,
+        },
+        ledger=ledger,
+        restore=restored.to_dict(),
+        restored_pods=sorted(restored.expected),
+        timings=timings,
+        notes=notes,
+    )
+
+
+def _drift(restored: Any) -> float | None:
+    from pytest_desched.replay.format import utc
+
+    t = utc(restored.written_at)
+    if t is None:
+        return None
+    import datetime as dt
+
+    return round((dt.datetime.now(dt.UTC) - t).total_seconds(), 1)
+
+
+def _rows(snap: Snapshot, restored: Any) -> dict[str, PodRow]:
+    rows: dict[str, PodRow] = {}
+    skipped = {s["pod"]: s["why"] for s in restored.skipped}
+    for p in snap.pods:
+        k = key(p)
+        ref = controller_of(p)
+        row = PodRow(
+            pod=k,
+            node=(p.get("spec") or {}).get("nodeName"),
+            owner=f"{ref['kind']}/{ref['name']}" if ref else None,
+        )
+        if k in skipped:
+            row.fates.append(PodFate(NOT_RESTORED, None, skipped[k]))
+        rows[k] = row
+    return rows
+
+
+def _aftermath(
+    cluster: Cluster,
+    owner_uid: dict[str, str | None],
+    evicted: list[str],
+    known: set[str],
+    report: Reporter,
+    timeout: float = 30,
+) -> tuple[list[PodRow], dict[str, str], dict[str, str]]:
+    """After a round: evicted pods gone, and each one's replacement made and placed (or not).
+
+    Returns the replacements' rows, per evicted pod `ready`, `pending` (the scheduler placed
+    none), `missing` (the controller made none) or `none` (no owner to replace it), and each
+    replacement's owner UID.
+    """
+    from pytest_desched.kube import WaitTimeout, wait_for
+    from pytest_desched.replay import kubeapi
+
+    api = cluster.api_client
+    want: dict[str, int] = {}
+    for pod in evicted:
+        if owner_uid.get(pod):
+            want[str(owner_uid[pod])] = want.get(str(owner_uid[pod]), 0) + 1
+
+    def probe() -> tuple[list[dict[str, Any]], list[str]]:
+        pods = kubeapi.list_all(api, "/api/v1/pods")
+        keys = {key(p) for p in pods}
+        new = [
+            p
+            for p in pods
+            if p["metadata"]["uid"] not in known
+            and (controller_of(p) or {}).get("uid") in want
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        waiting = [f"{p} still there" for p in evicted if p in keys]
+        got: dict[str, int] = {}
+        for p in new:
+            o = controller_of(p)["uid"]  # type: ignore[index]
+            got[o] = got.get(o, 0) + 1
+            if not _placed(p):
+                waiting.append(f"{key(p)} not placed yet")
+        waiting += [
+            f"owner {o}: {got.get(o, 0)} of {n} replacements"
+            for o, n in want.items()
+            if got.get(o, 0) < n
+        ]
+        return new, waiting
+
+    try:
+        new, _ = wait_for(
+            f"{len(evicted)} evicted pods gone and replaced",
+            probe,
+            lambda seen: not seen[1],
+            timeout,
+            describe=lambda seen: "; ".join(seen[1][:5]),
+        )
+    except WaitTimeout as exc:
+        report(f"replay: {exc}")
+        new, _ = probe()
+    by_owner: dict[str, list[dict[str, Any]]] = {}
+    for p in sorted(new, key=lambda p: p["metadata"]["creationTimestamp"]):
+        by_owner.setdefault(controller_of(p)["uid"], []).append(p)  # type: ignore[index]
+    rows: list[PodRow] = []
+    after: dict[str, str] = {}
+    owners: dict[str, str] = {}
+    for pod in evicted:
+        owner = owner_uid.get(pod)
+        queue = by_owner.get(str(owner)) if owner else None
+        if not owner:
+            after[pod] = "none"
+            continue
+        if not queue:
+            after[pod] = "missing"
+            continue
+        p = queue.pop(0)
+        after[pod] = "ready" if _ready(p) else "pending"
+        ref = controller_of(p) or {}
+        rows.append(
+            PodRow(
+                pod=key(p),
+                node=(p.get("spec") or {}).get("nodeName"),
+                owner=f"{ref.get('kind')}/{ref.get('name')}",
+                origin=f"replacement of {pod}",
+            )
+        )
+        owners[key(p)] = str(owner)
+    return rows, after, owners
+
+
+def _placed(p: dict[str, Any]) -> bool:
+    if (p.get("spec") or {}).get("nodeName"):
+        return True
+    return any(
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in (p.get("status") or {}).get("conditions") or []
+    )
+
+
+def _ready(p: dict[str, Any]) -> bool:
+    return bool((p.get("spec") or {}).get("nodeName")) and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (p.get("status") or {}).get("conditions") or []
+    )
+
+
+def _audit_codes(rnd: Any) -> dict[str, int] | None:
+    if rnd.audit_requests is None:
+        return None
+    codes: dict[str, int] = {}
+    for r in rnd.audit_requests:
+        if r.is_eviction:
+            codes[str(r.code)] = codes.get(str(r.code), 0) + 1
+    return codes
+
+
+def _compare(
+    inp: _Inputs, restored: Any, rnd: Any, rows: dict[str, PodRow], version: str
+) -> dict[str, Any]:
+    from pytest_desched.descheduler.logparse import parse_log
+
+    assert inp.incident_log is not None
+    incident = parse_log(inp.incident_log, inp.incident_version)
+    verbose = any('"v":4' in line for line in inp.incident_log.splitlines()[:5000])
+    pdbs = {}
+    for pdb in inp.snap.items("podDisruptionBudgets"):
+        sel = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        for p in inp.snap.pods:
+            labels = p["metadata"].get("labels") or {}
+            if (
+                p["metadata"]["namespace"] == pdb["metadata"]["namespace"]
+                and sel
+                and all(labels.get(k) == v for k, v in sel.items())
+            ):
+                pdbs[key(p)] = pdb.get("status")
+    nodes = {key(p): (p.get("spec") or {}).get("nodeName") for p in inp.snap.pods}
+    a, b = round_fates(incident, inp.incident_log), round_fates(rnd.result, rnd.logs)
+    for pod in restored.expected:  # no decision: not picked, or not reached after a cap
+        a.setdefault(pod, undecided(incident, nodes.get(pod)))
+        b.setdefault(pod, undecided(rnd.result, nodes.get(pod)))
+    return compare(
+        a,
+        b,
+        {
+            "versions": {"incident": inp.incident_version, "replay": version},
+            "not_restored": {s["pod"]: s["why"] for s in restored.skipped},
+            "compare_only": set(restored.expected),
+            "pods": set(rows),
+            "pdbs": pdbs,
+            "ages": f"{restored.ages}, {restored.shift_s} s",
+        },
+        incident_verbose=verbose,
+    )
+
+
+def _write(session: Any, result: ReplayResult) -> None:
+    """The result JSON and the Markdown ledger under <artifacts>/replay/ (redacted per config)."""
+    try:
+        ev = session.evidence
+        j = ev.write_json("replay", "replay", result.to_dict())
+        m = ev.write_text("replay", "ledger.md", result.markdown())
+        result.artifacts = {"json": str(j), "markdown": str(m)}
+    except Exception as exc:  # the result is still returned; say why there is no file
+        result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")

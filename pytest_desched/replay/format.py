@@ -1,0 +1,256 @@
+"""The snapshot file: one YAML document, a header, the incident's policy, and trimmed objects.
+
+Kept apart from taking (`snapshot`), restoring (`restore`) and generating (`generator`) a
+snapshot, because all three meet only here: a generated cluster and a real one are the same
+file, so everything downstream is tested on both. Loading validates before anything else
+runs (ConfigError naming the file and the fix), and refuses a file that carries a Secret or a
+ServiceAccount, whoever wrote it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_desched.errors import ConfigError
+
+API_VERSION = "desched.pytest.io/v1alpha1"
+KIND = "ClusterSnapshot"
+
+# section -> (apiVersion, kind, namespaced), in restore order (owners after their pods: see
+# restore.py; the order here is the file's, for people reading it).
+SECTIONS: dict[str, tuple[str, str, bool]] = {
+    "namespaces": ("v1", "Namespace", False),
+    "nodes": ("v1", "Node", False),
+    "priorityClasses": ("scheduling.k8s.io/v1", "PriorityClass", False),
+    "storageClasses": ("storage.k8s.io/v1", "StorageClass", False),
+    "persistentVolumes": ("v1", "PersistentVolume", False),
+    "persistentVolumeClaims": ("v1", "PersistentVolumeClaim", True),
+    "podDisruptionBudgets": ("policy/v1", "PodDisruptionBudget", True),
+    "deployments": ("apps/v1", "Deployment", True),
+    "replicaSets": ("apps/v1", "ReplicaSet", True),
+    "statefulSets": ("apps/v1", "StatefulSet", True),
+    "daemonSets": ("apps/v1", "DaemonSet", True),
+    "jobs": ("batch/v1", "Job", True),
+    "cronJobs": ("batch/v1", "CronJob", True),
+    "pods": ("v1", "Pod", True),
+}
+KIND_SECTION = {kind: section for section, (_, kind, _) in SECTIONS.items()}
+# Never in a snapshot, whoever wrote the file: credentials, or objects that exist to carry them.
+FORBIDDEN_KINDS = frozenset({"Secret", "ServiceAccount", "TokenRequest"})
+# The descheduler's own workload: not restored (the replay installs its own release).
+DESCHEDULER_LABEL = ("app.kubernetes.io/name", "descheduler")
+
+JSON_ABOVE = 2000  # pods; above this a snapshot is written as JSON (see Snapshot.dump)
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+def utc(ts: str | dt.datetime | None) -> dt.datetime | None:
+    """An RFC 3339 timestamp (or datetime) as an aware UTC datetime; None stays None."""
+    if ts is None or ts == "":
+        return None
+    if isinstance(ts, dt.datetime):
+        return ts if ts.tzinfo else ts.replace(tzinfo=dt.UTC)
+    return dt.datetime.fromisoformat(str(ts).replace("Z", "+00:00")).astimezone(dt.UTC)
+
+
+def rfc3339(t: dt.datetime) -> str:
+    """Second precision, 'Z': how the API server writes metav1.Time."""
+    return t.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _loader() -> type[yaml.SafeLoader]:
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: 10k pods in ~2 s, not ~20
+
+
+def _dumper() -> type[yaml.SafeDumper]:
+    return getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def key(obj: dict[str, Any]) -> str:
+    """`namespace/name` of a namespaced object, `name` of a cluster-scoped one."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{ns}/{meta.get('name')}" if ns else str(meta.get("name"))
+
+
+def controller_of(obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The ownerReference with controller=true (else the first one), or None."""
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+
+
+@dataclass
+class Snapshot:
+    """A cluster at one instant: header (where, when, what was filtered), policy, objects."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    policy: str | None = None  # the incident's policy.yaml, as its ConfigMap held it
+    objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    # -- access ---------------------------------------------------------------------------
+    def items(self, section: str) -> list[dict[str, Any]]:
+        if section not in SECTIONS:
+            raise KeyError(f"unknown snapshot section {section!r}; known: {list(SECTIONS)}")
+        return self.objects.setdefault(section, [])
+
+    @property
+    def pods(self) -> list[dict[str, Any]]:
+        return self.items("pods")
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.items("nodes")
+
+    @property
+    def taken_at(self) -> dt.datetime:
+        t = utc(self.header.get("takenAt"))
+        if t is None:
+            raise ConfigError("snapshot header has no takenAt; the file is not a ClusterSnapshot")
+        return t
+
+    @property
+    def descheduler(self) -> dict[str, Any]:
+        """What the snapshot found of the incident's descheduler (kind, image, version, args)."""
+        return dict(self.header.get("descheduler") or {})
+
+    @property
+    def descheduler_version(self) -> str | None:
+        return self.descheduler.get("version")
+
+    def all_objects(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        for section in SECTIONS:
+            for obj in self.objects.get(section) or []:
+                yield section, obj
+
+    def counts(self) -> dict[str, int]:
+        return {s: len(v) for s, v in self.objects.items() if v}
+
+    # -- file -----------------------------------------------------------------------------
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "header": self.header,
+            "policy": self.policy,
+            "objects": {s: self.objects[s] for s in SECTIONS if self.objects.get(s)},
+        }
+
+    def dump(self, fmt: str = "auto") -> str:
+        """YAML, or for big snapshots JSON (a YAML parser reads it too, 50x faster to load).
+
+        `auto`: block YAML up to JSON_ABOVE pods; PyYAML needs ~16 s for 10,000 pods.
+        """
+        if fmt == "json" or (fmt == "auto" and len(self.pods) > JSON_ABOVE):
+            return json.dumps(self.to_doc(), separators=(",", ":")) + "\n"
+        return yaml.dump(self.to_doc(), Dumper=_dumper(), sort_keys=False, width=1000)
+
+    def write(self, path: str | Path, fmt: str = "auto") -> Path:
+        """Write the file (0600: even redacted, a snapshot describes a cluster)."""
+        import os
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(self.dump(fmt))
+        return path
+
+    @classmethod
+    def from_doc(cls, doc: Any, source: str = "<snapshot>") -> Snapshot:
+        if not isinstance(doc, dict) or doc.get("kind") != KIND:
+            raise ConfigError(
+                f"{source}: not a {KIND} (kind {doc.get('kind') if isinstance(doc, dict) else type(doc).__name__!r}); "
+                "write one with `desched snapshot` or pytest_desched.replay.generator"
+            )
+        if doc.get("apiVersion") != API_VERSION:
+            raise ConfigError(
+                f"{source}: apiVersion {doc.get('apiVersion')!r}, this version reads {API_VERSION}"
+            )
+        objects = doc.get("objects") or {}
+        if not isinstance(objects, dict):
+            raise ConfigError(f"{source}: objects must be a mapping of section -> list")
+        snap = cls(
+            header=dict(doc.get("header") or {}),
+            policy=doc.get("policy"),
+            objects={k: list(v or []) for k, v in objects.items()},
+        )
+        snap.validate(source)
+        return snap
+
+    @classmethod
+    def load(cls, path: str | Path) -> Snapshot:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"snapshot {path}: no such file; take one with `desched snapshot`")
+        text = path.read_text(encoding="utf-8")
+        try:
+            if text.lstrip().startswith("{"):
+                doc = json.loads(text)
+            else:
+                doc = yaml.load(text, Loader=_loader())
+        except (yaml.YAMLError, ValueError) as exc:
+            raise ConfigError(f"snapshot {path}: not YAML ({str(exc).splitlines()[0]})") from None
+        return cls.from_doc(doc, str(path))
+
+    # -- validation -----------------------------------------------------------------------
+    def problems(self) -> list[str]:
+        """Everything wrong with the file, one line each; empty when it can be restored."""
+        out: list[str] = []
+        unknown = sorted(set(self.objects) - set(SECTIONS))
+        if unknown:
+            out.append(f"unknown sections {unknown} (known: {list(SECTIONS)})")
+        try:
+            self.taken_at  # noqa: B018
+        except (ConfigError, ValueError) as exc:
+            out.append(f"header.takenAt: {exc}")
+        seen: set[tuple[str, str]] = set()
+        for section, obj in self.all_objects():
+            _, kind, namespaced = SECTIONS[section]
+            if not isinstance(obj, dict):
+                out.append(f"{section}: an entry is {type(obj).__name__}, not an object")
+                continue
+            if obj.get("kind", kind) in FORBIDDEN_KINDS:
+                out.append(
+                    f"{section}: holds a {obj.get('kind')}, which never belongs in a snapshot"
+                )
+            meta = obj.get("metadata") or {}
+            name, ns = meta.get("name"), meta.get("namespace")
+            if not isinstance(name, str) or not _DNS1123_SUBDOMAIN.fullmatch(name):
+                out.append(f"{section}: metadata.name {name!r} is not a DNS-1123 name")
+            if namespaced and not ns:
+                out.append(f"{section} {name}: no metadata.namespace")
+            k = (section, f"{ns}/{name}")
+            if k in seen:
+                out.append(f"{section} {ns}/{name}: listed twice")
+            seen.add(k)
+        for section in FORBIDDEN_SECTIONS:
+            if self.objects.get(section):
+                out.append(f"section {section!r} never belongs in a snapshot")
+        nodes = {(n.get("metadata") or {}).get("name") for n in self.nodes}
+        stray = sorted(
+            key(p)
+            for p in self.pods
+            if (p.get("spec") or {}).get("nodeName") and p["spec"]["nodeName"] not in nodes
+        )
+        if stray:
+            out.append(f"{len(stray)} pods are bound to nodes the snapshot lacks, e.g. {stray[:3]}")
+        return out
+
+    def validate(self, source: str = "<snapshot>") -> Snapshot:
+        problems = self.problems()
+        if problems:
+            lines = "\n".join(f"  - {p}" for p in problems[:20])
+            more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+            raise ConfigError(f"snapshot {source} cannot be restored:\n{lines}{more}")
+        return self
+
+
+FORBIDDEN_SECTIONS = ("secrets", "serviceAccounts", "serviceaccounts")

@@ -1,0 +1,456 @@
+"""The per-pod fate ledger: every pod, its fate in every round, and the layer that decided it.
+
+Pure: built from parsed descheduler logs (`logparse`), so the same code serves a replay on a
+cluster, an incident's own log, and a round record from evidence, with no cluster at all.
+One fate per pod and round: the decision that reached furthest along the runbook's chain
+(an evicted pod that was also filtered by another plugin was evicted). A pod with no
+decision was picked by no strategy (layer `policy`), except in a cycle the total cap
+(`maxNoOfPodsToEvictTotal`) stopped: every plugin returns at once, so a pod without a
+decision may never have been reached; the ledger then says `undecided` (no layer), marked
+*inferred*, and says whether nodeFit weighed it first. Comparing two logs names each pod whose fate
+differs and the likely reason, from the facts at hand (versions, PDB status in the snapshot,
+caps, ages), never from English log text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
+from pytest_desched.descheduler.logparse import parse_log
+
+# How far along the chain a fate got; the furthest wins when a pod has several decisions.
+_RANK = {
+    Fate.EVICTED: 7,
+    Fate.DRY_RUN: 6,
+    Fate.REFUSED: 5,
+    Fate.LIMITED: 4,
+    Fate.NODEFIT: 3,
+    Fate.FILTERED: 2,
+    Fate.ERROR: 1,
+}
+NOT_PICKED = "not-picked"  # no strategy selected the pod (layer policy)
+UNDECIDED = "undecided"  # no decision, in a cycle the total cap stopped early
+NOT_RESTORED = "not-restored"
+GONE = "gone"  # evicted in an earlier round
+SKIPPED = "round-skipped"
+_FIT_MSGS = ("Pod fits on node", "Pod does not fit on node", "Pod does not fit on current node")
+
+
+@dataclass
+class PodFate:
+    """One pod in one round."""
+
+    fate: str
+    layer: str | None
+    detail: str = ""
+    strategy: str | None = None
+    status_code: int | None = None
+    checks: list[str] = field(default_factory=list)
+    inferred: bool = False
+    replacement: str | None = None  # after an eviction: ready | pending | missing | none
+
+    @property
+    def label(self) -> str:
+        tail = f" {self.status_code}" if self.status_code else ""
+        checks = f" [{', '.join(self.checks)}]" if self.checks else ""
+        inf = " (inferred)" if self.inferred else ""
+        return f"{self.fate}{tail}{checks}{inf}"
+
+
+@dataclass
+class PodRow:
+    pod: str  # namespace/name
+    node: str | None = None
+    owner: str | None = None  # Kind/name
+    origin: str = "snapshot"  # snapshot | replacement of <pod> (round N) | log | record
+    fates: list[PodFate] = field(default_factory=list)
+
+
+@dataclass
+class RoundFigures:
+    """A round's numbers, as the log (and the API server, when audited) showed them."""
+
+    name: str
+    by_fate: dict[str, int] = field(default_factory=dict)
+    by_layer: dict[str, int] = field(default_factory=dict)
+    total_evicted: int | None = None
+    eviction_requests: int | None = None
+    skipped: str | None = None
+    dry_run: bool = False
+    duration_s: float | None = None
+    caps: dict[str, Any] = field(default_factory=dict)
+    audit_by_code: dict[str, int] | None = None
+    errors: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Ledger:
+    source: str  # replay | log | record
+    descheduler_version: str | None = None
+    rows: list[PodRow] = field(default_factory=list)
+    rounds: list[RoundFigures] = field(default_factory=list)
+    comparison: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def row(self, pod: str) -> PodRow | None:
+        return next((r for r in self.rows if r.pod == pod), None)
+
+    def fates(self, round_index: int = 0) -> dict[str, PodFate]:
+        return {r.pod: r.fates[round_index] for r in self.rows if len(r.fates) > round_index}
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_markdown(self, max_rows: int = 500) -> str:
+        out = [f"## Fate ledger ({self.source}, descheduler {self.descheduler_version or '?'})", ""]
+        for i, r in enumerate(self.rounds, 1):
+            counts = ", ".join(f"{k} {v}" for k, v in sorted(r.by_fate.items())) or "no decisions"
+            audit = f"; API server: {r.audit_by_code}" if r.audit_by_code else ""
+            skipped = f"; skipped: {r.skipped}" if r.skipped else ""
+            out.append(
+                f"- round {i} `{r.name}`: {counts}; totalEvicted {r.total_evicted}{audit}{skipped}"
+            )
+        heads = " | ".join(f"round {i}" for i in range(1, len(self.rounds) + 1)) or "round 1"
+        out += [
+            "",
+            f"| pod | node | owner | {heads} | layer |",
+            "|---|---|---|" + "---|" * max(1, len(self.rounds)) + "---|",
+        ]
+        for row in self.rows[:max_rows]:
+            cells = " | ".join(f.label for f in row.fates)
+            layer = (row.fates[-1].layer or "") if row.fates else ""
+            origin = "" if row.origin in ("snapshot", "log", "record") else f" ({row.origin})"
+            out.append(
+                f"| {row.pod}{origin} | {row.node or ''} | {row.owner or ''} | {cells} | {layer} |"
+            )
+        if len(self.rows) > max_rows:
+            out.append(f"| ... {len(self.rows) - max_rows} more rows in the JSON | | | | |")
+        if self.comparison:
+            c = self.comparison
+            out += [
+                "",
+                "## Compared with the incident's log",
+                "",
+                f"- same evictions: {c['same_evictions']}; same refusals: {c['same_refusals']}; "
+                f"pods that differ: {len(c['differ'])}",
+            ]
+            out += [
+                f"- `{d['pod']}`: incident {d['incident']}, replay {d['replay']}: {d['why']}"
+                for d in c["differ"][:100]
+            ]
+        if self.notes:
+            out += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
+        return "\n".join(out) + "\n"
+
+    def to_text(self) -> str:
+        lines = []
+        for row in self.rows:
+            fates = "; ".join(f"{f.label} [{f.layer or '-'}]" for f in row.fates)
+            lines.append(f"{row.pod:60} {row.node or '-':24} {fates}")
+        return "\n".join(lines) + "\n"
+
+
+# -- one round ---------------------------------------------------------------------------
+def best_decision(decisions: Iterable[PodDecision]) -> PodDecision | None:
+    """The decision that got furthest along the chain (ties: the later one)."""
+    best: PodDecision | None = None
+    for d in decisions:
+        if best is None or _RANK[d.fate] >= _RANK[best.fate]:
+            best = d
+    return best
+
+
+def mentioned_pods(log_text: str) -> set[str]:
+    """Pods a nodeFit detail line weighed: evaluated by a strategy, whatever came of it."""
+    out: set[str] = set()
+    for line in log_text.splitlines():
+        if '"Pod ' not in line or not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        pod = rec.get("pod")
+        if rec.get("msg") in _FIT_MSGS and isinstance(pod, dict) and pod.get("name"):
+            out.add(f"{pod.get('namespace', '')}/{pod['name']}")
+    return out
+
+
+def _detail(d: PodDecision) -> str:
+    if d.fate is Fate.REFUSED:
+        return f"{d.status_code} {d.reason or ''}".strip()
+    if d.fate is Fate.LIMITED:
+        return f"{d.reason}"
+    if d.fate in (Fate.FILTERED, Fate.NODEFIT):
+        return ", ".join(d.checks)
+    if d.fate is Fate.EVICTED:
+        return f"by {d.strategy}" if d.strategy else ""
+    return (d.message or "")[:160]
+
+
+def round_fates(result: RoundResult, log_text: str = "") -> dict[str, PodFate]:
+    """pod -> its fate this round, for every pod the log decided (plus inferred limits)."""
+    by_pod: dict[str, list[PodDecision]] = {}
+    for d in result.decisions:
+        if d.name:
+            by_pod.setdefault(d.key, []).append(d)
+    out: dict[str, PodFate] = {}
+    for pod, ds in by_pod.items():
+        d = best_decision(ds)
+        assert d is not None
+        out[pod] = PodFate(
+            fate=d.fate.value,
+            layer=d.layer.value,
+            detail=_detail(d),
+            strategy=d.strategy,
+            status_code=d.status_code,
+            checks=list(d.checks),
+        )
+    if total_cut(result) and log_text:
+        for pod in mentioned_pods(log_text) - set(out):
+            out[pod] = undecided(result, None, weighed=True)
+    return out
+
+
+def total_cut(result: RoundResult) -> bool:
+    """The cycle hit maxNoOfPodsToEvictTotal: every plugin stopped where it was."""
+    return any(
+        d.fate is Fate.LIMITED and d.reason == "maxNoOfPodsToEvictTotal" for d in result.decisions
+    )
+
+
+def node_cuts(result: RoundResult) -> set[str]:
+    """Nodes where maxNoOfPodsToEvictPerNode broke a plugin's loop over the node's pods."""
+    return {
+        str(d.node)
+        for d in result.decisions
+        if d.fate is Fate.LIMITED and d.reason == "maxNoOfPodsToEvictPerNode" and d.node
+    }
+
+
+def undecided(result: RoundResult, node: str | None, weighed: bool = False) -> PodFate:
+    """The fate of a pod its round's log never decided (the round's caps considered)."""
+    if result.skipped:
+        return PodFate(SKIPPED, None, result.skipped)
+    seen = "nodeFit weighed it, then " if weighed else ""
+    if total_cut(result):
+        why = f"{seen}the cycle stopped at maxNoOfPodsToEvictTotal, maybe before it"
+    elif node and node in node_cuts(result):
+        why = f"{seen}maxNoOfPodsToEvictPerNode ended the loop over its node, maybe before it"
+    else:
+        return PodFate(NOT_PICKED, Layer.POLICY.value, "no strategy selected it")
+    return PodFate(UNDECIDED, None, f"no decision: {why}", inferred=True)
+
+
+def no_decision(skipped: str | None = None) -> PodFate:
+    """A pod no log decided, when nothing else is known (not picked, or a skipped round)."""
+    return undecided(RoundResult(skipped=skipped), None)
+
+
+def figures(name: str, result: RoundResult, log_text: str = "", **extra: Any) -> RoundFigures:
+    fates = round_fates(result, log_text)
+    return RoundFigures(
+        name=name,
+        by_fate=dict(Counter(f.fate for f in fates.values())),
+        by_layer=dict(Counter(str(f.layer) for f in fates.values())),
+        total_evicted=result.total_evicted,
+        eviction_requests=result.eviction_requests,
+        skipped=result.skipped,
+        dry_run=result.dry_run,
+        errors=list(result.errors)[:20],
+        **extra,
+    )
+
+
+# -- ledgers without a cluster -------------------------------------------------------------
+def ledger_from_log(text: str, version: str | None = None, name: str = "incident") -> Ledger:
+    """The fate ledger of one descheduler JSON log alone: every pod it decided."""
+    result = parse_log(text, version)
+    fates = round_fates(result, text)
+    rows = [
+        PodRow(pod=p, node=_node_of(result, p), origin="log", fates=[f])
+        for p, f in sorted(fates.items())
+    ]
+    ledger = Ledger("log", version, rows, [figures(name, result, text)])
+    if not any('"v":4' in line for line in text.splitlines()[:5000]):
+        ledger.notes.append(
+            "the log has no -v=4 lines: pods the DefaultEvictor filtered are not in it, so "
+            "their absence here means nothing"
+        )
+    ledger.notes.append("pods the log never names were picked by no strategy, or not logged")
+    return ledger
+
+
+def _node_of(result: RoundResult, pod: str) -> str | None:
+    return next((d.node for d in result.decisions if d.key == pod and d.node), None)
+
+
+def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
+    """The ledger of a round record (evidence/<experiment>/<round>.json).
+
+    The record keeps the lab namespace's decisions; when its log file is still there, the
+    whole log is parsed instead, so every namespace's pods are in the ledger.
+    """
+    if not isinstance(record, Mapping):
+        path = Path(record)
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            from pytest_desched.errors import ConfigError
+
+            raise ConfigError(f"round record {path}: unreadable JSON ({exc})") from None
+    version = (record.get("versions") or {}).get("descheduler")
+    log_path = record.get("log_path")
+    if log_path and Path(log_path).is_file():
+        ledger = ledger_from_log(
+            Path(log_path).read_text(), version, record.get("round_name", "round")
+        )
+        ledger.source = "record"
+        ledger.notes.insert(0, f"parsed from the record's log {log_path}")
+    else:
+        rows = []
+        for d in record.get("decisions") or []:
+            f = PodFate(
+                fate=d["fate"],
+                layer=d["layer"],
+                detail=", ".join(d.get("checks") or []) or (d.get("reason") or ""),
+                strategy=d.get("strategy"),
+                status_code=d.get("status_code"),
+                checks=list(d.get("checks") or []),
+            )
+            key_ = f"{d['namespace']}/{d['name']}"
+            prior = next((r for r in rows if r.pod == key_), None)
+            if prior is None:
+                rows.append(PodRow(key_, d.get("node"), origin="record", fates=[f]))
+            elif _rank_of(f.fate) >= _rank_of(prior.fates[0].fate):
+                prior.fates = [f]
+        ledger = Ledger("record", version, sorted(rows, key=lambda r: r.pod))
+        ledger.notes.append(
+            f"the record keeps only namespace {record.get('namespace')}'s decisions "
+            "(its log file is gone); other namespaces: "
+            f"{record.get('cluster_counts')}"
+        )
+    fig = ledger.rounds[0] if ledger.rounds else RoundFigures(str(record.get("round_name")))
+    fig.caps = dict(record.get("caps") or {})
+    audit = record.get("audit") or {}
+    fig.audit_by_code = audit.get("by_code") if audit.get("available") else None
+    fig.extra = {"verdict": record.get("verdict"), "deciding_layer": record.get("deciding_layer")}
+    if not ledger.rounds:
+        fig.by_fate = dict(record.get("counts") or {})
+        ledger.rounds = [fig]
+    return ledger
+
+
+def _rank_of(fate: str) -> int:
+    try:
+        return _RANK[Fate(fate)]
+    except ValueError:
+        return 0
+
+
+# -- comparing two logs ----------------------------------------------------------------------
+def compare(
+    incident: Mapping[str, PodFate],
+    replay: Mapping[str, PodFate],
+    context: Mapping[str, Any] | None = None,
+    incident_verbose: bool = True,
+) -> dict[str, Any]:
+    """Per pod, the incident's fate against the replay's, with a likely reason for each gap.
+
+    `context`: what is known about the replay (`versions` {incident, replay},
+    `not_restored` {pod: why}, `pdbs` {pod: snapshot PDB status}, `ages`, `limited`).
+    """
+    ctx = dict(context or {})
+    only = ctx.get("compare_only")
+    not_compared = []
+    if only is not None:
+        for pod in sorted((set(incident) | set(replay)) - set(only)):
+            f = incident.get(pod) or replay.get(pod)
+            not_compared.append(
+                {
+                    "pod": pod,
+                    "fate": f.label if f else "",
+                    "why": _why(pod, f or no_decision(None), f or no_decision(None), ctx),
+                }
+            )
+        incident = {p: f for p, f in incident.items() if p in only}
+        replay = {p: f for p, f in replay.items() if p in only}
+
+    def evicted(m: Mapping[str, PodFate]) -> set[str]:
+        return {p for p, f in m.items() if f.fate == Fate.EVICTED.value}
+
+    def refused(m: Mapping[str, PodFate]) -> set[tuple[str, int | None]]:
+        return {(p, f.status_code) for p, f in m.items() if f.fate == Fate.REFUSED.value}
+
+    differ = []
+    for pod in sorted(set(incident) | set(replay)):
+        a = incident.get(pod) or no_decision(None)
+        b = replay.get(pod) or no_decision(None)
+        if not incident_verbose and {a.fate, b.fate} <= {Fate.FILTERED.value, NOT_PICKED}:
+            continue  # a -v<4 log never shows filtered pods
+        if (a.fate, a.status_code, sorted(a.checks)) == (b.fate, b.status_code, sorted(b.checks)):
+            continue
+        differ.append(
+            {"pod": pod, "incident": a.label, "replay": b.label, "why": _why(pod, a, b, ctx)}
+        )
+    return {
+        "same_evictions": evicted(incident) == evicted(replay),
+        "same_refusals": refused(incident) == refused(replay),
+        "evicted": {"incident": sorted(evicted(incident)), "replay": sorted(evicted(replay))},
+        "refused": {
+            "incident": sorted(f"{p} {c}" for p, c in refused(incident)),
+            "replay": sorted(f"{p} {c}" for p, c in refused(replay)),
+        },
+        "differ": differ,
+        "same_fates_up_to_order": _same_multiset(incident, replay),
+        "not_compared": not_compared,
+    }
+
+
+def _same_multiset(a: Mapping[str, PodFate], b: Mapping[str, PodFate]) -> bool:
+    """Equal counts per (fate, code, checks): what caps make order-dependent still agrees."""
+
+    def bag(m: Mapping[str, PodFate]) -> Counter[tuple[Any, ...]]:
+        return Counter(
+            (f.fate, f.status_code, tuple(sorted(f.checks)))
+            for f in m.values()
+            if f.fate != NOT_PICKED
+        )
+
+    return bag(a) == bag(b)
+
+
+def _why(pod: str, a: PodFate, b: PodFate, ctx: Mapping[str, Any]) -> str:
+    reasons = []
+    if pod in (ctx.get("not_restored") or {}):
+        return f"not restored: {ctx['not_restored'][pod]}"
+    if ctx.get("pods") is not None and pod not in ctx["pods"]:
+        return "not in the snapshot (created after it was taken, or outside its scope)"
+    v = ctx.get("versions") or {}
+    if v.get("incident") and v.get("replay") and v["incident"] != v["replay"]:
+        reasons.append(
+            f"different descheduler versions (incident {v['incident']}, replay {v['replay']})"
+        )
+    fates = {a.fate, b.fate}
+    if Fate.LIMITED.value in fates or UNDECIDED in fates:
+        reasons.append(
+            "a cap cut a different pod: the descheduler walks nodes and pods in informer order, "
+            "which no snapshot fixes"
+        )
+    if Fate.REFUSED.value in fates and Fate.EVICTED.value in fates:
+        pdb = (ctx.get("pdbs") or {}).get(pod)
+        reasons.append(
+            f"PDB budget differed (snapshot status: {pdb})" if pdb else "PDB budget differed"
+        )
+    if "minPodAge" in set(a.checks) ^ set(b.checks):
+        reasons.append(f"pod age differs at the round (ages restored: {ctx.get('ages', '?')})")
+    if Fate.NODEFIT.value in fates:
+        reasons.append("another node's room or labels differed (nodeFit)")
+    return "; ".join(reasons) or "state differs between the incident and the snapshot"

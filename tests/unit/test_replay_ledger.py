@@ -1,0 +1,157 @@
+"""The fate ledger from real descheduler v0.36.0 logs, records, and comparisons: no cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.evidence.record import RoundRecord
+from pytest_desched.replay.ledger import (
+    NOT_PICKED,
+    PodFate,
+    compare,
+    ledger_from_log,
+    ledger_from_record,
+    round_fates,
+)
+
+DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
+LAB = "descheduler-lab/spread-demo-5d48967fdd-"
+
+
+def _log(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def test_positive_round_evicted_one_and_the_cap_stopped_the_rest() -> None:
+    ledger = ledger_from_log(_log("positive-evicted.log"), "v0.36.0")
+    fates = ledger.fates()
+    assert fates[f"{LAB}pkdjv"].fate == "evicted" and fates[f"{LAB}pkdjv"].layer == "api-server"
+    wv = fates[f"{LAB}wv7ds"]
+    assert (wv.fate, wv.layer, wv.detail, wv.inferred) == (
+        "limited",
+        "eviction-limits",
+        "maxNoOfPodsToEvictTotal",
+        False,
+    )
+    # weighed by nodeFit, then the total cap returned from the plugin: maybe never reached
+    for pod in ("9lt5j", "kvvkh"):
+        f = fates[f"{LAB}{pod}"]
+        assert (f.fate, f.layer, f.inferred) == ("undecided", None, True)
+        assert "maxNoOfPodsToEvictTotal" in f.detail and "nodeFit weighed it" in f.detail
+    fig = ledger.rounds[0]
+    assert fig.total_evicted == 1 and fig.by_fate == {"evicted": 1, "limited": 1, "undecided": 2}
+
+
+@pytest.mark.parametrize(
+    ("log", "fate", "layer", "code", "checks"),
+    [
+        ("pdb-429.log", "refused", "api-server", 429, []),
+        ("rbac-403.log", "refused", "api-server", 403, []),
+        ("nodefit-prefilter.log", "nodefit", "evictor-prefilter-nodefit", None, ["nodeFit"]),
+        ("minpodage-filtered.log", "filtered", "evictor-filter", None, ["minPodAge"]),
+        ("pdb-runbook-bug1882.log", "filtered", "evictor-filter", None, ["PodsWithoutPDB"]),
+        ("dry-run-candidates.log", "dry-run", "dry-run", None, []),
+    ],
+)
+def test_every_lab_pod_gets_the_layer_its_log_proves(
+    log: str, fate: str, layer: str, code: int | None, checks: list[str]
+) -> None:
+    ledger = ledger_from_log(_log(log), "v0.36.0")
+    lab = [r for r in ledger.rows if r.pod.startswith(LAB)]
+    assert len(lab) == 3
+    for row in lab:
+        f = row.fates[0]
+        assert (f.fate, f.layer, f.status_code, f.checks) == (fate, layer, code, checks), row
+    # the descheduler's own round pod is always a filtered bystander
+    own = [r for r in ledger.rows if r.pod.startswith("kube-system/")]
+    assert own and all("SystemCriticalPods" in r.fates[0].checks for r in own)
+
+
+def test_a_skipped_cycle_decides_nothing() -> None:
+    ledger = ledger_from_log(_log("dry-run-skipped-mirror-race.log"), "v0.36.0")
+    assert ledger.rows == [] and ledger.rounds[0].skipped.startswith("Skipping")
+
+
+def test_a_log_compared_with_itself_agrees() -> None:
+    text = _log("pdb-429.log")
+    fates = round_fates(parse_log(text, "v0.36.0"), text)
+    c = compare(fates, fates)
+    assert c["same_evictions"] and c["same_refusals"] and c["same_fates_up_to_order"]
+    assert c["differ"] == []
+
+
+def test_differences_are_named_with_a_reason() -> None:
+    text = _log("positive-evicted.log")
+    incident = round_fates(parse_log(text, "v0.36.0"), text)
+    replay = dict(incident)
+    # the cap cut another pod: same fates up to order, but two pods differ
+    replay[f"{LAB}pkdjv"], replay[f"{LAB}wv7ds"] = incident[f"{LAB}wv7ds"], incident[f"{LAB}pkdjv"]
+    c = compare(incident, replay, {"versions": {"incident": "v0.36.0", "replay": "v0.36.0"}})
+    assert c["same_fates_up_to_order"] and not c["same_evictions"]
+    assert {d["pod"] for d in c["differ"]} == {f"{LAB}pkdjv", f"{LAB}wv7ds"}
+    assert all("informer order" in d["why"] for d in c["differ"])
+    # a 429 where the incident evicted: the PDB budget, with the snapshot's PDB status
+    replay[f"{LAB}pkdjv"] = PodFate("refused", "api-server", status_code=429)
+    c = compare(
+        incident,
+        replay,
+        {
+            "pdbs": {f"{LAB}pkdjv": {"disruptionsAllowed": 0}},
+            "versions": {"incident": "v0.35.0", "replay": "v0.36.0"},
+        },
+    )
+    why = next(d["why"] for d in c["differ"] if d["pod"] == f"{LAB}pkdjv")
+    assert "PDB budget" in why and "disruptionsAllowed" in why and "v0.35.0" in why
+    # pods outside the replay (not restored) are listed, never compared
+    c = compare(incident, {}, {"compare_only": set(), "not_restored": {f"{LAB}pkdjv": "a Job pod"}})
+    assert c["differ"] == [] and any(
+        n["why"] == "not restored: a Job pod" for n in c["not_compared"]
+    )
+
+
+def test_a_quiet_incident_log_compares_only_what_it_can_show() -> None:
+    incident = {"a/x": PodFate("evicted", "api-server")}
+    replay = {
+        "a/x": PodFate("evicted", "api-server"),
+        "a/y": PodFate("filtered", "evictor-filter", checks=["DaemonSetPods"]),
+    }
+    c = compare(incident, replay, incident_verbose=False)  # a -v=3 log never shows filtered pods
+    assert c["differ"] == [] and c["same_evictions"]
+    assert compare(incident, replay)["differ"][0]["incident"] == NOT_PICKED
+
+
+def test_ledger_from_a_record_with_and_without_its_log(tmp_path: Path) -> None:
+    text = _log("pdb-429.log")
+    log = tmp_path / "round.log"
+    log.write_text(text)
+    rec = RoundRecord.from_round(
+        "pdb[workaround]",
+        "descheduler-negative-pdb",
+        "embedded",
+        parse_log(text, "v0.36.0"),
+        namespace="descheduler-lab",
+        versions={"descheduler": "v0.36.0"},
+        caps={"total": 2},
+        log_path=str(log),
+    ).to_dict()
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(rec))
+    full = ledger_from_record(path)
+    assert full.source == "record" and len(full.rows) == 4  # every namespace, from the log
+    assert full.rounds[0].caps == {"total": 2}
+    log.unlink()
+    lab_only = ledger_from_record(rec)
+    assert len(lab_only.rows) == 3 and all(r.fates[0].status_code == 429 for r in lab_only.rows)
+    assert "keeps only namespace descheduler-lab" in lab_only.notes[0]
+
+
+def test_markdown_and_text_show_every_row() -> None:
+    ledger = ledger_from_log(_log("positive-evicted.log"), "v0.36.0")
+    md, text = ledger.to_markdown(), ledger.to_text()
+    for row in ledger.rows:
+        assert row.pod in md and row.pod in text
+    assert "undecided (inferred)" in md and "| pod | node | owner |" in md
