@@ -22,6 +22,7 @@ from pytest_desched.descheduler.metrics import served_names
 from pytest_desched.kube import wait_for
 
 LOOP_COUNT = "descheduler_loop_duration_seconds_count"
+CYCLES = 3  # finished loops before the scrape counts: past the first cycle's dry-run race
 
 
 def _free_port() -> int:
@@ -46,10 +47,23 @@ def _scrape(port: int) -> str | None:
         conn.close()
 
 
+def _loops(text: str) -> float:
+    """Finished loops the scrape counts (any loop-duration family, whatever its prefix)."""
+    total = 0.0
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.split("{", 1)[0].endswith(LOOP_COUNT) and value:
+            try:
+                total = max(total, float(value.split()[0]))
+            except ValueError:
+                continue
+    return total
+
+
 def served_metric_names(
     binary: Path, kubeconfig: Path, policy_yaml: str, timeout: float = 60
 ) -> list[str]:
-    """The `descheduler_*` families the binary serves after one dry-run cycle.
+    """The `descheduler_*` families the binary serves after a few dry-run cycles.
 
     Raises WaitTimeout naming what was seen when no scrape counted a finished loop.
     """
@@ -64,7 +78,9 @@ def served_metric_names(
             f"--policy-config-file={policy}",
             f"--client-connection-kubeconfig={kubeconfig}",
             "--dry-run=true",  # never evicts: the probe only wants the server's metric list
-            "--descheduling-interval=1h",  # stays up after its first cycle, unlike a round
+            # Stays up between cycles, unlike a round. Several cycles: v0.36.0's dry-run
+            # mirror can be empty in the first (#1917), which then runs no strategy at all.
+            "--descheduling-interval=1s",
             "--bind-address=127.0.0.1",
             f"--secure-port={port}",
             f"--cert-dir={work}",
@@ -86,12 +102,11 @@ def served_metric_names(
             text = wait_for(
                 f"{binary.name} to serve /metrics after its first cycle",
                 probe,
-                lambda t: any(
-                    line.startswith(LOOP_COUNT) and not line.rstrip().endswith(" 0")
-                    for line in t.splitlines()
-                ),
+                lambda t: _loops(t) >= CYCLES,
                 timeout=timeout,
-                describe=lambda t: "a scrape without a finished loop" if t else "no scrape yet",
+                describe=lambda t: (
+                    f"{_loops(t):g} finished loop(s) counted" if t else "no scrape yet"
+                ),
                 max_interval=0.25,
             )
             return served_names(text)
