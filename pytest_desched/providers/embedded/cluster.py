@@ -433,17 +433,25 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
     # kwokctl stops its components; this is the belt to its braces. Round pods' descheduler
     # processes run in sessions of their own (so a terminal's Ctrl-C reaches only pytest):
     # a killed run leaves them behind, and they too name this cluster's directory.
-    pids = sorted({*pids, *_processes_under(cdir)})
-    for pid in pids:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if str(cdir).encode() not in cmdline:
-            continue  # a recycled pid, not one of this cluster's components
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    _wait_exited(pids, name, report)
+    # A pass can race with a spawn: the stand-in kubelet may start a round's descheduler
+    # between the scan and its own kill. So scan again after each pass until one finds none.
+    for _ in range(5):
+        pids = sorted({*pids, *_processes_under(cdir)})
+        killed = []
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if str(cdir).encode() not in cmdline:
+                continue  # a recycled pid, not one of this cluster's components
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        _wait_exited(pids, name, report)
+        pids = []
+        if not killed:
+            break
     if cdir.exists():
         shutil.rmtree(cdir, ignore_errors=True)
     (root / "owners" / f"{name}.json").unlink(missing_ok=True)
