@@ -6,7 +6,8 @@ same way, by subclassing `Experiment` with a `name` in a module of its own.
 
 from __future__ import annotations
 
-from pytest_desched.experiments import minpodage, nodefit, pdb, positive
+from pytest_desched.experiments import assertions, minpodage, nodefit, pdb, positive, strategies
+from pytest_desched.experiments.assertions import Expect, Ledger, require
 from pytest_desched.experiments.framework import (
     BUG_1882,
     REGISTRY,
@@ -23,24 +24,37 @@ from pytest_desched.experiments.framework import (
     lookup,
     run_experiment,
 )
+from pytest_desched.experiments.strategies import (
+    STRATEGY_EXPERIMENTS,
+    StrategyExperiment,
+    strategy_policy,
+)
 
 __all__ = [
     "BUG_1882",
     "REGISTRY",
+    "STRATEGY_EXPERIMENTS",
     "VARIANTS",
     "Check",
+    "Expect",
     "Experiment",
     "ExperimentContext",
     "ExperimentFailed",
     "ExperimentResult",
     "KnownUpstreamBug",
+    "Ledger",
     "RoundView",
     "Runner",
+    "StrategyExperiment",
+    "assertions",
     "lab_policy",
     "lookup",
     "minpodage",
     "nodefit",
     "pdb",
     "positive",
+    "require",
     "run_experiment",
+    "strategies",
+    "strategy_policy",
 ]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_desched.errors import LabInputError
+from pytest_desched.errors import ConfigError, LabInputError
 
 POOL_LABEL = "descheduler.example.com/pool"
 POOL_VALUE = "rebalance-lab"
@@ -21,6 +21,16 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "pytest-desched"
 # Namespaces a lab must never be: the cluster's own, and `kube-` is reserved for Kubernetes.
 RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+
+class LabConfigError(LabInputError, ConfigError):
+    """A lab object or lab step input refused before any cluster change (names the fix).
+
+    Both a LabInputError (the lab's own family) and a ConfigError (what front ends turn into
+    a usage error), so callers catching either see it.
+    """
+
+
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 

@@ -1,5 +1,8 @@
 """Watching the lab during a round: pod and PDB events as a reviewer would see with `-w`.
 
+Every pod of the lab's namespaces is watched (not one label), and every PDB's status is
+kept, per PDB and as one series; the runbook's single PDB makes both the same.
+
 `Recorder` holds what was observed (pod transitions, every PDB status, watch gaps) and
 answers the questions an assessment asks of it (lowest disruptionsAllowed, PDB breaches,
 when a pod first went Ready or terminating); `record_lab` fills one from background watches
@@ -18,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.lab.snapshot import PodInfo
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
     from pytest_desched.providers.base import Cluster
 
@@ -32,6 +35,28 @@ class Recorder:
     # Every observed PDB status: (t, currentHealthy, desiredHealthy, disruptionsAllowed).
     pdb_statuses: list[tuple[float, int, int, int]] = field(default_factory=list)
     watch_errors: list[str] = field(default_factory=list)  # a gap in what was observed
+    # The same statuses per PDB ("namespace/name"), for labs with more than one budget.
+    pdb_by_name: dict[str, list[tuple[float, int, int, int]]] = field(default_factory=dict)
+    # The live watches by kind ("pods", "pdb"): what `disconnect` cuts (fault injection).
+    watches: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def disconnect(self, kind: str) -> bool:
+        """Cut the `kind` watch's open HTTP stream, as a dropped connection would.
+
+        The watch notices (its read fails), records the gap in `watch_errors` and resumes;
+        False when no stream was open at that moment.
+        """
+        import socket
+
+        resp = getattr(self.watches.get(kind), "_resp", None)
+        sock = getattr(getattr(resp, "connection", None), "sock", None)
+        if sock is None:
+            return False
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            return False
+        return True
 
     def min_disruptions_allowed(self) -> int | None:
         return min((v for _, v in self.pdb_allowed), default=None)
@@ -54,33 +79,47 @@ class Recorder:
         )
 
 
+_LIVE: list[tuple[str, Recorder]] = []  # (namespace, recorder) of every record_lab block
+
+
+def live_recorders(namespace: str | None = None) -> list[Recorder]:
+    """The recorders watching now (in `namespace`): how a fault injector reaches a round's."""
+    return [rec for ns, rec in list(_LIVE) if namespace is None or ns == namespace]
+
+
 @contextmanager
-def record_lab(cluster: Cluster, namespace: str, app: str) -> Iterator[Recorder]:
-    """Watch `app`'s pods and PDB in `namespace` in the background while the block runs."""
+def record_lab(
+    cluster: Cluster, namespace: str | Sequence[str], app: str | None = None
+) -> Iterator[Recorder]:
+    """Watch every pod and PDB of the lab's namespace(s) in the background while the block runs.
+
+    `app` is kept for callers of the one-workload lab; every pod is watched either way.
+    """
     from kubernetes import watch
 
     rec = Recorder()
     stop = threading.Event()
     watches: list[watch.Watch] = []
 
-    def follow(list_fn: Any, on_event: Any, **kw: Any) -> Any:
-        """A watch resumed until stop: list_fn's events handed to on_event."""
+    def follow(kind: str, list_fn: Any, on_event: Any, ns: str, **kw: Any) -> Any:
+        """A watch resumed until stop: list_fn's events in `ns` handed to on_event."""
 
         def loop() -> None:
             w = watch.Watch()
             watches.append(w)
+            rec.watches[kind] = w
             while not stop.is_set():
                 try:
-                    for ev in w.stream(list_fn, namespace, timeout_seconds=1, **kw):
+                    for ev in w.stream(list_fn, ns, timeout_seconds=1, **kw):
                         on_event(ev)
                         if stop.is_set():
                             break
                 except Exception as exc:  # resumed until stop, but never unseen
                     if stop.is_set():
                         break
-                    rec.watch_errors.append(
-                        f"{getattr(list_fn, '__name__', 'watch')}: {exc!r}"[:300]
-                    )
+                    fn = getattr(list_fn, "__name__", "watch")
+                    # the watch's kind first: what the gap hides
+                    rec.watch_errors.append(f"{kind} watch broke ({fn}): {exc!r}"[:300])
                     if stop.wait(0.2):
                         break
 
@@ -92,22 +131,31 @@ def record_lab(cluster: Cluster, namespace: str, app: str) -> Iterator[Recorder]
 
     def on_pdb(ev: dict[str, Any]) -> None:
         s = ev["object"].status
-        if s is None or s.disruptions_allowed is None or ev["object"].metadata.name != app:
+        if s is None or s.disruptions_allowed is None:
             return
         t = time.monotonic()
+        status = (t, s.current_healthy or 0, s.desired_healthy or 0, s.disruptions_allowed)
+        meta = ev["object"].metadata
         rec.pdb_allowed.append((t, s.disruptions_allowed))
-        rec.pdb_statuses.append(
-            (t, s.current_healthy or 0, s.desired_healthy or 0, s.disruptions_allowed)
-        )
+        rec.pdb_statuses.append(status)
+        rec.pdb_by_name.setdefault(f"{meta.namespace}/{meta.name}", []).append(status)
 
-    pods = follow(cluster.core.list_namespaced_pod, on_pod, label_selector=f"app={app}")
-    pdbs = follow(cluster.policy.list_namespaced_pod_disruption_budget, on_pdb)
-    threads = [threading.Thread(target=f, daemon=True) for f in (pods, pdbs)]
+    namespaces = [namespace] if isinstance(namespace, str) else list(namespace)
+    loops = []
+    for i, ns in enumerate(namespaces):
+        at = "" if i == 0 else f"@{ns}"  # the lab's main namespace keeps the plain kind
+        loops.append(follow(f"pods{at}", cluster.core.list_namespaced_pod, on_pod, ns))
+        pdb_list = cluster.policy.list_namespaced_pod_disruption_budget
+        loops.append(follow(f"pdb{at}", pdb_list, on_pdb, ns))
+    threads = [threading.Thread(target=f, daemon=True) for f in loops]
     for t in threads:
         t.start()
+    entry = (namespaces[0], rec)
+    _LIVE.append(entry)
     try:
         yield rec
     finally:
+        _LIVE.remove(entry)
         stop.set()
         for w in watches:
             w.stop()

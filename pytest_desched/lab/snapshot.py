@@ -1,8 +1,9 @@
-"""What the lab's workload looks like at one instant: pods and PDB status as plain data.
+"""What the lab looks like at one instant: every pod of its namespaces and PDB status as data.
 
 `PodInfo` is the subset of a pod an experiment reasons about (UID, node, phase, Ready,
-owning ReplicaSet, terminating) and `Snapshot` groups them with the PDB status, so assertions
-and evidence compare snapshots without holding Kubernetes client objects.
+owner, workload, restarts, terminating) and `Snapshot` groups every pod of the lab's
+namespaces with the PDB status, so assertions and evidence compare snapshots without
+holding Kubernetes client objects, whatever kinds of workload the lab runs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_desched.kube import pod_ready
+
+WORKLOAD_LABEL = "desched.pytest.io/workload"  # set on every pod a lab workload makes
 
 
 @dataclass(frozen=True)
@@ -23,10 +26,16 @@ class PodInfo:
     owner: str | None  # ReplicaSet name: a changed owner means a rollout happened
     deleting: bool
     start_time: str | None
+    namespace: str = ""
+    owner_kind: str | None = None  # ReplicaSet, ReplicationController, DaemonSet, Job, ...
+    workload: str | None = None  # the lab workload's name (its label), else the `app` label
+    restarts: int = 0  # container restarts, summed
 
     @classmethod
     def of(cls, p: Any) -> PodInfo:
         owners = p.metadata.owner_references or []
+        labels = p.metadata.labels or {}
+        statuses = (p.status.container_statuses or []) if p.status else []
         return cls(
             name=p.metadata.name,
             uid=p.metadata.uid,
@@ -38,6 +47,10 @@ class PodInfo:
             start_time=p.status.start_time.isoformat()
             if p.status and p.status.start_time
             else None,
+            namespace=p.metadata.namespace or "",
+            owner_kind=owners[0].kind if owners else None,
+            workload=labels.get(WORKLOAD_LABEL) or labels.get("app"),
+            restarts=sum(int(c.restart_count or 0) for c in statuses),
         )
 
 
@@ -71,6 +84,21 @@ class Snapshot:
 
     def owners(self) -> set[str | None]:
         return {p.owner for p in self.live}
+
+    def of(self, workload: str | None = None, names: Any = None) -> list[PodInfo]:
+        """Live pods of one workload (by name) and/or with the given pod names."""
+        wanted = None if names is None else set(names)
+        return [
+            p
+            for p in self.live
+            if (workload is None or p.workload == workload) and (wanted is None or p.name in wanted)
+        ]
+
+    def by_workload(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.live:
+            out[p.workload or "<none>"] = out.get(p.workload or "<none>", 0) + 1
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
