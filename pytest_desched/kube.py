@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
@@ -86,3 +88,189 @@ def pod_ready(pod: Any) -> bool:
         if c.type == "Ready":
             return c.status == "True"
     return False
+
+
+# -- failing closed when the API server (or etcd behind it) misbehaves ---------------------
+# The official client has no default request timeout: with etcd down, kube-apiserver holds a
+# read for its own --request-timeout (60 s) and a write for ~35 s, and urllib3 retries a timed
+# out GET three more times. A round would then sit minutes on a dead control plane before
+# saying anything. `bound_requests` gives every non-watch request a deadline (and no read
+# retries); `api_unavailable` turns what then fails into one error naming the API server and
+# what its /readyz says (etcd, ...), instead of a transport traceback or a bare timeout.
+CONNECT_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 10.0
+_WATCH_URL = re.compile(r"[?&](watch|follow)=(true|1)\b", re.IGNORECASE)
+
+
+def bound_requests(
+    api_client: Any, connect: float = CONNECT_TIMEOUT_S, read: float = READ_TIMEOUT_S
+) -> Any:
+    """Give `api_client`'s requests a (connect, read) deadline unless the caller set one.
+
+    Watches and log follows keep theirs (None: they end by the server's timeoutSeconds).
+    Timed-out reads are not retried (urllib3 would retry a GET three times): one deadline
+    is the whole wait. Idempotent: a client is wrapped once. Returns the client.
+    """
+    import urllib3
+
+    rest = api_client.rest_client
+    if getattr(rest, "_desched_bounded", None) is not None:
+        return api_client
+    inner = rest.request
+
+    def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None and not _WATCH_URL.search(url):
+            kwargs["_request_timeout"] = (connect, read)
+        return inner(method, url, *args, **kwargs)
+
+    rest.request = request
+    rest._desched_bounded = (connect, read)
+    pool = rest.pool_manager
+    pool.connection_pool_kw["retries"] = urllib3.Retry(total=3, read=0, redirect=3)
+    pool.clear()  # pools made before this keep their old retries otherwise
+    return api_client
+
+
+def api_failure(exc: BaseException) -> str | None:
+    """Why a request failed, when the API server (not the request) is the cause, else None.
+
+    Transport errors (refused, reset, timed out) and 5xx answers count; a 4xx answer is the
+    API server working as designed (404, 409, 429 PDB, 403 RBAC) and returns None.
+    """
+    import urllib3
+    from kubernetes.client.rest import ApiException
+
+    if isinstance(exc, ApiException):
+        status = exc.status or 0
+        return f"HTTP {status} {exc.reason or ''}".strip() if status == 0 or status >= 500 else None
+    if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason is not None:
+        exc = exc.reason
+    if isinstance(exc, urllib3.exceptions.HTTPError | ConnectionError | TimeoutError):
+        text = str(exc)
+        for needle, short in (
+            ("Connection refused", "connection refused"),
+            ("timed out", "request timed out"),
+            ("Connection reset", "connection reset"),
+            ("Connection aborted", "connection aborted"),
+            ("Response ended prematurely", "connection closed mid-response"),
+        ):
+            if needle in text:
+                return f"{short} ({type(exc).__name__})"
+        return f"{type(exc).__name__}: {text[:200]}"
+    return None
+
+
+def api_health(cluster: Cluster, timeout: float = 6.0) -> str:
+    """One line on the API server's state from its /readyz?verbose, bounded by `timeout`.
+
+    Names the failing checks (e.g. `etcd`), so an error says which component is down.
+    Never raises: it is what an error message is built from.
+    """
+    server = getattr(getattr(cluster.api_client, "configuration", None), "host", "(unknown)")
+    try:
+        method, url, headers, _, _ = cluster.api_client.param_serialize(
+            "GET", "/readyz", query_params=[("verbose", "true")], auth_settings=["BearerToken"]
+        )
+        resp = cluster.api_client.call_api(
+            method, url, header_params=headers, _request_timeout=(min(timeout, 3.0), timeout)
+        )
+        resp.read()
+        body = (resp.data or b"").decode(errors="replace")
+    except Exception as exc:
+        return f"kube-apiserver {server} is unreachable: {api_failure(exc) or repr(exc)[:200]}"
+    failed = [line[3:].split(" ")[0] for line in body.splitlines() if line.startswith("[-]")]
+    if resp.status == 200 and not failed:
+        return f"kube-apiserver {server} is ready again (/readyz ok)"
+    return (
+        f"kube-apiserver {server} answers but is not ready (/readyz {resp.status}): failing "
+        f"checks {', '.join(failed) or 'unknown'}"
+    )
+
+
+@contextmanager
+def api_unavailable(cluster: Cluster, doing: str) -> Iterator[None]:
+    """Re-raise an API-server failure inside the block as a RoundError naming the server.
+
+    The message says what was being done, how the request failed and what /readyz says now;
+    errors that are not the API server's (4xx, the engine's own) pass through unchanged.
+    """
+    from pytest_desched.errors import DeschedError, RoundError
+
+    try:
+        yield
+    except DeschedError:
+        raise
+    except Exception as exc:
+        why = api_failure(exc)
+        if why is None:
+            raise
+        raise RoundError(
+            f"the API server failed while {doing}: {why}; {api_health(cluster)}. "
+            "The round's outcome is unknown: failing closed"
+        ) from exc
+
+
+# A round's pod must be placed before anything runs it. Without kube-scheduler (or with no
+# node it fits) the pod would sit Pending until the round's own timeout (120 s) with nothing
+# said; past this bound the round ends naming why the pod has no node.
+ROUND_POD_SCHEDULE_TIMEOUT_S = 20.0
+
+
+def unscheduled_why(pod: Any) -> str:
+    """Why a pod has no node, from its PodScheduled condition (or the lack of one)."""
+    for c in (pod.status.conditions or []) if pod.status else []:
+        if c.type == "PodScheduled" and c.status == "False":
+            return f"the scheduler cannot place it ({c.reason}: {(c.message or '')[:300]})"
+    return (
+        "no scheduler has acted on it (it has no PodScheduled condition): "
+        "kube-scheduler is not running or not leading"
+    )
+
+
+class UnscheduledGuard:
+    """Ends a wait on a Job whose pod stayed unscheduled for `limit` seconds (RoundError)."""
+
+    def __init__(self, what: str, limit: float = ROUND_POD_SCHEDULE_TIMEOUT_S) -> None:
+        import time
+
+        self.what, self.limit, self.clock = what, limit, time.monotonic
+        self.first: dict[str, float] = {}
+
+    def check(self, pods: list[Any]) -> None:
+        from pytest_desched.errors import RoundError
+
+        now = self.clock()
+        for p in pods:
+            phase = p.status.phase if p.status else None
+            if phase not in (None, "Pending"):
+                continue  # started (or over): placed long ago
+            if getattr(p.spec, "node_name", None) or getattr(
+                p.metadata, "deletion_timestamp", None
+            ):
+                continue
+            since = self.first.setdefault(p.metadata.uid, now)
+            if now - since >= self.limit:
+                raise RoundError(
+                    f"{self.what}: pod {p.metadata.namespace}/{p.metadata.name} is still "
+                    f"unscheduled after {now - since:.0f}s: {unscheduled_why(p)}. No descheduler "
+                    "ran; the Job is left for the emergency stop (it has not started)"
+                )
+
+
+def owned_by_job(pod: Any, job_uid: str | None) -> bool:
+    """False for a pod another Job owned: one of the same name, already deleted, not yet gone.
+
+    Round Jobs belong to the CronJob, whose controller deletes finished ones beyond its
+    history limits (3 successful, 1 failed); the runbook's name is then free and reused,
+    while the garbage collector may not yet have removed the old Job's pods, which carry the
+    same `job-name` label. Selecting by that label alone would take the old round's run (and
+    its evictions) for the new one's. A pod whose owner is unknown is kept.
+    """
+    if not job_uid:
+        return True
+    owners = [
+        o
+        for o in getattr(pod.metadata, "owner_references", None) or []
+        if getattr(o, "kind", None) == "Job"
+    ]
+    return not owners or any(getattr(o, "uid", None) == job_uid for o in owners)

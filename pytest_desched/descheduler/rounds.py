@@ -18,7 +18,7 @@ from pytest_desched.descheduler.decisions import RoundResult
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.errors import RoundError
 from pytest_desched.evidence.audit import AuditWindow, EvictionRequest, expected_requests
-from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.kube import WaitTimeout, api_unavailable, wait_for
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -160,7 +160,9 @@ def run_round(
     requests appended after it are attached (`Round.audit_requests`), waiting up to
     `audit_timeout` for as many eviction requests as the round's log proves it sent.
     """
-    cj = ensure_suspended(release)
+    ns = release.namespace
+    with api_unavailable(cluster, f"reading CronJob {ns}/{release.cronjob_name} (no Job created)"):
+        cj = ensure_suspended(release)
     runner = cluster.job_runner
     annotations = runner.pod_annotations if runner is not None else None
     manifest = job_from_cronjob(cj, name, annotations, service_account, {RUN_LABEL: RUN_ID})
@@ -169,21 +171,24 @@ def run_round(
     if runner is not None and binary is not None:
         runner.register(cluster, release.image, binary)
     started = time.monotonic()
-    job = cluster.batch.create_namespaced_job(release.namespace, manifest)
+    with api_unavailable(cluster, f"creating round Job {ns}/{name} (it may or may not exist)"):
+        job = cluster.batch.create_namespaced_job(ns, manifest)
     pod_runs: list[PodRun] = []
-    if runner is not None and binary is not None:
-        pod_runs = runner.run(cluster, name, release.namespace, binary, log_dir, timeout)
-        logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
-    else:
-        wait_job_finished(cluster, name, release.namespace, timeout)
-        logs = read_job_logs(cluster, name, release.namespace)
-    ended = time.monotonic()
-    job = cluster.batch.read_namespaced_job(name, release.namespace)
+    # A failure from here on leaves a started round behind: the emergency stop keeps it.
+    with api_unavailable(cluster, f"waiting for round Job {ns}/{name} (it may still be running)"):
+        if runner is not None and binary is not None:
+            pod_runs = runner.run(cluster, name, ns, binary, log_dir, timeout)
+            logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
+        else:
+            wait_job_finished(cluster, name, ns, timeout)
+            logs = read_job_logs(cluster, name, ns)
+        ended = time.monotonic()
+        job = cluster.batch.read_namespaced_job(name, ns)
+        exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, ns)
     conds = {c.type: c.status for c in job.status.conditions or []}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log_path.write_text(logs)
-    exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, release.namespace)
     result = parse_log(logs, release.descheduler_version)
     audit_requests, audit_wait_s, audit_complete = (
         window.collect(expected_requests(result), audit_timeout) if window else (None, None, None)
@@ -212,6 +217,9 @@ def run_round(
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:
     """Wait for the Job's outcome; a pod that exited non-zero ends the round at once."""
     from pytest_desched.descheduler.round_pods import failed_pod
+    from pytest_desched.kube import UnscheduledGuard
+
+    unscheduled = UnscheduledGuard(f"round Job {namespace}/{name}")
 
     def probe() -> dict[str, str]:
         job = cluster.batch.read_namespaced_job(name, namespace)
@@ -220,6 +228,7 @@ def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: floa
             failure = failed_pod(cluster, name, namespace)
             if failure is not None:
                 raise failure  # RoundFailed: the retries the Job would make cannot help
+            unscheduled.check(_job_pods(cluster, name, namespace))
         return conds
 
     try:
@@ -236,7 +245,20 @@ def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: floa
 
 
 def _job_pods(cluster: Cluster, name: str, namespace: str) -> list[Any]:
-    return cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
+    """The Job's own pods; an earlier Job of the same name may still have some (kube.owned_by_job)."""
+    from kubernetes.client.rest import ApiException
+
+    from pytest_desched.kube import owned_by_job
+
+    try:
+        job = cluster.batch.read_namespaced_job(name, namespace)
+        uid = getattr(getattr(job, "metadata", None), "uid", None)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        uid = None
+    pods = cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
+    return [p for p in pods if owned_by_job(p, uid)]
 
 
 def read_job_logs(cluster: Cluster, name: str, namespace: str) -> str:

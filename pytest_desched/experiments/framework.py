@@ -155,7 +155,12 @@ class ExperimentContext:
     """What an experiment needs: cluster, release, nodes, policy, where evidence goes.
 
     `policy_label` files the records of a caller's own policy under its own name instead of
-    the built-in variant's.
+    the built-in variant's. `on_point`, when set, is called at fixed points of each round so
+    a caller can act there (the embedded provider's fault injector): "before-job" (the
+    watches are on, no Job exists yet), "round-ended" (the Job finished or its wait raised)
+    and, once per experiment, "teardown" (after any emergency stop, before the lab goes).
+    Points inside the round (the descheduler running, an eviction) are the caller's to
+    detect from "before-job" on; see providers/embedded/faults.py.
     """
 
     cluster: Cluster
@@ -172,6 +177,7 @@ class ExperimentContext:
     on_record: Callable[[dict[str, Any]], None] | None = None
     keep_lab: bool = False
     policy_label: str | None = None
+    on_point: Callable[[str], None] | None = None
 
     def lab(self) -> Lab:
         return Lab(
@@ -293,10 +299,18 @@ class Runner:
                 lambda n: n > 0,
                 timeout=10,
             )
-        with self.timed("round"):
-            rnd = run_round(
-                self.ctx.cluster, self.ctx.release, name, self.ctx.log_dir, self.ctx.round_timeout
-            )
+        self.point("before-job")
+        try:
+            with self.timed("round"):
+                rnd = run_round(
+                    self.ctx.cluster,
+                    self.ctx.release,
+                    name,
+                    self.ctx.log_dir,
+                    self.ctx.round_timeout,
+                )
+        finally:
+            self.point("round-ended")
         after = self.lab.snapshot()
         self.result.rounds.append(rnd)
         decisions = rnd.result.in_namespace(self.ctx.namespace)
@@ -376,6 +390,11 @@ class Runner:
             if pa.namespace == ns
         }
         return view.to_dict(), by_pod
+
+    def point(self, name: str) -> None:
+        """Tell the context's `on_point` hook (if any) that the round reached `name`."""
+        if self.ctx.on_point is not None:
+            self.ctx.on_point(name)
 
     def stop_recording(self) -> None:
         self._recording.close()
@@ -653,8 +672,11 @@ def run_experiment(
         if r.result.outcome in ("fail", "error"):
             _stop(ctx, r.result)
     finally:  # Ctrl-C and SIGTERM too: the lab never outlives its experiment
-        with r.timed("lab_teardown"):
-            r.teardown()
+        try:
+            r.point("teardown")
+        finally:
+            with r.timed("lab_teardown"):
+                r.teardown()
     return r.result
 
 

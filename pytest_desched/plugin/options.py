@@ -15,6 +15,7 @@ from pytest_desched.errors import ConfigError
 
 MARKERS = {
     "descheduler_e2e": "an end-to-end descheduler experiment on a real control plane (`-m descheduler_e2e`)",
+    "faults": "a fault-matrix case: the embedded provider breaks its own cluster mid-round (`-m faults`)",
     "desched_experiment(name, **params)": "run the registered experiment `name` (positive, nodefit, pdb, "
     "minpodage, or your own Experiment subclass) with params (variant, namespace, replicas, source, "
     "target, overrides, policy); the result is the `desched_experiment_result` fixture",

@@ -248,6 +248,14 @@ class EmbeddedProvider(Provider):
             # kwokctl writes it to <cluster>/logs/audit.log
             "--kube-audit-policy",
             str(manifest_path("audit-policy.yaml")),
+            # kwok manages only nodes carrying KWOK_NODE_ANNOTATION (every node made here
+            # does), not all nodes: taking the annotation off stops that node's heartbeat,
+            # so a fault can hold it NotReady (kwok's node-initialize Stage would re-ready a
+            # node it manages at once). See providers/embedded/faults.py.
+            "--extra-args",
+            "kwok-controller=manage-all-nodes=false",
+            "--extra-args",
+            f"kwok-controller=manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
             "--wait",
             f"{int(self.wait_timeout)}s",
         ]
@@ -289,12 +297,19 @@ class EmbeddedProvider(Provider):
             else f"embedded: kwokctl created no audit log at {self.audit_log}",
         )
         t2 = time.monotonic()
-        from pytest_desched.kube import wait_nodes_ready
+        from pytest_desched.kube import WaitTimeout, bound_requests, wait_nodes_ready
+
+        # This provider's faults (faults.py) stop etcd and kube-apiserver: a call must fail
+        # within seconds then, not hang on the API server's own 60 s request timeout.
+        bound_requests(cluster.api_client)
 
         kubelet = self._start_kubelet(bins_descheduler=self.toolchain.path("descheduler"))
         for i, n in enumerate(names):
             cluster.core.create_node(node_manifest(n, f"zone-{'abc'[i % 3]}", self.node_spec))
-        wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
+        try:
+            wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
+        except WaitTimeout as exc:  # say which component let the nodes down, not only that
+            raise ProviderError(f"{exc}\n{self.component_report('kwok-controller')}") from None
         self._wait_kubelet(kubelet)
         self.timings["nodes_s"] = time.monotonic() - t2
         self.timings["bring_up_s"] = time.monotonic() - t1
@@ -305,6 +320,19 @@ class EmbeddedProvider(Provider):
         )
         self.cluster = cluster
         return cluster
+
+    def component_report(self, component: str, lines: int = 5) -> str:
+        """Whether a kwokctl-run component is alive, and its log's last lines (diagnostics)."""
+        pid_file = self.cluster_dir / "pids" / f"{component}.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+            os.kill(pid, 0)
+            state = f"{component} (pid {pid}) is running"
+        except (OSError, ValueError):
+            state = f"{component} is not running (pid file {pid_file})"
+        log = self.cluster_dir / "logs" / f"{component}.log"
+        tail = log.read_text(errors="replace").splitlines()[-lines:] if log.is_file() else []
+        return state + "; last log lines:\n" + "\n".join(t[:300] for t in tail)
 
     def _start_kubelet(self, bins_descheduler: Path) -> subprocess.Popen[bytes]:
         """The cluster's supervised stand-in kubelet: runs every descheduler Job's pod.

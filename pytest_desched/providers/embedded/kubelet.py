@@ -258,6 +258,9 @@ def run_pod(
                     os.killpg(proc.pid, signal.SIGKILL)
                     rc = proc.wait()
                     notes.append(f"killed after {timeout:.0f}s")
+                if rc < 0:  # as a container runtime reports it: 128 + the signal's number
+                    notes.append(f"killed by signal {signal.Signals(-rc).name} (exit {128 - rc})")
+                    rc = 128 - rc
         log = log_path.read_text()
         finished = utcnow()
         shown = [
@@ -285,7 +288,7 @@ def run_pod(
         )
         if on_finished is not None:
             on_finished(run)
-        write_terminated(cluster, pod, rc, log, started, finished)
+        _until_api_answers(lambda: write_terminated(cluster, pod, rc, log, started, finished))
         return run
     except BaseException:
         if proc is not None and proc.poll() is None:
@@ -294,6 +297,27 @@ def run_pod(
         raise
     finally:
         shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
+
+
+def _until_api_answers(write: Callable[[], Any], timeout: float = 120) -> Any:
+    """Retry a status write while the API server is down, as a kubelet keeps retrying.
+
+    Without it a round whose process ended during an API-server or etcd outage would stay
+    Running forever, and its Job would never finish once the control plane is back.
+    """
+    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
+
+    from pytest_desched.kube import api_failure
+
+    for attempt in Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_exponential(multiplier=0.1, max=2),
+        retry=retry_if_exception(lambda exc: api_failure(exc) is not None),
+        reraise=True,
+    ):
+        with attempt:
+            return write()
+    return None
 
 
 def publish_logs(
@@ -322,6 +346,12 @@ def publish_logs(
         )
     except ApiException as exc:
         return f"kubectl logs unavailable: kwok Logs object not created ({exc.status} {exc.reason})"
+    except Exception as exc:  # the API server is down: the run's status matters more
+        from pytest_desched.kube import api_failure
+
+        if (why := api_failure(exc)) is None:
+            raise
+        return f"kubectl logs unavailable: kwok Logs object not created ({why})"
     return None
 
 
@@ -586,7 +616,11 @@ class Supervisor:
                 from kubernetes.client.rest import ApiException
 
                 try:
-                    self.cluster.batch.patch_namespaced_job(job, ns, {"spec": {"backoffLimit": 0}})
+                    _until_api_answers(
+                        lambda: self.cluster.batch.patch_namespaced_job(
+                            job, ns, {"spec": {"backoffLimit": 0}}
+                        )
+                    )
                 except ApiException as exc:
                     run.notes.append(f"could not stop the Job's retries ({exc.status})")
             write_facts(self.cluster_dir, run)
@@ -622,7 +656,7 @@ class Supervisor:
             )
             try:
                 finished(fail)
-                write_terminated(self.cluster, pod, 1, why, now, now)
+                _until_api_answers(lambda: write_terminated(self.cluster, pod, 1, why, now, now))
             except Exception as exc2:
                 self.log(f"{ns}/{name}: could not record the failure: {exc2}")
 
@@ -704,6 +738,9 @@ def main(argv: list[str] | None = None) -> int:
         workdir=args.cluster_dir,
         audit_unavailable_why="not used by the stand-in kubelet",
     )
+    from pytest_desched.kube import bound_requests
+
+    bound_requests(cluster.api_client)  # a dead control plane fails a call, never hangs it
     log(f"stand-in kubelet for {args.cluster_dir.name} (pid {os.getpid()})")
     Supervisor(cluster, args.cluster_dir, log).serve(stop, sdir / "ready")
     return 0
@@ -718,18 +755,25 @@ def wait_runs(
     refused (another image) ends it with `RoundError` naming why.
     """
     from pytest_desched.errors import RoundError
-    from pytest_desched.kube import WaitTimeout, wait_for
+    from pytest_desched.kube import UnscheduledGuard, WaitTimeout, owned_by_job, wait_for
 
     cdir = cluster.workdir
     assert cdir is not None, "the embedded cluster has a directory"
     runs: dict[str, PodRun] = {}
+    unscheduled = UnscheduledGuard(f"round Job {namespace}/{job_name}")
 
     def probe() -> tuple[dict[str, str], list[tuple[str, str | None]]]:
         job = cluster.batch.read_namespaced_job(job_name, namespace)
         conds = {c.type: c.status for c in job.status.conditions or []}
-        pods = cluster.core.list_namespaced_pod(
-            namespace, label_selector=f"{JOB_POD_SELECTOR}={job_name}"
-        ).items
+        job_uid = getattr(getattr(job, "metadata", None), "uid", None)
+        pods = [  # this Job's own: not those of an earlier, deleted Job of the same name
+            p
+            for p in cluster.core.list_namespaced_pod(
+                namespace, label_selector=f"{JOB_POD_SELECTOR}={job_name}"
+            ).items
+            if owned_by_job(p, job_uid)
+        ]
+        unscheduled.check(pods)
         for p in pods:
             uid = p.metadata.uid
             refused = facts_path(cdir, uid, "refused")
