@@ -94,7 +94,9 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
     assert "KeyboardInterrupt" in out or "Interrupted" in out or "signal" in out, out[-3000:]
     assert not cdir.exists(), f"cluster dir {cdir} left behind"
     assert not (cache / "clusters" / "owners" / f"{name}.json").exists()
-    left = {pid: c for pid, c in _live_cmdlines().items() if name in c or "desched-pod-" in c}
+    # This cluster's processes only (a round pod's command line names the cluster's dir):
+    # other runs on the same machine may have round pods of their own.
+    left = {pid: c for pid, c in _live_cmdlines().items() if name in c}
     assert not left, f"processes left after interrupting round {job}: {left}"
 
 
@@ -193,4 +195,6 @@ def test_existing_cluster_run_leaves_no_namespace_label_or_release(
         ).returncode
         == 0
     )
-    assert not {pid: c for pid, c in _live_cmdlines().items() if "desched-pod-" in c}
+    assert desched_cluster.workdir is not None  # the embedded cluster's round pods live there
+    mine = f"{desched_cluster.workdir}/desched-pod-"  # this session's round pods only
+    assert not {pid: c for pid, c in _live_cmdlines().items() if mine in c}
