@@ -56,15 +56,7 @@ def _sigterm(signum: int, frame: Any) -> None:
 
 
 def machine() -> dict[str, Any]:
-    def field(path: str, key: str) -> str | None:
-        try:
-            for line in Path(path).read_text().splitlines():
-                k, _, v = line.partition(":")
-                if k.strip() == key:
-                    return v.strip()
-        except OSError:
-            pass
-        return None
+    from run_bench import _proc_field as field  # the same /proc reader as the main benchmark
 
     mem = field("/proc/meminfo", "MemTotal")
     return {
