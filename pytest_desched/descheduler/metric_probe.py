@@ -12,7 +12,6 @@ compares the same cycle on both tracks, so that limit applies to both alike.
 from __future__ import annotations
 
 import http.client
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -20,15 +19,10 @@ from pathlib import Path
 
 from pytest_desched.descheduler.metrics import served_names
 from pytest_desched.kube import wait_for
+from pytest_desched.providers.embedded.kubelet import free_port
 
 LOOP_COUNT = "descheduler_loop_duration_seconds_count"
 CYCLES = 3  # finished loops before the scrape counts: past the first cycle's dry-run race
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(port: int) -> str | None:
@@ -67,7 +61,7 @@ def served_metric_names(
 
     Raises WaitTimeout naming what was seen when no scrape counted a finished loop.
     """
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="desched-metrics-") as tmp:
         work = Path(tmp)
         policy = work / "policy.yaml"

@@ -102,7 +102,8 @@ class MetricsPoller:
             conn.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A loopback port free right now (a round's or a probe's metrics port)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -226,7 +227,7 @@ def run_pod(
         sa_kubeconfig(cluster, pod, kubeconfig)
         # In a pod the API server is found in-cluster and the metrics port lives in the
         # pod's own network namespace; on the host both must be explicit.
-        port = _free_port()
+        port = free_port()
         local_args = [
             f"--client-connection-kubeconfig={kubeconfig}",
             "--bind-address=127.0.0.1",
