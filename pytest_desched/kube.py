@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import re
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -49,6 +51,78 @@ def wait_for(
     return last[0]
 
 
+def _object_key(obj: Any) -> str:
+    meta = obj.metadata
+    return f"{meta.namespace or ''}/{meta.name}"
+
+
+def watch_until(
+    what: str,
+    list_call: Callable[..., Any],
+    done: Callable[[list[Any]], bool],
+    timeout: float = 60,
+    describe: Callable[[list[Any]], str] | None = None,
+    *args: Any,
+    **list_kwargs: Any,
+) -> list[Any]:
+    """List a collection, then follow its watch until `done(objects)`; fail with what was seen.
+
+    Driven by the API server's events, not a polling interval: `done` sees the listed state
+    first, then the state after every event (so a wait ends within milliseconds of the change
+    it waits for). A watch that ends early (server timeout, 410 Gone) lists again. Returns the
+    objects `done` accepted. `args`/`list_kwargs` go to `list_call` (namespace, selectors).
+    """
+    from kubernetes import watch
+    from kubernetes.client.rest import ApiException
+
+    deadline = time.monotonic() + timeout
+    objs: dict[str, Any] = {}
+    show = describe or (lambda items: f"{len(items)} object(s): {sorted(objs)}")
+    while True:
+        listed = list_call(*args, **list_kwargs)
+        objs = {_object_key(o): o for o in listed.items}
+        if done(list(objs.values())):
+            return list(objs.values())
+        rv = listed.metadata.resource_version
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        w = watch.Watch()
+        try:
+            for ev in w.stream(
+                list_call,
+                *args,
+                resource_version=rv,
+                timeout_seconds=max(1, math.ceil(remaining)),
+                allow_watch_bookmarks=True,
+                **list_kwargs,
+            ):
+                kind, obj = ev["type"], ev["object"]
+                if kind == "BOOKMARK":
+                    continue
+                if kind == "ERROR":  # e.g. 410 as an event: list again
+                    break
+                if kind == "DELETED":
+                    objs.pop(_object_key(obj), None)
+                else:
+                    objs[_object_key(obj)] = obj
+                if done(list(objs.values())):
+                    return list(objs.values())
+                if time.monotonic() >= deadline:
+                    break
+        except ApiException as exc:
+            if exc.status != 410:
+                raise
+        finally:
+            w.stop()
+        if time.monotonic() >= deadline:
+            break
+    raise WaitTimeout(
+        f"timed out after {timeout:.0f}s waiting for {what}; last seen: "
+        f"{show(list(objs.values()))}"
+    )
+
+
 # -- nodes as dicts (kubectl -o json, sanitized API objects) or kubernetes.client.V1Node --
 def _field(obj: Any, name: str) -> Any:
     if obj is None:
@@ -76,11 +150,17 @@ def node_ready(node: Any) -> bool:
 
 
 def wait_nodes_ready(cluster: Cluster, names: list[str], timeout: float = 60) -> None:
-    def probe() -> dict[str, bool]:
-        nodes = {n.metadata.name: n for n in cluster.core.list_node().items}
-        return {name: name in nodes and node_ready(nodes[name]) for name in names}
+    def ready(nodes: list[Any]) -> dict[str, bool]:
+        by_name = {n.metadata.name: n for n in nodes}
+        return {name: name in by_name and node_ready(by_name[name]) for name in names}
 
-    wait_for(f"nodes {names} Ready", probe, lambda s: all(s.values()), timeout)
+    watch_until(
+        f"nodes {names} Ready",
+        cluster.core.list_node,
+        lambda nodes: all(ready(nodes).values()),
+        timeout,
+        describe=lambda nodes: str(ready(nodes)),
+    )
 
 
 def pod_ready(pod: Any) -> bool:

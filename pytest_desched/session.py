@@ -14,8 +14,9 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,6 +97,8 @@ class DeschedSession:
         self._release: Release | None = None
         self._evidence: EvidenceWriter | None = None
         self._candidate: Candidate | None = None
+        self._lane_releases: dict[str, Release] = {}  # run_concurrently's, by release name
+        self._namespaces_used: set[str] = set()  # lab namespaces handed out (fresh_namespace)
         # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows
         self.report_entries: list[dict[str, Any]] = []
 
@@ -341,6 +344,8 @@ class DeschedSession:
         rel = release or self.release
         cluster = self.cluster
         w = cluster.workers
+        if namespace is None:
+            namespace = self.fresh_namespace()
         try:
             if policy is None and variant not in VARIANTS:
                 raise LabInputError(f"unknown policy variant {variant!r}; use one of {VARIANTS}")
@@ -351,7 +356,7 @@ class DeschedSession:
                 )
             ns, src, dst, replicas = check_lab_inputs(
                 w,
-                namespace=self.config.namespace if namespace is None else namespace,
+                namespace=namespace,
                 source=source or (w[0] if w else None),
                 target=target or (w[1] if len(w) > 1 else None),
                 replicas=replicas,
@@ -379,6 +384,109 @@ class DeschedSession:
             policy_label=label,
         )
 
+    def fresh_namespace(self) -> str:
+        """A lab namespace no earlier experiment of this session used: the configured name
+        first, then `<name>-2`, `-3`... (an earlier lab's may still be terminating: its
+        deletion runs in the background, see lab/reaper.py)."""
+        base, n = self.config.namespace, 1
+        name = base
+        while name in self._namespaces_used:
+            n += 1
+            suffix = f"-{n}"
+            name = base[: 63 - len(suffix)].rstrip("-") + suffix
+        self._namespaces_used.add(name)
+        if self.config.redact and "redactor" in self.info:
+            self.info["redactor"].register_namespace(name)
+        return name
+
+    def _record_result(self, result: ExperimentResult, name: str) -> None:
+        self.report_entries.append(  # the HTML report's input, written at close()
+            {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
+        )
+        for k, v in result.timings.items():
+            self.timings[f"experiment.{name}[{result.variant}].{k}"] = v
+
+    def lane_release(self, name: str) -> Release:
+        """The release of one lane (run_concurrently): installed once, removed at close()."""
+        if name == self.config.release:
+            return self.release
+        if name not in self._lane_releases:
+            self._lane_releases[name] = self.new_release(name)
+        return self._lane_releases[name]
+
+    def run_concurrently(
+        self,
+        plan: Sequence[tuple[str | type[Experiment], str | None]],
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+    ) -> list[ExperimentResult]:
+        """Run experiments side by side on this cluster, one lane each (experiments/lanes.py).
+
+        Each lane has its own namespace, source and target node, pool value and release, and
+        its policy is held to its namespace; `check_lanes` refuses any plan where two
+        descheduler instances could evict the same pods, before anything changes. Results come
+        back in plan order, each with the evidence a lone run writes.
+        """
+        from concurrent.futures import ThreadPoolExecutor
+
+        from pytest_desched.experiments import lookup, run_experiment
+        from pytest_desched.experiments.lanes import check_lanes, plan_lanes, scope_to_lane
+
+        try:
+            classes = [(lookup(e), v) for e, v in plan]
+        except KeyError as exc:
+            raise ConfigError(str(exc.args[0])) from None
+        if len(classes) == 1:
+            cls, variant = classes[0]
+            return [self.run(cls, variant, on_record)]
+        cluster = self.cluster
+        if cluster.policy_scope is not None:
+            raise ConfigError(
+                f"{cluster.provider} cluster {cluster.name}: experiments run one at a time here "
+                "(lanes need nodes and releases of their own); use run() per experiment"
+            )
+        lanes = plan_lanes(
+            len(classes),
+            cluster.workers,
+            [self.fresh_namespace() for _ in classes],
+            self.config.release,
+        )
+        lanes = [  # lane 0 drives the session's own release
+            replace(ln, release=self.config.release) if ln.index == 0 else ln for ln in lanes
+        ]
+        ctxs = []
+        for lane, (cls, variant) in zip(lanes, classes, strict=True):
+            ctx = self.context(
+                variant=variant or cls.default_variant,
+                namespace=lane.namespace,
+                source=lane.source,
+                target=lane.target,
+                keep_min_pod_age=cls.keep_min_pod_age,
+            )
+            ctx.policy = scope_to_lane(ctx.policy, lane).validate()
+            ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
+            ctxs.append(ctx)
+        check_lanes(lanes, [c.policy for c in ctxs])
+
+        def work(i: int) -> ExperimentResult:
+            cls, variant = classes[i]
+            ctxs[i].release = self.lane_release(lanes[i].release)
+            return run_experiment(cls, ctxs[i], variant or cls.default_variant)
+
+        pool = ThreadPoolExecutor(len(classes), thread_name_prefix="desched-lane")
+        futures = [pool.submit(work, i) for i in range(len(classes))]
+        try:
+            with self.phase("experiments.concurrent"):
+                for f in futures:  # every lane ends (and tears its lab down) before we go on
+                    f.exception()
+        finally:  # Ctrl-C: nothing new starts; running lanes finish their own teardown
+            for f in futures:
+                f.cancel()
+            pool.shutdown(wait=True)
+        results = [f.result() for f in futures]  # a lane whose release failed raises here
+        for (cls, _), result in zip(classes, results, strict=True):
+            self._record_result(result, cls.name)
+        return results
+
     def run(
         self,
         experiment: str | type[Experiment],
@@ -401,11 +509,7 @@ class DeschedSession:
         ctx.on_record = on_record
         with self.phase(f"experiment.{cls.name}[{ctx.policy_label or variant}]"):
             result = run_experiment(cls, ctx, variant)
-        self.report_entries.append(  # the HTML report's input, written at close()
-            {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
-        )
-        for k, v in result.timings.items():
-            self.timings[f"experiment.{cls.name}[{result.variant}].{k}"] = v
+        self._record_result(result, cls.name)
         return result
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -446,13 +550,27 @@ class DeschedSession:
 
         out: dict[str, Any] = {}
         self.write_report()  # before teardown: the redactor still knows the cluster's names
+        left: BaseException | None = None
         try:
-            if self._release is not None and self._release.installed:
-                with self.phase("teardown.release"):
+            releases = [r for r in (self._release, *self._lane_releases.values()) if r]
+            releases = [r for r in releases if r.installed]
+            with self.phase("teardown.release") if releases else nullcontext():
+                for rel in releases:
+                    key = "" if rel is self._release else f".{rel.name}"
                     if self.keep:
-                        out["emergency_stop"] = emergency_stop(self._cluster, self._release)
+                        out["emergency_stop" + key] = emergency_stop(self._cluster, rel)
                     else:
-                        out["cleanup"] = cleanup_release(self._cluster, self._release)
+                        out["cleanup" + key] = cleanup_release(self._cluster, rel)
+            reaper = getattr(self._cluster, "namespace_reaper", None)  # None: no cluster yet
+            if reaper is not None and reaper.pending and not self.keep:
+                # The final leftover scan: every lab namespace deleted in the background is
+                # gone (lab/reaper.py); one that is not fails the session, named.
+                with self.phase("teardown.namespaces"):
+                    try:
+                        out["namespaces_gone"] = reaper.wait_all()
+                    except Exception as exc:
+                        out["namespaces_left"] = str(exc)
+                        left = exc
         finally:
             if self._provider is not None:
                 if self.keep:
@@ -462,6 +580,8 @@ class DeschedSession:
                 if self.keep:
                     out["kept"] = self._provider.resume_hint()
         self.info.update(out)
+        if left is not None:
+            raise left
         return out
 
     def __enter__(self) -> DeschedSession:

@@ -76,6 +76,46 @@ class Round:
         return self.ended - self.started
 
     @property
+    def settled(self) -> bool:
+        """The Job controller has decided: Complete or Failed."""
+        return self.conditions.get("Complete") == "True" or self.conditions.get("Failed") == "True"
+
+    def settle(self, cluster: Cluster, timeout: float = 30) -> Round:
+        """Wait (watching the Job) for the Job controller's verdict; sets `succeeded`.
+
+        A round that ended when its pod exited (run_round(wait_job=False)) has the pod's exit
+        status but maybe not yet the Job's condition: the Job controller batches pod updates
+        for up to 1 s. On timeout the conditions seen stay as they are (`succeeded` False).
+        """
+        from pytest_desched.kube import watch_until
+
+        if self.settled:
+            return self
+
+        def conds(jobs: list[Any]) -> dict[str, str]:
+            job = next((j for j in jobs if j.metadata.uid == self.job_uid), None)
+            status = job.status if job is not None else None
+            return {c.type: c.status for c in (status.conditions or [])} if status else {}
+
+        try:
+            jobs = watch_until(
+                f"Job {self.namespace}/{self.name} Complete or Failed",
+                cluster.batch.list_namespaced_job,
+                lambda jobs: bool({"Complete", "Failed"} & {k for k, v in conds(jobs).items() if v == "True"}),
+                timeout,
+                lambda jobs: str(conds(jobs)),
+                self.namespace,
+                field_selector=f"metadata.name={self.name}",
+            )
+        except WaitTimeout:
+            jobs = cluster.batch.list_namespaced_job(
+                self.namespace, field_selector=f"metadata.name={self.name}"
+            ).items
+        self.conditions = conds(jobs)
+        self.succeeded = self.conditions.get("Complete") == "True"
+        return self
+
+    @property
     def user(self) -> str:
         """The username the API server authenticates the round's pod as (its ServiceAccount)."""
         return f"system:serviceaccount:{self.namespace}:{self.service_account}"
@@ -153,12 +193,16 @@ def run_round(
     timeout: float = 180,
     service_account: str | None = None,
     audit_timeout: float = 10,
+    wait_job: bool = True,
 ) -> Round:
     """Create the Job, have it run (by a kubelet, or the provider's JobRunner), parse its logs.
 
     With a readable audit log, the log's offset is taken before the Job exists and the
     requests appended after it are attached (`Round.audit_requests`), waiting up to
-    `audit_timeout` for as many eviction requests as the round's log proves it sent.
+    `audit_timeout` for as many eviction requests as the round's log proves it sent (its own:
+    rounds of other releases may run at the same time).
+    `wait_job=False`: where the provider's JobRunner knows the pod's exit, the round ends
+    there and the Job's condition is the caller's to wait for (`Round.settle`).
     """
     ns = release.namespace
     with api_unavailable(cluster, f"reading CronJob {ns}/{release.cronjob_name} (no Job created)"):
@@ -177,7 +221,7 @@ def run_round(
     # A failure from here on leaves a started round behind: the emergency stop keeps it.
     with api_unavailable(cluster, f"waiting for round Job {ns}/{name} (it may still be running)"):
         if runner is not None and binary is not None:
-            pod_runs = runner.run(cluster, name, ns, binary, log_dir, timeout)
+            pod_runs = runner.run(cluster, name, ns, binary, log_dir, timeout, not wait_job)
             logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
         else:
             wait_job_finished(cluster, name, ns, timeout)
@@ -190,8 +234,12 @@ def run_round(
     log_path = log_dir / f"{name}.log"
     log_path.write_text(logs)
     result = parse_log(logs, release.descheduler_version)
+    sa = manifest["spec"]["template"]["spec"].get("serviceAccountName", "default")
+    user = f"system:serviceaccount:{release.namespace}:{sa}"
     audit_requests, audit_wait_s, audit_complete = (
-        window.collect(expected_requests(result), audit_timeout) if window else (None, None, None)
+        window.collect(expected_requests(result), audit_timeout, lambda r: r.user == user)
+        if window
+        else (None, None, None)
     )
     return Round(
         name=name,
@@ -203,7 +251,7 @@ def run_round(
         result=result,
         started=started,
         ended=ended,
-        service_account=manifest["spec"]["template"]["spec"].get("serviceAccountName", "default"),
+        service_account=sa,
         executor=cluster.job_executor,
         pod_runs=pod_runs,
         log_path=log_path,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -199,9 +199,15 @@ class AuditWindow:
         return [r for r in self.requests if r.is_eviction]
 
     def collect(
-        self, expected: int, timeout: float = 10
+        self,
+        expected: int,
+        timeout: float = 10,
+        counts: Callable[[EvictionRequest], bool] | None = None,
     ) -> tuple[list[EvictionRequest], float, bool]:
         """Read until the window holds at least `expected` eviction requests, or `timeout`.
+
+        `counts` picks the requests that count toward `expected` (the round's own user:
+        another release's round may share the window); every request is returned.
 
         Sound because `expected` (see `expected_requests`) counts only requests the
         descheduler got an answer to, and the API server audits a request before answering
@@ -210,13 +216,14 @@ class AuditWindow:
         missing request, which is the honest record.
         """
         t0 = time.monotonic()
+        mine = counts or (lambda r: True)
         try:
             wait_for(
                 f"{expected} eviction requests in the audit log {self.path}",
                 self.read,
-                lambda reqs: sum(r.is_eviction for r in reqs) >= expected,
+                lambda reqs: sum(r.is_eviction and mine(r) for r in reqs) >= expected,
                 timeout,
-                describe=lambda reqs: f"{sum(r.is_eviction for r in reqs)} eviction requests",
+                describe=lambda reqs: f"{sum(r.is_eviction and mine(r) for r in reqs)} eviction requests",
                 max_interval=0.2,
             )
             complete = True

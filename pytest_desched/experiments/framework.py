@@ -30,7 +30,7 @@ from pytest_desched.descheduler.known_bugs import (
 from pytest_desched.descheduler.metrics import round_metrics
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
 from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
-from pytest_desched.lab import POOL_LABEL, Lab, Recorder, Snapshot
+from pytest_desched.lab import POOL_LABEL, POOL_VALUE, Lab, Recorder, Snapshot
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -178,6 +178,10 @@ class ExperimentContext:
     keep_lab: bool = False
     policy_label: str | None = None
     on_point: Callable[[str], None] | None = None
+    # Set when the experiment runs beside others on the same cluster (experiments/lanes.py):
+    # its own pool value, namespace, nodes and release; its round Jobs carry the lane's name.
+    pool: str = POOL_VALUE
+    lane: str | None = None
 
     def lab(self) -> Lab:
         return Lab(
@@ -185,6 +189,7 @@ class ExperimentContext:
             self.namespace,
             replicas=self.replicas,
             image=self.release.versions.workload_image,
+            pool=self.pool,
         )
 
     @property
@@ -288,6 +293,8 @@ class Runner:
         from pytest_desched.kube import node_ready, wait_for
 
         # The runbook's own name, so its commands find the Job; a run suffix only on collision.
+        if self.ctx.lane:
+            name = f"{name}-{self.ctx.lane}"
         name = runbook_job_name(self.ctx.cluster, self.ctx.release.namespace, name)
         before = self.lab.snapshot()
         ready_nodes = sum(node_ready(n) for n in self.ctx.cluster.core.list_node().items)
@@ -308,6 +315,7 @@ class Runner:
                     name,
                     self.ctx.log_dir,
                     self.ctx.round_timeout,
+                    wait_job=False,  # the Job's condition is checked at record (settle)
                 )
         finally:
             self.point("round-ended")
@@ -321,12 +329,6 @@ class Runner:
         self.result.evictions = len(evicted)
         decided = decide(decisions, rnd.result.skipped)
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
-        self.check(
-            "job-completed",
-            f"round {name} Job completed",
-            rnd.succeeded,
-            f"exit {rnd.exit_code}, {rnd.conditions}",
-        )
         self.check(
             "round-not-skipped",
             "the descheduler ran its cycle (not skipped)",
@@ -371,14 +373,25 @@ class Runner:
         from pytest_desched.evidence.audit import compare, uid_map
 
         ns = self.ctx.namespace
+        requests, others = rnd.audit_requests, 0
+        if self.ctx.lane and requests is not None:
+            # Lanes' rounds share the audit window: another lane's descheduler evicting in its
+            # own namespace is not this round's; any request touching this lab still counts.
+            mine = [r for r in requests if r.user == rnd.user or r.namespace in self.lab.namespaces]
+            requests, others = mine, len(requests) - len(mine)
         view = compare(
             rnd.result,
-            rnd.audit_requests,
+            requests,
             uids=uid_map(ns, before.pods),
             lab_namespaces={ns},
             user=rnd.user,
             unavailable_why=getattr(self.ctx.cluster, "audit_unavailable_why", None),
         )
+        if others:
+            view.notes.append(
+                f"lane {self.ctx.lane}: {others} request(s) by other lanes' descheduler outside "
+                "this lab left out"
+            )
         if rnd.audit_requests is not None and rnd.audit_complete is False:
             view.disagreements.append(
                 f"the audit window holds fewer eviction requests than the log proves were sent "
@@ -418,6 +431,13 @@ class Runner:
         self.stop_recording()
         rnd, rec, before = view.rnd, view.rec, view.before
         replacement, extra = view.replacement, dict(view.extra)
+        rnd.settle(self.ctx.cluster)  # the Job controller's verdict, batched up to 1 s
+        self.check(
+            "job-completed",
+            f"round {rnd.name} Job completed",
+            rnd.succeeded,
+            f"exit {rnd.exit_code}, {rnd.conditions}",
+        )
         self.check(
             "watches-complete",
             "the pod and PDB watches ran without errors for the whole round",
@@ -552,8 +572,8 @@ class Runner:
 
     def teardown(self) -> None:
         self.stop_recording()
-        if not self.ctx.keep_lab:
-            self.lab.teardown()
+        if not self.ctx.keep_lab:  # namespaces go in the background (lab/reaper.py)
+            self.lab.teardown(background=True)
 
     def assess_nothing_evicted(self, v: RoundView, s1: Snapshot) -> None:
         """Negative experiments: unchanged UIDs, no new pod, and no 201 at the API server."""

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import LabApiError
-from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.kube import WaitTimeout, wait_for, watch_until
 from pytest_desched.lab.inputs import (
     MANAGED_BY,
     MANAGER,
@@ -101,6 +101,10 @@ def _owner_kind(pod: Any) -> str | None:
     return owners[0].kind if owners else None
 
 
+def _pods_seen(s: Snapshot) -> str:
+    return str([(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods])
+
+
 def _taint_dicts(node: Any) -> list[dict[str, Any]]:
     return [
         {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
@@ -119,8 +123,12 @@ class Lab:
         replicas: int = 3,
         image: str = DEFAULT_IMAGE,
         timeout: float = 60,
+        pool: str = POOL_VALUE,
     ) -> None:
         self.cluster = cluster
+        # The pool label's value this lab's pods require: labs running side by side (lanes)
+        # each have their own, so no replacement can land on another lab's nodes.
+        self.pool = pool
         self.namespace = namespace
         self.app = app
         self.replicas = replicas
@@ -136,6 +144,7 @@ class Lab:
         # some (an owner kind it does not know may be recreating them; see delete_namespace).
         self.pod_settle_s = 5.0
         check_namespace(namespace)  # a bad name fails here, before any cluster change
+        _labels("Lab(pool=...)", {POOL_LABEL: pool})
 
     @property
     def namespaces(self) -> list[str]:
@@ -146,6 +155,9 @@ class Lab:
     def create_namespace(self, name: str | None = None) -> None:
         ns = name or self.namespace
         body = {"metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}}
+        reaper = getattr(self.cluster, "namespace_reaper", None)  # a unit test's double: none
+        if reaper is not None and reaper.is_pending(ns):  # an earlier lab's, deleted in the background: let it go
+            reaper.wait_gone([ns], self.timeout)
         try:
             self.cluster.core.create_namespace(body)
         except ApiException as exc:
@@ -170,10 +182,12 @@ class Lab:
     def _node_label(self, node: str) -> str | None:
         return (self.cluster.core.read_node(node).metadata.labels or {}).get(POOL_LABEL)
 
-    def label_node(self, node: str, value: str = POOL_VALUE) -> None:
-        """The runbook's step: put the pool label on `node`."""
+    def label_node(self, node: str, value: str | None = None) -> None:
+        """The runbook's step: put the pool label (this lab's pool by default) on `node`."""
         self._labelled.setdefault(node, self._node_label(node))
-        self.cluster.core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: value}}})
+        self.cluster.core.patch_node(
+            node, {"metadata": {"labels": {POOL_LABEL: value or self.pool}}}
+        )
 
     def unlabel_node(self, node: str) -> None:
         self._labelled.setdefault(node, self._node_label(node))
@@ -182,7 +196,7 @@ class Lab:
     def labelled_nodes(self) -> list[str]:
         return sorted(
             n.metadata.name
-            for n in self.cluster.core.list_node(label_selector=f"{POOL_LABEL}={POOL_VALUE}").items
+            for n in self.cluster.core.list_node(label_selector=f"{POOL_LABEL}={self.pool}").items
         )
 
     def set_node_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
@@ -286,7 +300,7 @@ class Lab:
                         "nodeSelectorTerms": [
                             {
                                 "matchExpressions": [
-                                    {"key": POOL_LABEL, "operator": "In", "values": [POOL_VALUE]}
+                                    {"key": POOL_LABEL, "operator": "In", "values": [self.pool]}
                                 ]
                             }
                         ]
@@ -321,15 +335,25 @@ class Lab:
             live = [p for p in s.live if p.uid not in exclude]
             return len(s.ready()) == n and len(live) == n and not s.pending() and len(s.pods) == n
 
-        return wait_for(
-            f"{n} Ready pods ({self.app}) in {self.namespace}",
-            self.snapshot,
-            ok,
+        what = f"{n} Ready pods ({self.app}) in {self.namespace}"
+        if self._extra_namespaces:  # pods of several namespaces: no single watch covers them
+            return wait_for(what, self.snapshot, ok, timeout or self.timeout, describe=_pods_seen)
+
+        def snap(pods: list[Any]) -> Snapshot:
+            infos = sorted((PodInfo.of(p) for p in pods), key=lambda p: (p.namespace, p.name))
+            return Snapshot(time.monotonic(), infos, None)
+
+        pods = watch_until(
+            what,
+            self.cluster.core.list_namespaced_pod,
+            lambda pods: ok(snap(pods)),
             timeout or self.timeout,
-            describe=lambda s: str(
-                [(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods]
-            ),
+            lambda pods: _pods_seen(snap(pods)),
+            self.namespace,
         )
+        done = snap(pods)
+        done.pdb = self.pdb_status()
+        return done
 
     def replica_set_generation(self) -> tuple[int, int]:
         d = self.cluster.apps.read_namespaced_deployment(self.app, self.namespace)
@@ -677,16 +701,26 @@ class Lab:
 
     def wait_pdb(self, disruptions_allowed: int, timeout: float | None = None) -> dict[str, Any]:
         """Wait until the disruption controller has observed the PDB and reports this value."""
-        return wait_for(
-            f"PDB {self.namespace}/{self.app} disruptionsAllowed={disruptions_allowed}",
-            self.pdb_status,
-            lambda s: (
+        def status(budgets: list[Any]) -> dict[str, Any] | None:
+            return self._pdb_dict(budgets[0]) if budgets else None
+
+        def ok(s: dict[str, Any] | None) -> bool:
+            return (
                 s is not None
                 and s["observedGeneration"] == s["generation"]
                 and s["disruptionsAllowed"] == disruptions_allowed
-            ),
+            )
+
+        budgets = watch_until(
+            f"PDB {self.namespace}/{self.app} disruptionsAllowed={disruptions_allowed}",
+            self.cluster.policy.list_namespaced_pod_disruption_budget,
+            lambda budgets: ok(status(budgets)),
             timeout or self.timeout,
+            lambda budgets: repr(status(budgets)),
+            self.namespace,
+            field_selector=f"metadata.name={self.app}",
         )
+        return status(budgets)  # type: ignore[return-value]
 
     # -- observation -------------------------------------------------------
     def snapshot(self) -> Snapshot:
@@ -783,6 +817,29 @@ class Lab:
             restored.append(node)
         return sorted(set(restored))
 
+    def delete_namespace_in_background(self) -> list[str]:
+        """Start deleting the lab's namespaces and hand them to the cluster's reaper.
+
+        The namespace goes Terminating first: from then on the API server refuses new objects
+        in it, so no controller can bring a pod back. Then its pods are force-deleted (no
+        kubelet honours a grace period here), so no lab pod outlives this call; the rest
+        (controllers, PDB, events) is the namespace controller's, and the session's final scan
+        (NamespaceReaper.wait_all) fails if a namespace never goes.
+        """
+        mine = ([self.namespace] if self.created_namespace else []) + list(self._extra_namespaces)
+        for ns in mine:
+            _ignore_404(lambda ns=ns: self.cluster.core.delete_namespace(ns))
+        for ns in mine:
+            _ignore_404(
+                lambda ns=ns: self.cluster.core.delete_collection_namespaced_pod(
+                    ns, grace_period_seconds=0
+                )
+            )
+        self.cluster.namespace_reaper.hand_over(mine)
+        self.created_namespace = False
+        self._extra_namespaces.clear()
+        return mine
+
     def delete_namespace(self, timeout: float = 60) -> None:
         """Delete the lab's namespaces; pods are force-deleted until each namespace is gone.
 
@@ -868,13 +925,22 @@ class Lab:
         self._objects = [o for o in self._objects if o[1] is not None]
         return gone
 
-    def teardown(self) -> None:
-        """Reverse dependency order: namespaces (waited for), cluster-scoped objects, nodes.
+    def teardown(self, background: bool = False) -> None:
+        """Reverse dependency order: namespaces, cluster-scoped objects, nodes.
 
+        `background`: the namespaces are left Terminating with no pod in them and handed to
+        the cluster's reaper instead of waited for (see delete_namespace_in_background);
+        a lab that made PersistentVolumes still waits, since those go only after their claims.
         Every step runs even when an earlier one failed; the first error is raised after.
         """
         errors: list[BaseException] = []
-        for step in (self.delete_namespace, self.delete_cluster_objects, self.restore_nodes):
+        has_volumes = any(kind == "PersistentVolume" for kind, _, _ in self._objects)
+        delete: Callable[[], Any] = (
+            self.delete_namespace_in_background
+            if background and not has_volumes
+            else self.delete_namespace
+        )
+        for step in (delete, self.delete_cluster_objects, self.restore_nodes):
             try:
                 step()
             except Exception as exc:

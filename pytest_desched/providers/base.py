@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from kubernetes import client
 
     from pytest_desched.descheduler.policy import Policy, PolicyScope
+    from pytest_desched.lab.reaper import NamespaceReaper
     from pytest_desched.tools.toolchain import Toolchain
 
 PROVIDERS = ("auto", "embedded", "kind", "existing")  # keep in step with providers.REGISTRY
@@ -52,6 +53,7 @@ class JobRunner(Protocol):
         binary: Path,
         log_dir: Path,
         timeout: float = 300,
+        until_exit: bool = False,
     ) -> list[Any]: ...
 
 
@@ -93,6 +95,13 @@ class Cluster:
             from pytest_desched.evidence.audit import unreadable_reason
 
             self.audit_unavailable_why = unreadable_reason(self.provider)
+
+    @cached_property
+    def namespace_reaper(self) -> NamespaceReaper:
+        """Lab namespaces deleted in the background; the session's final scan waits for them."""
+        from pytest_desched.lab.reaper import NamespaceReaper
+
+        return NamespaceReaper(self)
 
     # -- API ------------------------------------------------------------
     @cached_property

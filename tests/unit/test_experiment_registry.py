@@ -121,7 +121,7 @@ class FakeLab:
     def events(self) -> list[dict[str, Any]]:
         return []
 
-    def teardown(self) -> None:
+    def teardown(self, background: bool = False) -> None:
         self.events_log.append("lab.teardown")
 
 

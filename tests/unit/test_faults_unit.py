@@ -338,7 +338,7 @@ def test_on_point_teardown_is_called_after_a_failed_step_and_before_the_lab_goes
     from pytest_desched.lab.lab import Lab
 
     order: list[str] = []
-    monkeypatch.setattr(Lab, "teardown", lambda self: order.append("lab-teardown"))
+    monkeypatch.setattr(Lab, "teardown", lambda self, background=False: order.append("lab-teardown"))
 
     class Breaks(Experiment):
         def act(self) -> None:
@@ -355,7 +355,7 @@ def test_a_raising_on_point_never_skips_the_lab_teardown(monkeypatch: pytest.Mon
     from pytest_desched.lab.lab import Lab
 
     torn: list[bool] = []
-    monkeypatch.setattr(Lab, "teardown", lambda self: torn.append(True))
+    monkeypatch.setattr(Lab, "teardown", lambda self, background=False: torn.append(True))
 
     def hook(point: str) -> None:
         raise FaultError(f"heal failed at {point}")
@@ -372,7 +372,7 @@ def test_without_on_point_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> No
     from pytest_desched.experiments import Experiment, run_experiment
     from pytest_desched.lab.lab import Lab
 
-    monkeypatch.setattr(Lab, "teardown", lambda self: None)
+    monkeypatch.setattr(Lab, "teardown", lambda self, background=False: None)
 
     class Quiet(Experiment):
         pass

@@ -748,12 +748,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def wait_runs(
-    cluster: Cluster, job_name: str, namespace: str, log_dir: Path, timeout: float = 300
+    cluster: Cluster,
+    job_name: str,
+    namespace: str,
+    log_dir: Path,
+    timeout: float = 300,
+    until_exit: bool = False,
 ) -> list[PodRun]:
     """The runs of the Job's pods as the supervised kubelet records them, until the Job ends.
 
     A pod that exits non-zero ends the round at once with `RoundFailed`; a pod the kubelet
-    refused (another image) ends it with `RoundError` naming why.
+    refused (another image) ends it with `RoundError` naming why. `until_exit`: a pod that
+    exited 0 (its status written back) ends the wait; the Job controller marks the Job
+    Complete up to its 1 s sync batch later, which the caller checks then (Round.settle).
     """
     from pytest_desched.errors import RoundError
     from pytest_desched.kube import UnscheduledGuard, WaitTimeout, owned_by_job, wait_for
@@ -797,7 +804,11 @@ def wait_runs(
         wait_for(
             f"Job {namespace}/{job_name} to finish",
             probe,
-            lambda seen: seen[0].get("Complete") == "True" or seen[0].get("Failed") == "True",
+            lambda seen: (
+                seen[0].get("Complete") == "True"
+                or seen[0].get("Failed") == "True"
+                or (until_exit and any(r.exit_code == 0 for r in runs.values()))
+            ),
             timeout,
             describe=lambda seen: f"conditions={seen[0]}, pods={seen[1]}" if seen else "nothing",
             max_interval=0.1,
@@ -827,8 +838,9 @@ class StandInKubelet:
         binary: Path,
         log_dir: Path,
         timeout: float = 300,
+        until_exit: bool = False,
     ) -> list[PodRun]:
-        return wait_runs(cluster, job_name, namespace, log_dir, timeout)
+        return wait_runs(cluster, job_name, namespace, log_dir, timeout, until_exit)
 
 
 if __name__ == "__main__":
