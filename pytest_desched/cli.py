@@ -131,12 +131,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         except KeyError:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
     config = _config(args)
+    if args.parallel and len(names) > 1 and config.workers < 2 * len(names):
+        # two workers per lane (a source and a target); only the embedded cluster grows
+        config = config.with_(workers=2 * len(names))
     outcomes: list[dict[str, Any]] = []
     failed: list[str] = []
     with DeschedSession(config, report=_say) as session:
-        for n in names:
-            rounds: list[dict[str, Any]] = []
-            result = session.run(n, variant=args.variant, on_record=rounds.append)
+        by_name: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+        if args.parallel:
+            ran = session.run_concurrently(
+                [(n, args.variant) for n in names],
+                on_record=lambda rec: by_name[_experiment_of(rec, names)].append(rec),
+            )
+        else:
+            ran = [session.run(n, variant=args.variant, on_record=by_name[n].append) for n in names]
+        for n, result in zip(names, ran, strict=True):
+            rounds = by_name[n]
             session.failed |= result.outcome in ("fail", "error")
             entry = {"name": f"{n}[{result.variant}]", "outcome": _shown(result.outcome)}
             print(summary_line({**entry, "rounds": rounds}), flush=True)
@@ -152,6 +162,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if report:
         _say(f"report: {report}")
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
+    """Which of `names` a round record belongs to (records carry the experiment's title)."""
+    from pytest_desched.experiments import lookup
+
+    label = str(record.get("experiment", ""))
+    return next((n for n in names if label.startswith(lookup(n).title + "[")), names[0])
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -239,6 +257,12 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run experiments (default: positive nodefit pdb)")
     r.add_argument("experiments", nargs="*", help="registered experiment names")
     r.add_argument("--variant", default=None, help="policy variant (runbook, ...)")
+    r.add_argument(
+        "--parallel",
+        action="store_true",
+        help="run the experiments side by side, a lane each (own namespace, nodes, release; "
+        "needs two workers per experiment: the embedded cluster gets them)",
+    )
     _add_config_options(r)
     r.add_argument(
         "--descheduler",

@@ -467,9 +467,11 @@ class DeschedSession:
             ctxs.append(ctx)
         check_lanes(lanes, [c.policy for c in ctxs])
 
+        for lane, ctx in zip(lanes, ctxs, strict=True):  # installed beside each lane's arrange
+            ctx.prepare_release = lambda name=lane.release: self.lane_release(name)
+
         def work(i: int) -> ExperimentResult:
             cls, variant = classes[i]
-            ctxs[i].release = self.lane_release(lanes[i].release)
             return run_experiment(cls, ctxs[i], variant or cls.default_variant)
 
         pool = ThreadPoolExecutor(len(classes), thread_name_prefix="desched-lane")

@@ -182,6 +182,8 @@ class ExperimentContext:
     # its own pool value, namespace, nodes and release; its round Jobs carry the lane's name.
     pool: str = POOL_VALUE
     lane: str | None = None
+    # Installs the lane's own release (suspended, dry run) beside the lab's arrange step.
+    prepare_release: Callable[[], Release] | None = None
 
     def lab(self) -> Lab:
         return Lab(
@@ -612,7 +614,8 @@ REGISTRY: dict[str, type[Experiment]] = {}
 class Experiment:
     """One experiment as declared steps; a subclass with a `name` registers itself.
 
-    The framework runs `arrange` (lab state), `act` (rounds, via `self.r.run_round`) and
+    The framework runs `arrange` (lab state; the release's policy is put in place at the
+    same time, so `arrange` must not read the release), `act` (rounds, via `self.r.run_round`) and
     `assess` (checks via `self.r.check`, and per round `view.replacement` / `view.extra`
     for its record), then writes every round's record, classifies and tears the lab down.
     State between steps lives on the instance.
@@ -670,8 +673,7 @@ def run_experiment(
     r = Runner(ctx, cls.title or cls.name, variant or cls.default_variant)
     exp = cls(r)
     steps: list[tuple[str, Callable[[], Any]]] = [
-        ("policy", r.ensure_policy),
-        ("arrange", exp.arrange),
+        ("arrange", lambda: _arrange_beside_policy(r, exp)),
         ("act", exp.act),
         ("assess", exp.assess),
         ("record", lambda: [r.record(view) for view in r.views]),
@@ -698,6 +700,37 @@ def run_experiment(
             with r.timed("lab_teardown"):
                 r.teardown()
     return r.result
+
+
+def _arrange_beside_policy(r: Runner, exp: Experiment) -> None:
+    """The release's policy (a helm upgrade: seconds) goes on while the lab is arranged.
+
+    They touch different objects (the release's ConfigMap and CronJob; the lab's namespace and
+    node labels) and the round, which needs both, starts only after both ended. A lane's own
+    release is installed first in the same thread (`ctx.prepare_release`). The policy step's
+    error wins over the arrange's: it is the one a user must fix first.
+    """
+    import threading
+
+    failed: list[BaseException] = []
+
+    def policy() -> None:
+        try:
+            with r.timed("policy"):
+                if r.ctx.prepare_release is not None:
+                    r.ctx.release = r.ctx.prepare_release()
+                r.ensure_policy()
+        except BaseException as exc:  # re-raised in the experiment's own thread below
+            failed.append(exc)
+
+    t = threading.Thread(target=policy, name=f"policy {r.label}", daemon=True)
+    t.start()
+    try:
+        exp.arrange()
+    finally:
+        t.join()
+        if failed:
+            raise failed[0]
 
 
 def _stop(ctx: ExperimentContext, result: ExperimentResult) -> None:

@@ -35,6 +35,8 @@ class NamespaceReaper:
         self._pending: dict[str, float] = {}  # namespace -> time.monotonic() of its deletion
         self._lock = threading.Lock()
         self.gone: list[str] = []  # confirmed gone by a scan, in the order handed over
+        # The final scan's limit: the namespace controller's 5 s delay plus its work, with room.
+        self.timeout = 60.0
 
     def hand_over(self, namespaces: Iterable[str]) -> None:
         with self._lock:
@@ -50,11 +52,12 @@ class NamespaceReaper:
         with self._lock:
             return namespace in self._pending
 
-    def wait_gone(self, namespaces: Iterable[str], timeout: float = 60) -> None:
+    def wait_gone(self, namespaces: Iterable[str], timeout: float | None = None) -> None:
         """Watch until none of `namespaces` exists; NamespacesLeft names the rest on timeout."""
         wanted = set(namespaces)
         if not wanted:
             return
+        timeout = self.timeout if timeout is None else timeout
 
         def left(items: list[Any]) -> list[str]:
             return sorted(n.metadata.name for n in items if n.metadata.name in wanted)
@@ -74,7 +77,7 @@ class NamespaceReaper:
                 if self._pending.pop(ns, None) is not None:
                     self.gone.append(ns)
 
-    def wait_all(self, timeout: float = 60) -> list[str]:
+    def wait_all(self, timeout: float | None = None) -> list[str]:
         """The final leftover scan: every namespace handed over is gone, or NamespacesLeft."""
         self.wait_gone(self.pending, timeout)
         return list(self.gone)

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""One run of the suite through the plugin's engine: the figure compared with the plain script.
+
+Bring-up of a fresh embedded cluster (6 kwok workers: a source and a target per lane), the
+chart's first install (suspended, dry run), the runbook's three experiments with the
+#1882 workaround policy side by side (`DeschedSession.run_concurrently`: one lane, namespace,
+node pair and release each), and teardown: every release removed, the final scan proving
+every lab namespace gone, the cluster deleted. Every check of every experiment must pass.
+
+    python bench/plugin_suite.py OUT.json [--sequential]
+
+`--sequential` runs the three experiments one after another (same lab and release per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+WORKAROUND = "pdb-lister-workaround"
+SUITE = ("positive", "nodefit", "pdb")
+
+
+def log(msg: str) -> None:
+    print(f"[plugin {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def run_suite(workdir: Path, sequential: bool = False) -> dict[str, Any]:
+    """The suite once; `ok` only when every experiment passed and nothing was left behind."""
+    from pytest_desched.config import build_config
+    from pytest_desched.session import DeschedSession
+
+    config = build_config(
+        {
+            "--desched-provider": "embedded",
+            "--desched-keep": "never",
+            "--desched-workers": "3" if sequential else str(2 * len(SUITE)),
+        },
+        run_dir=workdir,
+        artifacts=workdir / "artifacts",
+    )
+    out: dict[str, Any] = {"mode": "sequential" if sequential else "concurrent", "errors": []}
+    marks: dict[str, float] = {}
+    session = DeschedSession(config, report=log)
+    t0 = time.monotonic()
+    try:
+        session.cluster  # noqa: B018 (bring-up)
+        marks["up"] = time.monotonic() - t0
+        session.release  # noqa: B018 (first install: suspended, dry run)
+        marks["installed"] = time.monotonic() - t0
+        if sequential:
+            results = [session.run(name, WORKAROUND) for name in SUITE]
+        else:
+            results = session.run_concurrently([(name, WORKAROUND) for name in SUITE])
+        marks["experiments_done"] = time.monotonic() - t0
+        out["experiments"] = [
+            {
+                "label": r.label,
+                "outcome": r.outcome,
+                "checks": len(r.checks),
+                "failed": [c.id for c in r.failed],
+                "evictions": r.evictions,
+                "blocking_layer": r.blocking_layer,
+                "timings": r.timings,
+            }
+            for r in results
+        ]
+        out["errors"] += [
+            f"{r.label}: {r.outcome}: {r.message[:300]}" for r in results if r.outcome != "pass"
+        ]
+    except Exception as exc:
+        out["errors"].append(f"{type(exc).__name__}: {str(exc)[:800]}")
+    finally:
+        try:
+            report = session.close()
+            out["namespaces_gone"] = report.get("namespaces_gone")
+            left = [
+                f"{k}: {v.get('leftovers')}"
+                for k, v in report.items()
+                if k.startswith("cleanup") and isinstance(v, dict) and v.get("leftovers")
+            ]
+            out["errors"] += left
+        except Exception as exc:  # the final namespace scan raises here
+            out["errors"].append(f"teardown: {type(exc).__name__}: {str(exc)[:800]}")
+    marks["torn_down"] = time.monotonic() - t0
+    out["wall_s"] = round(marks["torn_down"], 3)
+    out["marks_s"] = {k: round(v, 3) for k, v in marks.items()}
+    out["timings"] = dict(session.timings)
+    out["ok"] = not out["errors"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--sequential", action="store_true")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="desched-suite-") as tmp:
+        data = run_suite(Path(tmp), args.sequential)
+    args.out.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    log(f"suite {'ok' if data['ok'] else 'FAILED'} in {data['wall_s']}s: {data['errors'] or ''}")
+    return 0 if data["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
