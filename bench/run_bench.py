@@ -9,7 +9,17 @@ provider stop). "suite" is the wall time from provider start to the end of the t
 workaround experiments (positive, nodefit, pdb) plus teardown. Then `pytest -m
 descheduler_e2e` runs as a subprocess (default once) so its figure includes pytest itself.
 
-    python bench/run_bench.py [--runs 3] [--pytest-runs 1] [--out bench/results.json]
+    python bench/run_bench.py --rounds 0 [--runs 3] [--pytest-runs 1]
+
+First (issue 18), the plugin against the plain script in the same invocation:
+`--rounds` (default 5) alternating rounds, each running the suite once through the plugin
+(bench/plugin_suite.py: the three workaround experiments side by side in lanes, every check,
+the final namespace scan) and once as the committed plain script (bench/plain_runbook.sh:
+kwokctl, helm, kubectl and the descheduler binary, one step after another, its checks done
+with kubectl), the order swapped every round. Wall (bring-up to teardown) and CPU seconds of
+each (descendants included, see cpu_wrap.py); the ratio of the medians is the figure.
+
+    python bench/run_bench.py [--rounds 5] [--runs 1] [--pytest-runs 0]
 
 Writes JSON (--out) and a Markdown table (--md); progress goes to stderr. Exit status 0
 only when every phase behaved as expected; 130 on Ctrl-C (everything is torn down first).
@@ -286,6 +296,128 @@ def run_pytest(i: int) -> dict[str, Any]:
     }
 
 
+# --- the plugin against the plain script (issue 18) ---------------------------------------
+def plugin_round(i: int, workdir: Path) -> dict[str, Any]:
+    """The suite through the plugin, in a process of its own under cpu_wrap."""
+    out, cpu = workdir / f"plugin{i}.json", workdir / f"plugin{i}.cpu.json"
+    cmd = [sys.executable, str(REPO / "bench" / "cpu_wrap.py"), str(cpu), "--"]
+    cmd += [sys.executable, str(REPO / "bench" / "plugin_suite.py"), str(out)]
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    process_wall = time.monotonic() - t0
+    try:
+        suite = json.loads(out.read_text())
+        usage = json.loads(cpu.read_text())
+    except (OSError, ValueError):
+        return {"ok": False, "errors": [f"plugin suite wrote no result: {proc.stderr[-1500:]}"]}
+    return {
+        "ok": bool(suite["ok"]) and proc.returncode == 0 and not usage["stray_pids"],
+        "wall_s": suite["wall_s"],  # provider start -> final namespace scan -> cluster gone
+        "process_wall_s": round(process_wall, 3),  # + interpreter start and imports
+        "cpu_s": usage["cpu_s"],
+        "marks_s": suite["marks_s"],
+        "experiments": suite.get("experiments", []),
+        "errors": suite["errors"]
+        + [f"stray processes {usage['stray_pids']}"] * bool(usage["stray_pids"]),
+    }
+
+
+def script_round(i: int, workdir: Path) -> dict[str, Any]:
+    """The same suite as the committed plain script."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from plain_baseline import run_plain_script
+
+    res = run_plain_script(workdir / f"plain{i}")
+    return {
+        "ok": bool(res["ok"]),
+        "wall_s": res["wall_s"],
+        "cpu_s": res["cpu_s"],
+        "checks": res.get("checks", []),
+        "steps": res.get("steps", []),
+        "errors": [] if res["ok"] else [str(res.get("stderr_tail", ""))[-1500:]],
+    }
+
+
+def compare_with_plain(rounds: int, workdir: Path) -> dict[str, Any]:
+    """Alternating rounds: odd rounds run the plugin first, even rounds the script first."""
+    plugin: list[dict[str, Any]] = []
+    script: list[dict[str, Any]] = []
+    for i in range(1, rounds + 1):
+        order = ("plugin", "script") if i % 2 else ("script", "plugin")
+        for side in order:
+            log(f"round {i}/{rounds}: {side} ...")
+            res = plugin_round(i, workdir) if side == "plugin" else script_round(i, workdir)
+            (plugin if side == "plugin" else script).append(res)
+            state = "ok" if res["ok"] else f"FAILED {res['errors'][:1]}"
+            log(
+                f"round {i}/{rounds}: {side} {res.get('wall_s')} s wall, {res.get('cpu_s')} s CPU: {state}"
+            )
+    ok = [r for r in plugin + script if r["ok"]]
+    out: dict[str, Any] = {"rounds": rounds, "plugin": plugin, "script": script}
+    if len(ok) == len(plugin) + len(script) and rounds:
+        pw = statistics.median(r["wall_s"] for r in plugin)
+        sw = statistics.median(r["wall_s"] for r in script)
+        out["ratio_median_wall"] = round(pw / sw, 3)
+        out["ratio_median_cpu"] = round(
+            statistics.median(r["cpu_s"] for r in plugin)
+            / statistics.median(r["cpu_s"] for r in script),
+            3,
+        )
+        out["ratio_median_process_wall"] = round(
+            statistics.median(r["process_wall_s"] for r in plugin) / sw, 3
+        )
+    return out
+
+
+def versus_markdown(v: dict[str, Any]) -> list[str]:
+    if not v.get("rounds"):
+        return []
+    rows = [
+        (
+            "plugin: suite wall (provider start → cluster gone)",
+            [r.get("wall_s") for r in v["plugin"]],
+        ),
+        (
+            "plugin: process wall (+ Python start, imports)",
+            [r.get("process_wall_s") for r in v["plugin"]],
+        ),
+        ("plain script: wall", [r.get("wall_s") for r in v["script"]]),
+        ("plugin: CPU seconds (process and descendants)", [r.get("cpu_s") for r in v["plugin"]]),
+        (
+            "plain script: CPU seconds (script and descendants)",
+            [r.get("cpu_s") for r in v["script"]],
+        ),
+    ]
+    out = [
+        "",
+        f"## The plugin against the plain script ({v['rounds']} alternating rounds)",
+        "",
+        "The suite: bring-up, chart install, positive / nodefit / pdb with the "
+        "pdb-lister-workaround policy, every check, teardown. Plugin: `bench/plugin_suite.py` "
+        "(the three experiments side by side in lanes, namespaces deleted in the background, "
+        "the final scan waiting for every one to be gone). Script: `bench/plain_runbook.sh`.",
+        "",
+        "| figure | n | min (s) | median (s) | max (s) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, values in rows:
+        s = stats([x for x in values if x is not None])
+        if s["n"]:
+            out.append(f"| {name} | {s['n']} | {s['min']} | {s['median']} | {s['max']} |")
+    if "ratio_median_wall" in v:
+        out += [
+            "",
+            f"**plugin / script, median wall: {v['ratio_median_wall']}** "
+            f"(with the plugin's Python start: {v['ratio_median_process_wall']}); "
+            f"median CPU: {v['ratio_median_cpu']}.",
+        ]
+    else:
+        out += ["", "**No ratio: a round failed (see Failures).**"]
+    return out
+
+
 # --- report ----------------------------------------------------------------------------
 def stats(values: list[float]) -> dict[str, Any]:
     if not values:
@@ -401,6 +533,7 @@ def write_markdown(path: Path, data: dict[str, Any]) -> None:
         recs = [x for r in runs for x in r["experiments"] if f"{x['name']}[{x['variant']}]" == key]
         outs = ", ".join(sorted({x["outcome"] for x in recs})) or "not run"
         out.append(f"- {key}: {outs} (expected {e})")
+    out += versus_markdown(data.get("versus") or {})
     if data["failures"]:
         out += ["", "Failures:", ""] + [f"- {f}" for f in data["failures"]]
     path.write_text("\n".join(out) + "\n")
@@ -410,10 +543,19 @@ def write_markdown(path: Path, data: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "--runs", type=int, default=3, help="library runs, each on a fresh cluster (default 3)"
+        "--rounds",
+        type=int,
+        default=5,
+        help="alternating plugin / plain-script rounds (default 5; 0 skips)",
     )
     ap.add_argument(
-        "--pytest-runs", type=int, default=1, help="`pytest -m descheduler_e2e` runs (0 skips)"
+        "--runs",
+        type=int,
+        default=1,
+        help="phase-by-phase library runs of all 7 experiments in sequence (default 1)",
+    )
+    ap.add_argument(
+        "--pytest-runs", type=int, default=0, help="`pytest -m descheduler_e2e` runs (default 0)"
     )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results.json", help="JSON output")
     ap.add_argument(
@@ -423,8 +565,8 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", type=Path, default=None, help="keep round logs here (default: temp, removed)"
     )
     args = ap.parse_args(argv)
-    if args.runs < 0 or args.pytest_runs < 0:
-        ap.error("--runs and --pytest-runs must be >= 0")
+    if args.runs < 0 or args.pytest_runs < 0 or args.rounds < 0:
+        ap.error("--rounds, --runs and --pytest-runs must be >= 0")
     signal.signal(signal.SIGTERM, _sigterm)  # SIGTERM unwinds like Ctrl-C: everything torn down
 
     from pytest_desched.tools.toolchain import TOOL_GROUP, Toolchain
@@ -456,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
         workdir = args.workdir.resolve()
         workdir.mkdir(parents=True, exist_ok=True)
     try:
+        versus = compare_with_plain(args.rounds, workdir)
         runs = []
         for i in range(1, args.runs + 1):
             log(f"=== run {i}/{args.runs}")
@@ -468,6 +611,7 @@ def main(argv: list[str] | None = None) -> int:
         if tmp is not None:
             tmp.cleanup()
 
+    data["versus"] = versus
     data["runs"] = runs
     data["pytest"] = pytest_runs
     data["summary"] = {
@@ -476,6 +620,12 @@ def main(argv: list[str] | None = None) -> int:
     if pytest_runs:
         data["summary"]["pytest"] = stats([p["wall_s"] for p in pytest_runs])
     data["failures"] = [f"run {r['run']}: {e}" for r in runs for e in r["errors"]]
+    data["failures"] += [
+        f"round {i} {side}: {e}"
+        for side in ("plugin", "script")
+        for i, r in enumerate(versus.get(side, []), 1)
+        for e in (r["errors"] or ["failed"] if not r["ok"] else [])
+    ]
     data["failures"] += [
         f"pytest run {i}: exit {p['exit_code']} ({p['summary_line']})"
         for i, p in enumerate(pytest_runs, 1)

@@ -371,6 +371,10 @@ def _assert_fails_closed(
 def _assert_clean_after(session: DeschedSession, faults: Faults, ctx: ExperimentContext) -> None:
     """The lab is gone, the cluster whole again, no round process left."""
     core = ctx.cluster.core
+    # The lab's namespace is deleted in the background (lab/reaper.py): its pods at once,
+    # the namespace within the namespace controller's delay; the final scan is this wait.
+    assert core.list_namespaced_pod(ctx.namespace).items == [], "a lab pod outlived the lab"
+    ctx.cluster.namespace_reaper.wait_gone([ctx.namespace], timeout=30)
     with pytest.raises(ApiException) as gone:
         core.read_namespace(ctx.namespace)
     assert gone.value.status == 404, f"lab namespace {ctx.namespace} left behind"

@@ -82,7 +82,7 @@ def test_snapshot_mid_experiment_replays_to_the_same_fates(
         tmp_path / "midway.yaml", log=log, config=_fresh(desched_settings, tmp_path, "replay")
     )
     assert out.restore["verified"]["ok"], out.restore["verified"]
-    ns = desched_settings.namespace
+    ns = result.records[0]["namespace"]  # the experiment's own (fresh per experiment)
     lab_pods = {p for p in out.restored_pods if p.startswith(f"{ns}/")}
     assert len(lab_pods) == 3
     replayed = out.ledger.fates(0)
