@@ -426,9 +426,9 @@ class DeschedSession:
         descheduler instances could evict the same pods, before anything changes. Results come
         back in plan order, each with the evidence a lone run writes.
         """
-        from concurrent.futures import ThreadPoolExecutor
+        from concurrent.futures import Future, ThreadPoolExecutor
 
-        from pytest_desched.experiments import lookup, run_experiment
+        from pytest_desched.experiments import lab_policy, lookup, run_experiment
         from pytest_desched.experiments.lanes import check_lanes, plan_lanes, scope_to_lane
 
         try:
@@ -453,38 +453,54 @@ class DeschedSession:
         lanes = [  # lane 0 drives the session's own release
             replace(ln, release=self.config.release) if ln.index == 0 else ln for ln in lanes
         ]
-        ctxs = []
-        for lane, (cls, variant) in zip(lanes, classes, strict=True):
-            ctx = self.context(
-                variant=variant or cls.default_variant,
-                namespace=lane.namespace,
-                source=lane.source,
-                target=lane.target,
-                keep_min_pod_age=cls.keep_min_pod_age,
-            )
-            ctx.policy = scope_to_lane(ctx.policy, lane).validate()
-            ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
-            ctxs.append(ctx)
-        check_lanes(lanes, [c.policy for c in ctxs])
-
-        for lane, ctx in zip(lanes, ctxs, strict=True):  # installed beside each lane's arrange
-            ctx.prepare_release = lambda name=lane.release: self.lane_release(name)
-
-        def work(i: int) -> ExperimentResult:
-            cls, variant = classes[i]
-            return run_experiment(cls, ctxs[i], variant or cls.default_variant)
-
-        pool = ThreadPoolExecutor(len(classes), thread_name_prefix="desched-lane")
-        futures = [pool.submit(work, i) for i in range(len(classes))]
+        # Every input checked before the first change: the lanes' policies, scoped, and the
+        # one-executor-per-pod-set rule over them.
+        check_lanes(
+            lanes,
+            [
+                scope_to_lane(lab_policy(v or c.default_variant, c.keep_min_pod_age), ln).validate()
+                for ln, (c, v) in zip(lanes, classes, strict=True)
+            ],
+        )
+        # The other lanes' releases install (suspended, dry run) beside the session's own
+        # first install and the lanes' arrange steps; each lane's policy step waits for its own.
+        pool = ThreadPoolExecutor(2 * len(classes), thread_name_prefix="desched-lane")
+        installs = {ln.release: pool.submit(self.lane_release, ln.release) for ln in lanes[1:]}
+        futures: list[Future[ExperimentResult]] = []
         try:
+            ctxs = []
+            for lane, (cls, variant) in zip(lanes, classes, strict=True):
+                ctx = self.context(
+                    variant=variant or cls.default_variant,
+                    namespace=lane.namespace,
+                    source=lane.source,
+                    target=lane.target,
+                    keep_min_pod_age=cls.keep_min_pod_age,
+                )
+                ctx.policy = scope_to_lane(ctx.policy, lane).validate()
+                ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
+                ctxs.append(ctx)
+            check_lanes(lanes, [c.policy for c in ctxs])
+
+            for lane, ctx in zip(lanes, ctxs, strict=True):
+                if lane.release in installs:
+                    ctx.prepare_release = installs[lane.release].result
+
+            def work(i: int) -> ExperimentResult:
+                cls, variant = classes[i]
+                return run_experiment(cls, ctxs[i], variant or cls.default_variant)
+
+            futures += [pool.submit(work, i) for i in range(len(classes))]
             with self.phase("experiments.concurrent"):
                 for f in futures:  # every lane ends (and tears its lab down) before we go on
                     f.exception()
-        finally:  # Ctrl-C: nothing new starts; running lanes finish their own teardown
+        finally:  # Ctrl-C or an error: nothing new starts; running lanes finish their teardown
             for f in futures:
                 f.cancel()
             pool.shutdown(wait=True)
-        results = [f.result() for f in futures]  # a lane whose release failed raises here
+        for f in installs.values():  # a lane whose release failed to install raises here
+            f.result()
+        results = [f.result() for f in futures]
         for (cls, _), result in zip(classes, results, strict=True):
             self._record_result(result, cls.name)
         return results
@@ -551,9 +567,26 @@ class DeschedSession:
         from pytest_desched.descheduler.cleanup import cleanup_release, emergency_stop
 
         out: dict[str, Any] = {}
-        self.write_report()  # before teardown: the redactor still knows the cluster's names
-        left: BaseException | None = None
+        left: list[BaseException] = []
+        scan: threading.Thread | None = None
+        reaper = getattr(self._cluster, "namespace_reaper", None)  # None: no cluster yet
+        if reaper is not None and reaper.pending and not self.keep:
+            # The final leftover scan: every lab namespace deleted in the background is gone
+            # (lab/reaper.py); one that is not fails the session, named. It mostly waits on
+            # the namespace controller's 5 s delay, so the report and the releases' removal
+            # go on meanwhile; the cluster is stopped only after it ended.
+            def final_scan() -> None:
+                with self.phase("teardown.namespaces"):
+                    try:
+                        out["namespaces_gone"] = reaper.wait_all()
+                    except Exception as exc:
+                        out["namespaces_left"] = str(exc)
+                        left.append(exc)
+
+            scan = threading.Thread(target=final_scan, name="desched-final-scan", daemon=True)
+            scan.start()
         try:
+            self.write_report()  # before teardown: the redactor still knows the cluster's names
             releases = [r for r in (self._release, *self._lane_releases.values()) if r]
             releases = [r for r in releases if r.installed]
             with self.phase("teardown.release") if releases else nullcontext():
@@ -563,17 +596,9 @@ class DeschedSession:
                         out["emergency_stop" + key] = emergency_stop(self._cluster, rel)
                     else:
                         out["cleanup" + key] = cleanup_release(self._cluster, rel)
-            reaper = getattr(self._cluster, "namespace_reaper", None)  # None: no cluster yet
-            if reaper is not None and reaper.pending and not self.keep:
-                # The final leftover scan: every lab namespace deleted in the background is
-                # gone (lab/reaper.py); one that is not fails the session, named.
-                with self.phase("teardown.namespaces"):
-                    try:
-                        out["namespaces_gone"] = reaper.wait_all()
-                    except Exception as exc:
-                        out["namespaces_left"] = str(exc)
-                        left = exc
         finally:
+            if scan is not None:
+                scan.join()
             if self._provider is not None:
                 if self.keep:
                     self._provider.keep = True
@@ -582,8 +607,8 @@ class DeschedSession:
                 if self.keep:
                     out["kept"] = self._provider.resume_hint()
         self.info.update(out)
-        if left is not None:
-            raise left
+        if left:
+            raise left[0]
         return out
 
     def __enter__(self) -> DeschedSession:

@@ -33,10 +33,22 @@ def versions(cluster: Cluster) -> dict[str, Any]:
 
 
 def can_i_evict(cluster: Cluster, service_account: str, sa_namespace: str, target: str) -> dict:
-    """`kubectl auth can-i create pods/eviction --as=<the chart's SA> -n <target>`."""
+    """`kubectl auth can-i create pods --subresource=eviction --as=<the chart's SA> -n <target>`.
+
+    Not `create pods/eviction`: kubectl reads that as a pod *named* "eviction", which the
+    chart's ServiceAccount may never create, so it answered "no" even after the install.
+    """
     user = f"system:serviceaccount:{sa_namespace}:{service_account}"
     proc = cluster.kubectl(
-        "auth", "can-i", "create", "pods/eviction", f"--as={user}", "-n", target, check=False
+        "auth",
+        "can-i",
+        "create",
+        "pods",
+        "--subresource=eviction",
+        f"--as={user}",
+        "-n",
+        target,
+        check=False,
     )
     answer = proc.stdout.strip() or proc.stderr.strip()[-200:]
     return {"as": user, "namespace": target, "answer": answer, "allowed": proc.returncode == 0}

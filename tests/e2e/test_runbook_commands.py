@@ -112,6 +112,11 @@ def test_preflight_was_recorded_before_the_first_install(kept: Kept) -> None:
     assert pre["versions"]["client"]
     assert pre["can_i_evict"]["as"] == "system:serviceaccount:kube-system:descheduler"
     assert pre["can_i_evict"]["allowed"] is False  # nothing installed yet: no RBAC yet
+    # The same question after the install: the chart's ClusterRole grants pods/eviction.
+    from pytest_desched.descheduler.preflight import can_i_evict
+
+    after = can_i_evict(kept.cluster, "descheduler", "kube-system", "kube-system")
+    assert after["allowed"] is True, after
     assert any(o.startswith("batch.v1.CronJob") for o in pre["diff_objects"]), pre
     assert (kept.release.workdir / "preflight.json").is_file()
 
