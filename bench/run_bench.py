@@ -318,6 +318,7 @@ def plugin_round(i: int, workdir: Path) -> dict[str, Any]:
         "process_wall_s": round(process_wall, 3),  # + interpreter start and imports
         "cpu_s": usage["cpu_s"],
         "marks_s": suite["marks_s"],
+        "timings": suite.get("timings", {}),
         "experiments": suite.get("experiments", []),
         "errors": suite["errors"]
         + [f"stray processes {usage['stray_pids']}"] * bool(usage["stray_pids"]),

@@ -330,6 +330,7 @@ class DeschedSession:
         policy: Any = None,
         why: str = "caller override",
         release: Release | None = None,
+        defer_release: bool = False,
     ) -> ExperimentContext:
         """An ExperimentContext, every input checked before anything changes.
 
@@ -337,11 +338,14 @@ class DeschedSession:
         fix. `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text);
         a caller's own policy is filed under its own name, not a built-in variant's.
         """
+        from pytest_desched.descheduler.chart import Release as _Release
         from pytest_desched.descheduler.policy import Policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
         from pytest_desched.lab.inputs import LabInputError, check_lab_inputs
 
-        rel = release or self.release
+        # defer_release: the caller sets `prepare_release` (run_concurrently installs the
+        # releases while the labs are arranged); nothing reads ctx.release before it ran.
+        rel = None if defer_release else (release or self.release)
         cluster = self.cluster
         w = cluster.workers
         if namespace is None:
@@ -360,7 +364,7 @@ class DeschedSession:
                 source=source or (w[0] if w else None),
                 target=target or (w[1] if len(w) > 1 else None),
                 replicas=replicas,
-                release_namespace=rel.namespace,
+                release_namespace=rel.namespace if rel is not None else _Release.namespace,
             )
         except LabInputError as exc:
             raise ConfigError(str(exc)) from None
@@ -372,7 +376,7 @@ class DeschedSession:
         pol.validate()
         return ExperimentContext(
             cluster=cluster,
-            release=rel,
+            release=rel,  # type: ignore[arg-type]  # None only with defer_release
             policy=pol,
             source=src,
             target=dst,
@@ -465,7 +469,7 @@ class DeschedSession:
         # The other lanes' releases install (suspended, dry run) beside the session's own
         # first install and the lanes' arrange steps; each lane's policy step waits for its own.
         pool = ThreadPoolExecutor(2 * len(classes), thread_name_prefix="desched-lane")
-        installs = {ln.release: pool.submit(self.lane_release, ln.release) for ln in lanes[1:]}
+        installs = {ln.release: pool.submit(self.lane_release, ln.release) for ln in lanes}
         futures: list[Future[ExperimentResult]] = []
         try:
             ctxs = []
@@ -476,6 +480,7 @@ class DeschedSession:
                     source=lane.source,
                     target=lane.target,
                     keep_min_pod_age=cls.keep_min_pod_age,
+                    defer_release=True,
                 )
                 ctx.policy = scope_to_lane(ctx.policy, lane).validate()
                 ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
@@ -483,8 +488,7 @@ class DeschedSession:
             check_lanes(lanes, [c.policy for c in ctxs])
 
             for lane, ctx in zip(lanes, ctxs, strict=True):
-                if lane.release in installs:
-                    ctx.prepare_release = installs[lane.release].result
+                ctx.prepare_release = installs[lane.release].result
 
             def work(i: int) -> ExperimentResult:
                 cls, variant = classes[i]

@@ -186,11 +186,13 @@ class ExperimentContext:
     prepare_release: Callable[[], Release] | None = None
 
     def lab(self) -> Lab:
-        return Lab(
+        from pytest_desched.tools.versions import load_versions
+
+        return Lab(  # not from the release: a lane's may still be installing (prepare_release)
             self.cluster,
             self.namespace,
             replicas=self.replicas,
-            image=self.release.versions.workload_image,
+            image=load_versions().workload_image,
             pool=self.pool,
         )
 

@@ -165,6 +165,38 @@ def test_cli_record_has_the_plugins_shape(
         assert ours["job"]["uid"] != theirs["job"]["uid"]
 
 
+def test_desched_run_parallel_runs_the_three_side_by_side(
+    tmp_path: Path, desched_toolchain: Toolchain
+) -> None:
+    art = tmp_path / "artifacts"
+    (tmp_path / "tmp").mkdir()
+    run = _desched(
+        desched_toolchain.cache_dir,
+        tmp_path / "tmp",
+        "run",
+        "positive",
+        "nodefit",
+        "pdb",
+        "--parallel",
+        "--variant",
+        VARIANT,
+        "--provider",
+        "embedded",
+        "--artifacts",
+        str(art),
+    )
+    assert run.code == 0, str(run)
+    assert "6 Ready kwok workers" in run.err, run.err[-2000:]  # two per lane
+    summary = json.loads((art / "run-summary.json").read_text())
+    assert [(s["name"], s["variant"], s["outcome"]) for s in summary] == [
+        (title, VARIANT, "pass")
+        for title in ("positive-affinity-migration", "negative-nodefit", "negative-pdb")
+    ]
+    m = re.search(r"starting embedded cluster (\S+)", run.err)
+    assert m, str(run)
+    _assert_gone(desched_toolchain.cache_dir, m.group(1))
+
+
 # -- desched up / down ---------------------------------------------------------------------
 def test_up_gives_a_kept_cluster_that_down_deletes(
     tmp_path: Path, desched_toolchain: Toolchain
