@@ -560,7 +560,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results.json", help="JSON output")
     ap.add_argument(
-        "--md", type=Path, default=REPO / "bench" / "RESULTS.md", help="Markdown output"
+        "--md",
+        type=Path,
+        default=REPO / "bench" / "run_bench.md",
+        help="Markdown output (bench/RESULTS.md is the curated summary of every bench)",
     )
     ap.add_argument(
         "--workdir", type=Path, default=None, help="keep round logs here (default: temp, removed)"
