@@ -118,8 +118,7 @@ def watch_until(
         if time.monotonic() >= deadline:
             break
     raise WaitTimeout(
-        f"timed out after {timeout:.0f}s waiting for {what}; last seen: "
-        f"{show(list(objs.values()))}"
+        f"timed out after {timeout:.0f}s waiting for {what}; last seen: {show(list(objs.values()))}"
     )
 
 

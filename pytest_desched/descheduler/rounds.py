@@ -101,7 +101,9 @@ class Round:
             jobs = watch_until(
                 f"Job {self.namespace}/{self.name} Complete or Failed",
                 cluster.batch.list_namespaced_job,
-                lambda jobs: bool({"Complete", "Failed"} & {k for k, v in conds(jobs).items() if v == "True"}),
+                lambda jobs: bool(
+                    {"Complete", "Failed"} & {k for k, v in conds(jobs).items() if v == "True"}
+                ),
                 timeout,
                 lambda jobs: str(conds(jobs)),
                 self.namespace,

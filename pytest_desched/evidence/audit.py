@@ -223,7 +223,9 @@ class AuditWindow:
                 self.read,
                 lambda reqs: sum(r.is_eviction and mine(r) for r in reqs) >= expected,
                 timeout,
-                describe=lambda reqs: f"{sum(r.is_eviction and mine(r) for r in reqs)} eviction requests",
+                describe=lambda reqs: (
+                    f"{sum(r.is_eviction and mine(r) for r in reqs)} eviction requests"
+                ),
                 max_interval=0.2,
             )
             complete = True

@@ -156,7 +156,9 @@ class Lab:
         ns = name or self.namespace
         body = {"metadata": {"name": ns, "labels": {MANAGED_BY: MANAGER}}}
         reaper = getattr(self.cluster, "namespace_reaper", None)  # a unit test's double: none
-        if reaper is not None and reaper.is_pending(ns):  # an earlier lab's, deleted in the background: let it go
+        if reaper is not None and reaper.is_pending(
+            ns
+        ):  # an earlier lab's, deleted in the background: let it go
             reaper.wait_gone([ns], self.timeout)
         try:
             self.cluster.core.create_namespace(body)
@@ -701,6 +703,7 @@ class Lab:
 
     def wait_pdb(self, disruptions_allowed: int, timeout: float | None = None) -> dict[str, Any]:
         """Wait until the disruption controller has observed the PDB and reports this value."""
+
         def status(budgets: list[Any]) -> dict[str, Any] | None:
             return self._pdb_dict(budgets[0]) if budgets else None
 

@@ -338,7 +338,9 @@ def test_on_point_teardown_is_called_after_a_failed_step_and_before_the_lab_goes
     from pytest_desched.lab.lab import Lab
 
     order: list[str] = []
-    monkeypatch.setattr(Lab, "teardown", lambda self, background=False: order.append("lab-teardown"))
+    monkeypatch.setattr(
+        Lab, "teardown", lambda self, background=False: order.append("lab-teardown")
+    )
 
     class Breaks(Experiment):
         def act(self) -> None:
