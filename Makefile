@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools browser e2e test unit lint bench clean-clusters
+.PHONY: venv tools browser e2e test unit lint bench clean-clusters kind-image e2e-kind
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,3 +47,20 @@ lint: venv
 
 bench: tools
 	$(PY) bench/run_bench.py $(BENCH_ARGS)
+
+## kind, run for real, offline: missing Debian packages (docker.io, mmdebstrap, gcc; as root),
+## a Docker engine (started on a socket of its own if none answers; on a VM lacking
+## CAP_SYS_RESOURCE with the `desched-vm` runtime), the node image kindest/node:<pin> and the
+## descheduler image built here from Debian packages and Go modules, cached by version.
+kind-image: tools
+	$(PY) -m pytest_desched.tools.kind_node
+
+## The runbook's e2e suite on real kind. A dockerd this target started is stopped at the end
+## (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with PYTEST_ARGS=--desched-keep=always).
+e2e-kind: tools
+	@engine=$$($(PY) -m pytest_desched.tools.kind_node engine --print-env) || exit 1; eval "$$engine"; \
+	$(PY) -m pytest_desched.tools.kind_node build || exit 1; rc=0; \
+	$(PYTEST) -m descheduler_e2e -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
+	if [ "$$DESCHED_ENGINE_STARTED" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
+	  $(PY) -m pytest_desched.tools.kind_node stop-engine; fi; \
+	exit $$rc

@@ -63,6 +63,89 @@ def render_kind_config(workers: int, image: str, template: Mapping[str, Any] | N
     return config
 
 
+# Engine facts that need a kind setting, each added only when the engine reports the fact.
+CGROUP_V1_PATCH = "kind: KubeletConfiguration\nfailCgroupV1: false\n"
+OOM_SCORE_PATCH = '[plugins."io.containerd.grpc.v1.cri"]\n  restrict_oom_score_adj = true\n'
+
+
+def docker_info_field(field: str) -> str | None:
+    """One `docker info` field (Go template), or None when the engine does not answer."""
+    docker = shutil.which("docker")
+    if not docker:
+        return None
+    try:
+        proc = run([docker, "info", "--format", field], check=False, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def host_patches(info: Callable[[str], str | None] = docker_info_field) -> dict[str, list[str]]:
+    """kind config patches this Docker engine's host needs; none on a cgroup v2 host.
+
+    * cgroup v1 host: kubelet v1.35+ refuses to start on cgroup v1 unless
+      `failCgroupV1: false` (a KubeletConfiguration patch).
+    * an engine whose default runtime is `desched-vm` (started by
+      `python -m pytest_desched.tools.kind_node` on a VM whose capability bounding set lacks
+      CAP_SYS_RESOURCE): no process in a node may lower its oom_score_adj, so containerd
+      must not ask runc to (`restrict_oom_score_adj`, as for rootless nodes), or every pod
+      sandbox fails with "can't get final child's PID from pipe: EOF".
+    """
+    from pytest_desched.tools.kind_node.engine import VM_RUNTIME
+
+    patches: dict[str, list[str]] = {}
+    if info("{{.CgroupVersion}}") == "1":
+        patches.setdefault("kubeadmConfigPatches", []).append(CGROUP_V1_PATCH)
+    if info("{{.DefaultRuntime}}") == VM_RUNTIME:
+        patches.setdefault("containerdConfigPatches", []).append(OOM_SCORE_PATCH)
+    return patches
+
+
+AUDIT_DIR = "/var/log/kubernetes/audit"  # in the control-plane node and its API server pod
+AUDIT_POLICY = "/etc/kubernetes/audit/policy.yaml"
+
+
+def add_audit_log(config: dict[str, Any], host_dir: Path, policy: Path) -> dict[str, Any]:
+    """Have kube-apiserver write the embedded cluster's audit log, readable on this host.
+
+    The control-plane node mounts `policy` (manifests/audit-policy.yaml) and `host_dir`;
+    kubeadm passes them on to the API server pod (extraVolumes) with --audit-policy-file and
+    --audit-log-path=<host_dir>/audit.log (kind's documented auditing recipe).
+    """
+    out = copy.deepcopy(config)
+    plane = next(n for n in out["nodes"] if n.get("role") == "control-plane")
+    plane["extraMounts"] = [
+        *plane.get("extraMounts", []),
+        {"hostPath": str(policy), "containerPath": AUDIT_POLICY, "readOnly": True},
+        {"hostPath": str(host_dir), "containerPath": AUDIT_DIR},
+    ]
+    ops = [
+        {"op": "add", "path": "/apiServer/extraArgs/-",
+         "value": {"name": "audit-policy-file", "value": AUDIT_POLICY}},
+        {"op": "add", "path": "/apiServer/extraArgs/-",
+         "value": {"name": "audit-log-path", "value": f"{AUDIT_DIR}/audit.log"}},
+        {"op": "add", "path": "/apiServer/extraVolumes", "value": [
+            {"name": "audit-policy", "hostPath": AUDIT_POLICY, "mountPath": AUDIT_POLICY,
+             "readOnly": True, "pathType": "File"},
+            {"name": "audit-log", "hostPath": AUDIT_DIR, "mountPath": AUDIT_DIR,
+             "pathType": "DirectoryOrCreate"},
+        ]},
+    ]  # fmt: skip
+    out["kubeadmConfigPatchesJSON6902"] = [
+        *out.get("kubeadmConfigPatchesJSON6902", []),
+        {"group": "kubeadm.k8s.io", "version": "v1beta4", "kind": "ClusterConfiguration",
+         "patch": yaml.safe_dump(ops, sort_keys=False)},
+    ]  # fmt: skip
+    return out
+
+
+def apply_patches(config: dict[str, Any], patches: Mapping[str, list[str]]) -> dict[str, Any]:
+    out = copy.deepcopy(config)
+    for key, values in patches.items():
+        out[key] = [*out.get(key, []), *values]
+    return out
+
+
 def worker_names(nodes: list[Any]) -> list[str]:
     return sorted(node_name(n) for n in nodes if CONTROL_PLANE_LABEL not in node_labels(n))
 
@@ -198,7 +281,16 @@ class KindProvider(Provider):
         versions = load_versions()
         image = self.node_image or versions.kind_node_image
         self.workdir.mkdir(parents=True, exist_ok=True)
-        config = render_kind_config(self.workers, image)
+        patches = host_patches()
+        audit_dir = self.workdir / "audit"
+        audit_dir.mkdir(exist_ok=True)
+        audit_log = audit_dir / "audit.log"
+        audit_log.touch()
+        config = add_audit_log(
+            apply_patches(render_kind_config(self.workers, image), patches),
+            audit_dir.resolve(),
+            manifest_path("audit-policy.yaml").resolve(),
+        )
         self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self.kind_bin = kind_bin = self.toolchain.path("kind")
         kubectl_bin = self.toolchain.path("kubectl")
@@ -209,9 +301,15 @@ class KindProvider(Provider):
         try:
             self._kind.create(config_file=self.config_path)  # re-uses a cluster of that name
         except subprocess.CalledProcessError as exc:
+            hint = ""
+            if not image_present_locally(image):
+                hint = (
+                    f"; the node image {image} is not in Docker and could not be pulled: build "
+                    "it offline with `python -m pytest_desched.tools.kind_node` (make kind-image)"
+                )
             raise ProviderError(
                 f"`kind create cluster --name {self.cluster_name}` exited {exc.returncode}; "
-                "kind printed why on this run's stderr"
+                f"kind printed why on this run's stderr{hint}"
             ) from exc
         cluster = Cluster(
             name=self.cluster_name,
@@ -220,7 +318,15 @@ class KindProvider(Provider):
             toolchain=self.toolchain,
             context=f"kind-{self.cluster_name}",
             created=True,
-            info={"node_image": image, "config": str(self.config_path), "reused": reused},
+            workdir=self.workdir,  # helm's state and the kube caches: this run's own folder
+            kube_cache_dir=self.workdir / "kube-cache",
+            audit_log=audit_log,
+            info={
+                "node_image": image,
+                "config": str(self.config_path),
+                "reused": reused,
+                "host_patches": sorted(patches),
+            },
         )
         self.cluster = cluster
         nodes = wait_nodes_ready(

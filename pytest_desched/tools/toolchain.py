@@ -688,8 +688,9 @@ def write_wrapper_module(
     group: Group, src: Path, env: dict[str, str], logf, versions: Versions | None = None
 ) -> None:
     staging = None
-    if group.name == "kubernetes":
-        staging = (versions or load_versions()).kubernetes.extra.get("staging_version")
+    kube = (versions or load_versions()).kubernetes
+    if group.module == kube.module:  # kubernetes, and the kind node's kubelet/kubeadm/kube-proxy
+        staging = kube.extra.get("staging_version")
     gomod = wrapper_gomod(group, module_gomod(group.module, group.version, env, logf), staging)
     (src / "go.mod").write_text(gomod)
     if group.source_dir is not None:

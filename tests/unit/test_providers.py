@@ -29,12 +29,14 @@ from pytest_desched.providers.existing import (
 )
 from pytest_desched.providers.kind import (
     KindProvider,
+    add_audit_log,
     load_kind_template,
     local_kind_cluster_class,
     render_kind_config,
     wait_nodes_ready,
     worker_names,
 )
+from pytest_desched.tools.resources import manifest_path
 from pytest_desched.tools.versions import load_versions
 
 ZONE = "topology.kubernetes.io/zone"
@@ -458,7 +460,13 @@ def test_kind_start_creates_multi_zone_cluster_in_workdir(rig: KindRig, kube: Fa
     kubeconfig = rig.workdir / "kubeconfig"
     assert "--name=lab" in create and f"--kubeconfig={kubeconfig}" in create
     written = yaml.safe_load(Path(create[create.index("--config") + 1]).read_text())
-    assert written == render_kind_config(3, load_versions().kind_node_image)
+    audit_dir = (rig.workdir / "audit").resolve()
+    assert written == add_audit_log(
+        render_kind_config(3, load_versions().kind_node_image),
+        audit_dir,
+        manifest_path("audit-policy.yaml").resolve(),
+    )
+    assert cluster.audit_log == rig.workdir / "audit" / "audit.log"
     assert cluster.workers == ["lab-worker", "lab-worker2", "lab-worker3"]
     assert (cluster.provider, cluster.kubeconfig, cluster.context) == (
         "kind",

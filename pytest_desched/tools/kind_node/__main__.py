@@ -1,0 +1,66 @@
+"""`python -m pytest_desched.tools.kind_node [all|engine|build]`: kind, run from what is built here.
+
+all (default): install missing Debian packages, make sure a Docker engine answers, build
+(or find cached) the node image and the descheduler image, build kind itself.
+engine: only the packages and the engine (`--print-env` for scripts).
+stop-engine: stop the dockerd `engine` started (never any other).
+build: only the images (the engine must answer, DOCKER_HOST set if it is this tool's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from pytest_desched.errors import ToolError
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument(
+        "step", nargs="?", default="all", choices=["all", "engine", "build", "stop-engine"]
+    )
+    ap.add_argument(
+        "--print-env",
+        action="store_true",
+        help="engine: print shell lines for the caller: `export DOCKER_HOST=...` when the "
+        "engine is this tool's own, DESCHED_ENGINE_STARTED=yes|no",
+    )
+    args = ap.parse_args(argv)
+    from pytest_desched.tools.kind_node.binaries import Pins
+    from pytest_desched.tools.kind_node.build import NodeImageBuild, _report
+    from pytest_desched.tools.kind_node.engine import ensure_engine, ensure_packages, stop_engine
+    from pytest_desched.tools.toolchain import Toolchain
+
+    started = time.monotonic()
+    try:
+        if args.step == "stop-engine":
+            if not stop_engine():
+                _report("no dockerd started by this tool is running")
+            return 0
+        tc = Toolchain()
+        if args.step in ("all", "engine"):
+            ensure_packages()
+            info = ensure_engine(tc.cache_dir)
+            _report(
+                f"docker {info['docker']} (started here: {info['started']}, "
+                f"default runtime: {info['runtime']}, DOCKER_HOST={info['host'] or '-'})"
+            )
+            if args.print_env:
+                if info["host"]:
+                    print(f"export DOCKER_HOST={info['host']}")
+                print(f"DESCHED_ENGINE_STARTED={info['started']}")
+        if args.step in ("all", "build"):
+            _report(f"kind {tc.path('kind')}")
+            out = NodeImageBuild(tc, Pins.load()).all()
+            for k, val in out.items():
+                print(f"{k:<20} {val}")
+    except ToolError as exc:
+        _report(f"error: {exc}")
+        return 1
+    _report(f"done in {time.monotonic() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
