@@ -432,7 +432,7 @@ class DeschedSession:
         """
         from concurrent.futures import Future, ThreadPoolExecutor
 
-        from pytest_desched.experiments import lab_policy, lookup, run_experiment
+        from pytest_desched.experiments import lookup, run_experiment
         from pytest_desched.experiments.lanes import check_lanes, plan_lanes, scope_to_lane
 
         try:
@@ -457,36 +457,28 @@ class DeschedSession:
         lanes = [  # lane 0 drives the session's own release
             replace(ln, release=self.config.release) if ln.index == 0 else ln for ln in lanes
         ]
-        # Every input checked before the first change: the lanes' policies, scoped, and the
-        # one-executor-per-pod-set rule over them.
-        check_lanes(
-            lanes,
-            [
-                scope_to_lane(lab_policy(v or c.default_variant, c.keep_min_pod_age), ln).validate()
-                for ln, (c, v) in zip(lanes, classes, strict=True)
-            ],
-        )
-        # The other lanes' releases install (suspended, dry run) beside the session's own
-        # first install and the lanes' arrange steps; each lane's policy step waits for its own.
+        # Every input checked before the first change (a deferred-release context changes
+        # nothing): the lanes' policies, scoped, and the one-executor-per-pod-set rule over them.
+        ctxs = []
+        for lane, (cls, variant) in zip(lanes, classes, strict=True):
+            ctx = self.context(
+                variant=variant or cls.default_variant,
+                namespace=lane.namespace,
+                source=lane.source,
+                target=lane.target,
+                keep_min_pod_age=cls.keep_min_pod_age,
+                defer_release=True,
+            )
+            ctx.policy = scope_to_lane(ctx.policy, lane).validate()
+            ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
+            ctxs.append(ctx)
+        check_lanes(lanes, [c.policy for c in ctxs])
+        # Every lane's release installs (suspended, dry run) beside the others and the lanes'
+        # arrange steps; each lane's policy step waits for its own.
         pool = ThreadPoolExecutor(2 * len(classes), thread_name_prefix="desched-lane")
         installs = {ln.release: pool.submit(self.lane_release, ln.release) for ln in lanes}
         futures: list[Future[ExperimentResult]] = []
         try:
-            ctxs = []
-            for lane, (cls, variant) in zip(lanes, classes, strict=True):
-                ctx = self.context(
-                    variant=variant or cls.default_variant,
-                    namespace=lane.namespace,
-                    source=lane.source,
-                    target=lane.target,
-                    keep_min_pod_age=cls.keep_min_pod_age,
-                    defer_release=True,
-                )
-                ctx.policy = scope_to_lane(ctx.policy, lane).validate()
-                ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
-                ctxs.append(ctx)
-            check_lanes(lanes, [c.policy for c in ctxs])
-
             for lane, ctx in zip(lanes, ctxs, strict=True):
                 ctx.prepare_release = installs[lane.release].result
 
