@@ -69,46 +69,38 @@ def plan_lanes(
 def scope_to_lane(policy: Policy, lane: Lane) -> Policy:
     """The policy held to the lane's namespace (every evicting plugin), as recorded overrides."""
     from pytest_desched.descheduler.policy.checker import facts_for
+    from pytest_desched.descheduler.policy.scope import evicting_plugins
 
-    doc = policy.to_dict()
     facts = facts_for()
     scoped = policy
-    for i, prof in enumerate(doc.get("profiles") or []):
-        plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
-        for ep in facts.evicting_points:
-            for name in (plugins.get(ep) or {}).get("enabled") or []:
-                if name not in facts.namespaced_plugins:
-                    raise ConfigError(
-                        f"profiles[{i}].plugins.{ep}.enabled: {name} cannot be limited to one "
-                        f"namespace (descheduler {facts.version}); run this experiment alone"
-                    )
-                scoped = scoped.override(
-                    f"profiles[{i}].{name}.namespaces",
-                    {"include": [lane.namespace]},
-                    why=f"{LANE_WHY} ({lane.name}: {lane.namespace})",
-                )
+    for i, ep, name in evicting_plugins(policy.to_dict()):
+        if name not in facts.namespaced_plugins:
+            raise ConfigError(
+                f"profiles[{i}].plugins.{ep}.enabled: {name} cannot be limited to one "
+                f"namespace (descheduler {facts.version}); run this experiment alone"
+            )
+        scoped = scoped.override(
+            f"profiles[{i}].{name}.namespaces",
+            {"include": [lane.namespace]},
+            why=f"{LANE_WHY} ({lane.name}: {lane.namespace})",
+        )
     return scoped
 
 
 def lane_problems(policy: Policy, namespace: str) -> list[str]:
     """Why `policy` could evict outside `namespace` (empty: it cannot)."""
-    from pytest_desched.descheduler.policy.checker import facts_for
+    from pytest_desched.descheduler.policy.scope import evicting_plugins
 
     out = []
-    doc = policy.to_dict()
-    for i, prof in enumerate(doc.get("profiles") or []):
-        plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
-        for ep in facts_for().evicting_points:
-            for name in (plugins.get(ep) or {}).get("enabled") or []:
-                try:
-                    include = (policy.plugin_args(name, i).get("namespaces") or {}).get("include")
-                except KeyError:
-                    include = None
-                if list(include or []) != [namespace]:
-                    out.append(
-                        f"profiles[{i}].{name}: namespaces.include is {include!r}, not "
-                        f"[{namespace!r}]"
-                    )
+    for i, _, name in evicting_plugins(policy.to_dict()):
+        try:
+            include = (policy.plugin_args(name, i).get("namespaces") or {}).get("include")
+        except KeyError:
+            include = None
+        if list(include or []) != [namespace]:
+            out.append(
+                f"profiles[{i}].{name}: namespaces.include is {include!r}, not [{namespace!r}]"
+            )
     return out
 
 

@@ -18,7 +18,19 @@ from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.model import Policy
 from pytest_desched.errors import PolicyError
 
-__all__ = ["PolicyScope"]
+__all__ = ["PolicyScope", "evicting_plugins"]
+
+
+def evicting_plugins(doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
+    """(profile index, extension point, plugin) for every enabled plugin that evicts."""
+    points = facts_for().evicting_points
+    out = []
+    for i, prof in enumerate(doc.get("profiles") or []):
+        plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
+        for ep in points:
+            for name in (plugins.get(ep) or {}).get("enabled") or []:
+                out.append((i, ep, name))
+    return out
 
 
 @dataclass(frozen=True)
@@ -34,14 +46,7 @@ class PolicyScope:
     why: str = "existing cluster: rounds act only inside the lab namespace and on opted-in nodes"
 
     def _evicting(self, doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
-        points = facts_for().evicting_points
-        out = []
-        for i, prof in enumerate(doc.get("profiles") or []):
-            plugins = (prof.get("plugins") or {}) if isinstance(prof, dict) else {}
-            for ep in points:
-                for name in (plugins.get(ep) or {}).get("enabled") or []:
-                    out.append((i, ep, name))
-        return out
+        return evicting_plugins(doc)
 
     def _selector(self, current: Any) -> str:
         terms = [t.strip() for t in str(current or "").split(",") if t.strip()]
