@@ -50,9 +50,16 @@ def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
 
 
 def track_configs(
-    config: DeschedConfig, candidate: str, candidate_chart: str | None
+    config: DeschedConfig, candidate: str, candidate_chart: str | None, behaviour: bool = True
 ) -> tuple[DeschedConfig, DeschedConfig]:
-    """The same settings twice, each track with its own run and evidence folders."""
+    """The same settings twice, each track with its own run and evidence folders.
+
+    A static-only canary (`behaviour=False`) starts no cluster, so the provider's rules do not
+    apply to it: its tracks are configured as embedded ones (a `source:` candidate is fine
+    under `--desched-provider kind`, and nothing touches an existing cluster).
+    """
+    if not behaviour and config.provider != "embedded":
+        config = config.with_(provider="embedded")
     if config.provider == "existing":
         # Two versions must never evict from the same pod set: the engine refuses it here
         # rather than relying on the user to pass --dry-run to one of them.
@@ -208,7 +215,7 @@ def run_canary(
                 pol.validate()
             except (PolicyError, KeyError, ValueError) as exc:
                 raise ConfigError(f"canary candidate_overrides: {exc}") from None
-    base_cfg, cand_cfg = track_configs(config, candidate, candidate_chart)
+    base_cfg, cand_cfg = track_configs(config, candidate, candidate_chart, behaviour)
     from pytest_desched.session import DeschedSession
 
     def session(name: str, cfg: DeschedConfig) -> DeschedSession:

@@ -599,6 +599,12 @@ class DaemonSet(Workload):
         return {"selector": {"matchLabels": self.selector()}, "template": self.pod_template(image)}
 
 
+def _is_pause(image: str) -> bool:
+    """The pause image under any registry or tag (the lab's default workload image)."""
+    name = image.rsplit("/", 1)[-1]
+    return name.split("@", 1)[0].split(":", 1)[0] == "pause"
+
+
 @dataclass(frozen=True)
 class Job(Workload):
     """A Job; on kwok its pods complete at once (the cluster's pod-complete stage)."""
@@ -617,6 +623,15 @@ class Job(Workload):
         _int(f"Job {self.name!r} backoff_limit", self.backoff_limit, 0)
         if self.parallelism is not None:
             _int(f"Job {self.name!r} parallelism", self.parallelism, 1)
+
+    def pod_spec(self, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+        spec = super().pod_spec(image)
+        container = spec["containers"][0]
+        if _is_pause(container["image"]):
+            # On a real kubelet (kind, existing) pause runs until killed and the Job never
+            # completes; `pause -v` prints its version and exits 0 (build/pause/linux/pause.c).
+            container["args"] = ["-v"]
+        return spec
 
     def controller_spec(self, image: str) -> dict[str, Any]:
         spec: dict[str, Any] = {

@@ -1,8 +1,10 @@
-"""A throwaway multi-node kind cluster, created by pytest-kind-ng with our own kind and kubectl.
+"""A throwaway multi-node kind cluster, created through pytest-kind-ng with our own kind and kubectl.
 
-pytest-kind-ng builds the `kind create/load/delete` commands; this module adds what it lacks:
-a multi-zone config, a kubeconfig kept in the run's workdir, no binary downloads, a wait for
-Ready nodes, and loading the descheduler image only when Docker already has it.
+pytest-kind-ng's KindCluster is the cluster handle; this module adds what it lacks: a
+multi-zone config, a kubeconfig kept in the run's workdir, no binary downloads, kind's output
+captured (it names every node: a `--desched-redact` run keeps it off the terminal, and an
+error carries its tail), a wait for Ready nodes, and loading the descheduler image only when
+Docker already has it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from tenacity import (
     wait_fixed,
 )
 
+from pytest_desched.errors import CommandError
 from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.providers.base import Cluster, Provider, ProviderError, docker_available, run
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
@@ -236,6 +239,29 @@ def local_kind_cluster_class() -> type:
         def ensure_kubectl(self) -> None:
             _require_binary(self.kubectl_path, "kubectl")
 
+        # Upstream's create/load/delete run kind with its output on the terminal; these are
+        # the same commands with the output captured (CommandError carries its tail).
+        def _kind(self, *args: str, timeout: float) -> str:
+            env = dict(os.environ, KUBECONFIG=str(self.kubeconfig_path))  # never ~/.kube
+            cmd = [str(self.kind_path), *args]
+            return run(cmd, env=env, timeout=timeout).stderr
+
+        def create(self, config_file: Path | None = None) -> None:
+            self.ensure_kind()
+            flags = [f"--name={self.name}", f"--kubeconfig={self.kubeconfig_path}"]
+            if self.name not in kind_clusters(self.kind_path):
+                config = ["--config", str(config_file)] if config_file else []
+                self._kind("create", "cluster", *flags, *config, timeout=900)
+            elif not self.kubeconfig_path.is_file():  # re-used (kept) cluster: its kubeconfig
+                self._kind("export", "kubeconfig", *flags, timeout=60)
+
+        def load_docker_image(self, docker_image: str) -> None:
+            self._kind("load", "docker-image", "--name", self.name, docker_image, timeout=600)
+
+        def delete(self) -> None:
+            flags = [f"--name={self.name}", f"--kubeconfig={self.kubeconfig_path}"]
+            self._kind("delete", "cluster", *flags, timeout=300)
+
     return LocalKindCluster
 
 
@@ -300,17 +326,14 @@ class KindProvider(Provider):
         )
         try:
             self._kind.create(config_file=self.config_path)  # re-uses a cluster of that name
-        except subprocess.CalledProcessError as exc:
+        except CommandError as exc:
             hint = ""
             if not image_present_locally(image):
                 hint = (
                     f"; the node image {image} is not in Docker and could not be pulled: build "
                     "it offline with `python -m pytest_desched.tools.kind_node` (make kind-image)"
                 )
-            raise ProviderError(
-                f"`kind create cluster --name {self.cluster_name}` exited {exc.returncode}; "
-                f"kind printed why on this run's stderr{hint}"
-            ) from exc
+            raise ProviderError(f"creating kind cluster {self.cluster_name}: {exc}{hint}") from exc
         cluster = Cluster(
             name=self.cluster_name,
             provider="kind",
@@ -346,9 +369,9 @@ class KindProvider(Provider):
             return False
         try:
             self._kind.load_docker_image(image)
-        except subprocess.CalledProcessError as exc:
+        except CommandError as exc:
             raise ProviderError(
-                f"`kind load docker-image {image}` exited {exc.returncode}"
+                f"loading {image} into kind cluster {self.cluster_name}: {exc}"
             ) from exc
         return True
 
@@ -360,9 +383,9 @@ class KindProvider(Provider):
         kind, self._kind = self._kind, None
         try:
             kind.delete()
-        except subprocess.CalledProcessError as exc:
+        except CommandError as exc:
             raise ProviderError(
-                f"deleting kind cluster {self.cluster_name} failed (exit {exc.returncode}); "
+                f"deleting kind cluster {self.cluster_name} failed ({exc}); "
                 f"{self._delete_command()}"
             ) from exc
 

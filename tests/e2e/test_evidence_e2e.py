@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_desched.providers.base import choose_provider
 from tests.e2e.inner_run import start_inner
 
 pytestmark = pytest.mark.descheduler_e2e
@@ -57,7 +58,7 @@ ROUND_KEYS = {
 
 
 @pytest.fixture(scope="module")
-def inner_run(tmp_path_factory, desched_toolchain):
+def inner_run(tmp_path_factory, desched_settings, desched_toolchain):
     d = tmp_path_factory.mktemp("inner")
     art = d / "artifacts"
     proc = start_inner(
@@ -68,6 +69,7 @@ def inner_run(tmp_path_factory, desched_toolchain):
         f"--desched-artifacts={art}",
         "--desched-redact",
         f"--junitxml={d / 'junit.xml'}",
+        f"--desched-provider={choose_provider(desched_settings.provider)}",  # the session's
     )
     out, _ = proc.communicate(timeout=600)
     proc.output = out  # type: ignore[attr-defined]
@@ -133,9 +135,11 @@ def test_redacted_evidence_has_no_node_names_or_namespaces(inner_run):
     d, art, proc = inner_run
     # The real names, from the raw (private, unredacted) round logs in the inner basetemp.
     raw = "".join(p.read_text() for p in (d / "bt").rglob("round-logs/*.log"))
-    workers = sorted(set(re.findall(r'"node":\{"name":"([a-z0-9]{4}-worker-\d)"\}', raw)))
+    # Node names as each provider makes them: `ab12-worker-0` (embedded), `<cluster>-worker2`
+    # (kind, whose node names carry the cluster's name).
+    workers = sorted(set(re.findall(r'"node":\{"name":"([a-z0-9-]+-worker-?\d*)"\}', raw)))
     assert len(workers) >= 2, "no node names found in the raw logs"
-    secrets = [*workers, "descheduler-lab", "desched-main-"]
+    secrets = [*workers, "descheduler-lab", "desched-main-", "desched-kind-main-"]
     assert not any(s in proc.output for s in workers), "node names shown in the terminal"
     files = [p for p in art.rglob("*") if p.is_file()]
     assert files

@@ -17,6 +17,7 @@ import pytest
 from pytest_desched.descheduler.chart import Release
 from pytest_desched.kube import node_ready
 from pytest_desched.providers.base import Cluster
+from pytest_desched.providers.existing import CONTROL_PLANE_LABEL
 from pytest_desched.tools.toolchain import Toolchain
 from tests.e2e.test_interrupt import _live_cmdlines
 
@@ -101,6 +102,24 @@ def test_release_factory_installs_a_second_release_suspended_and_in_dry_run(
     assert main.metadata.uid == main_uid and main.spec.suspend is True
 
 
+def _cluster_left(provider: str, name: str, cdir: Path, toolchain: Toolchain) -> list[str]:
+    """What is left of a removed cluster: its directory, owner file and processes (embedded),
+    its node containers (kind)."""
+    if provider == "kind":
+        from pytest_desched.providers.kind import kind_clusters
+
+        # kind's node containers are the cluster; the run's workdir (kubeconfig, audit log)
+        # stays with the run's other files, as the embedded run directory does.
+        return [f"kind cluster {name}"] if name in kind_clusters(toolchain.path("kind")) else []
+    owner = toolchain.cache_dir / "clusters" / "owners" / f"{name}.json"
+    procs = {pid: c for pid, c in _live_cmdlines().items() if name in c}
+    return (
+        ([f"cluster dir {cdir}"] if cdir.exists() else [])
+        + ([f"owner file {owner}"] if owner.exists() else [])
+        + [f"process {pid}: {c}" for pid, c in procs.items()]
+    )
+
+
 def test_cluster_factory_gives_a_second_cluster_removed_after_the_test(
     request: pytest.FixtureRequest, desched_cluster: Cluster, desched_toolchain: Toolchain
 ) -> None:
@@ -109,12 +128,8 @@ def test_cluster_factory_gives_a_second_cluster_removed_after_the_test(
     def cluster_gone() -> None:  # runs after the factory's teardown (registered before it)
         if not made:
             return  # the cluster never came up; the test itself failed
-        name, cdir = made["name"], made["dir"]
-        assert not cdir.exists(), f"cluster dir {cdir} left behind"
-        owners = desched_toolchain.cache_dir / "clusters" / "owners"
-        assert not (owners / f"{name}.json").exists()
-        left = {pid: c for pid, c in _live_cmdlines().items() if name in c}
-        assert not left, f"processes of cluster {name} left behind: {left}"
+        left = _cluster_left(made["provider"], made["name"], made["dir"], desched_toolchain)
+        assert not left, f"cluster {made['name']} left behind: {left}"
         assert desched_cluster.core.list_node().items  # the session's cluster still answers
 
     request.addfinalizer(cluster_gone)
@@ -122,15 +137,26 @@ def test_cluster_factory_gives_a_second_cluster_removed_after_the_test(
     session = factory(workers=2)
     assert session.config.workers == 2
     c = session.cluster
-    cdir = desched_toolchain.cache_dir / "clusters" / "clusters" / c.name
-    made.update(name=c.name, dir=cdir)
+    assert c.provider == desched_cluster.provider  # the factory keeps the session's provider
+    if c.provider == "kind":  # kind keeps its kubeconfig and audit log in the run's workdir
+        cdir = Path(c.kubeconfig).parent
+    else:
+        cdir = desched_toolchain.cache_dir / "clusters" / "clusters" / c.name
+    made.update(name=c.name, dir=cdir, provider=c.provider)
 
     assert c.name != desched_cluster.name
     assert Path(c.kubeconfig) != Path(desched_cluster.kubeconfig)
     assert cdir.is_dir()
     assert len(c.workers) == 2
     nodes = {n.metadata.name: n for n in c.core.list_node().items}
-    assert set(nodes) == set(c.workers), f"nodes {sorted(nodes)}"
+    others = {
+        n
+        for n in set(nodes) - set(c.workers)
+        if CONTROL_PLANE_LABEL not in nodes[n].metadata.labels
+    }
+    assert set(c.workers) <= set(nodes) and not others, (
+        f"nodes {sorted(nodes)}"
+    )  # + kind's control plane
     assert all(node_ready(nodes[w]) for w in c.workers)
     # really another API server: the session cluster has none of these nodes
     session_nodes = {n.metadata.name for n in desched_cluster.core.list_node().items}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.kube import wait_for
+from pytest_desched.providers.base import choose_provider
 from tests.e2e.inner_run import start_inner
 
 pytestmark = pytest.mark.descheduler_e2e
@@ -45,8 +46,8 @@ def _inner_api(kubeconfig: Path):
     return client.BatchV1Api(config.new_client_from_config(config_file=str(kubeconfig)))
 
 
-def _wait_inner_round(proc, cache: Path) -> tuple[str, Path, str]:
-    """The inner run's embedded cluster (by owner pid) once its first round Job exists."""
+def _embedded_inner_cluster(proc, cache: Path) -> tuple[str, Path, Path]:
+    """The inner run's embedded cluster, found by its owner file (the inner pid)."""
     owners = cache / "clusters" / "owners"
 
     def mine() -> list[str]:
@@ -61,8 +62,36 @@ def _wait_inner_round(proc, cache: Path) -> tuple[str, Path, str]:
 
     name = wait_for("the inner run's cluster", mine, bool, timeout=120)[0]
     cdir = cache / "clusters" / "clusters" / name
-    wait_for("inner kubeconfig", lambda: (cdir / "kubeconfig.yaml").is_file(), bool, 60)
-    batch = _inner_api(cdir / "kubeconfig.yaml")
+    return name, cdir, cdir / "kubeconfig.yaml"
+
+
+def _kind_inner_cluster(proc, kind: Path, workdir: Path) -> tuple[str, Path, Path]:
+    """The inner run's kind cluster: its name carries the inner pid (unique_name)."""
+    from pytest_desched.providers.kind import kind_clusters
+
+    prefix = f"desched-kind-main-{proc.pid}-"
+
+    def mine() -> list[str]:
+        return [c for c in kind_clusters(kind) if c.startswith(prefix)]
+
+    name = wait_for("the inner run's kind cluster", mine, bool, timeout=300)[0]
+    kdir = workdir / "bt" / "desched0" / "kind"
+    return name, kdir, kdir / "kubeconfig"
+
+
+def _wait_inner_round(
+    proc, cache: Path, provider: str = "embedded", **kind
+) -> tuple[str, Path, str]:
+    """The inner run's cluster (name, directory) once its first round Job exists."""
+    if provider == "kind":
+        name, cdir, kubeconfig = _kind_inner_cluster(proc, **kind)
+    else:
+        name, cdir, kubeconfig = _embedded_inner_cluster(proc, cache)
+    # kind's kubeconfig file exists (empty) before the cluster does: wait for its content
+    wait_for(
+        "inner kubeconfig", lambda: kubeconfig.is_file() and kubeconfig.stat().st_size, bool, 300
+    )
+    batch = _inner_api(kubeconfig)
 
     def round_jobs() -> list[str]:
         try:
@@ -74,16 +103,21 @@ def _wait_inner_round(proc, cache: Path) -> tuple[str, Path, str]:
     return (
         name,
         cdir,
-        wait_for("a round Job in the inner cluster", round_jobs, bool, timeout=120)[0],
+        wait_for("a round Job in the inner cluster", round_jobs, bool, timeout=300)[0],
     )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig):
+def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_settings, desched_toolchain, sig):
+    """On the session's provider: embedded (processes, directory) or kind (node containers)."""
+    provider = choose_provider(desched_settings.provider)
     cache = desched_toolchain.cache_dir
-    proc = start_inner(tmp_path, INNER, cache, "-q")
+    proc = start_inner(tmp_path, INNER, cache, "-q", f"--desched-provider={provider}")
+    kind = (
+        {"kind": desched_toolchain.path("kind"), "workdir": tmp_path} if provider == "kind" else {}
+    )
     try:
-        name, cdir, job = _wait_inner_round(proc, cache)
+        name, cdir, job = _wait_inner_round(proc, cache, provider, **kind)
         os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C (or CI's cancel) does
         out, _ = proc.communicate(timeout=180)
     finally:
@@ -92,6 +126,11 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
             proc.wait()
     assert proc.returncode != 0, out
     assert "KeyboardInterrupt" in out or "Interrupted" in out or "signal" in out, out[-3000:]
+    if provider == "kind":
+        from pytest_desched.providers.kind import kind_clusters
+
+        assert name not in kind_clusters(kind["kind"]), f"kind cluster {name} left: {out[-2000:]}"
+        return
     assert not cdir.exists(), f"cluster dir {cdir} left behind"
     assert not (cache / "clusters" / "owners" / f"{name}.json").exists()
     # This cluster's processes only (a round pod's command line names the cluster's dir):
@@ -101,11 +140,15 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_toolchain, sig
 
 
 def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
-    """SIGKILL leaves no chance to clean up; the next run's provider start reaps it."""
+    """SIGKILL leaves no chance to clean up; the embedded provider's next start reaps it.
+
+    The embedded provider's own reaper, so the inner run is embedded whatever the session's
+    provider (a SIGKILLed kind run leaves its node containers: `kind delete cluster`).
+    """
     from pytest_desched.providers.embedded.cluster import reap_stale
 
     cache = desched_toolchain.cache_dir
-    proc = start_inner(tmp_path, INNER, cache, "-q")
+    proc = start_inner(tmp_path, INNER, cache, "-q", "--desched-provider=embedded")
     try:
         name, cdir, _ = _wait_inner_round(proc, cache)
     finally:

@@ -33,9 +33,13 @@ def _context(kubeconfig: Path) -> str:
 
 
 def _fresh(desched_settings: Any, tmp_path: Path, name: str) -> Any:
+    """The session's settings for a replay: always onto a fresh embedded cluster (the replay
+    engine's rule), whatever provider the snapshot was taken from (kind in `make e2e-kind`)."""
     run_dir = tmp_path / name
     run_dir.mkdir()
-    return desched_settings.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")
+    return desched_settings.with_(
+        run_dir=run_dir, artifacts=run_dir / "artifacts", provider="embedded"
+    )
 
 
 # -- a snapshot taken mid-experiment replays to the same fates --------------------------------

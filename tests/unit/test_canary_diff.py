@@ -299,3 +299,24 @@ def test_a_broken_track_is_one_reason_not_one_per_missing_round() -> None:
     assert verdict.reasons == [
         "the baseline track could not run, so nothing was compared: WaitTimeout: nodes never Ready"
     ]
+
+
+def test_static_only_canary_is_not_bound_by_the_provider(tmp_path) -> None:
+    """No cluster starts, so an existing cluster is not refused and no track points at it."""
+    from pytest_desched.canary.engine import track_configs
+    from pytest_desched.config import build_config
+    from pytest_desched.errors import ConfigError
+
+    config = build_config(
+        {
+            "--desched-provider": "existing",
+            "--desched-allow-existing": True,
+            "--desched-existing-context": "prod-like",
+        },
+        run_dir=tmp_path,
+    )
+    with pytest.raises(ConfigError, match="cluster of its own"):
+        track_configs(config, "version:v0.36.0", None)
+    base, cand = track_configs(config, "version:v0.36.0", None, behaviour=False)
+    assert (base.provider, cand.provider) == ("embedded", "embedded")
+    assert (base.candidate, cand.candidate) == (None, "version:v0.36.0")

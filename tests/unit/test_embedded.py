@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from pytest_desched.providers.embedded.cluster import (
     unique_name,
 )
 from pytest_desched.tools.toolchain import Toolchain
+from tests.unit.processes import start_sleeper
 
 
 # -- unique_name -------------------------------------------------------------------------
@@ -167,11 +167,10 @@ def test_reap_stale_kills_leftover_components_but_not_recycled_pids(
     root = tmp_path / "root"
     owner(root, "dead", {"pid": dead_pid, "start": "1"})
     cdir = root / "clusters" / "dead"
-    sleeper = "import time; time.sleep(60)"
     # a component of that cluster (its cluster dir on the command line) and a stranger
     # whose pid was recycled into the cluster's pid files
-    component = subprocess.Popen([sys.executable, "-c", sleeper, f"--config={cdir}/etcd.yaml"])
-    stranger = subprocess.Popen([sys.executable, "-c", sleeper])
+    component = start_sleeper(f"--config={cdir}/etcd.yaml")
+    stranger = start_sleeper("--stranger")
     try:
         pids = cdir / "pids"
         pids.mkdir()

@@ -34,6 +34,7 @@ from pytest_desched.providers.base import Cluster
 from pytest_desched.providers.embedded.cluster import _running
 from pytest_desched.providers.embedded.faults import FaultError, Faults, Trigger
 from pytest_desched.providers.embedded.kubelet import state_dir
+from tests.unit.processes import start_sleeper
 
 
 # -- api_failure: which errors are the API server's -----------------------------------------
@@ -176,7 +177,7 @@ def _cluster(cdir: Path, provider: str = "embedded") -> Cluster:
 
 def _sleeper(cdir: Path, **kw: Any) -> subprocess.Popen[bytes]:
     """A process whose command line names the cluster directory, like a component's."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(cdir)], **kw)
+    return start_sleeper(str(cdir), **kw)
 
 
 def test_faults_refuse_a_cluster_they_do_not_own(cdir: Path) -> None:

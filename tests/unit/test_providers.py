@@ -397,6 +397,8 @@ if args[:2] == ["get", "clusters"]:
     print("\\n".join(names))
 elif args[:2] == ["create", "cluster"]:
     if os.environ.get("FAKE_KIND_FAIL_CREATE"):
+        print(" ✓ Preparing nodes on lab-worker", file=sys.stderr)
+        print("ERROR: failed to create cluster: could not find a log line", file=sys.stderr)
         sys.exit(1)
     ctx = "kind-" + opts["name"]
     pathlib.Path(opts["kubeconfig"]).write_text(json.dumps({
@@ -406,8 +408,10 @@ elif args[:2] == ["create", "cluster"]:
         "contexts": [{"name": ctx, "context": {"cluster": ctx, "user": ctx}}],
     }))
     clusters.write_text("\\n".join([*names, opts["name"]]))
+    print(" ✓ Joining worker nodes lab-worker lab-worker2 lab-worker3", file=sys.stderr)
 elif args[:2] == ["delete", "cluster"]:
     clusters.write_text("\\n".join(n for n in names if n != opts["name"]))
+    print('Deleted nodes: ["lab-worker" "lab-worker2" "lab-worker3"]', file=sys.stderr)
 """
 
 KIND_NODES = [
@@ -522,8 +526,17 @@ def test_kind_create_failure_is_a_provider_error(
     rig: KindRig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_KIND_FAIL_CREATE", "1")
-    with pytest.raises(ProviderError, match="kind create cluster --name lab` exited 1"):
+    with pytest.raises(ProviderError, match=r"kind create cluster --name=lab .* exited 1") as err:
         rig.provider().start()
+    assert "could not find a log line" in str(err.value)  # kind's reason, captured
+
+
+def test_kind_output_stays_off_the_terminal(rig: KindRig, capfd: pytest.CaptureFixture) -> None:
+    """kind names every node; a --desched-redact run must not show them on the terminal."""
+    with rig.provider() as cluster:
+        assert cluster.workers
+    out, err = capfd.readouterr()
+    assert not [w for w in cluster.workers if w in out + err], (out, err)
 
 
 def test_kind_cluster_never_downloads_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

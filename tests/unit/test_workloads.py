@@ -159,6 +159,11 @@ def test_daemonset_job_pod_pdb_priorityclass() -> None:
         0,
     )
     assert _spec(job)["restartPolicy"] == "Never"
+    # pause runs until killed on a real kubelet; `pause -v` exits 0, so the Job completes
+    assert _spec(job)["containers"][0]["args"] == ["-v"]
+    own = Job("own", image="example.org/batch:1").manifest(NS)
+    assert "args" not in _spec(own)["containers"][0]  # a user's image runs as given
+    assert "args" not in _spec(Deployment("web").manifest(NS))["containers"][0]
     pod = Pod("bare", node_name="w1").manifest(NS)
     assert (pod["kind"], pod["spec"]["nodeName"]) == ("Pod", "w1")
     assert pod["metadata"]["labels"][WORKLOAD_LABEL] == "bare"

@@ -2,9 +2,11 @@
 
 LowNodeUtilization mirrors test/e2e/e2e_test.go TestLowNodeUtilization: pods bound to one
 node make it overutilized while the others are underutilized, and the plugin evicts until
-the node is under its target. Here six 2Gi pods (75% of 16Gi) sit on one node; target 55%:
-after two evictions it holds 8Gi (50%), so exactly two go (the round's own pod, 256Mi in
-kube-system, moves the figure by 1.6% at most and excluded from eviction).
+the node is under its target. Here six pods of an eighth of the node's allocatable memory
+each (2Gi on a 16Gi kwok worker: 75%) sit on one node; target 55%: after two evictions it
+holds 50%, so exactly two go (the round's own pod, 256Mi in kube-system, moves the figure by
+1.6% at most and is excluded from eviction). Sized from the node, because a kind worker
+reports the host's memory (24Gi here, where 6 x 2Gi would be under the target).
 
 HighNodeUtilization has no upstream e2e test at v0.36.0; it mirrors the plugin's unit test
 (nodeutilization/highnodeutilization_test.go "Evict pods from underutilized nodes"): a node
@@ -23,8 +25,15 @@ from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.workloads import Deployment
 
 
+def allocatable_mib(node: Any, resource: str) -> int:
+    """A node's allocatable `resource` in MiB (the nodeutilization plugins' denominator)."""
+    from kubernetes.utils.quantity import parse_quantity
+
+    return int(parse_quantity(node.status.allocatable[resource]) / (1 << 20))
+
+
 class LowNodeUtilization(StrategyExperiment):
-    """`heavy` (6 x 2Gi) on one node: 75% there, 0% elsewhere; two pods move."""
+    """`heavy` (6 x 1/8 of the node's memory) on one node: 75% there, ~0% elsewhere; two move."""
 
     name = "low-node-utilization"
     strategy = "LowNodeUtilization"
@@ -39,11 +48,12 @@ class LowNodeUtilization(StrategyExperiment):
 
     def arrange(self) -> None:
         self.node = self.workers[0]
-        self.heavy = Deployment("heavy", replicas=6, requests={"memory": "2Gi"})
+        eighth = allocatable_mib(self.ctx.cluster.core.read_node(self.node), "memory") // 8
+        self.heavy = Deployment("heavy", replicas=6, requests={"memory": f"{eighth}Mi"})
         s0 = self.lab.apply(self.heavy, only_on=self.node)
         self.r.check(
             "one-node-overutilized",
-            f"all six 2Gi pods on {self.node}",
+            f"all six {self.heavy.requests['memory']} pods on {self.node}",
             s0.by_node() == {self.node: 6},
             f"distribution {s0.by_node()}",
         )
