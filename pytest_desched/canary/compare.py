@@ -56,6 +56,7 @@ class RoundFigures:
     deciding_layer: str | None = None
     known_bugs: list[str] = field(default_factory=list)
     metric_names: list[str] = field(default_factory=list)
+    version: str = ""  # the descheduler version that ran the round
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> RoundFigures:
@@ -88,6 +89,7 @@ class RoundFigures:
         f.deciding_layer = record.get("deciding_layer")
         f.known_bugs = sorted(record.get("known_bugs") or {})
         f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
+        f.version = str((record.get("versions") or {}).get("descheduler") or "")
         return f
 
     def to_dict(self) -> dict[str, Any]:

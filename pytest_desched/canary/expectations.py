@@ -38,6 +38,7 @@ KINDS = (
     "bug-fixed",
     "bug-new",
     "bug-reached",
+    "bug-intermittent",
     "round-missing",
     "outcome-changed",
     "track-error",

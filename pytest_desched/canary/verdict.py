@@ -15,14 +15,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_desched.canary.compare import RoundDiff
+from pytest_desched.canary.compare import RoundDiff, RoundFigures
 from pytest_desched.canary.expectations import Change, Explanation
-from pytest_desched.descheduler.known_bugs import BY_ID
+from pytest_desched.descheduler.known_bugs import BY_ID, KnownBug
 
 TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
 # Good news, or a known bug the baseline shows too, now reached on another path (e.g. #1687's
-# lost events once a fixed #1882 lets evictions reach the PDB): said, never a failure alone.
-INFORMATIVE = ("bug-fixed", "bug-reached")
+# lost events once a fixed #1882 lets evictions reach the PDB), or a run-to-run race both
+# versions have that one track lost this time: said, never a failure alone.
+INFORMATIVE = ("bug-fixed", "bug-reached", "bug-intermittent")
 
 
 def _fate_names(counts: dict[str, int]) -> set[str]:
@@ -33,10 +34,23 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
     """Each observed change, with the known-bug fix that explains it (or None).
 
     A bug whose signature the candidate shows in a round is `bug-new` (a trigger) only when
-    the baseline never showed it in any round; otherwise it is `bug-reached`.
+    the baseline never showed it in any round; otherwise it is `bug-reached`. A tolerated
+    bug (known_bugs mode "tolerate": a loss that varies from run to run) whose signature is
+    on one track only, while the other track's version is affected too, is
+    `bug-intermittent`: one run proves neither a regression nor a fix.
     """
     rounds = list(rounds)
     baseline_bugs = {b for rd in rounds if rd.baseline for b in rd.baseline.known_bugs}
+
+    def race_on_both(bug_id: str, other: RoundFigures) -> str | None:
+        bug = BY_ID.get(bug_id)
+        if bug is None or bug.mode != "tolerate" or not bug.applies_to(other.version):
+            return None
+        return (
+            f"{bug.describe()} varies from run to run, and {other.version} on the other track "
+            "is affected too: one run's signature is neither a regression nor a fix"
+        )
+
     out: list[tuple[Change, str | None]] = []
     for rd in rounds:
         if rd.baseline is None or rd.candidate is None:
@@ -45,8 +59,14 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
                 (Change(rd.experiment, rd.index, "round-missing", "-", f"no round on {side}"), None)
             )
             continue
-        fixed = [BY_ID[b] for b in rd.bugs_fixed if b in BY_ID]
+        fixed: list[KnownBug] = []
         for bug_id in rd.bugs_fixed:
+            if why := race_on_both(bug_id, rd.candidate):
+                out.append(
+                    (Change(rd.experiment, rd.index, "bug-intermittent", bug_id, why), bug_id)
+                )
+                continue
+            fixed += [BY_ID[bug_id]] if bug_id in BY_ID else []
             out.append(
                 (Change(rd.experiment, rd.index, "bug-fixed", bug_id, "signature gone"), bug_id)
             )
@@ -54,6 +74,10 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
             if bug_id in baseline_bugs:
                 why = "signature appeared here; the baseline shows it in another round"
                 out.append((Change(rd.experiment, rd.index, "bug-reached", bug_id, why), bug_id))
+            elif why := race_on_both(bug_id, rd.baseline):
+                out.append(
+                    (Change(rd.experiment, rd.index, "bug-intermittent", bug_id, why), bug_id)
+                )
             else:
                 why = "signature appeared; the baseline never showed it"
                 out.append((Change(rd.experiment, rd.index, "bug-new", bug_id, why), None))
