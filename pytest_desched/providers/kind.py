@@ -241,10 +241,9 @@ def local_kind_cluster_class() -> type:
 
         # Upstream's create/load/delete run kind with its output on the terminal; these are
         # the same commands with the output captured (CommandError carries its tail).
-        def _kind(self, *args: str, timeout: float) -> str:
+        def _kind(self, *args: str, timeout: float) -> None:
             env = dict(os.environ, KUBECONFIG=str(self.kubeconfig_path))  # never ~/.kube
-            cmd = [str(self.kind_path), *args]
-            return run(cmd, env=env, timeout=timeout).stderr
+            run([str(self.kind_path), *args], env=env, timeout=timeout)
 
         def create(self, config_file: Path | None = None) -> None:
             self.ensure_kind()
