@@ -6,6 +6,11 @@ matched by owner and node role: a Deployment pod `web-7d4f9c8b6-x2kq9` belongs t
 both clusters create the same way. Replicas of one owner on one node are interchangeable to
 the descheduler (it has nothing else to tell them apart), so their fates are compared as a
 multiset: "3 filtered" against "1 evicted, 2 limited", never a guessed one-to-one pairing.
+
+A pod the round's own eviction created (a replacement, scheduled while the round still ran) is
+its own class, `owner@worker-N (created in round)`: whether a later strategy or node loop lists
+it before the round ends is a race, and a track that evicted nothing has no replacement at all.
+Left alone on one track only, it is `replacement-seen`; evicted, it counts like any other pod.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ _TEMPLATE_HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
 
 STOPPED = ("refused", "limited", "filtered", "nodefit", "error")
 MOVED = ("evicted",)
+CREATED_IN_ROUND = " (created in round)"
 
 
 def owner_of(pod_name: str) -> str:
@@ -96,15 +102,29 @@ class RoundFigures:
         return asdict(self)
 
 
+def created_in_round(record: Mapping[str, Any]) -> set[str]:
+    """Names of the pods the round's evictions created: the recorder saw them scheduled during
+    the round, and they were not in the lab's snapshot taken before it (evidence/timeline.py)."""
+    return {
+        str(e["pod"])
+        for e in record.get("timeline") or []
+        if e.get("what") == "replacement-scheduled" and e.get("pod")
+    }
+
+
 def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[str, Counter[str]]:
     """`owner@role` -> fates of the lab's pods of that class in one round (fate/layer)."""
     ns = record.get("namespace")
+    created = created_in_round(record)
     out: dict[str, Counter[str]] = {}
     for d in record.get("decisions") or []:
         if ns is not None and d.get("namespace") != ns:
             continue
         node = d.get("node") or "?"
-        key = f"{owner_of(str(d.get('name')))}@{roles.get(node, node)}"
+        name = str(d.get("name"))
+        key = f"{owner_of(name)}@{roles.get(node, node)}"
+        if name in created:
+            key += CREATED_IN_ROUND
         fate = str(d.get("fate"))
         if fate == "filtered" and d.get("checks"):
             fate += "(" + ",".join(sorted(d["checks"])) + ")"
@@ -120,7 +140,7 @@ class PodClassDiff:
     baseline: dict[str, int]
     candidate: dict[str, int]
     kinds: list[str]  # "continue-evicting", "candidate-set-grew", "candidate-set-shrank",
-    # "fewer-evictions", "fate-changed"
+    # "fewer-evictions", "fate-changed", "replacement-seen"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -141,6 +161,9 @@ def diff_classes(
             continue
         kinds: list[str] = []
         b_moved, c_moved = _count(b, MOVED), _count(c, MOVED)
+        if key.endswith(CREATED_IN_ROUND) and b_moved == c_moved == 0:
+            out.append(PodClassDiff(key, dict(b), dict(c), ["replacement-seen"]))
+            continue
         if c_moved > b_moved and _count(b, STOPPED) > 0:
             kinds.append("continue-evicting")  # the baseline stopped these pods; candidate moved
         elif c_moved > b_moved:

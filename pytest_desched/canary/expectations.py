@@ -34,6 +34,7 @@ KINDS = (
     "candidate-set-grew",
     "candidate-set-shrank",
     "fate-changed",
+    "replacement-seen",
     "lost-metric",
     "bug-fixed",
     "bug-new",

@@ -22,8 +22,10 @@ from pytest_desched.descheduler.known_bugs import BY_ID, KnownBug
 TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
 # Good news, or a known bug the baseline shows too, now reached on another path (e.g. #1687's
 # lost events once a fixed #1882 lets evictions reach the PDB), or a run-to-run race both
-# versions have that one track lost this time: said, never a failure alone.
-INFORMATIVE = ("bug-fixed", "bug-reached", "bug-intermittent")
+# versions have that one track lost this time, or a replacement pod the round's own eviction
+# created that the descheduler listed and left alone on one track only (compare.py): said,
+# never a failure alone.
+INFORMATIVE = ("bug-fixed", "bug-reached", "bug-intermittent", "replacement-seen")
 
 
 def _fate_names(counts: dict[str, int]) -> set[str]:
@@ -95,6 +97,11 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
                 None,
             )
             detail = f"baseline {cd.baseline} -> candidate {cd.candidate}"
+            if cd.kinds == ["replacement-seen"]:
+                detail += (
+                    ": a pod this round's own eviction created, listed before the round ended "
+                    "and left alone (whether it is listed in time is a race)"
+                )
             for kind in cd.kinds:
                 out.append((Change(rd.experiment, rd.index, kind, cd.pods, detail), by))
     return out

@@ -47,8 +47,15 @@ def test_master_candidate_changes_rbac_not_behaviour(desched_canary: Canary) -> 
     assert rep.ok, rep.verdict.reasons
     assert rep.baseline.error is None and rep.candidate.error is None
     assert rep.candidate.descheduler_version.endswith("g7d2b28bf2")
-    # Same fates for every pod class in every round: master has no fix for #1882.
-    assert [r for r in rep.rounds if r.classes] == []
+    # Same fates for every pod class in every round: master has no fix for #1882. The one
+    # allowed difference is a replacement pod listed on one track only (a race, compare.py).
+    changed = [
+        (r.experiment, c.pods, c.kinds)
+        for r in rep.rounds
+        for c in r.classes
+        if c.kinds != ["replacement-seen"]
+    ]
+    assert changed == []
     outcomes = _outcomes(rep)
     assert outcomes["positive-affinity-migration[runbook]"] == (
         "xfail",

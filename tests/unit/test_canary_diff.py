@@ -346,3 +346,46 @@ def test_a_run_to_run_race_on_one_track_is_intermittent_when_both_versions_have_
         assert judge([(change, by)], []).ok is (kind != "bug-new")
         if kind == "bug-intermittent":
             assert "varies from run to run" in change.detail and by == "descheduler#1687"
+
+
+def test_a_replacement_listed_on_one_track_only_is_said_not_a_grown_candidate_set() -> None:
+    """The pod the round's own eviction created can be listed by a later node loop before the
+    round ends (a race: found by a `make test` loop, PR 1883's canary, minPodAge on the
+    replacement). Left alone it is `replacement-seen`; evicted, it is a grown candidate set."""
+
+    def fixed(replacement_fate: str, layer: str) -> dict:
+        r = dict(FIXED)
+        r["decisions"] = [
+            *FIXED["decisions"],
+            dec("spread-demo-6d9f7b5c4-f84j5", "kwok-b-worker-2", replacement_fate, layer),
+        ]
+        r["timeline"] = [
+            {"t_s": 1.4, "what": "eviction-request", "pod": f"{NS}/spread-demo-6d9f7b5c4-zzk2w"},
+            {"t_s": 1.5, "what": "replacement-scheduled", "pod": "spread-demo-6d9f7b5c4-f84j5"},
+        ]
+        return r
+
+    left = fixed("filtered", "evictor-filter")
+    assert set(fate_classes(left, C_ROLES)) == {
+        "spread-demo@worker-1",
+        "spread-demo@worker-2 (created in round)",
+    }
+    (rd,) = diff_rounds("positive[runbook]", [BASELINE], [left], B_ROLES, C_ROLES)
+    seen = [c for c in rd.classes if c.pods.endswith("(created in round)")]
+    assert [c.kinds for c in seen] == [["replacement-seen"]]
+    verdict = judge(changes_of([rd]), [])
+    assert verdict.ok, verdict.reasons
+    (j,) = [j for j in verdict.judged if j.change.kind == "replacement-seen"]
+    assert j.status == "informative" and not j.trigger
+    assert "this round's own eviction created" in j.change.detail
+
+    # The same pod without the round's timeline is an ordinary pod: the old verdict.
+    plain = {k: v for k, v in left.items() if k != "timeline"}
+    verdict = judge(changes_of(diff_rounds("p[r]", [BASELINE], [plain], B_ROLES, C_ROLES)), [])
+    assert not verdict.ok and "candidate-set-grew" in verdict.reasons[0]
+
+    # A replacement the candidate evicted in the same round is never waved through.
+    thrash = fixed("evicted", "api-server")
+    verdict = judge(changes_of(diff_rounds("p[r]", [BASELINE], [thrash], B_ROLES, C_ROLES)), [])
+    assert not verdict.ok
+    assert {j.change.kind for j in verdict.unexplained} == {"more-evictions", "candidate-set-grew"}
