@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
+
 # Kubernetes' random suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3).
 _POD_SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
 _TEMPLATE_HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
@@ -45,9 +47,15 @@ def node_roles(workers: Sequence[str]) -> dict[str, str]:
 
 @dataclass
 class RoundFigures:
-    """The runbook's figures for one round of one track."""
+    """The runbook's figures for one round of one track.
 
-    candidates: int = 0  # lab pods a strategy picked (any fate)
+    The per-fate counts are of the lab's pods that existed before the round: a replacement the
+    round's own eviction created is listed or not by a race (see the module docstring), so it is
+    counted apart, in `replacements_listed`, and never moves `candidates`.
+    """
+
+    candidates: int = 0  # pre-round lab pods a strategy picked (any fate)
+    replacements_listed: int = 0  # pods created in this round that a strategy still listed
     protected: dict[str, int] = field(default_factory=dict)  # evictor filter check -> pods
     nodefit: int = 0
     limited: int = 0
@@ -67,8 +75,11 @@ class RoundFigures:
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> RoundFigures:
         ns = record.get("namespace")
+        created = created_in_round(record)
         lab = [d for d in record.get("decisions") or [] if ns is None or d.get("namespace") == ns]
-        f = cls(candidates=len(lab))
+        new = [d for d in lab if str(d.get("name")) in created]
+        lab = [d for d in lab if str(d.get("name")) not in created]
+        f = cls(candidates=len(lab), replacements_listed=len(new))
         for d in lab:
             fate = d.get("fate")
             if fate == "filtered":
@@ -108,7 +119,7 @@ def created_in_round(record: Mapping[str, Any]) -> set[str]:
     return {
         str(e["pod"])
         for e in record.get("timeline") or []
-        if e.get("what") == "replacement-scheduled" and e.get("pod")
+        if e.get("what") == REPLACEMENT_SCHEDULED and e.get("pod")
     }
 
 

@@ -13,6 +13,7 @@ from pytest_desched.canary.verdict import CanaryVerdict
 
 FIGURES = (
     ("candidates", "candidates"),
+    ("replacements_listed", "replacements listed"),
     ("protected", "protected"),
     ("pdb_refusals", "PDB 429"),
     ("evictions", "evictions"),

@@ -21,6 +21,7 @@ from typing import Any
 from markupsafe import Markup
 
 from pytest_desched.evidence.redaction import Redactor
+from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
 
 REPORT_NAME = "report.html"
 
@@ -41,7 +42,7 @@ _TIMELINE_ROWS = (
     ("job-complete", "Job"),
     ("pod-started", "round pod"),
     ("eviction-request", "eviction request"),
-    ("replacement-scheduled", "replacement"),
+    (REPLACEMENT_SCHEDULED, "replacement"),
     ("replacement-ready", "replacement"),
 )
 _XML_PROLOGUE = re.compile(r"\A.*?(?=<svg)", re.S)

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pytest_desched.tools.toolchain import Toolchain
 
 
+# The timeline entry naming a pod the round's own eviction created; the canary reads it back.
+REPLACEMENT_SCHEDULED = "replacement-scheduled"
+
+
 def _rel(t: float, t0: float) -> float:
     return round(t - t0, 3)
 
@@ -68,7 +72,7 @@ def round_timeline(rnd: Round, rec: Recorder, before: Snapshot, t0: float) -> li
             scheduled[uid] = e["t"]
         if e.get("ready") and uid not in ready:
             ready[uid] = e["t"]
-    for what, seen in (("replacement-scheduled", scheduled), ("replacement-ready", ready)):
+    for what, seen in ((REPLACEMENT_SCHEDULED, scheduled), ("replacement-ready", ready)):
         for uid, t in seen.items():
             out.append({"t_s": _rel(t, t0), "what": what, "pod": names[uid], "code": None})
     out.append({"t_s": _rel(rnd.ended, t0), "what": "job-complete", "pod": None, "code": None})

@@ -378,6 +378,10 @@ def test_a_replacement_listed_on_one_track_only_is_said_not_a_grown_candidate_se
     (j,) = [j for j in verdict.judged if j.change.kind == "replacement-seen"]
     assert j.status == "informative" and not j.trigger
     assert "this round's own eviction created" in j.change.detail
+    # The figures count the pods that were there before the round; the replacement apart.
+    figures = RoundFigures.of(left)
+    assert (figures.candidates, figures.replacements_listed) == (3, 1)
+    assert figures.protected == {} and RoundFigures.of(FIXED).replacements_listed == 0
 
     # The same pod without the round's timeline is an ordinary pod: the old verdict.
     plain = {k: v for k, v in left.items() if k != "timeline"}
