@@ -268,17 +268,17 @@ class Runner:
             set(s0.by_node()) == {src} and len(s0.ready()) == self.ctx.replicas,
             f"distribution {s0.by_node()}",
         )
-        gen0 = lab.replica_set_generation()
+        gen0 = lab.deployment_generation()
         lab.label_node(dst)
         lab.unlabel_node(src)
         s1 = lab.snapshot()
+        gen1 = lab.deployment_generation()
         self.check(
             "no-rollout",
             "moving the label triggers no rollout",
-            s1.uids == s0.uids
-            and s1.owners() == s0.owners()
-            and lab.replica_set_generation() == gen0,
-            f"uids kept={s1.uids == s0.uids}, owners {s1.owners()}",
+            s1.uids == s0.uids and s1.owners() == s0.owners() and gen1 == gen0,
+            f"uids kept={s1.uids == s0.uids}, owners {s0.owners()} -> {s1.owners()}, "
+            f"deployment generation {gen0} -> {gen1}",
         )
         self.check(
             "pods-violate-affinity",

@@ -357,9 +357,14 @@ class Lab:
         done.pdb = self.pdb_status()
         return done
 
-    def replica_set_generation(self) -> tuple[int, int]:
+    def deployment_generation(self) -> int:
+        """The Deployment's spec generation: it moves only when its spec (a rollout) changes.
+
+        Not `status.observedGeneration`, which catches up with it whenever the deployment
+        controller gets to it (a race with the pods' Ready, seen 0 -> 1 in a `make test` loop).
+        """
         d = self.cluster.apps.read_namespaced_deployment(self.app, self.namespace)
-        return d.metadata.generation, d.status.observed_generation or 0
+        return int(d.metadata.generation or 0)
 
     # -- lab objects as values ------------------------------------------------
     def _check_objects(self, objects: Sequence[Any], only_on: str | None) -> None:
