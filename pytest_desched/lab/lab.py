@@ -361,7 +361,9 @@ class Lab:
         """The Deployment's spec generation: it moves only when its spec (a rollout) changes.
 
         Not `status.observedGeneration`, which catches up with it whenever the deployment
-        controller gets to it (a race with the pods' Ready, seen 0 -> 1 in a `make test` loop).
+        controller gets to it (a race with the pods' Ready: the likely cause of one `no-rollout`
+        failure in a `make test` loop with UIDs and owners unchanged; not proven, the check's
+        detail did not name the generations then).
         """
         d = self.cluster.apps.read_namespaced_deployment(self.app, self.namespace)
         return int(d.metadata.generation or 0)
