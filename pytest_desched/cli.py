@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_desched.artifacts_dir import claim
 from pytest_desched.config import OPTIONS, build_config, resolve
 from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
 
@@ -50,7 +51,10 @@ def _add_config_options(ap: argparse.ArgumentParser) -> None:
 
 def _config(args: argparse.Namespace, **fields: Any) -> Any:
     values = {flag: getattr(args, flag, None) for flag, _, _ in OPTIONS}
-    return build_config(values, **fields)
+    config = build_config(values, **fields)
+    if not resolve("--desched-artifacts", values["--desched-artifacts"]):
+        claim(config.artifacts)  # ./desched-artifacts/<stamp>-<id>/ and `latest`
+    return config
 
 
 def cmd_tools(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.artifacts_dir import default_run_dir
 from pytest_desched.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -67,7 +68,11 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "--desched-artifacts",
         "DESCHED_ARTIFACTS",
-        {"default": None, "help": "evidence folder (default: <basetemp>/desched-artifacts)"},
+        {
+            "default": None,
+            "help": "evidence folder (default: ./desched-artifacts/<UTC timestamp>-<run id>/, "
+            "with ./desched-artifacts/latest pointing at it)",
+        },
     ),
     (
         "--desched-redact",
@@ -310,7 +315,7 @@ def build_config(
     config = DeschedConfig(
         provider=get("--desched-provider"),
         keep=get("--desched-keep"),
-        artifacts=Path(art) if art else run_dir / "desched-artifacts",
+        artifacts=Path(art) if art else default_run_dir(),
         redact=bool(get("--desched-redact")),
         cache_dir=Path(get("--desched-cache-dir")) if get("--desched-cache-dir") else None,
         bins=parse_bins(get("--desched-bin")),

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from pytest_desched.artifacts_dir import claim
 from pytest_desched.config import OPTIONS, DeschedConfig, build_config, resolve
 from pytest_desched.errors import ConfigError
 
@@ -49,18 +50,20 @@ def opt(config: pytest.Config, flag: str) -> Any:
 
 
 def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> DeschedConfig:
-    """Resolve every option for one run; the run's temp dir holds its private files."""
+    """Resolve every option for one run; the run's temp dir holds its private files.
+
+    The evidence does not go to the temp dir (pytest deletes all but the last three): by
+    default it is a fresh `./desched-artifacts/<UTC timestamp>-<run id>/`, `latest` beside it.
+    """
     values = {flag: c.getoption(_dest(flag)) for flag, _, _ in OPTIONS}
     run_dir = tmp_path_factory.mktemp("desched")
-    art = resolve("--desched-artifacts", values["--desched-artifacts"])
     try:
         config = build_config(values, run_dir=run_dir)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if not art:  # default evidence folder: beside the run's temp dirs, not inside one
-        from dataclasses import replace
-
-        config = replace(config, artifacts=tmp_path_factory.getbasetemp() / "desched-artifacts")
+    if not resolve("--desched-artifacts", values["--desched-artifacts"]):
+        claim(config.artifacts)
+    c._desched_artifacts = config.artifacts  # type: ignore[attr-defined]  # the summary prints it
     return config
 
 

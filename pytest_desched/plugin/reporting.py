@@ -5,9 +5,7 @@ Everything here reads the engine's ExperimentResult and round records; nothing d
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -78,7 +76,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
     results = getattr(config, "_desched_results", [])
     info = getattr(config, "_desched_info", {})
-    if not results and not info:
+    if not results and not info and getattr(config, "_desched_artifacts", None) is None:
         return
     tr = terminalreporter
     red = getattr(config, "_desched_redactor", None)
@@ -101,11 +99,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.line(show(f"{k}: {info[k]}"))
     if info.get("kept"):
         tr.line(info["kept"])
-    art = config.getoption("desched_artifacts") or os.environ.get("DESCHED_ARTIFACTS")
-    base = getattr(config, "_tmp_path_factory", None)
-    if art or base is not None:
-        default = Path(str(base.getbasetemp())) / "desched-artifacts" if base else None
-        tr.line(f"evidence: {art or default}")
+    art = getattr(config, "_desched_artifacts", None)  # set when a desched fixture resolved it
+    if art is not None:
+        tr.line(f"evidence: {art}")
     if info.get("report"):
         tr.line(f"report: {info['report']}")
     elif info.get("report_error"):
