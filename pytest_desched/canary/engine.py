@@ -16,12 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.compare import diff_rounds, node_roles
-from pytest_desched.canary.expectations import Change, load_explanations
+from pytest_desched.canary.expectations import NO_ROUND, Change, load_explanations
 from pytest_desched.canary.report import CanaryReport
-from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, TrackResult, run_tracks
+from pytest_desched.canary.tracks import (
+    DEFAULT_EXPERIMENTS,
+    TrackResult,
+    first_cause,
+    run_tracks,
+)
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError
+
+STATIC_ONLY_GAP = (
+    "behaviour: a static-only canary starts no cluster, so no round, pod fate, eviction, "
+    "refusal code, event, experiment outcome or served metric was compared"
+)
+NO_STATIC_GAP = "charts, rendered manifests and policies: the static comparison was skipped"
 
 
 def _say(msg: str) -> None:
@@ -80,10 +91,16 @@ def track_configs(
     return tracks[0], tracks[1]
 
 
+# An outcome's rank: moving right is worse. Any move to the right is an outcome change
+# (pass -> xfail means the candidate now needs a known bug's excuse where the baseline did
+# not; xfail -> fail means the excuse no longer holds).
+OUTCOME_RANK = {"pass": 0, "xfail": 1, "fail": 2, "error": 3, "not run": 3}
+
+
 def outcome_changes(
     baseline: TrackResult, candidate: TrackResult
 ) -> tuple[list[dict[str, Any]], list[tuple[Change, str | None]]]:
-    """Per experiment: both outcomes; a pass or xfail turning into fail/error is a change."""
+    """Per experiment: both outcomes; any outcome that got worse on the candidate is a change."""
     rows: list[dict[str, Any]] = []
     changes: list[tuple[Change, str | None]] = []
     b_by, c_by = baseline.by_label(), candidate.by_label()
@@ -96,13 +113,36 @@ def outcome_changes(
             bug = b.classification.get("bug")
             note = f"the candidate fixes {bug}: the baseline's expected failure passes"
         rows.append({"experiment": label, "baseline": bo, "candidate": co, "note": note})
-        bad = ("fail", "error", "not run")
-        if co in bad and bo not in bad:
-            why = c.message if c else candidate.error or "not run"
+        if OUTCOME_RANK.get(co, 3) > OUTCOME_RANK.get(bo, 3):
+            why = (c.message if c else "") or candidate.error or "not run"
             changes.append(
-                (Change(label, -1, "outcome-changed", label, f"{bo} -> {co}: {why}"), None)
+                (Change(label, NO_ROUND, "outcome-changed", label, f"{bo} -> {co}: {why}"), None)
             )
     return rows, changes
+
+
+def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
+    """Why the behaviour comparison cannot give a verdict: an experiment compared no round.
+
+    A pass needs something compared: an experiment of the selection with no round on either
+    track (both errored before their first round, or one track broke) leaves nothing to judge.
+    """
+    b_by, c_by = b.by_label(), c.by_label()
+    out: list[str] = []
+    for label in list(dict.fromkeys([*b_by, *c_by])):
+        br, cr = b_by.get(label), c_by.get(label)
+        nb, nc = len(br.records) if br else 0, len(cr.records) if cr else 0
+        if min(nb, nc) == 0:
+            why = "; ".join(
+                f"{t.name}: {(r.outcome + ' ' + (r.message or '')).strip() if r else 'not run'}"
+                for t, r in ((b, br), (c, cr))
+            )
+            out.append(
+                f"{label}: zero compared rounds ({nb} on baseline, {nc} on candidate; {why})"
+            )
+    if not (b_by or c_by):
+        out.append("no experiment ran on either track: nothing was compared")
+    return out
 
 
 def static_changes(static: Any) -> list[tuple[Change, str | None]]:
@@ -110,18 +150,33 @@ def static_changes(static: Any) -> list[tuple[Change, str | None]]:
     if static is None:
         return []
     return [
-        (Change("static", -1, "static", f"{d.area}:{d.path}", d.message), None)
+        (Change("static", NO_ROUND, "static", f"{d.area}:{d.path}", d.message), None)
         for d in static.differences
         if d.severity == "rollback" and d.area != "metrics"  # judged from the tracks
     ]
 
 
 def metric_changes(b: TrackResult, c: TrackResult) -> list[tuple[Change, str | None]]:
-    """A family the baseline's binary served and the candidate's does not: a trigger."""
-    if not b.metric_names or c.metric_names is None:
+    """A family the baseline's binary served and the candidate's does not: a trigger.
+
+    A candidate whose probe did not complete proves nothing about its metrics: that is a
+    finding of its own (`metrics-unproven`), never a silent pass; the user explains it (e.g.
+    a provider that cannot run the binary) or the canary fails.
+    """
+    if b.error or c.error:
+        return []  # the track's own error is the reason; no second one for the same cause
+    if c.metric_names is None:
+        why = c.metrics_why or "the candidate's metric probe did not complete"
+        return [(Change("metrics", NO_ROUND, "metrics-unproven", "candidate", why), None)]
+    if not b.metric_names:
         return []
     return [
-        (Change("metrics", -1, "lost-metric", name, "served by the baseline's binary only"), None)
+        (
+            Change(
+                "metrics", NO_ROUND, "lost-metric", name, "served by the baseline's binary only"
+            ),
+            None,
+        )
         for name in sorted(set(b.metric_names) - set(c.metric_names))
     ]
 
@@ -157,7 +212,10 @@ def compare_tracks(
                 if not (ch.kind == "round-missing" and ch.detail == missing)
                 and not (ch.kind == "outcome-changed" and track.name == "candidate")
             ]
-            changes.append((Change(track.name, -1, "track-error", track.name, track.error), None))
+            cause = first_cause(track)
+            changes.insert(
+                0, (Change(track.name, NO_ROUND, "track-error", track.name, cause), None)
+            )
     return rounds, rows, changes
 
 
@@ -237,9 +295,10 @@ def run_canary(
         b, c = static_only_tracks(base_s, cand_s)
         rounds, rows, changes = compare_tracks(b, c, comparison)
         rep = CanaryReport(b, c, rounds, judge(changes, explanations), comparison, rows)
+        rep.not_compared = [STATIC_ONLY_GAP]
         rep.wall_s = time.monotonic() - t0
         paths = rep.write(config.artifacts)
-        report(f"static canary {'PASS' if rep.ok else 'FAIL'}; report: {paths['markdown']}")
+        report(f"static canary {rep.headline}; report: {paths['markdown']}")
         return rep
     mode = "parallel" if parallel else "serial"
     report(f"running {len(exps)} experiment(s) on both tracks ({mode})")
@@ -251,6 +310,9 @@ def run_canary(
     rounds, rows, changes = compare_tracks(b, c, comparison)
     verdict = judge(changes, explanations)
     rep = CanaryReport(b, c, rounds, verdict, comparison, rows, time.monotonic() - t0)
+    rep.no_verdict = no_verdict_reasons(b, c)
+    if not static:
+        rep.not_compared = [NO_STATIC_GAP]
     paths = rep.write(config.artifacts)
-    report(f"canary {'PASS' if rep.ok else 'FAIL'}; report: {paths['markdown']}")
+    report(f"canary {rep.headline}; report: {paths['markdown']}")
     return rep

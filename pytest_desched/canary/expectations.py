@@ -42,6 +42,7 @@ KINDS = (
     "bug-intermittent",
     "round-missing",
     "outcome-changed",
+    "metrics-unproven",
     "track-error",
     "static",
 )
@@ -82,6 +83,9 @@ class Explanation:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
+NO_ROUND = -1  # a change of the whole run (an outcome, a metric, a track), not of one round
+
+
 @dataclass(frozen=True)
 class Change:
     """One observed change: a pod class, a metric or a known bug, in one experiment's round."""
@@ -91,6 +95,13 @@ class Change:
     kind: str
     subject: str  # owner@worker-N, a metric name, or a bug id
     detail: str
+
+    @property
+    def where(self) -> str:
+        """`experiment round N` for a round's change, the experiment alone for a run's."""
+        if self.round == NO_ROUND:
+            return self.experiment
+        return f"{self.experiment} round {self.round}"
 
     @property
     def is_pods(self) -> bool:

@@ -33,19 +33,29 @@ class CanaryReport:
     static: Any = None  # canary.static.StaticComparison, or None when skipped
     outcomes: list[dict[str, Any]] = field(default_factory=list)  # per experiment, both tracks
     wall_s: float = 0.0
+    no_verdict: list[str] = field(default_factory=list)  # why nothing could be judged
+    not_compared: list[str] = field(default_factory=list)  # what this canary did not compare
 
     @property
     def ok(self) -> bool:
-        return self.verdict.ok
+        return self.verdict.ok and not self.broken
 
     @property
     def broken(self) -> bool:
-        """A track could not run: the comparison is incomplete (infrastructure, not verdict)."""
-        return bool(self.baseline.error or self.candidate.error)
+        """No verdict: a track could not run, or an experiment compared no round at all."""
+        return bool(self.baseline.error or self.candidate.error or self.no_verdict)
+
+    @property
+    def headline(self) -> str:
+        if self.broken:
+            return "NO VERDICT (nothing to judge: see why below; exit 3)"
+        return "PASS" if self.ok else "FAIL (roll back or explain)"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "no_verdict": self.no_verdict,
+            "not_compared": self.not_compared,
             "verdict": self.verdict.to_dict(),
             "baseline": self.baseline.to_dict(),
             "candidate": self.candidate.to_dict(),
@@ -60,11 +70,12 @@ class CanaryReport:
         lines = [
             f"# Upgrade canary: {b.descheduler_version} -> {c.descheduler_version}",
             "",
-            f"**Verdict: {'PASS' if self.ok else 'FAIL'}**"
-            + ("" if self.ok else " (roll back or explain)"),
+            f"**Verdict: {self.headline}**",
             "",
         ]
+        lines += [f"- no verdict: {r}" for r in self.no_verdict]
         lines += [f"- {r}" for r in self.verdict.reasons]
+        lines += [f"- not compared: {r}" for r in self.not_compared]
         lines += [
             "",
             "| track | descheduler | chart | wall s | error |",
@@ -104,8 +115,10 @@ class CanaryReport:
                     f"{'yes' if rd.changed else 'no'} |"
                 )
         lines += ["", "## Changes", ""]
-        if not self.verdict.judged:
+        if not self.verdict.judged and self.rounds and not self.broken:
             lines.append("No change to judge: every compared pod class kept its fates.")
+        elif not self.verdict.judged:
+            lines.append("No change found, and no pod class was compared (see above).")
         else:
             lines += ["| experiment | kind | pods / subject | status | by | detail |"]
             lines += ["|---|---|---|---|---|---|"]

@@ -104,16 +104,38 @@ def run_track(
     except BaseException as exc:
         session.failed = True
         cancel.set()  # the other track stops at its next experiment
-        out.error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        out.error = _one_line(exc)
         if not isinstance(exc, Exception):
             raise
     finally:
         try:
             session.close()
+        except Exception as exc:  # e.g. a 404 deleting a round Job already gone
+            # The teardown's error is said beside the track's own, never instead of it and
+            # never out of the thread (where it would lose every result this track has).
+            session.failed = True
+            cancel.set()
+            said = f"teardown: {_one_line(exc)}"
+            out.error = f"{out.error}; {said}" if out.error else said
         finally:
             out.timings = dict(session.timings)
             out.wall_s = time.monotonic() - t0
     return out
+
+
+def _one_line(exc: BaseException) -> str:
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def first_cause(track: TrackResult) -> str:
+    """The track's error with its cause: the first experiment that errored or failed says what
+    the descheduler said (RoundFailed carries its own error lines)."""
+    parts = [track.error] if track.error else []
+    for r in track.results:
+        if r.outcome in ("error", "fail") and r.message:
+            parts.append(f"first failing experiment {r.label}: {r.message}")
+            break
+    return "; ".join(parts) or "the track did not report"
 
 
 def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
@@ -150,9 +172,13 @@ def run_tracks(
     box: dict[str, TrackResult] = {}
 
     def worker() -> None:
-        box["candidate"] = run_track(
-            "candidate", candidate, experiments, cancel, candidate_overrides
-        )
+        try:
+            box["candidate"] = run_track(
+                "candidate", candidate, experiments, cancel, candidate_overrides
+            )
+        except BaseException as exc:  # nothing leaves this thread unsaid
+            cancel.set()
+            box["candidate"] = TrackResult("candidate", error=f"the track failed: {_one_line(exc)}")
 
     t = threading.Thread(target=worker, name="desched-canary-candidate")
     t.start()

@@ -172,8 +172,7 @@ def judge(
         elif j.status == "unexplained":
             what = "rollback trigger" if j.trigger else "unexplained change"
             reasons.append(
-                f"{what} {j.change.kind} in {j.change.experiment} round {j.change.round}: "
-                f"{j.change.subject}: {j.change.detail}"
+                f"{what} {j.change.kind} in {j.change.where}: {j.change.subject}: {j.change.detail}"
             )
     for e in stale:
         reasons.append(

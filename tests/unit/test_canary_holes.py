@@ -1,0 +1,146 @@
+"""Issue 27's canary holes, each reproduced on the project's own functions (each failed on the
+code before its fix): a canary gives a verdict only when something was compared, and every
+change it cannot explain reaches the verdict with its cause."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from pytest_desched.canary.compare import diff_rounds, node_roles
+from pytest_desched.canary.engine import compare_tracks, metric_changes, no_verdict_reasons
+from pytest_desched.canary.report import CanaryReport
+from pytest_desched.canary.tracks import TrackResult, run_track, run_tracks
+from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.experiments import ExperimentResult
+
+NS = "descheduler-lab"
+B_ROLES = node_roles(["a-1", "a-2", "a-3"])
+C_ROLES = node_roles(["b-1", "b-2", "b-3"])
+FAMILIES = ["descheduler_build_info", "descheduler_loop_duration_seconds"]
+STARTUP_ERROR = (
+    "positive-affinity-migration[runbook] did not complete: RoundFailed: round Job "
+    "descheduler-lab/r1 failed: pod r1-x exited 1; the descheduler said:\n"
+    '  {"msg":"failed to decode policy","err":"strict decoding error: unknown field"}'
+)
+
+
+def dec(name: str, node: str, fate: str, layer: str, **kw: object) -> dict:
+    return {"namespace": NS, "name": name, "node": node, "fate": fate, "layer": layer, **kw}
+
+
+def rec(decisions: list[dict], **kw: object) -> dict:
+    return {"namespace": NS, "decisions": decisions, **kw}
+
+
+def track(name: str, *results: ExperimentResult, **kw: Any) -> TrackResult:
+    kw.setdefault("metric_names", FAMILIES)
+    return TrackResult(name, workers=["w1", "w2", "w3"], results=list(results), **kw)
+
+
+def report_of(b: TrackResult, c: TrackResult) -> CanaryReport:
+    rounds, rows, changes = compare_tracks(b, c)
+    rep = CanaryReport(b, c, rounds, judge(changes, []), None, rows)
+    rep.no_verdict = no_verdict_reasons(b, c)
+    return rep
+
+
+# -- hole 1: zero compared rounds is no verdict, never a pass ------------------------------------
+
+
+def test_both_tracks_erroring_before_their_first_round_is_no_verdict() -> None:
+    def errored() -> ExperimentResult:
+        return ExperimentResult("positive-affinity-migration", "runbook", "error", STARTUP_ERROR)
+
+    rep = report_of(track("baseline", errored()), track("candidate", errored()))
+    assert not rep.ok and rep.broken  # the CLI exits 3 on `broken`
+    assert rep.no_verdict and "zero compared rounds" in rep.no_verdict[0]
+    md = rep.markdown()
+    assert "NO VERDICT" in md and "No change to judge" not in md
+    assert "strict decoding error" in md  # the reason is named
+
+
+def test_one_experiment_without_rounds_among_compared_ones_is_no_verdict() -> None:
+    r = rec([dec("web-6d9f7b5c4-x2kq9", "w1", "filtered", "evictor-filter")])
+    ok = ExperimentResult("negative-nodefit", "runbook", "pass", records=[r])
+    empty = ExperimentResult("negative-pdb", "runbook", "error", "lab did not come up")
+    rep = report_of(track("baseline", ok, empty), track("candidate", ok, empty))
+    assert rep.broken and [r.split(":")[0] for r in rep.no_verdict] == ["negative-pdb[runbook]"]
+
+
+# -- hole 7: pass -> xfail and xfail -> fail are outcome changes ---------------------------------
+
+
+@pytest.mark.parametrize(("before", "after"), [("pass", "xfail"), ("xfail", "fail")])
+def test_an_outcome_that_got_worse_is_a_change(before: str, after: str) -> None:
+    r = rec([dec("web-6d9f7b5c4-x2kq9", "w1", "filtered", "evictor-filter")])
+    b = track("baseline", ExperimentResult("e", "v", before, records=[r]))  # type: ignore[arg-type]
+    c = track("candidate", ExperimentResult("e", "v", after, "now worse", records=[r]))  # type: ignore[arg-type]
+    _, _, changes = compare_tracks(b, c)
+    assert [(ch.kind, ch.detail) for ch, _ in changes] == [
+        ("outcome-changed", f"{before} -> {after}: now worse")
+    ]
+    verdict = judge(changes, [])
+    assert not verdict.ok and "round -1" not in verdict.reasons[0]
+
+
+# -- hole 2: a candidate whose metric probe did not complete is a finding ------------------------
+
+
+def test_an_unproven_candidate_metric_set_needs_an_explanation() -> None:
+    b = track("baseline")
+    c = track("candidate", metric_names=None, metrics_why="WaitTimeout: no scrape yet")
+    ((ch, _),) = metric_changes(b, c)
+    assert (ch.kind, ch.detail) == ("metrics-unproven", "WaitTimeout: no scrape yet")
+    assert not judge([(ch, None)], []).ok
+
+
+# -- hole 11: a track's failure reaches the verdict with its cause, whatever its thread ----------
+
+
+class _Session:
+    """A DeschedSession double: its experiments error at start-up, its teardown 404s."""
+
+    def __init__(self) -> None:
+        self.failed = False
+        self.timings: dict[str, float] = {}
+        self.config = type("C", (), {"artifacts": "/nonexistent"})()
+        self.release = type(
+            "R", (), {"descheduler_version": "v9", "chart": type("Ch", (), {"evidence": dict})()}
+        )()
+        self.cluster = type("Cl", (), {"workers": ["w1"], "job_executor": "x", "provider": "x"})()
+
+    def run(self, exp: str, variant: str) -> ExperimentResult:
+        return ExperimentResult(exp, variant, "error", STARTUP_ERROR)
+
+    def close(self) -> None:
+        raise RuntimeError("(404) Reason: Not Found: jobs.batch r1 deleting round Job")
+
+
+def test_a_teardown_404_in_the_candidates_thread_keeps_the_cause() -> None:
+    ok = _Session()
+    ok.close = lambda: None  # type: ignore[method-assign]
+    ok.run = lambda exp, variant: ExperimentResult(exp, variant, "pass", records=[rec([])])  # type: ignore[method-assign]
+    b, c = run_tracks(ok, _Session(), [("positive-affinity-migration", "runbook")])  # type: ignore[arg-type]
+    assert c.error and "404" in c.error
+    rep = report_of(b, c)
+    assert rep.broken
+    first = rep.verdict.reasons[0]
+    assert "candidate track could not run" in first and "strict decoding error" in first
+    # on the first screen of canary.md: before the tables
+    md = rep.markdown()
+    assert md.index("strict decoding error") < md.index("| track |")
+
+
+def test_a_teardown_error_is_said_beside_the_tracks_own() -> None:
+    out = run_track("candidate", _Session(), [("e", "v")], threading.Event())  # type: ignore[arg-type]
+    assert out.error is not None and out.error.startswith("teardown: RuntimeError: (404)")
+    assert [r.outcome for r in out.results] == ["error"]
+
+
+def test_diff_rounds_helper_still_matches_identical_rounds() -> None:
+    r = rec([dec("web-6d9f7b5c4-x2kq9", "a-1", "filtered", "evictor-filter")])
+    (rd,) = diff_rounds("e[v]", [r], [r], B_ROLES, B_ROLES)
+    assert changes_of([rd]) == [] and C_ROLES
