@@ -29,7 +29,45 @@ _TEMPLATE_HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
 
 STOPPED = ("refused", "limited", "filtered", "nodefit", "error")
 MOVED = ("evicted",)
+# An eviction was tried on the pod (whatever the API server answered), or only a cap stopped
+# it: never a replacement merely "seen", on any pod.
+ATTEMPTED = ("evicted", "refused", "error", "limited")
 CREATED_IN_ROUND = " (created in round)"
+# One label per class, the gravest first: a grown set and a fail-closed round turned evict
+# are the runbook's rollback triggers.
+KIND_ORDER = (
+    "candidate-set-grew",
+    "continue-evicting",
+    "more-evictions",
+    "fewer-evictions",
+    "candidate-set-shrank",
+    "fate-changed",
+)
+NOT_A_CANDIDATE = "kept: not a candidate (no strategy listed these pods)"
+_FATE_WORDS = {
+    "evicted": "evicted",
+    "dry-run": "would be evicted (dry run)",
+    "refused": "refused by the API server",
+    "limited": "stopped by the eviction limits",
+    "filtered": "kept by the evictor's filter",
+    "nodefit": "stopped by nodeFit",
+    "error": "eviction failed",
+}
+
+
+def in_words(fates: Mapping[str, int]) -> str:
+    """A class's fates on one track as a reader says them: `2 x stopped by nodeFit`."""
+    if not any(fates.values()):
+        return NOT_A_CANDIDATE
+    parts = []
+    for key, n in sorted(fates.items()):
+        fate, _, _layer = key.partition("/")
+        name, _, detail = fate.partition("(")
+        words = _FATE_WORDS.get(name, name)
+        if detail:
+            words += f" ({detail.rstrip(')')})"
+        parts.append(f"{n} x {words}")
+    return ", ".join(parts)
 
 
 def owner_of(pod_name: str) -> str:
@@ -139,6 +177,8 @@ def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[st
         fate = str(d.get("fate"))
         if fate == "filtered" and d.get("checks"):
             fate += "(" + ",".join(sorted(d["checks"])) + ")"
+        elif fate in ("refused", "error") and d.get("status_code") is not None:
+            fate += f"({d['status_code']})"  # 429 (PDB) -> 403 (RBAC) is a change
         out.setdefault(key, Counter())[f"{fate}/{d.get('layer')}"] += 1
     return out
 
@@ -150,11 +190,20 @@ class PodClassDiff:
     pods: str  # owner@worker-N
     baseline: dict[str, int]
     candidate: dict[str, int]
-    kinds: list[str]  # "continue-evicting", "candidate-set-grew", "candidate-set-shrank",
-    # "fewer-evictions", "fate-changed", "replacement-seen"
+    kinds: list[str]  # exactly one: KIND_ORDER's gravest that applies, or "replacement-seen"
+
+    @property
+    def baseline_words(self) -> str:
+        return in_words(self.baseline)
+
+    @property
+    def candidate_words(self) -> str:
+        return in_words(self.candidate)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["baseline_words"], d["candidate_words"] = self.baseline_words, self.candidate_words
+        return d
 
 
 def _count(fates: Counter[str], prefixes: Sequence[str]) -> int:
@@ -172,7 +221,8 @@ def diff_classes(
             continue
         kinds: list[str] = []
         b_moved, c_moved = _count(b, MOVED), _count(c, MOVED)
-        if key.endswith(CREATED_IN_ROUND) and b_moved == c_moved == 0:
+        tried = _count(b, ATTEMPTED) + _count(c, ATTEMPTED)
+        if key.endswith(CREATED_IN_ROUND) and tried == 0:
             out.append(PodClassDiff(key, dict(b), dict(c), ["replacement-seen"]))
             continue
         if c_moved > b_moved and _count(b, STOPPED) > 0:
@@ -187,6 +237,7 @@ def diff_classes(
             kinds.append("candidate-set-shrank")
         if not kinds:
             kinds.append("fate-changed")
+        kinds = [min(kinds, key=KIND_ORDER.index)]
         out.append(PodClassDiff(key, dict(b), dict(c), kinds))
     return out
 
@@ -203,6 +254,8 @@ class RoundDiff:
     lost_metrics: list[str] = field(default_factory=list)  # served by the baseline only
     bugs_fixed: list[str] = field(default_factory=list)  # signature on baseline, gone on cand.
     bugs_new: list[str] = field(default_factory=list)
+    # Every pod class of the round, changed or not, in words per track (the report's table).
+    words: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -235,9 +288,16 @@ def diff_rounds(
             RoundFigures.of(c) if c is not None else None,
         )
         if b is not None and c is not None:
-            rd.classes = diff_classes(
-                fate_classes(b, baseline_roles), fate_classes(c, candidate_roles)
-            )
+            bf, cf = fate_classes(b, baseline_roles), fate_classes(c, candidate_roles)
+            rd.classes = diff_classes(bf, cf)
+            rd.words = [
+                {
+                    "pods": key,
+                    "baseline": in_words(bf.get(key, {})),
+                    "candidate": in_words(cf.get(key, {})),
+                }
+                for key in sorted(set(bf) | set(cf))
+            ]
             assert rd.baseline is not None and rd.candidate is not None
             bn, cn = set(rd.baseline.metric_names), set(rd.candidate.metric_names)
             if bn and cn:  # both scraped: a name the baseline served must still be served

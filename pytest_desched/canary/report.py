@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.compare import RoundDiff
+from pytest_desched.canary.expectations import NO_ROUND
 from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import CanaryVerdict
 
@@ -114,6 +115,20 @@ class CanaryReport:
                     f"| {rd.experiment}#{rd.index} | {' | '.join(cells)} | "
                     f"{'yes' if rd.changed else 'no'} |"
                 )
+            classes = [(rd, w) for rd in self.rounds for w in rd.words]
+            if classes:
+                lines += [
+                    "",
+                    "## Pod classes (what happened on each track)",
+                    "",
+                    "| round | pods | baseline | candidate |",
+                    "|---|---|---|---|",
+                ]
+                lines += [
+                    f"| {rd.experiment}#{rd.index} | {w['pods']} | {w['baseline']} | "
+                    f"{w['candidate']} |"
+                    for rd, w in classes
+                ]
         lines += ["", "## Changes", ""]
         if not self.verdict.judged and self.rounds and not self.broken:
             lines.append("No change to judge: every compared pod class kept its fates.")
@@ -124,8 +139,9 @@ class CanaryReport:
             lines += ["|---|---|---|---|---|---|"]
             for j in self.verdict.judged:
                 ch = j.change
+                where = ch.experiment if ch.round == NO_ROUND else f"{ch.experiment}#{ch.round}"
                 lines.append(
-                    f"| {ch.experiment}#{ch.round} | {ch.kind}{' (trigger)' if j.trigger else ''}"
+                    f"| {where} | {ch.kind}{' (trigger)' if j.trigger else ''}"
                     f" | {ch.subject} | {j.status} | {j.by or ''} | {ch.detail} |"
                 )
         lines += ["", "## Metric families served", ""]

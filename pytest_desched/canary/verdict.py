@@ -96,7 +96,7 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
                 (b.id for b in fixed if b.fates and base_fates and base_fates <= set(b.fates)),
                 None,
             )
-            detail = f"baseline {cd.baseline} -> candidate {cd.candidate}"
+            detail = f"baseline: {cd.baseline_words}; candidate: {cd.candidate_words}"
             if cd.kinds == ["replacement-seen"]:
                 detail += (
                     ": a pod this round's own eviction created, listed before the round ended "

@@ -144,3 +144,86 @@ def test_diff_rounds_helper_still_matches_identical_rounds() -> None:
     r = rec([dec("web-6d9f7b5c4-x2kq9", "a-1", "filtered", "evictor-filter")])
     (rd,) = diff_rounds("e[v]", [r], [r], B_ROLES, B_ROLES)
     assert changes_of([rd]) == [] and C_ROLES
+
+
+# -- hole 4: an eviction attempt on a replacement is never merely "seen" -------------------------
+
+REPLACEMENT = "web-6d9f7b5c4-f84j5"
+
+
+def _with_replacement(fate: str, **kw: object) -> dict:
+    return rec(
+        [
+            dec("web-6d9f7b5c4-zzk2w", "b-1", "evicted", "api-server"),
+            dec(REPLACEMENT, "b-2", fate, "api-server", **kw),
+        ],
+        timeline=[{"t_s": 1.5, "what": "replacement-scheduled", "pod": REPLACEMENT}],
+    )
+
+
+@pytest.mark.parametrize(
+    ("fate", "kw"),
+    [("refused", {"status_code": 429}), ("limited", {}), ("error", {"status_code": 500})],
+)
+def test_an_eviction_attempt_on_a_replacement_is_a_change(fate: str, kw: dict) -> None:
+    base = rec([dec("web-6d9f7b5c4-x2kq9", "a-1", "evicted", "api-server")])
+    (rd,) = diff_rounds("e[v]", [base], [_with_replacement(fate, **kw)], B_ROLES, C_ROLES)
+    (cls,) = [c for c in rd.classes if c.pods.endswith("(created in round)")]
+    assert cls.kinds == ["candidate-set-grew"]
+    assert not judge(changes_of([rd]), []).ok
+
+
+# -- hole 12: refusal codes are compared ----------------------------------------------------------
+
+
+def test_three_429_becoming_three_403_is_a_change() -> None:
+    def refused(code: int, node: str) -> dict:
+        return rec(
+            [
+                dec(f"web-6d9f7b5c4-{s}", node, "refused", "api-server", status_code=code)
+                for s in ("x2kq9", "b7mzp", "qq4rt")
+            ]
+        )
+
+    (rd,) = diff_rounds("pdb[r]", [refused(429, "a-1")], [refused(403, "b-1")], B_ROLES, C_ROLES)
+    assert rd.changed
+    ((ch, _),) = changes_of([rd])
+    assert ch.kind == "fate-changed"
+    assert "3 x refused by the API server (429)" in ch.detail
+    assert "3 x refused by the API server (403)" in ch.detail
+
+
+# -- hole 13: every pod class in words, one label, no `{}`, static-only says what it skipped ----
+
+
+def test_pod_classes_are_said_in_words_with_one_label() -> None:
+    stopped = rec(
+        [
+            dec("web-6d9f7b5c4-x2kq9", "a-1", "refused", "api-server", status_code=429),
+            dec("web-6d9f7b5c4-b7mzp", "a-1", "nodefit", "evictor-prefilter-nodefit"),
+        ]
+    )
+    moved = rec([dec("web-6d9f7b5c4-zzk2w", "b-1", "evicted", "api-server")])
+    (rd,) = diff_rounds("pdb[r]", [stopped], [moved], B_ROLES, C_ROLES)
+    (cls,) = rd.classes
+    assert cls.kinds == ["continue-evicting"]  # not also candidate-set-shrank
+    assert cls.candidate_words == "1 x evicted"
+    assert "1 x stopped by nodeFit" in cls.baseline_words
+    # A class a strategy's own fit check kept (nothing listed) on one track: said, not `{}`.
+    kept = rec([])
+    (rd,) = diff_rounds("nodefit[r]", [stopped], [kept], B_ROLES, C_ROLES)
+    assert rd.words[0]["candidate"] == "kept: not a candidate (no strategy listed these pods)"
+    b = track("baseline", ExperimentResult("e", "v", "pass", records=[stopped]))
+    c = track("candidate", ExperimentResult("e", "v", "pass", records=[kept]))
+    md = report_of(b, c).markdown()
+    assert "{}" not in md and "kept: not a candidate" in md and "round -1" not in md
+
+
+def test_a_static_only_report_says_what_it_did_not_compare() -> None:
+    from pytest_desched.canary.engine import STATIC_ONLY_GAP
+
+    rep = CanaryReport(TrackResult("baseline"), TrackResult("candidate"), [], judge([], []))
+    rep.not_compared = [STATIC_ONLY_GAP]
+    md = rep.markdown()
+    assert "every compared pod class kept its fates" not in md
+    assert "not compared: behaviour" in md
