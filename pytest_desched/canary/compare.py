@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_desched.evidence.record import lab_namespaces
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
 
 # Kubernetes' random suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3).
@@ -112,9 +113,9 @@ class RoundFigures:
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> RoundFigures:
-        ns = record.get("namespace")
+        ns = lab_namespaces(record)
         created = created_in_round(record)
-        lab = [d for d in record.get("decisions") or [] if ns is None or d.get("namespace") == ns]
+        lab = [d for d in record.get("decisions") or [] if ns is None or d.get("namespace") in ns]
         new = [d for d in lab if str(d.get("name")) in created]
         lab = [d for d in lab if str(d.get("name")) not in created]
         f = cls(candidates=len(lab), replacements_listed=len(new))
@@ -163,11 +164,11 @@ def created_in_round(record: Mapping[str, Any]) -> set[str]:
 
 def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[str, Counter[str]]:
     """`owner@role` -> fates of the lab's pods of that class in one round (fate/layer)."""
-    ns = record.get("namespace")
+    ns = lab_namespaces(record)
     created = created_in_round(record)
     out: dict[str, Counter[str]] = {}
     for d in record.get("decisions") or []:
-        if ns is not None and d.get("namespace") != ns:
+        if ns is not None and d.get("namespace") not in ns:
             continue
         node = d.get("node") or "?"
         name = str(d.get("name"))

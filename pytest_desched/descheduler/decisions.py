@@ -6,6 +6,7 @@ runbook's question is never just "was it evicted" but "which link decided".
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -102,6 +103,11 @@ class RoundResult:
 
     def in_namespace(self, namespace: str) -> list[PodDecision]:
         return [d for d in self.decisions if d.namespace == namespace]
+
+    def in_namespaces(self, namespaces: Iterable[str]) -> list[PodDecision]:
+        """The decisions about pods of any of `namespaces` (every namespace a lab owns)."""
+        wanted = set(namespaces)
+        return [d for d in self.decisions if d.namespace in wanted]
 
     def by_fate(self, fate: Fate, namespace: str | None = None) -> list[PodDecision]:
         return [

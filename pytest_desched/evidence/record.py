@@ -9,7 +9,7 @@ writing live in their own modules; this one only defines the data.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -42,7 +42,9 @@ class RoundRecord:
     job: dict[str, Any] = field(default_factory=dict)  # name, uid, namespace, succeeded, exit_code
     started_s: float | None = None  # relative to the experiment start
     ended_s: float | None = None
-    namespace: str | None = None  # the lab namespace the decisions and verdict are about
+    namespace: str | None = None  # the lab's first namespace (where its runbook objects live)
+    # Every namespace the lab owns: the decisions, counts and verdict are about all of them.
+    namespaces: list[str] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     cluster_counts: dict[str, int] = field(default_factory=dict)  # every namespace's fates
@@ -122,17 +124,20 @@ class RoundRecord:
         result: RoundResult,
         namespace: str | None = None,
         replacement: str | None = None,
+        namespaces: Iterable[str] | None = None,
         **fields: Any,
     ) -> RoundRecord:
         """Build a record whose decision figures come only from the parsed log, never a caller.
 
-        With `namespace`, decisions, counts and the verdict are the lab's own: pods of other
-        namespaces (kube-system bystanders) only show in `cluster_counts`.
+        With `namespace` (and `namespaces`: every namespace the lab owns), decisions, counts
+        and the verdict are the lab's own: pods of other namespaces (kube-system bystanders)
+        only show in `cluster_counts`.
         """
         clash = sorted(set(fields) & set(_DERIVED))
         if clash:
             raise TypeError(f"{clash} are derived from the RoundResult and cannot be passed")
-        ds = result.decisions if namespace is None else result.in_namespace(namespace)
+        owned = list(dict.fromkeys([*([namespace] if namespace else []), *(namespaces or [])]))
+        ds = result.decisions if not owned else result.in_namespaces(owned)
         lab = RoundResult(decisions=ds)
         evictions = len(lab.by_fate(Fate.EVICTED))
         failures = [
@@ -166,6 +171,7 @@ class RoundRecord:
             round_name=round_name,
             provider=provider,
             namespace=namespace,
+            namespaces=owned,
             decisions=lab.to_dict()["decisions"],
             counts=lab.counts(),
             cluster_counts=result.counts(),
@@ -177,3 +183,12 @@ class RoundRecord:
             notes=notes,
             **fields,
         )
+
+
+def lab_namespaces(record: Mapping[str, Any]) -> set[str] | None:
+    """The namespaces a record's lab owns (None: the record covers every namespace).
+
+    Records written before `namespaces` existed name only `namespace`.
+    """
+    owned = record.get("namespaces") or ([record["namespace"]] if record.get("namespace") else [])
+    return set(owned) or None

@@ -22,7 +22,7 @@ from pytest_desched.descheduler.decisions import CHAIN, Fate, PodDecision, decid
 from pytest_desched.experiments.framework import Check
 
 if TYPE_CHECKING:
-    from pytest_desched.experiments.framework import RoundView, Runner
+    from pytest_desched.experiments.framework import RolloutBaseline, RoundView, Runner
     from pytest_desched.lab.recorder import Recorder
     from pytest_desched.lab.snapshot import Snapshot
 
@@ -45,6 +45,10 @@ class PodFate:
     strategy: str | None = None
     audit_codes: tuple[int, ...] = ()  # the API server's answers to eviction requests
     live_after: bool = True  # the UID is still a live pod after the round
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
     @property
     def evicted(self) -> bool:
@@ -103,7 +107,7 @@ class Ledger:
                     layer,
                     checks,
                     strategy,
-                    tuple(view.refused_by_api.get(p.name, ())),
+                    tuple(view.refused_by_api.get(p.key, ())),
                     p.uid in live,
                 )
             )
@@ -112,11 +116,14 @@ class Ledger:
     def select(
         self, workload: str | None = None, pods: Iterable[str] | None = None
     ) -> list[PodFate]:
+        """Rows of `workload` and/or `pods` (names, or `namespace/name` when names repeat
+        across the lab's namespaces)."""
         wanted = None if pods is None else set(pods)
         return [
             r
             for r in self.rows
-            if (workload is None or r.workload == workload) and (wanted is None or r.name in wanted)
+            if (workload is None or r.workload == workload)
+            and (wanted is None or r.name in wanted or r.key in wanted)
         ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,13 +235,18 @@ def decided_by(
 
     Layers are the round verdict's labels: `policy` (never picked), `evictor-filter`,
     `evictor-prefilter-nodefit`, `eviction-limits`, `api-server` (refused),
-    `api-server(evicted)`.
+    `api-server(evicted)`. `policy` is a claim about the whole round, so it needs more than
+    no line in the log: no eviction request at the API server and the same UID live after
+    (a log line missed, or a namespace left out of the log's scope, cannot pass as "kept by
+    the policy").
     """
     rows = ledger.select(workload, pods)
     wrong = [
         r
         for r in rows
-        if r.layer != layer or (checks is not None and list(r.checks) != list(checks))
+        if r.layer != layer
+        or (checks is not None and list(r.checks) != list(checks))
+        or (layer == NOT_SELECTED and (r.audit_codes or not r.live_after))
     ]
     extra = f" with checks {list(checks)}" if checks is not None else ""
     detail = _rows(rows) if rows else f"no such pod in the lab before round {ledger.round_name}"
@@ -355,6 +367,36 @@ def replaced(
     )
 
 
+def no_rollout(
+    base: RolloutBaseline,
+    replicasets_after: Mapping[str, str],
+    generation_after: int,
+    owners_seen: Iterable[str | None],
+) -> Check:
+    """No rollout between `base` (taken before the label move) and now: the same ReplicaSets,
+    the same spec generation, and every pod seen since owned by a ReplicaSet of before."""
+    new_rs = {n: h for n, h in replicasets_after.items() if n not in base.replicasets}
+    strangers = sorted({str(o) for o in owners_seen} - {str(o) for o in base.owners})
+    ok = (
+        bool(base.replicasets)
+        and bool(base.owners)
+        and not new_rs
+        and not strangers
+        and generation_after == base.generation
+    )
+    return Check(
+        "no-rollout",
+        "moving the label triggers no rollout (same ReplicaSets, owners and generation "
+        "from before the move to after the last round)",
+        ok,
+        f"ReplicaSets {dict(base.replicasets)} -> {dict(replicasets_after)}"
+        + (f" (new: {new_rs})" if new_rs else "")
+        + f"; pods owned by {sorted(map(str, base.owners))}"
+        + (f", then also by {strangers}" if strangers else "")
+        + f"; deployment generation {base.generation} -> {generation_after}",
+    )
+
+
 def require(*checks: Check) -> None:
     """Raise AssertionError listing each failed check with what it saw (for plain tests)."""
     failed = [c for c in checks if not c.ok]
@@ -420,6 +462,7 @@ __all__ = [
     "evicted",
     "eviction_count",
     "kept",
+    "no_rollout",
     "nothing_pending",
     "pdb_never_below_desired",
     "pods_per_node",

@@ -202,6 +202,15 @@ class ExperimentContext:
         return self.release.descheduler_version
 
 
+@dataclass(frozen=True)
+class RolloutBaseline:
+    """The runbook Deployment before the label move: what a rollout would change."""
+
+    replicasets: dict[str, str]  # name -> pod-template-hash
+    owners: frozenset[str | None]  # the ReplicaSets owning its pods
+    generation: int  # metadata.generation: moves only when the spec does
+
+
 @dataclass
 class RoundView:
     """One round as an experiment sees it: the Job, the watch, and the lab before and after."""
@@ -213,7 +222,7 @@ class RoundView:
     decisions: list[PodDecision]
     ready_nodes: int
     audit: dict[str, Any]
-    refused_by_api: dict[str, list[int]]  # pod name -> eviction response codes (API's view)
+    refused_by_api: dict[str, list[int]]  # "ns/name" -> eviction response codes (API's view)
     # Set by an experiment's assess step, written into the round's record by the framework.
     replacement: str | None = None  # ready | missing | pending, when an eviction happened
     extra: dict[str, Any] = field(default_factory=dict)
@@ -230,6 +239,7 @@ class Runner:
         self._recording = ExitStack()
         self.facts: RoundFacts | None = None  # the last round's, for known-bug classification
         self.views: list[RoundView] = []
+        self.rollout_baseline: RolloutBaseline | None = None  # set by arrange_violation
 
     @property
     def label(self) -> str:
@@ -268,18 +278,14 @@ class Runner:
             set(s0.by_node()) == {src} and len(s0.ready()) == self.ctx.replicas,
             f"distribution {s0.by_node()}",
         )
-        gen0 = lab.deployment_generation()
+        # `no-rollout` is judged after the last round (check_no_rollout), not milliseconds
+        # after the move: a rollout shows as a new ReplicaSet or a pod it owns, at any time.
+        self.rollout_baseline = RolloutBaseline(
+            lab.replicasets(), frozenset(p.owner for p in s0.live), lab.deployment_generation()
+        )
         lab.label_node(dst)
         lab.unlabel_node(src)
         s1 = lab.snapshot()
-        gen1 = lab.deployment_generation()
-        self.check(
-            "no-rollout",
-            "moving the label triggers no rollout",
-            s1.uids == s0.uids and s1.owners() == s0.owners() and gen1 == gen0,
-            f"uids kept={s1.uids == s0.uids}, owners {s0.owners()} -> {s1.owners()}, "
-            f"deployment generation {gen0} -> {gen1}",
-        )
         self.check(
             "pods-violate-affinity",
             "pods now violate their required node affinity",
@@ -290,6 +296,27 @@ class Runner:
             lab.create_pdb(min_available=pdb_min_available)
             lab.wait_pdb(max(0, self.ctx.replicas - pdb_min_available))
         return s1
+
+    def check_no_rollout(self) -> None:
+        """Runbook: moving the label triggers no rollout, over the whole experiment.
+
+        Compared with the baseline taken before the label move: the Deployment's ReplicaSets
+        and spec generation after the last round, and the owner of every pod of it the round
+        watches saw and the lab holds now (replacements come from the same ReplicaSet).
+        """
+        from pytest_desched.experiments.assertions import no_rollout
+
+        base = self.rollout_baseline
+        if base is None:
+            return
+        app = self.lab.app
+        seen = [
+            e.get("owner") for v in self.views for e in v.rec.pod_events if e.get("workload") == app
+        ]
+        seen += [p.owner for p in self.lab.snapshot().of(app)]
+        self.result.checks.append(
+            no_rollout(base, self.lab.replicasets(), self.lab.deployment_generation(), seen)
+        )
 
     def run_round(self, name: str) -> RoundView:
         """One Job round, watched from before the Job exists until `stop_recording()`."""
@@ -325,7 +352,9 @@ class Runner:
             self.point("round-ended")
         after = self.lab.snapshot()
         self.result.rounds.append(rnd)
-        decisions = rnd.result.in_namespace(self.ctx.namespace)
+        # Every namespace the lab owns (a workload may live in a second one): decisions, audit
+        # codes and the outside-lab check all cover each of them, none is "outside".
+        decisions = rnd.result.in_namespaces(self.lab.namespaces)
         audit, by_pod = self._audit(rnd, decisions, before)
         view = RoundView(rnd, rec, before, after, decisions, ready_nodes, audit, by_pod)
         self.views.append(view)
@@ -348,7 +377,7 @@ class Runner:
             )
             self.check(
                 "no-eviction-outside-lab",
-                "no eviction touched a pod outside the lab namespace",
+                "no eviction touched a pod outside the lab's namespaces",
                 not audit.get("outside_lab"),
                 f"evicted outside the lab: {audit.get('outside_lab')}",
             )
@@ -374,20 +403,20 @@ class Runner:
         self, rnd: Round, decisions: list[PodDecision], before: Snapshot
     ) -> tuple[dict[str, Any], dict[str, list[int]]]:
         """The API server's own view of the round's eviction requests, per lab pod."""
-        from pytest_desched.evidence.audit import compare, uid_map
+        from pytest_desched.evidence.audit import compare
 
-        ns = self.ctx.namespace
+        namespaces = set(self.lab.namespaces)
         requests, others = rnd.audit_requests, 0
         if self.ctx.lane and requests is not None:
             # Lanes' rounds share the audit window: another lane's descheduler evicting in its
             # own namespace is not this round's; any request touching this lab still counts.
-            mine = [r for r in requests if r.user == rnd.user or r.namespace in self.lab.namespaces]
+            mine = [r for r in requests if r.user == rnd.user or r.namespace in namespaces]
             requests, others = mine, len(requests) - len(mine)
         view = compare(
             rnd.result,
             requests,
-            uids=uid_map(ns, before.pods),
-            lab_namespaces={ns},
+            uids={p.key: p.uid for p in before.pods},
+            lab_namespaces=namespaces,
             user=rnd.user,
             unavailable_why=getattr(self.ctx.cluster, "audit_unavailable_why", None),
         )
@@ -402,9 +431,9 @@ class Runner:
                 f"(waited {rnd.audit_wait_s}s)"
             )
         by_pod = {
-            pa.name: [c for c in pa.codes if c is not None]
-            for pa in view.pods.values()
-            if pa.namespace == ns
+            key: [c for c in pa.codes if c is not None]
+            for key, pa in view.pods.items()
+            if pa.namespace in namespaces
         }
         return view.to_dict(), by_pod
 
@@ -467,6 +496,7 @@ class Runner:
             ctx.cluster.provider,
             rnd.result,
             namespace=ctx.namespace,
+            namespaces=self.lab.namespaces,
             replacement=replacement,
             versions={
                 **ctx.release.versions.summary(),
@@ -677,7 +707,7 @@ def run_experiment(
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("arrange", lambda: _arrange_beside_policy(r, exp)),
         ("act", exp.act),
-        ("assess", exp.assess),
+        ("assess", lambda: (exp.assess(), r.check_no_rollout())),
         ("record", lambda: [r.record(view) for view in r.views]),
         ("classify", r.finish),
     ]

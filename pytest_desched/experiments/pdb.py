@@ -53,12 +53,12 @@ class NegativePDB(Experiment):
             f"{lab.pdb_status()}",
         )
         refused = [d for d in v.decisions if d.fate == Fate.REFUSED]
-        candidates = {p.name for p in s1.live}
+        candidates = {p.key for p in s1.live}
         if v.audit.get("available"):
             api_429 = {p for p, codes in v.refused_by_api.items() if codes and set(codes) == {429}}
             proof = f"audit 429s for {sorted(api_429)} of candidates {sorted(candidates)}"
         else:  # without an audit log, the log's own refusals are the evidence (noted)
-            api_429 = {d.name for d in refused if d.status_code == 429}
+            api_429 = {d.key for d in refused if d.status_code == 429}
             proof = f"log 429s (no audit log) for {sorted(api_429)}"
         r.check(
             "refused-429-per-candidate",

@@ -33,7 +33,7 @@ class PositiveAffinityMigration(Experiment):
         )
         created = {p: codes.count(201) for p, codes in v.refused_by_api.items() if 201 in codes}
         api_ok = (
-            sum(created.values()) == 1 and set(created) == {d.name for d in evicted}
+            sum(created.values()) == 1 and set(created) == {d.key for d in evicted}
             if v.audit.get("available")
             else True  # no audit log: the log's own decision is all there is (noted)
         )

@@ -368,6 +368,20 @@ class Lab:
         d = self.cluster.apps.read_namespaced_deployment(self.app, self.namespace)
         return int(d.metadata.generation or 0)
 
+    def replicasets(self) -> dict[str, str]:
+        """The runbook Deployment's ReplicaSets, name -> pod-template-hash.
+
+        A rollout (any change to the pod template) makes a new one, and the old one stays
+        (scaled to 0, within revisionHistoryLimit): comparing this set before the label move
+        and after the last round catches a rollout at any moment in between.
+        """
+        out = {}
+        for rs in self.cluster.apps.list_namespaced_replica_set(self.namespace).items:
+            owners = rs.metadata.owner_references or []
+            if any(o.kind == "Deployment" and o.name == self.app for o in owners):
+                out[rs.metadata.name] = (rs.metadata.labels or {}).get("pod-template-hash", "")
+        return out
+
     # -- lab objects as values ------------------------------------------------
     def _check_objects(self, objects: Sequence[Any], only_on: str | None) -> None:
         """Every input of `apply`, checked before the first change (LabConfigError)."""

@@ -31,6 +31,11 @@ class PodInfo:
     workload: str | None = None  # the lab workload's name (its label), else the `app` label
     restarts: int = 0  # container restarts, summed
 
+    @property
+    def key(self) -> str:
+        """`namespace/name`: a lab may own several namespaces, and names repeat across them."""
+        return f"{self.namespace}/{self.name}"
+
     @classmethod
     def of(cls, p: Any) -> PodInfo:
         owners = p.metadata.owner_references or []

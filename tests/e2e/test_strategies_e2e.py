@@ -203,3 +203,57 @@ def test_my_own_experiment(desched_experiment, desched_settings):
     assert res.records[-1]["experiment"] == "duplicates-meet-a-budget[own-policy]"
     folder = desched_settings.artifacts / "duplicates-meet-a-budget_own-policy_"
     assert (folder / "descheduler-duplicates-meet-a-budget-ledger.json").is_file()
+
+
+# -- a lab that owns two namespaces (issue 27: every namespace a lab owns is in the evidence) ---
+class LifetimeInTwoNamespaces(StrategyExperiment):
+    """Five selected pods in the lab namespace and five in a second lab namespace; PodLifeTime
+    scoped to both evicts all ten (the policy's total cap is 10)."""
+
+    name = "lifetime-two-namespaces"
+    strategy = "PodLifeTime"
+
+    @property
+    def second(self) -> str:
+        return f"{self.ctx.namespace[:58]}-b"
+
+    def strategy_args(self) -> dict[str, Any]:
+        return {
+            "namespaces": {"include": [self.ctx.namespace, self.second]},
+            "maxPodLifeTimeSeconds": 1,
+            "labelSelector": {"matchLabels": {"lifetime": "short"}},
+        }
+
+    def arrange(self) -> None:
+        self.here = Deployment("old", replicas=5, labels={"lifetime": "short"})
+        self.there = Deployment(
+            "old", replicas=5, labels={"lifetime": "short"}, namespace=self.second
+        )
+        self.lab.apply(self.here, self.there)
+        self.lab.wait_older_than(2)  # the plugin wants strictly more than 1 whole second
+
+    def act(self) -> None:
+        self.view = self.round()
+
+    def assess(self) -> None:
+        final = self.settle(self.here, self.there)
+        e = self.expect(self.view)
+        e.eviction_count(10, "PodLifeTime")
+        e.evicted(workload="old", strategy="PodLifeTime")
+        e.replaced(final, workload="old", count=10)
+        e.nothing_pending(final)
+
+
+def test_a_two_namespace_lab_reports_every_eviction(desched_experiment):
+    """The reported run evicted 10 (log and audit agree) and the experiment saw 5: now every
+    figure, the audit cross-check and the outside-lab check cover both namespaces."""
+    res = desched_experiment(LifetimeInTwoNamespaces)
+    checks = {c.id: c for c in res.checks}
+    assert res.evictions == 10, res.message
+    assert checks["log-matches-audit"].ok and checks["no-eviction-outside-lab"].ok, res.message
+    rec = res.records[-1]
+    assert rec["evictions"] == 10 and len(rec["namespaces"]) == 2, rec["namespaces"]
+    assert {d["namespace"] for d in rec["decisions"] if d["fate"] == "evicted"} == set(
+        rec["namespaces"]
+    )
+    assert rec["audit"]["evicted_201"] == 10 and not rec["audit"]["outside_lab"]

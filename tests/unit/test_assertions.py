@@ -52,7 +52,7 @@ def view(
         before=before,
         after=after,
         decisions=decisions,
-        refused_by_api=codes or {},
+        refused_by_api={(k if "/" in k else f"{NS}/{k}"): v for k, v in (codes or {}).items()},
         audit={"available": audit},
         rnd=SimpleNamespace(name="descheduler-probe"),
         rec=rec or Recorder(),

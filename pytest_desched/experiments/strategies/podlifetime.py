@@ -10,8 +10,10 @@ compares `uint(age.Seconds()) > maxPodLifeTimeSeconds`, so a pod must be 2 s old
 `namespace-exclude` mirrors test/e2e/e2e_test.go TestNamespaceConstraintsExclude: the same
 selected workload in the lab namespace and in a second lab namespace, `namespaces.exclude`
 naming the second; only the first loses its pods (the label selector keeps the round to
-lab pods, since exclude alone would open every other namespace). The round's audit check
-`no-eviction-outside-lab` fails on any eviction in the excluded namespace.
+lab pods, since exclude alone would open every other namespace). Both namespaces are the
+lab's, so the decisions and audit codes of the excluded one are in the ledger: an eviction
+there fails `kept` and `decided_by("policy")` (a pod with an eviction request, or gone, was
+picked), and `no-eviction-outside-lab` guards every namespace that is not the lab's.
 """
 
 from __future__ import annotations
@@ -94,8 +96,8 @@ class NamespaceExclude(StrategyExperiment):
     def assess(self) -> None:
         final = self.settle(self.here, self.there)
         e = self.expect(self.v)
-        here = [p.name for p in self.v.before.of("old") if p.namespace == self.ctx.namespace]
-        there = [p.name for p in self.v.before.of("old") if p.namespace == self.other]
+        here = [p.key for p in self.v.before.of("old") if p.namespace == self.ctx.namespace]
+        there = [p.key for p in self.v.before.of("old") if p.namespace == self.other]
         e.eviction_count(2, STRATEGY)
         e.evicted(pods=here, strategy=STRATEGY)
         e.kept(pods=there)
