@@ -30,9 +30,12 @@ browser:
 	else echo "make browser: chromium/chromedriver missing and cannot apt-get as $$(id -un);" \
 	  "run: sudo apt-get install -y chromium chromium-driver (the browser test fails without them)" >&2; fi
 
-## The main job: the runbook's experiments on the embedded cluster.
+## The main job: the runbook's experiments (positive, nodefit, pdb; the runbook's policy and
+## the pdb-lister workaround) on the embedded cluster, with the HTML report and the summary.
+## The project's own end-to-end suite is `desched_selftest` and runs in `make test`.
+E2E_MARK := descheduler_e2e and not desched_selftest
 e2e: tools
-	$(PYTEST) -m descheduler_e2e -p no:cacheprovider $(PYTEST_ARGS)
+	$(PYTEST) -m "$(E2E_MARK)" -p no:cacheprovider $(PYTEST_ARGS)
 
 ## Everything: unit tests and end-to-end tests.
 test: tools browser
@@ -55,12 +58,13 @@ bench: tools
 kind-image: tools
 	$(PY) -m pytest_desched.tools.kind_node
 
-## The runbook's e2e suite on real kind. A dockerd this target started is stopped at the end
-## (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with PYTEST_ARGS=--desched-keep=always).
+## The runbook's experiments and the project's own e2e suite on real kind. A dockerd this
+## target started is stopped at the end (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with
+## PYTEST_ARGS=--desched-keep=always).
 e2e-kind: tools
 	@engine=$$($(PY) -m pytest_desched.tools.kind_node engine --print-env) || exit 1; eval "$$engine"; \
 	$(PY) -m pytest_desched.tools.kind_node build || exit 1; rc=0; \
-	$(PYTEST) -m descheduler_e2e -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
+	$(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
 	if [ "$$DESCHED_ENGINE_STARTED" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
 	  $(PY) -m pytest_desched.tools.kind_node stop-engine; fi; \
 	exit $$rc

@@ -98,6 +98,16 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {"default": "3", "help": "kwok worker nodes of the embedded cluster"},
     ),
     (
+        "--desched-kind-cluster",
+        "DESCHED_KIND_CLUSTER",
+        {
+            "default": None,
+            "metavar": "NAME",
+            "help": "use this kind cluster you already have (implies --desched-provider kind; "
+            "never created, never deleted; no node image is built)",
+        },
+    ),
+    (
         "--desched-chart-source",
         "DESCHED_CHART_SOURCE",
         {
@@ -187,6 +197,7 @@ class DeschedConfig:
     existing_context: str | None = None
     existing_kubeconfig: Path | None = None
     allow_existing: bool = False
+    kind_cluster: str | None = None  # a kind cluster the user has: used, never created/deleted
     run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="desched-")))
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -262,6 +273,11 @@ def validate(c: DeschedConfig) -> DeschedConfig:
         check_namespace(c.namespace)
     except LabInputError as exc:
         raise ConfigError(f"--desched-namespace / DESCHED_NAMESPACE: {exc}") from None
+    if c.kind_cluster is not None and c.provider != "kind":
+        raise ConfigError(
+            f"--desched-kind-cluster {c.kind_cluster} needs the kind provider, not "
+            f"{c.provider!r}; drop --desched-provider {c.provider} (the option implies kind)"
+        )
     check_candidate(c)
     return c
 
@@ -311,9 +327,13 @@ def build_config(
     ns = get("--desched-namespace")
     art = get("--desched-artifacts")
     kube = get("--desched-existing-kubeconfig")
+    kind_cluster = get("--desched-kind-cluster") or None
+    provider = get("--desched-provider")
+    if kind_cluster and provider == "auto":
+        provider = "kind"  # a kind cluster the user named: nothing else to choose
     run_dir = run_dir or Path(tempfile.mkdtemp(prefix="desched-"))
     config = DeschedConfig(
-        provider=get("--desched-provider"),
+        provider=provider,
         keep=get("--desched-keep"),
         artifacts=Path(art) if art else default_run_dir(),
         redact=bool(get("--desched-redact")),
@@ -329,6 +349,7 @@ def build_config(
         existing_context=get("--desched-existing-context"),
         existing_kubeconfig=Path(kube) if kube else None,
         allow_existing=bool(get("--desched-allow-existing")),
+        kind_cluster=kind_cluster,
         run_dir=run_dir,
     )
     return validate(replace(config, **fields)) if fields else validate(config)

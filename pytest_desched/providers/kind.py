@@ -270,7 +270,12 @@ def _require_binary(path: Path, tool: str) -> None:
 
 
 class KindProvider(Provider):
-    """Creates a kind cluster in `workdir` and deletes it on `stop` unless `keep`."""
+    """Creates a kind cluster in `workdir` and deletes it on `stop` unless `keep`.
+
+    With `user_cluster` it uses a kind cluster the user already has instead: nothing is
+    created or deleted and no config is rendered; its kubeconfig is exported into `workdir`
+    (never ~/.kube/config). Round Jobs pull the descheduler image unless Docker has it.
+    """
 
     name = "kind"
     ready_timeout = 300.0
@@ -284,10 +289,12 @@ class KindProvider(Provider):
         workers: int = 3,
         node_image: str | None = None,
         keep: bool = False,
+        user_cluster: str | None = None,
     ) -> None:
         self.toolchain = toolchain
         self.workdir = Path(workdir)
-        self.cluster_name = name
+        self.user_cluster = user_cluster
+        self.cluster_name = user_cluster or name
         self.workers = workers
         self.node_image = node_image
         self.keep = keep
@@ -306,6 +313,8 @@ class KindProvider(Provider):
         versions = load_versions()
         image = self.node_image or versions.kind_node_image
         self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.user_cluster:
+            return self._start_user_cluster(versions)
         patches = host_patches()
         audit_dir = self.workdir / "audit"
         audit_dir.mkdir(exist_ok=True)
@@ -362,6 +371,53 @@ class KindProvider(Provider):
         cluster.info["descheduler_image_loaded"] = self._load_image(versions.descheduler_image)
         return cluster
 
+    def _start_user_cluster(self, versions: Any) -> Cluster:
+        """Attach to the user's kind cluster: check it exists, export its kubeconfig, wait."""
+        self.kind_bin = kind_bin = self.toolchain.path("kind")
+        known = kind_clusters(kind_bin)
+        if self.cluster_name not in known:
+            raise ProviderError(
+                f"--desched-kind-cluster {self.cluster_name}: no such kind cluster (`kind get "
+                f"clusters` lists: {', '.join(known) or 'none'}); create it first or drop the "
+                "option to let the run create its own"
+            )
+        self._kind = local_kind_cluster_class()(
+            self.cluster_name, self.workdir, kind_bin, self.toolchain.path("kubectl")
+        )
+        try:
+            self._kind.create()  # the cluster exists: this only exports its kubeconfig
+        except CommandError as exc:
+            raise ProviderError(f"kind cluster {self.cluster_name}: {exc}") from exc
+        cluster = Cluster(
+            name=self.cluster_name,
+            provider="kind",
+            kubeconfig=self.kubeconfig,
+            toolchain=self.toolchain,
+            context=f"kind-{self.cluster_name}",
+            created=False,
+            workdir=self.workdir,
+            kube_cache_dir=self.workdir / "kube-cache",
+            info={"reused": True, "user_cluster": True},
+        )
+        self.cluster = cluster
+        count = len(cluster.core.list_node().items)
+        nodes = wait_nodes_ready(
+            lambda: cluster.core.list_node().items,
+            expected=count,
+            timeout=self.ready_timeout,
+            interval=self.poll_interval,
+        )
+        cluster.workers = worker_names(nodes)
+        if len(cluster.workers) < 2:
+            raise ProviderError(
+                f"kind cluster {self.cluster_name} has {len(cluster.workers)} worker node(s); "
+                "the runbook moves pods from a source to a target node and the descheduler "
+                "skips clusters under 2 Ready nodes: create it with two or more workers"
+            )
+        cluster.info["descheduler_image"] = versions.descheduler_image
+        cluster.info["descheduler_image_loaded"] = self._load_image(versions.descheduler_image)
+        return cluster
+
     def _load_image(self, image: str) -> bool:
         """Side-load the descheduler image when Docker has it, so Jobs need no registry pull."""
         if not image_present_locally(image):
@@ -377,8 +433,8 @@ class KindProvider(Provider):
     def stop(self) -> None:
         if self.cluster is not None:
             close_clients(self.cluster)
-        if self._kind is None or self.keep:
-            return
+        if self._kind is None or self.keep or self.user_cluster:
+            return  # the user's own cluster is never deleted
         kind, self._kind = self._kind, None
         try:
             kind.delete()
@@ -392,6 +448,8 @@ class KindProvider(Provider):
         return f"{self.kind_bin or 'kind'} delete cluster --name {self.cluster_name}"
 
     def resume_hint(self) -> str:
+        if self.user_cluster:
+            return f"reach it: KUBECONFIG={self.kubeconfig} kubectl get nodes"
         return (
             f"reach it: KUBECONFIG={self.kubeconfig} kubectl get nodes\n"
             f"delete it: {self._delete_command()}"
@@ -408,4 +466,5 @@ def from_config(config: DeschedConfig, toolchain: Toolchain) -> KindProvider:
         unique_name("desched-kind"),
         workers=config.workers,
         keep=config.keep == "always",
+        user_cluster=config.kind_cluster,
     )

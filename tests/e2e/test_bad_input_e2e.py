@@ -13,7 +13,7 @@ from pytest_desched.errors import RoundFailed
 from pytest_desched.experiments import lab_policy
 from pytest_desched.lab import Lab, LabApiError
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 # v0.36.0 nodeutilization/validation.go refuses this at start-up; the plugin's validator
 # does not model LowNodeUtilization's thresholds, so only the descheduler can say it.

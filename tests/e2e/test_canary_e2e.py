@@ -15,7 +15,7 @@ import pytest
 
 from tests.upstream import tarball
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 Canary = Callable[..., Any]
 

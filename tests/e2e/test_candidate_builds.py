@@ -35,7 +35,7 @@ from pytest_desched.tools.toolchain import Toolchain, probe_version
 from tests.upstream import REPO as REPO_ROOT
 from tests.upstream import SNAPSHOTS, tarball
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 TRIVIAL_POLICY = """
 apiVersion: descheduler/v1alpha2

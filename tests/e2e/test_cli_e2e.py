@@ -28,7 +28,7 @@ from pytest_desched.kube import node_ready
 from pytest_desched.tools.toolchain import Toolchain
 from tests.e2e.test_interrupt import _live_cmdlines
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 DESCHED = Path(sys.executable).with_name("desched")  # the venv's console script
 EXPERIMENT, VARIANT = "positive", "pdb-lister-workaround"

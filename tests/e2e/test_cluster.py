@@ -8,7 +8,7 @@ import pytest
 
 from pytest_desched.kube import node_ready
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 
 def test_cluster_has_ready_workers_and_pinned_server(desched_cluster, desched_toolchain):

@@ -12,7 +12,7 @@ import pytest
 from pytest_desched.providers.base import choose_provider
 from tests.e2e.inner_run import start_inner
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 INNER = """
 import pytest

@@ -21,7 +21,7 @@ from pytest_desched.lab.inputs import OPT_IN_LABEL as EVICTABLE_LABEL
 from pytest_desched.providers.base import OPT_IN_LABEL
 from tests.e2e.inner_run import start_inner
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 INNER = """
 import pytest

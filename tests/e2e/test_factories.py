@@ -21,7 +21,7 @@ from pytest_desched.providers.existing import CONTROL_PLANE_LABEL
 from pytest_desched.tools.toolchain import Toolchain
 from tests.e2e.test_interrupt import _live_cmdlines
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 CANARY = "canary"
 CANARY_SEL = f"app.kubernetes.io/instance={CANARY}"

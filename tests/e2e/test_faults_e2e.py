@@ -45,7 +45,7 @@ from pytest_desched.lab.recorder import Recorder, record_lab
 from pytest_desched.providers.embedded.faults import COMPONENTS, Faults, Trigger
 from pytest_desched.session import DeschedSession
 
-pytestmark = [pytest.mark.descheduler_e2e, pytest.mark.faults]
+pytestmark = [pytest.mark.desched_selftest, pytest.mark.faults]
 
 VARIANT = "pdb-lister-workaround"  # passes untouched on v0.36.0: any failure is the fault's
 CASE_BUDGET_S = 60.0

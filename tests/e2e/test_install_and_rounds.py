@@ -16,7 +16,7 @@ from pytest_desched.experiments import KnownUpstreamBug, lab_policy
 from pytest_desched.kube import node_ready
 from pytest_desched.lab.lab import Lab
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 
 @pytest.fixture

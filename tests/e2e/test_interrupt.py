@@ -13,7 +13,7 @@ from pytest_desched.kube import wait_for
 from pytest_desched.providers.base import choose_provider
 from tests.e2e.inner_run import start_inner
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 INNER = """
 import pytest

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 BUILT_FROM = "io.github.pytest-desched.built-from"
 

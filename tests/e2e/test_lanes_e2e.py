@@ -16,7 +16,7 @@ from pytest_desched.lab import Lab
 from pytest_desched.lab.reaper import NamespacesLeft
 from pytest_desched.session import DeschedSession
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 WORKAROUND = "pdb-lister-workaround"
 HOLD = "example.com/hold"  # a finalizer nobody removes: its namespace cannot finish deleting

@@ -23,7 +23,7 @@ from pytest_desched.replay.generator import label_move, pdb_drain
 from pytest_desched.replay.ledger import round_fates, undecided
 from pytest_desched.replay.snapshot import take_snapshot
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 READ_VERBS = {"get", "list", "watch"}
 

@@ -20,7 +20,8 @@ import pytest
 
 from tests.e2e.inner_run import start_inner
 
-# Not `descheduler_e2e`: `make e2e` needs no browser; `make test` (everything) runs this.
+# Neither `descheduler_e2e` nor `desched_selftest`: `make e2e` needs no browser; `make test`
+# (everything) runs this.
 pytestmark = pytest.mark.browser
 
 INNER = """

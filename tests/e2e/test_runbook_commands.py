@@ -29,7 +29,7 @@ from pytest_desched.session import DeschedSession
 from pytest_desched.tools.toolchain import Toolchain
 from tests.e2e.test_cli_e2e import _assert_gone, _desched
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 VARIANT = "pdb-lister-workaround"
 NS = "kube-system"
 

@@ -31,7 +31,7 @@ from pytest_desched.lab import (
     VolumeClaim,
 )
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 
 def _lab(cluster: Any, release: Any, namespace: str) -> Lab:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.inner_run import start_inner
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 INNER = """
 import pytest

@@ -547,3 +547,52 @@ def test_kind_cluster_never_downloads_binaries(tmp_path: Path, monkeypatch: pyte
     with pytest.raises(ProviderError, match=r"kubectl binary .*no-kubectl is missing"):
         kc.ensure_kubectl()
     assert not (tmp_path / ".pytest-kind").exists()
+
+
+# -- kind: a cluster the user already has (--desched-kind-cluster) -------------------------
+def test_kind_user_cluster_is_used_never_created_nor_deleted(rig: KindRig, kube: FakeKube) -> None:
+    (rig.state / "clusters").write_text("mine")
+    provider = rig.provider(user_cluster="mine")
+    cluster = provider.start()
+    calls = rig.calls()
+    assert not any(c[:2] in (["create", "cluster"], ["delete", "cluster"]) for c in calls), calls
+    kubeconfig = rig.workdir / "kubeconfig"
+    assert ["export", "kubeconfig", "--name=mine", f"--kubeconfig={kubeconfig}"] in calls
+    assert not (rig.workdir / "kind-config.yaml").exists()  # nothing rendered for it
+    assert (cluster.name, cluster.context, cluster.created) == ("mine", "kind-mine", False)
+    assert kube.clients[0] == (str(kubeconfig), "kind-mine")
+    assert cluster.workers == ["lab-worker", "lab-worker2", "lab-worker3"]
+    assert cluster.audit_log is None  # the user's API server writes no audit log for us
+    provider.stop()
+    assert not any(c[:2] == ["delete", "cluster"] for c in rig.calls())
+    assert "delete" not in provider.resume_hint()
+
+
+def test_kind_user_cluster_missing_is_refused_before_any_change(rig: KindRig) -> None:
+    (rig.state / "clusters").write_text("other")
+    with pytest.raises(ProviderError, match=r"--desched-kind-cluster mine: no such .*other"):
+        rig.provider(user_cluster="mine").start()
+    assert [c[:2] for c in rig.calls()] == [["get", "clusters"]]
+
+
+def test_kind_user_cluster_needs_two_workers(rig: KindRig, kube: FakeKube) -> None:
+    (rig.state / "clusters").write_text("mine")
+    small = [KIND_NODES[0], KIND_NODES[1]]
+    kube.node_lists = [small, small]
+    with pytest.raises(ProviderError, match="has 1 worker node"):
+        rig.provider(user_cluster="mine").start()
+
+
+def test_kind_cluster_option_implies_kind_and_reaches_the_provider(tmp_path: Path) -> None:
+    from pytest_desched.config import build_config
+    from pytest_desched.errors import ConfigError
+    from pytest_desched.providers.kind import from_config
+
+    config = build_config({"--desched-kind-cluster": "mine"}, run_dir=tmp_path)
+    assert (config.provider, config.kind_cluster) == ("kind", "mine")
+    provider = from_config(config, FakeToolchain({}))  # type: ignore[arg-type]
+    assert (provider.cluster_name, provider.user_cluster) == ("mine", "mine")
+    with pytest.raises(ConfigError, match="--desched-kind-cluster mine needs the kind provider"):
+        build_config(
+            {"--desched-kind-cluster": "mine", "--desched-provider": "embedded"}, run_dir=tmp_path
+        )
