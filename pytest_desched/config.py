@@ -103,7 +103,7 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {
             "default": None,
             "metavar": "NAME",
-            "help": "use this kind cluster you already have (implies --desched-provider kind; "
+            "help": "use this kind cluster you already have (implies the kind provider; "
             "never created, never deleted; no node image is built)",
         },
     ),
