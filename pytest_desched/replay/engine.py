@@ -476,6 +476,7 @@ def _compare(
             "not_restored": {s["pod"]: s["why"] for s in restored.skipped},
             "compare_only": set(restored.expected),
             "pods": set(rows),
+            "identities": {k: {"owner": r.owner, "node": r.node} for k, r in rows.items()},
             "pdbs": pdbs,
             "ages": f"{restored.ages}, {restored.shift_s} s",
         },

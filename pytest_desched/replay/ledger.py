@@ -145,6 +145,17 @@ class Ledger:
                 f"- `{d['pod']}`: incident {d['incident']}, replay {d['replay']}: {d['why']}"
                 for d in c["differ"][:100]
             ]
+            ids = c.get("identities_differ") or []
+            out.append(
+                f"- same fates up to order (the same pod identities per outcome): "
+                f"{c.get('same_fates_up_to_order')}"
+            )
+            out += [
+                f"  - {identity_label(d['identity'])}: incident {len(d['incident'])} "
+                f"({', '.join(d['incident']) or 'none'}), replay {len(d['replay'])} "
+                f"({', '.join(d['replay']) or 'none'})"
+                for d in ids[:100]
+            ]
         if self.notes:
             out += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
         return "\n".join(out) + "\n"
@@ -365,7 +376,14 @@ def compare(
     """Per pod, the incident's fate against the replay's, with a likely reason for each gap.
 
     `context`: what is known about the replay (`versions` {incident, replay},
-    `not_restored` {pod: why}, `pdbs` {pod: snapshot PDB status}, `ages`, `limited`).
+    `not_restored` {pod: why}, `pdbs` {pod: snapshot PDB status}, `ages`, `limited`,
+    `identities` {pod: {"owner": "Kind/name", "node": ...}} from the snapshot).
+
+    "Same fates up to order" means the same multiset of pod identities per outcome: each
+    decided pod counted as (namespace, owner, node, strategy, layer, fate, code, checks), so
+    a cap that cut a sibling (same owner, same node) instead agrees, and an eviction moved
+    from `prod/web` to `kube-system/coredns` does not. `identities_differ` names each
+    identity whose count differs and the pods behind it on each side.
     """
     ctx = dict(context or {})
     only = ctx.get("compare_only")
@@ -389,6 +407,7 @@ def compare(
     def refused(m: Mapping[str, PodFate]) -> set[tuple[str, int | None]]:
         return {(p, f.status_code) for p, f in m.items() if f.fate == Fate.REFUSED.value}
 
+    identities_differ = _identity_diff(incident, replay, ctx.get("identities") or {})
     differ = []
     for pod in sorted(set(incident) | set(replay)):
         a = incident.get(pod) or no_decision(None)
@@ -409,22 +428,65 @@ def compare(
             "replay": sorted(f"{p} {c}" for p, c in refused(replay)),
         },
         "differ": differ,
-        "same_fates_up_to_order": _same_multiset(incident, replay),
+        "same_fates_up_to_order": not identities_differ,
+        "identities_differ": identities_differ,
         "not_compared": not_compared,
     }
 
 
-def _same_multiset(a: Mapping[str, PodFate], b: Mapping[str, PodFate]) -> bool:
-    """Equal counts per (fate, code, checks): what caps make order-dependent still agrees."""
+IDENTITY = ("namespace", "owner", "node", "strategy", "layer", "fate", "status_code", "checks")
 
-    def bag(m: Mapping[str, PodFate]) -> Counter[tuple[Any, ...]]:
-        return Counter(
-            (f.fate, f.status_code, tuple(sorted(f.checks)))
-            for f in m.values()
-            if f.fate != NOT_PICKED
-        )
 
-    return bag(a) == bag(b)
+def identity(pod: str, f: PodFate, facts: Mapping[str, Any] | None = None) -> tuple[Any, ...]:
+    """A decided pod as the comparison counts it (see IDENTITY); `facts`: owner and node."""
+    facts = facts or {}
+    return (
+        pod.split("/", 1)[0],
+        facts.get("owner"),
+        facts.get("node"),
+        f.strategy,
+        f.layer,
+        f.fate,
+        f.status_code,
+        tuple(sorted(f.checks)),
+    )
+
+
+def _identity_diff(
+    a: Mapping[str, PodFate],
+    b: Mapping[str, PodFate],
+    facts: Mapping[str, Mapping[str, Any]],
+) -> list[dict[str, Any]]:
+    """Each identity whose count differs between the two sides, with the pods behind it."""
+
+    def bag(m: Mapping[str, PodFate]) -> dict[tuple[Any, ...], list[str]]:
+        out: dict[tuple[Any, ...], list[str]] = {}
+        for pod, f in sorted(m.items()):
+            if f.fate != NOT_PICKED:  # a pod no strategy picked is not a decision
+                out.setdefault(identity(pod, f, facts.get(pod)), []).append(pod)
+        return out
+
+    left, right = bag(a), bag(b)
+    diff = []
+    for ident in sorted(set(left) | set(right), key=str):
+        pa, pb = left.get(ident, []), right.get(ident, [])
+        if len(pa) != len(pb):
+            d = dict(zip(IDENTITY, ident, strict=True))
+            d["checks"] = list(d["checks"])
+            diff.append({"identity": d, "incident": pa, "replay": pb})
+    return diff
+
+
+def identity_label(d: Mapping[str, Any]) -> str:
+    """`ns owner@node fate code [checks] by strategy (layer)`, for people."""
+    owner = d.get("owner") or "(owner unknown)"
+    node = d.get("node") or "?"
+    code = f" {d['status_code']}" if d.get("status_code") else ""
+    checks = f" [{', '.join(d['checks'])}]" if d.get("checks") else ""
+    by = f" by {d['strategy']}" if d.get("strategy") else ""
+    return (
+        f"{d.get('namespace')} {owner}@{node}: {d.get('fate')}{code}{checks}{by} ({d.get('layer')})"
+    )
 
 
 def _why(pod: str, a: PodFate, b: PodFate, ctx: Mapping[str, Any]) -> str:

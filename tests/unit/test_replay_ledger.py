@@ -11,6 +11,7 @@ from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.evidence.record import RoundRecord
 from pytest_desched.replay.ledger import (
     NOT_PICKED,
+    Ledger,
     PodFate,
     compare,
     ledger_from_log,
@@ -155,3 +156,36 @@ def test_markdown_and_text_show_every_row() -> None:
     for row in ledger.rows:
         assert row.pod in md and row.pod in text
     assert "undecided (inferred)" in md and "| pod | node | owner |" in md
+
+
+def test_an_eviction_moved_to_another_namespace_is_not_the_same_up_to_order() -> None:
+    """Issue 27 hole 8: the old tally counted (fate, code, checks) over the whole cluster, so
+    an eviction swapped between prod/web and kube-system/coredns compared as the same."""
+    web, dns = "prod/web-7c9d-abcde", "kube-system/coredns-5d78-fghij"
+    evicted = PodFate("evicted", "api-server", strategy="PodLifeTime")
+    kept = PodFate(NOT_PICKED, "policy")
+    ids = {
+        web: {"owner": "ReplicaSet/web-7c9d", "node": "n1"},
+        dns: {"owner": "ReplicaSet/coredns-5d78", "node": "n2"},
+    }
+    c = compare({web: evicted, dns: kept}, {web: kept, dns: evicted}, {"identities": ids})
+    assert not c["same_fates_up_to_order"]
+    got = {(d["identity"]["namespace"], d["identity"]["owner"]): d for d in c["identities_differ"]}
+    assert got[("prod", "ReplicaSet/web-7c9d")]["incident"] == [web]
+    assert got[("kube-system", "ReplicaSet/coredns-5d78")]["replay"] == [dns]
+    assert {d["pod"] for d in c["differ"]} == {web, dns}
+
+
+def test_a_sibling_cut_by_a_cap_is_the_same_up_to_order_a_pod_on_another_node_is_not() -> None:
+    a, b = "prod/web-7c9d-aaaaa", "prod/web-7c9d-bbbbb"
+    evicted = PodFate("evicted", "api-server", strategy="PodLifeTime")
+    limited = PodFate("limited", "eviction-limits", strategy="PodLifeTime")
+    same_node = {p: {"owner": "ReplicaSet/web-7c9d", "node": "n1"} for p in (a, b)}
+    c = compare({a: evicted, b: limited}, {a: limited, b: evicted}, {"identities": same_node})
+    assert c["same_fates_up_to_order"] and c["identities_differ"] == []
+    assert {d["pod"] for d in c["differ"]} == {a, b}  # each pod that differs is still named
+    other_node = {**same_node, b: {"owner": "ReplicaSet/web-7c9d", "node": "n2"}}
+    c = compare({a: evicted, b: limited}, {a: limited, b: evicted}, {"identities": other_node})
+    assert not c["same_fates_up_to_order"] and len(c["identities_differ"]) == 4
+    md = Ledger("replay", "v0.36.0", comparison=c).to_markdown()
+    assert "prod ReplicaSet/web-7c9d@n2: evicted by PodLifeTime (api-server)" in md
