@@ -40,13 +40,16 @@ def _say(msg: str) -> None:
 
 def _add_config_options(ap: argparse.ArgumentParser) -> None:
     for flag, env, kw in OPTIONS:
+        name = "--" + flag.removeprefix("--desched-")
+        if name in ap._option_string_actions:  # the subcommand's own (replay's --policy)
+            continue
         kw = dict(kw)
         default = kw.pop("default", False if kw.get("action") == "store_true" else None)
         kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value beats the environment
             kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))
-        ap.add_argument("--" + flag.removeprefix("--desched-"), dest=flag, **kw)
+        ap.add_argument(name, dest=flag, **kw)
 
 
 def _config(args: argparse.Namespace, **fields: Any) -> Any:
@@ -87,6 +90,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     session = DeschedSession(config, report=_say)
     try:
         session.release  # noqa: B018 (cluster, then the release: suspended, dry run)
+        policy, said = session.install_policy()
+        hints = session.continue_hints()
     except BaseException:
         session.config = config.with_(keep="never")  # a half-made cluster is not kept
         session.close()
@@ -94,8 +99,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster, release = session.cluster, session.release
     session.close()  # kept: marks the cluster kept, so no later run reaps it
     (run_dir / "cluster-name").write_text(cluster.name)
-    print(f"export KUBECONFIG={cluster.kubeconfig}")
-    print(f"# release {release.name} in kube-system: suspended, dry run")
+    print("\n".join(hints))
+    print(
+        f"# release {release.name} in kube-system: suspended, dry run, policy {said} "
+        f"(digest {policy.digest()[:12]})"
+    )
+    for line in session.inputs.on_top:
+        print(f"# on top of your values: {line}")
     print(f"# delete: desched down {cluster.name}")
     return EXIT_OK
 

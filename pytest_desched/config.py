@@ -135,6 +135,27 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     (
+        "--desched-policy",
+        "DESCHED_POLICY",
+        {
+            "default": None,
+            "metavar": "FILE",
+            "help": "your DeschedulerPolicy file: the experiments run the runbook's checks on it, "
+            "scoped to the lab (default: the runbook's safe-rebalance policy)",
+        },
+    ),
+    (
+        "--desched-values",
+        "DESCHED_VALUES",
+        {
+            "default": None,
+            "action": "append",
+            "metavar": "FILE",
+            "help": "your Helm values file for the release under test (repeatable, Helm's order; "
+            "env: comma-separated); suspend=true and the first install's dry run stay on top",
+        },
+    ),
+    (
         "--desched-candidate",
         "DESCHED_CANDIDATE",
         {
@@ -167,6 +188,8 @@ def resolve(flag: str, explicit: Any = None) -> Any:
         return explicit
     raw = os.environ.get(OPTION_ENV[flag])
     if raw:
+        if kw.get("action") == "append":  # a list option: comma-separated in the environment
+            return [p.strip() for p in raw.split(",") if p.strip()]
         if kw.get("action") == "store_true":
             return raw.lower() in ("1", "true", "yes")
         if "choices" in kw and raw not in kw["choices"]:
@@ -194,6 +217,10 @@ class DeschedConfig:
     # and checked by validate(), the parsed form is `parsed_candidate()`.
     candidate: str | None = None
     candidate_chart: str | None = None
+    # The user's own inputs (descheduler.inputs): a DeschedulerPolicy file and Helm values
+    # files in Helm's order; read and checked before any cluster change.
+    policy: Path | None = None
+    values: tuple[Path, ...] = ()
     existing_context: str | None = None
     existing_kubeconfig: Path | None = None
     allow_existing: bool = False
@@ -279,7 +306,22 @@ def validate(c: DeschedConfig) -> DeschedConfig:
             f"{c.provider!r}; drop --desched-provider {c.provider} (the option implies kind)"
         )
     check_candidate(c)
+    check_input_files(c)
     return c
+
+
+def check_input_files(c: DeschedConfig) -> None:
+    """--desched-policy / --desched-values name readable files (their content: inputs.py)."""
+    files = [("--desched-policy", c.policy)] if c.policy else []
+    files += [("--desched-values", v) for v in c.values]
+    for flag, path in files:
+        if not path.is_file():
+            raise ConfigError(f"{flag} {path}: no such file")
+        try:
+            with path.open("rb"):
+                pass
+        except OSError as exc:
+            raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
 
 
 def check_candidate(c: DeschedConfig) -> Candidate | None:
@@ -331,6 +373,7 @@ def build_config(
     provider = get("--desched-provider")
     if kind_cluster and provider == "auto":
         provider = "kind"  # a kind cluster the user named: nothing else to choose
+    pol = get("--desched-policy")
     run_dir = run_dir or Path(tempfile.mkdtemp(prefix="desched-"))
     config = DeschedConfig(
         provider=provider,
@@ -346,6 +389,8 @@ def build_config(
         descheduler_version=get("--desched-descheduler-version"),
         candidate=get("--desched-candidate"),
         candidate_chart=get("--desched-candidate-chart"),
+        policy=Path(pol).expanduser() if pol else None,
+        values=tuple(Path(v).expanduser() for v in get("--desched-values") or ()),
         existing_context=get("--desched-existing-context"),
         existing_kubeconfig=Path(kube) if kube else None,
         allow_existing=bool(get("--desched-allow-existing")),

@@ -25,7 +25,9 @@ from pytest_desched.errors import ConfigError
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.candidate import Candidate
-    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.descheduler.chart import ChartRef, Release
+    from pytest_desched.descheduler.inputs import UserInputs
+    from pytest_desched.descheduler.policy import Policy
     from pytest_desched.evidence.redaction import Redactor
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
@@ -64,6 +66,16 @@ def interrupts_unwind() -> Iterator[None]:
 PhaseHook = Callable[[str, float], None]
 
 
+def _user_policy_scope() -> Any:
+    from pytest_desched.descheduler.policy import PolicyScope
+
+    return PolicyScope(
+        node_selector=None,
+        why="your policy runs held to the lab: its evicting plugins act only in the lab namespace",
+        strict=False,
+    )
+
+
 def _stderr(msg: str) -> None:
     import sys
 
@@ -97,6 +109,7 @@ class DeschedSession:
         self._release: Release | None = None
         self._evidence: EvidenceWriter | None = None
         self._candidate: Candidate | None = None
+        self._inputs: UserInputs | None = None
         self._lane_releases: dict[str, Release] = {}  # run_concurrently's, by release name
         self._namespaces_used: set[str] = set()  # lab namespaces handed out (fresh_namespace)
         # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows
@@ -189,9 +202,65 @@ class DeschedSession:
                 "provider runs round pods from images; use --desched-provider embedded"
             )
 
+    def chart(self, cand: Candidate | None = None) -> ChartRef:
+        """The chart a release installs: the pinned one, or the candidate's own."""
+        from pytest_desched.descheduler.chart import obtain_chart
+
+        return obtain_chart(
+            self.toolchain,
+            self.toolchain.versions,
+            self.config.chart_source,
+            report=self.report,
+            candidate=cand,
+        )
+
+    @property
+    def inputs(self) -> UserInputs:
+        """The user's --policy / --values, checked before any cluster change (inputs.py).
+
+        helm renders the values with the pinned chart (helm coalesces them, nothing else);
+        the policy (the file, else the values' rendered deschedulerPolicy) passes the lint.
+        """
+        if self._inputs is None:
+            from pytest_desched.descheduler.chart import parse_manifests
+            from pytest_desched.descheduler.inputs import (
+                UserInputs,
+                check_user_inputs,
+                lint_input,
+            )
+            from pytest_desched.providers.base import helm_env, run
+
+            c = self.config
+            if c.policy is None and not c.values:
+                self._inputs = UserInputs()
+                return self._inputs
+            tc = self.toolchain
+            version = tc.wanted_version("policycheck")
+
+            def render(paths: list[Path], sets: list[str]) -> list[dict[str, Any]]:
+                chart = self.chart(self.candidate)
+                files = [a for p in paths for a in ("-f", str(p))]
+                cmd = [str(tc.path("helm")), "template", c.release, str(chart.path)]
+                env = helm_env(tc.cache_dir / "charts")
+                out = run([*cmd, "--namespace", "kube-system", *files, *sets], env=env)
+                return parse_manifests(out.stdout)
+
+            with self.phase("inputs"):
+                self._inputs = check_user_inputs(
+                    c.policy,
+                    c.values,
+                    render,
+                    lambda pol, src: lint_input(pol, src, version, tc),
+                )
+            for line in self._inputs.describe():
+                self.report(line)
+            self.info["inputs"] = self._inputs.evidence()
+        return self._inputs
+
     @property
     def cluster(self) -> Cluster:
         if self._cluster is None:
+            self.inputs  # noqa: B018 (the user's inputs are refused before any cluster change)
             provider = self.provider
             with self.phase("bring_up"):
                 try:
@@ -249,7 +318,7 @@ class DeschedSession:
         `version` picks another descheduler (a tag or commit, built side by side); on
         kind/existing clusters it runs as that version's image or is refused, never as the pin.
         """
-        from pytest_desched.descheduler.chart import Release, obtain_chart
+        from pytest_desched.descheduler.chart import Release
 
         toolchain = self.toolchain_for(version)
         version = toolchain.groups["descheduler"].version
@@ -257,13 +326,7 @@ class DeschedSession:
         cand = self.candidate if toolchain is self.toolchain else None
         cluster = self.cluster
         with self.phase("install"):
-            chart = obtain_chart(
-                self.toolchain,
-                self.toolchain.versions,
-                self.config.chart_source,
-                report=self.report,
-                candidate=cand,
-            )
+            chart = self.chart(cand)
             wd = workdir or self.config.run_dir / (
                 "release" if name == self.config.release else f"release-{name}"
             )
@@ -286,6 +349,9 @@ class DeschedSession:
                 rel.check_version_runs_here()  # an image candidate is refused before a build
                 rel.binary = toolchain.path("descheduler")
             rel.target_namespace = self.config.namespace  # the pre-flight's can-i and PDBs
+            if self.inputs.values_files:  # helm coalesces them; the lab's flags go on top
+                rel.values_files = self.inputs.values_paths
+                rel.set_flags = self.inputs.set_flags
             self.info.setdefault("chart", chart.evidence())
             if cand is not None:
                 self._record_candidate(toolchain, rel)
@@ -316,6 +382,36 @@ class DeschedSession:
         }
         # beside the release's other evidence: <artifacts>/<release>/candidate.json
         self.evidence.write_json(rel.name, "candidate", self.info["candidate"])
+
+    def install_policy(self) -> tuple[Policy, str]:
+        """`desched up`: the user's policy (--policy / --values), else the runbook's, applied
+        to the release in dry run (suspend kept); returns it and where it came from."""
+        from pytest_desched.descheduler.policy import load_default
+
+        user = self.inputs.policy
+        policy = user if user is not None else load_default()
+        said = self.inputs.policy_from or "the runbook's safe-rebalance policy (unmodified)"
+        with self.phase("install_policy"):
+            self.release.apply_policy(policy, dry_run=True)
+        return policy, said
+
+    def continue_hints(self) -> list[str]:
+        """Shell lines for a kept cluster: the pinned kubectl and helm first on PATH, the
+        kubeconfig, and the runbook's next steps with the chart this release came from."""
+        import shlex
+
+        rel, cluster = self.release, self.cluster
+        bins = dict.fromkeys(str(self.toolchain.path(t).parent) for t in ("kubectl", "helm"))
+        q = shlex.quote
+        return [
+            f"export KUBECONFIG={q(str(cluster.kubeconfig))}",
+            f"export PATH={':'.join(q(b) for b in bins)}:$PATH  # the pinned kubectl and helm",
+            f"# chart: {rel.chart.path} (version {rel.chart.version})",
+            f"# real rounds: helm upgrade {rel.name} {q(str(rel.chart.path))} -n {rel.namespace} "
+            "--reuse-values --set cmdOptions.dry-run=false",
+            f"# one round: kubectl -n {rel.namespace} create job --from=cronjob/"
+            f"{rel.cronjob_name} round-1",
+        ]
 
     # -- experiments -----------------------------------------------------------------------
     def context(
@@ -368,11 +464,18 @@ class DeschedSession:
             )
         except LabInputError as exc:
             raise ConfigError(str(exc)) from None
-        pol = lab_policy(variant, keep_min_pod_age) if policy is None else Policy.coerce(policy)
-        label = None if policy is None else f"custom-{pol.digest()[:8]}"
+        user = self.inputs.policy if policy is None else None
+        if user is not None:  # the user's own policy, with the same lab deviations
+            pol = lab_policy(variant, keep_min_pod_age, base=user)
+            label = f"{variant}@{Path(user.source.split(' (')[0]).name}"
+        else:
+            pol = lab_policy(variant, keep_min_pod_age) if policy is None else Policy.coerce(policy)
+            label = None if policy is None else f"custom-{pol.digest()[:8]}"
         for path, value in (overrides or {}).items():
             pol = pol.override(path, value, why=why)
         pol = cluster.scope_policy(pol, ns)  # existing clusters: the lab only
+        if user is not None and cluster.policy_scope is None:
+            pol = _user_policy_scope().apply(pol, ns)  # a throwaway cluster: the lab namespace
         pol.validate()
         return ExperimentContext(
             cluster=cluster,
@@ -386,6 +489,7 @@ class DeschedSession:
             evidence=self.evidence,
             keep_lab=False,
             policy_label=label,
+            inputs=self.inputs.evidence(),
         )
 
     def fresh_namespace(self) -> str:

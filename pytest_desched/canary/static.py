@@ -21,6 +21,7 @@ when built (:mod:`pytest_desched.evidence.redaction`), so none reaches a report.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import json
@@ -945,15 +946,6 @@ def chart_label(chart: Path, version: str, source: str) -> dict[str, str]:
     }
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    for k, v in over.items():
-        if isinstance(v, Mapping) and isinstance(base.get(k), dict):
-            _merge(base[k], v)
-        else:
-            base[k] = copy.deepcopy(v)
-    return base
-
-
 def render_chart(
     helm: Path,
     chart: Path,
@@ -964,25 +956,29 @@ def render_chart(
     namespace: str = "kube-system",
     api_versions: Sequence[str] = CLUSTER_API_VERSIONS,
     timeout: float = 120,
+    values_files: Sequence[Path] = (),
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """`helm show values` and `helm template` of one chart, as the lab's first install renders it.
 
-    The values are Release's: the chart's own defaults, the lab's cmdOptions, then `values`,
-    then the runbook's first-install flags (suspend=true, cmdOptions.dry-run=true). They go
-    to helm in a private file (a values file may hold a token). `env` is `helm_env(home)`.
-    A chart that does not render raises CommandError (its stderr scrubbed).
+    Helm coalesces, in its order: the chart's defaults, the lab's cmdOptions, the user's
+    `values_files`, then `values`, then the runbook's first-install flags (suspend=true,
+    cmdOptions.dry-run=true). In-memory values go to helm in a private file (a values file
+    may hold a token). `env` is `helm_env(home)`. A chart that does not render raises
+    CommandError (its stderr scrubbed).
     """
     helm_s, envd = str(helm), dict(env)
     shown = yaml.safe_load(
         run([helm_s, "show", "values", str(chart)], env=envd, timeout=timeout).stdout
     )
     shown = shown if isinstance(shown, dict) else {}
-    merged = copy.deepcopy(shown)
-    cmd = merged.get("cmdOptions")
-    merged["cmdOptions"] = {**(cmd if isinstance(cmd, dict) else {}), **LAB_CMD_OPTIONS}
-    _merge(merged, values or {})
     flags = [f"--api-versions={a}" for a in api_versions]
-    with private_file(yaml.safe_dump(merged, sort_keys=False)) as vf:
+    with contextlib.ExitStack() as stack:
+        lab = stack.enter_context(
+            private_file(yaml.safe_dump({"cmdOptions": dict(LAB_CMD_OPTIONS)}, sort_keys=False))
+        )
+        files = [lab, *values_files]
+        if values:
+            files.append(stack.enter_context(private_file(yaml.safe_dump(dict(values)))))
         text = run(
             [
                 helm_s,
@@ -991,8 +987,7 @@ def render_chart(
                 str(chart),
                 "--namespace",
                 namespace,
-                "-f",
-                str(vf),
+                *(a for f in files for a in ("-f", str(f))),
                 "--set",
                 "suspend=true",
                 "--set",
@@ -1011,8 +1006,9 @@ def compare_charts(
     candidate_chart: Path,
     env: Mapping[str, str],
     values: Mapping[str, Any] | None = None,
+    values_files: Sequence[Path] = (),
 ) -> list[Difference]:
-    """Both charts' default values and their renders with the same `values`."""
-    bv, bdocs = render_chart(helm, baseline_chart, values, env)
-    cv, cdocs = render_chart(helm, candidate_chart, values, env)
+    """Both charts' default values and their renders with the same values (files first)."""
+    bv, bdocs = render_chart(helm, baseline_chart, values, env, values_files=values_files)
+    cv, cdocs = render_chart(helm, candidate_chart, values, env, values_files=values_files)
     return compare_values(bv, cv) + compare_manifests(bdocs, cdocs)

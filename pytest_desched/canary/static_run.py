@@ -60,7 +60,10 @@ def compare_statically(
     report(
         f"static: chart {b_chart.version} ({b_chart.source}) vs {c_chart.version} ({c_chart.source})"
     )
-    diffs = compare_charts(helm, b_chart.path, c_chart.path, env)
+    # the user's Helm values (--values) render both charts, coalesced by helm itself
+    diffs = compare_charts(
+        helm, b_chart.path, c_chart.path, env, values_files=baseline.config.values
+    )
     b_chk, c_chk = checker_for(b_ver, b_tc), checker_for(c_ver, c_tc)
     b_facts, c_facts = b_chk.facts(), c_chk.facts()
     for variant in dict.fromkeys(variants):

@@ -447,6 +447,10 @@ class Release:
     # `target_namespace` is where evictions will happen (the lab), for can-i and its PDBs.
     target_namespace: str | None = None
     preflight: dict[str, Any] | None = None
+    # The user's Helm values files (descheduler.inputs), passed to helm as `-f` in this order,
+    # and the lab's `--set` flags over them (None: the lab's log options, LAB_CMD_OPTIONS).
+    values_files: tuple[Path, ...] = ()
+    set_flags: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.descheduler_version:
@@ -470,27 +474,35 @@ class Release:
         return p
 
     @contextlib.contextmanager
-    def _values_file(self, policy: Policy | None) -> Iterator[Path]:
-        """The values for helm, in a private file for the block; a scrubbed copy stays."""
-        values = json.loads(json.dumps(self.values))
-        values.setdefault("cmdOptions", {}).update(LAB_CMD_OPTIONS)
-        if policy is not None:
-            body = policy.to_dict()
-            values["deschedulerPolicyAPIVersion"] = body.pop("apiVersion")
-            body.pop("kind", None)
-            values["deschedulerPolicy"] = body
-        text = yaml.safe_dump(values, sort_keys=False)
-        name = "values-active.yaml" if policy else "values-first-install.yaml"
-        _write_scrubbed(self.workdir / name, text)
-        with private_file(text) as real:
-            yield real
+    def _values_file(self, policy: Policy | None) -> Iterator[list[Path]]:
+        """The `-f` files for helm, in Helm's order; helm alone coalesces them.
 
-    def _flags(self, values_file: Path, dry_run: bool) -> list[str]:
-        flags = [
-            "--namespace",
-            self.namespace,
-            "-f",
-            str(values_file),
+        The user's values files (`values_files`) first, then with a policy two private files:
+        `deschedulerPolicy: null` (so helm drops the values' own policy map instead of
+        merging keys into ours) and the policy itself. Scrubbed copies stay in the work dir.
+        """
+        files = list(self.values_files)
+        name = "values-active.yaml" if policy else "values-first-install.yaml"
+        with contextlib.ExitStack() as stack:
+            if policy is not None:
+                text = yaml.safe_dump(policy.chart_values(), sort_keys=False)
+                _write_scrubbed(self.workdir / name, text)
+                files.append(stack.enter_context(private_file("deschedulerPolicy: null\n")))
+                files.append(stack.enter_context(private_file(text)))
+            yield files
+
+    def _set_flags(self) -> list[str]:
+        """The lab's `--set` flags over the values: its log options (json, -v=4)."""
+        if self.set_flags is not None:
+            return list(self.set_flags)
+        return [f for k, v in LAB_CMD_OPTIONS.items() for f in ("--set", f"cmdOptions.{k}={v}")]
+
+    def _flags(self, values_files: list[Path], dry_run: bool) -> list[str]:
+        flags = ["--namespace", self.namespace]
+        for vf in values_files:
+            flags += ["-f", str(vf)]
+        flags += [
+            *self._set_flags(),
             "--set",
             "suspend=true",
             "--set",
@@ -498,6 +510,14 @@ class Release:
         ]
         if self.image_ref:  # the candidate's own image, repository and tag
             repo, _, tag = self.image_ref.rpartition(":")
+            flags += [
+                "--set-string",
+                f"image.repository={repo}",
+                "--set-string",
+                f"image.tag={tag}",
+            ]
+        elif self.values_files:  # the user's values may name another image: the one under test
+            repo, _, tag = self.image.rpartition(":")
             flags += [
                 "--set-string",
                 f"image.repository={repo}",

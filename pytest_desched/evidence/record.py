@@ -89,6 +89,9 @@ class RoundRecord:
     # The runbook's pre-flight before the first install (descheduler.preflight): versions,
     # can-i create pods/eviction as the chart's ServiceAccount, the target's PDBs, the diff.
     preflight: dict[str, Any] | None = None
+    # The user's inputs (descheduler.inputs): which policy and Helm values files ran (file
+    # names and sha256 digests, never contents) and the lab's flags on top of them.
+    inputs: dict[str, Any] | None = None
 
     @property
     def events_by_reason(self) -> dict[str, list[str]]:

@@ -53,10 +53,18 @@ BUG_1882 = (
 VARIANTS = ("runbook", "pdb-lister-workaround")
 
 
-def lab_policy(variant: str = "runbook", keep_min_pod_age: bool = False) -> Policy:
-    """The runbook policy with each lab deviation explicit and recorded in `policy.overrides`."""
+def lab_policy(
+    variant: str = "runbook", keep_min_pod_age: bool = False, base: Policy | None = None
+) -> Policy:
+    """The runbook policy (or the user's `base`) with each lab deviation explicit and recorded.
+
+    The deviations are the same for any policy: minPodAge 0s (lab pods are seconds old) and,
+    for `pdb-lister-workaround`, PodsWithoutPDB out of the evictor's extraEnabled (bug 1882).
+    """
     if variant not in VARIANTS:
         raise ValueError(f"unknown policy variant {variant!r}; use one of {VARIANTS}")
+    if base is not None:
+        return _lab_deviations(base, variant, keep_min_pod_age).validate()
     p = load_default()
     if not keep_min_pod_age:
         p = p.override(f"{EVICTOR}.minPodAge", "0s", why=MIN_POD_AGE_WHY)
@@ -66,6 +74,20 @@ def lab_policy(variant: str = "runbook", keep_min_pod_age: bool = False) -> Poli
         ]
         p = p.override(f"{EVICTOR}.podProtections.extraEnabled", extra, why=BUG_1882)
     return p.validate()
+
+
+def _lab_deviations(p: Policy, variant: str, keep_min_pod_age: bool) -> Policy:
+    """The lab's deviations on every profile of a user's policy that has the setting."""
+    for i in range(len(p.profile_names)):
+        args = p.evictor_args(i)
+        where = f"profiles[{i}].DefaultEvictor"
+        if not keep_min_pod_age and args.get("minPodAge") not in (None, "0s"):
+            p = p.override(f"{where}.minPodAge", "0s", why=MIN_POD_AGE_WHY)
+        extra = (args.get("podProtections") or {}).get("extraEnabled") or []
+        if variant == "pdb-lister-workaround" and "PodsWithoutPDB" in extra:
+            kept = [x for x in extra if x != "PodsWithoutPDB"]
+            p = p.override(f"{where}.podProtections.extraEnabled", kept, why=BUG_1882)
+    return p
 
 
 # --- results ------------------------------------------------------------------
@@ -184,6 +206,9 @@ class ExperimentContext:
     lane: str | None = None
     # Installs the lane's own release (suspended, dry run) beside the lab's arrange step.
     prepare_release: Callable[[], Release] | None = None
+    # Which policy and Helm values the user gave (descheduler.inputs.UserInputs.evidence():
+    # file names and sha256 digests, the lab's flags on top); every round record carries it.
+    inputs: dict[str, Any] | None = None
 
     def lab(self) -> Lab:
         from pytest_desched.tools.versions import load_versions
@@ -539,6 +564,7 @@ class Runner:
             known_bugs=dict(self.result.known_bugs),
             log_path=log_path,
             preflight=ctx.release.preflight,
+            inputs=ctx.inputs,
             **extra,
         )
         d = record.to_dict()

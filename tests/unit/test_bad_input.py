@@ -345,9 +345,13 @@ class FakeReleaseCluster:
     scope_policy = Cluster.scope_policy
 
     def _docs(self, args: tuple[str, ...]) -> list[dict[str, Any]]:
-        vf = Path(args[args.index("-f") + 1])
-        self.private.append((vf, vf.stat().st_mode & 0o777))
-        values = yaml.safe_load(vf.read_text())
+        values: dict[str, Any] = {}  # helm's order, a later file's top-level key wins
+        for i, a in enumerate(args):
+            if a == "-f":
+                vf = Path(args[i + 1])
+                self.private.append((vf, vf.stat().st_mode & 0o777))
+                values.update(yaml.safe_load(vf.read_text()) or {})
+        values = {k: v for k, v in values.items() if v is not None}
         dry_run = "cmdOptions.dry-run=true" in args
         if "deschedulerPolicy" not in values:  # the chart's default policy
             return render(dry_run=dry_run)
@@ -432,7 +436,11 @@ def test_release_work_files_and_diff_hold_no_token(
     assert not any(p.exists() for p, _ in cluster.private)  # removed right after helm ran
     assert all(p.parent != rel.workdir for p, _ in cluster.private)
     names = sorted(p.name for p in rel.workdir.iterdir())
-    assert names == ["diff-0.txt", "rendered-active.yaml", "values-active.yaml"]
+    assert names == [
+        "diff-0.txt",
+        "rendered-active.yaml",
+        "values-active.yaml",
+    ]
     for p in rel.workdir.iterdir():
         text = p.read_text()
         assert JWT not in text, p.name

@@ -933,7 +933,7 @@ def test_source_candidate_release_runs_its_label_on_embedded_only(tmp_path: Path
     rel = _release(tmp_path, "embedded", label, image_published=False)
     rel.check_version_runs_here()  # the stand-in kubelet runs the built binary
     assert rel.image == f"registry.k8s.io/descheduler/descheduler:{label}"
-    assert _set_strings(rel._flags(tmp_path / "v.yaml", True)) == [f"image.tag={label}"]
+    assert _set_strings(rel._flags([tmp_path / "v.yaml"], True)) == [f"image.tag={label}"]
     for provider in ("kind", "existing"):
         # the label has a tag's form, but nothing was published under it
         with pytest.raises(ConfigError, match="is a local build and has no published image"):
@@ -945,7 +945,7 @@ def test_image_candidate_release_sets_repository_and_tag(tmp_path: Path) -> None
     rel = _release(tmp_path, "kind", "v0.37.0-fix", image_ref=ref, image_published=True)
     rel.check_version_runs_here()
     assert rel.image == ref
-    assert _set_strings(rel._flags(tmp_path / "v.yaml", True)) == [
+    assert _set_strings(rel._flags([tmp_path / "v.yaml"], True)) == [
         "image.repository=registry.example:5000/team/descheduler",
         "image.tag=v0.37.0-fix",
     ]

@@ -77,12 +77,14 @@ def test_default_release_runs_the_pinned_image_without_a_tag_flag(tmp_path: Path
     assert rel.descheduler_version == PIN
     assert rel.pinned
     assert rel.image == VERSIONS.descheduler_image
-    flags = rel._flags(tmp_path / "values.yaml", dry_run=True)
+    flags = rel._flags([tmp_path / "values.yaml"], dry_run=True)
     assert not [f for f in flags if "image.tag" in f]
     assert "--set-string" not in flags
     assert _pairs(flags) == [
         ("--namespace", "kube-system"),
         ("-f", str(tmp_path / "values.yaml")),
+        ("--set", "cmdOptions.v=4"),  # the lab's log options, set over any values by helm
+        ("--set", "cmdOptions.logging-format=json"),
         ("--set", "suspend=true"),
         ("--set", "cmdOptions.dry-run=true"),
     ]
@@ -92,7 +94,7 @@ def test_the_pinned_version_given_explicitly_is_still_pinned(tmp_path: Path) -> 
     rel = _release(tmp_path, version=PIN)
     assert rel.pinned
     assert rel.image == VERSIONS.descheduler_image
-    assert "--set-string" not in rel._flags(tmp_path / "v.yaml", dry_run=False)
+    assert "--set-string" not in rel._flags([tmp_path / "v.yaml"], dry_run=False)
 
 
 def test_another_tag_runs_that_tags_image_and_says_so_to_helm(tmp_path: Path) -> None:
@@ -101,7 +103,7 @@ def test_another_tag_runs_that_tags_image_and_says_so_to_helm(tmp_path: Path) ->
     assert rel.image == f"{REPO}:v0.37.0"
     assert rel.image != VERSIONS.descheduler_image
     for dry_run in (True, False):
-        flags = rel._flags(tmp_path / "values.yaml", dry_run=dry_run)
+        flags = rel._flags([tmp_path / "values.yaml"], dry_run=dry_run)
         pairs = _pairs(flags)
         assert ("--set-string", "image.tag=v0.37.0") in pairs
         assert ("--set", "suspend=true") in pairs  # every step stays suspended

@@ -42,13 +42,18 @@ class PolicyScope:
     `problems` is the guard `Release.apply_policy` runs before any non-dry-run upgrade.
     """
 
-    node_selector: str  # one `key=value` term, ANDed with any selector the policy has
+    node_selector: str | None  # one `key=value` term ANDed with the policy's; None: no term
     why: str = "existing cluster: rounds act only inside the lab namespace and on opted-in nodes"
+    # False on a throwaway cluster (a user's own policy): a plugin with no include list is left
+    # as the user wrote it (the cluster holds nothing else to evict) instead of refused.
+    strict: bool = True
 
     def _evicting(self, doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
         return evicting_plugins(doc)
 
     def _selector(self, current: Any) -> str:
+        if self.node_selector is None:
+            return str(current or "")
         terms = [t.strip() for t in str(current or "").split(",") if t.strip()]
         return ",".join(terms if self.node_selector in terms else [*terms, self.node_selector])
 
@@ -63,11 +68,18 @@ class PolicyScope:
             for i, ep, name in self._evicting(doc)
             if name not in facts.namespaced_plugins
         ]
-        if bad:
+        if bad and self.strict:
             raise PolicyError(bad, f"{policy.source} scoped to {namespace}")
-        why = f"{self.why} (namespace {namespace}, nodes {self.node_selector})"
-        scoped = policy.override("nodeSelector", self._selector(doc.get("nodeSelector")), why=why)
+        why = f"{self.why} (namespace {namespace}"
+        why += f", nodes {self.node_selector})" if self.node_selector else ")"
+        scoped = policy
+        if self.node_selector is not None:
+            scoped = policy.override(
+                "nodeSelector", self._selector(doc.get("nodeSelector")), why=why
+            )
         for i, _, name in self._evicting(doc):
+            if name not in facts.namespaced_plugins:  # only when not strict (refused above)
+                continue
             scoped = scoped.override(
                 f"profiles[{i}].{name}.namespaces", {"include": [namespace]}, why=why
             )
