@@ -315,8 +315,10 @@ def check_input_files(c: DeschedConfig) -> None:
     files = [("--desched-policy", c.policy)] if c.policy else []
     files += [("--desched-values", v) for v in c.values]
     for flag, path in files:
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"{flag} {path}: no such file")
+        if not path.is_file():
+            raise ConfigError(f"{flag} {path}: not a regular file")
         try:
             with path.open("rb"):
                 pass

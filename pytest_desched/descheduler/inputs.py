@@ -197,11 +197,10 @@ def lab_set_flags(docs: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     fmt = next((a.split("=", 1)[1] for a in args if a.startswith("--logging-format=")), None)
     if fmt != LAB_LOG_FORMAT:
         flags += ["--set", f"cmdOptions.logging-format={LAB_LOG_FORMAT}"]
-        if fmt is not None:
-            shown.append(
-                f"cmdOptions.logging-format={LAB_LOG_FORMAT} (was {fmt}: the evidence parses "
-                "the JSON log)"
-            )
+        shown.append(
+            f"cmdOptions.logging-format={LAB_LOG_FORMAT} (was {fmt or 'unset'}: the evidence "
+            "parses the JSON log)"
+        )
     return flags, shown
 
 
@@ -240,6 +239,13 @@ def check_user_inputs(
             said = (exc.proc.stderr or exc.proc.stdout or str(exc)).strip()
             names = " ".join(str(f.path) for f in vfs)
             raise ConfigError(f"--values {names}: helm refuses them: {said[-600:]}") from None
+    if vfs and len([d for d in docs if d.get("kind") == "CronJob"]) != 1:
+        kinds = sorted({str(d.get("kind")) for d in docs})
+        raise ConfigError(
+            f"--values {' '.join(str(f.path) for f in vfs)}: the render has no single CronJob "
+            f"(kinds {kinds}; `kind: Deployment`?); the runbook runs each round as a Job "
+            "created from the suspended CronJob: remove `kind` from the values"
+        )
     flags, shown = lab_set_flags(docs) if vfs else ([], [])
     user_policy: Policy | None = None
     policy_from = ""
@@ -248,7 +254,7 @@ def check_user_inputs(
             user_policy = Policy.from_dict(pf.doc, source=str(pf.path))
         except PolicyError as exc:
             raise PolicyError(exc.problems, f"--policy {pf.path}") from None
-        policy_from = f"--policy {pf.path} (sha256 {pf.sha256[:12]})"
+        policy_from = f"--policy {pf.path.name} (sha256 {pf.sha256[:12]})"
         lint(user_policy, pf)
     else:
         setting = [f for f in vfs if "deschedulerPolicy" in f.doc]
@@ -264,14 +270,15 @@ def check_user_inputs(
                 text, source=f"{last.path} (deschedulerPolicy, as helm renders it)"
             )
             policy_from = (
-                f"--values {', '.join(str(f.path) for f in setting)} (deschedulerPolicy, as the "
-                "pinned helm renders it)"
+                f"--values {', '.join(f.path.name for f in setting)} (deschedulerPolicy, as "
+                "the pinned helm renders it)"
             )
             lint(user_policy, last)
     on_top = [*SAFETY_ON_TOP, *shown]
     if user_policy is not None or vfs:
         on_top.append(
-            "deschedulerPolicy: each experiment's policy (the one named above, held to the lab)"
+            "deschedulerPolicy: the policy named above (an experiment holds it to its lab "
+            "namespace and records each deviation)"
         )
     return UserInputs(pf, vfs, user_policy, policy_from, tuple(on_top), tuple(flags))
 

@@ -45,6 +45,10 @@ MIN_POD_AGE_WHY = (
     "lab pods are seconds old; the runbook's 10m would filter every candidate "
     "(test_minpodage_protects_young_pods proves the unmodified value does)"
 )
+USER_MIN_POD_AGE_WHY = (
+    "lab pods are seconds old; your policy's minPodAge would filter every candidate (a pod "
+    "younger than it is never evicted)"
+)
 BUG_1882 = (
     f"descheduler v0.36.0 bug {BY_ID['descheduler#1882'].link}: the PodsWithoutPDB protection "
     "reads a PodDisruptionBudget lister that is never started, so every pod looks uncovered "
@@ -82,7 +86,7 @@ def _lab_deviations(p: Policy, variant: str, keep_min_pod_age: bool) -> Policy:
         args = p.evictor_args(i)
         where = f"profiles[{i}].DefaultEvictor"
         if not keep_min_pod_age and args.get("minPodAge") not in (None, "0s"):
-            p = p.override(f"{where}.minPodAge", "0s", why=MIN_POD_AGE_WHY)
+            p = p.override(f"{where}.minPodAge", "0s", why=USER_MIN_POD_AGE_WHY)
         extra = (args.get("podProtections") or {}).get("extraEnabled") or []
         if variant == "pdb-lister-workaround" and "PodsWithoutPDB" in extra:
             kept = [x for x in extra if x != "PodsWithoutPDB"]
