@@ -22,7 +22,7 @@ from pytest_desched.experiments import lab_policy
 from pytest_desched.session import DeschedSession
 from tests.unit.test_user_inputs import PROD_VALUES, USER_POLICY
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 USER = USER_POLICY.replace("name: safe-rebalance", "name: prod").replace(
     "gracePeriodSeconds: 30", "gracePeriodSeconds: 10"
