@@ -5,12 +5,14 @@ An explanation file says which changes an upgrade is expected to bring and why:
     changes:
       - experiment: "positive[runbook]"   # glob (* and ?) on name[variant]; default "*"
         pods: "spread-demo@*"             # glob (* and ?) on owner@worker-N; default "*"
-        kind: continue-evicting           # a change kind (KINDS); default: any
+        kind: continue-evicting           # a change kind (KINDS): required
         # bug: descheduler#1882 / metric: NAME / path: "rbac:ClusterRole*" narrow further
         reason: "PR 1883 starts the PDB lister, so PodsWithoutPDB sees the PDB"
         link: https://github.com/kubernetes-sigs/descheduler/pull/1883
 
-Every explanation must match at least one observed change: one that matches nothing is
+`kind` is required (a reason alone would explain every change); a rollback trigger's kind
+(TRIGGERS) also needs `link`; `pods`/`bug`/`metric`/`path` are refused on a kind they
+cannot narrow. Every explanation must match at least one observed change: one that matches nothing is
 *stale* (the upgrade does not do what its author believes) and fails the verdict.
 """
 
@@ -46,6 +48,9 @@ KINDS = (
     "track-error",
     "static",
 )
+# The runbook's rollback triggers: the candidate set grows, a fail-closed round becomes
+# continue-evicting, a metric the baseline served is gone, a known bug appears.
+TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
 _FIELDS = {"experiment", "pods", "kind", "reason", "link", "bug", "metric", "path"}
 
 
@@ -73,7 +78,7 @@ class Explanation:
         return (
             glob(change.experiment, self.experiment)
             and glob(change.subject, self.pods if change.is_pods else "*")
-            and (self.kind is None or self.kind == change.kind)
+            and self.kind == change.kind
             and (self.bug is None or change.subject == self.bug)
             and (self.metric is None or change.subject == self.metric)
             and (self.path is None or glob(change.subject, self.path))
@@ -111,40 +116,99 @@ class Change:
         return asdict(self)
 
 
+# Which narrowing key applies to which kinds of change: one that cannot narrow the kind it
+# is written for (e.g. `pods:` on a lost metric) would silently explain more than it says.
+POD_KINDS = (
+    "continue-evicting",
+    "more-evictions",
+    "fewer-evictions",
+    "candidate-set-grew",
+    "candidate-set-shrank",
+    "fate-changed",
+    "replacement-seen",
+)
+NARROWS = {
+    "pods": POD_KINDS,
+    "bug": ("bug-fixed", "bug-new", "bug-reached", "bug-intermittent"),
+    "metric": ("lost-metric",),
+    "path": ("static",),
+}
+
+
+def _lines(text: str) -> list[int]:
+    """The 1-based line of each item of the `changes:` list (0 where YAML gives none)."""
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError:
+        return []
+    if not isinstance(root, yaml.MappingNode):
+        return []
+    for key, value in root.value:
+        if getattr(key, "value", None) == "changes" and isinstance(value, yaml.SequenceNode):
+            return [item.start_mark.line + 1 for item in value.value]
+    return []
+
+
 def load_explanations(source: str | Path | Sequence[Mapping[str, Any]] | None) -> list[Explanation]:
-    """Parse and check an explanation file (or its list) before any cluster exists."""
+    """Parse and check an explanation file (or its list) before any cluster exists.
+
+    Each entry names the kind of change it explains (`kind:`); a reason alone would explain
+    every change, a rollback trigger and a broken track included. A trigger (TRIGGERS) is explained only by an entry that names it and links to why.
+    """
     if source is None:
         return []
     where = "explanations"
+    lines: list[int] = []
     if isinstance(source, (str, Path)):
         path = Path(source)
         where = str(path)
         if not path.is_file():
             raise ConfigError(f"explanation file {path} does not exist; pass --expect FILE")
+        text = path.read_text()
         try:
-            doc = yaml.safe_load(path.read_text()) or {}
+            doc = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not YAML ({exc}); fix the file") from None
         items = doc.get("changes") if isinstance(doc, Mapping) else None
         if items is None:
             raise ConfigError(f"{path}: expected a mapping with a `changes:` list")
+        lines = _lines(text)
     else:
         items = list(source)
     if not isinstance(items, list):
         raise ConfigError(f"{where}: `changes` must be a list of mappings")
     out: list[Explanation] = []
     for i, item in enumerate(items):
-        at = f"{where}: changes[{i}]"
+        line = f":{lines[i]}" if i < len(lines) and lines[i] else ""
+        at = f"{where}{line}: changes[{i}]"
         if not isinstance(item, Mapping):
-            raise ConfigError(f"{at}: must be a mapping with at least `reason`")
+            raise ConfigError(f"{at}: must be a mapping with at least `kind` and `reason`")
         unknown = sorted(set(item) - _FIELDS)
         if unknown:
             raise ConfigError(f"{at}: unknown key(s) {unknown}; allowed: {sorted(_FIELDS)}")
         if not str(item.get("reason") or "").strip():
             raise ConfigError(f"{at}: `reason` is required (why this change is expected)")
         kind = item.get("kind")
-        if kind is not None and kind not in KINDS:
-            raise ConfigError(f"{at}: kind {kind!r} is not one of {list(KINDS)}")
+        if kind is None:
+            raise ConfigError(
+                f"{at}: `kind` is required: name the kind of change this explains (one of "
+                f"{list(KINDS)}); a reason alone would explain every change, rollback "
+                "triggers included"
+            )
+        if not isinstance(kind, str) or kind not in KINDS:
+            extra = " (a wildcard kind would explain every change)" if "*" in str(kind) else ""
+            raise ConfigError(f"{at}: kind {kind!r} is not one of {list(KINDS)}{extra}")
+        for key, kinds in NARROWS.items():
+            if item.get(key) is not None and kind not in kinds:
+                raise ConfigError(
+                    f"{at}: `{key}` narrows only {list(kinds)}, not kind {kind!r}: it would "
+                    f"narrow nothing here; remove it or name one of those kinds"
+                )
+        if kind in TRIGGERS and not str(item.get("link") or "").strip():
+            raise ConfigError(
+                f"{at}: kind {kind!r} is a rollback trigger: its explanation needs `link` "
+                "(the upstream change, issue or review that makes it expected)"
+            )
         out.append(
             Explanation(
                 reason=str(item["reason"]).strip(),

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_desched.canary.compare import RoundDiff, RoundFigures
-from pytest_desched.canary.expectations import Change, Explanation
+from pytest_desched.canary.expectations import TRIGGERS, Change, Explanation
 from pytest_desched.descheduler.known_bugs import BY_ID, KnownBug
 
-TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
 # Good news, or a known bug the baseline shows too, now reached on another path (e.g. #1687's
 # lost events once a fixed #1882 lets evictions reach the PDB), or a run-to-run race both
 # versions have that one track lost this time, or a replacement pod the round's own eviction

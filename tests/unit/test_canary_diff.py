@@ -158,8 +158,13 @@ def test_explanations_match_or_go_stale() -> None:
                 "pods": "spread-demo@*",
                 "kind": "continue-evicting",
                 "reason": "new PDB semantics",
+                "link": "https://example.invalid/pr/1",
             },
-            {"experiment": "nodefit[*]", "reason": "expected but absent"},
+            {
+                "experiment": "nodefit[*]",
+                "kind": "fewer-evictions",
+                "reason": "expected but absent",
+            },
         ]
     )
     verdict = judge(changes, exps)
@@ -171,7 +176,7 @@ def test_explanations_match_or_go_stale() -> None:
 @pytest.mark.parametrize(
     ("items", "message"),
     [
-        ([{"experiment": "x"}], "`reason` is required"),
+        ([{"experiment": "x", "kind": "fate-changed"}], "`reason` is required"),
         ([{"reason": "r", "kinds": "x"}], "unknown key(s) ['kinds']"),
         ([{"reason": "r", "kind": "bigger"}], "kind 'bigger' is not one of"),
         (["text"], "must be a mapping"),

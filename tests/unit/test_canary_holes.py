@@ -227,3 +227,61 @@ def test_a_static_only_report_says_what_it_did_not_compare() -> None:
     md = rep.markdown()
     assert "every compared pod class kept its fates" not in md
     assert "not compared: behaviour" in md
+
+
+# -- hole 3: explanations name the kind of change they explain -----------------------------------
+
+
+def _judged_with(entry: dict, change_kind: str, subject: str = "web@worker-1") -> str:
+    from pytest_desched.canary.expectations import Change, load_explanations
+
+    ch = Change("pdb[runbook]", 0, change_kind, subject, "detail")
+    (j,) = judge([(ch, None)], load_explanations([entry])).judged
+    return j.status
+
+
+def test_an_explanation_explains_only_the_kind_it_names() -> None:
+    entry = {"kind": "fewer-evictions", "reason": "PDBs bite harder now"}
+    assert _judged_with(entry, "fewer-evictions") == "explained"
+    for other in ("track-error", "lost-metric", "bug-new", "outcome-changed", "continue-evicting"):
+        assert _judged_with(entry, other, subject="x") == "unexplained", other
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"reason": "the upgrade changes things"}, "`kind` is required"),
+        ({"kind": "*", "experiment": "*", "reason": "all"}, "wildcard kind"),
+        ({"kind": "continue-evicting", "reason": "fixed upstream"}, "needs `link`"),
+        ({"kind": "candidate-set-grew", "reason": "wider", "link": " "}, "needs `link`"),
+        ({"kind": "lost-metric", "pods": "web@*", "reason": "r", "link": "l"}, "`pods` narrows"),
+        ({"kind": "fate-changed", "metric": "descheduler_x", "reason": "r"}, "`metric` narrows"),
+    ],
+)
+def test_explanations_that_would_explain_more_than_they_say_are_refused(
+    entry: dict, message: str
+) -> None:
+    from pytest_desched.canary.expectations import load_explanations
+    from pytest_desched.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("*", r"\*")):
+        load_explanations([entry])
+
+
+def test_a_bad_explanation_file_names_its_file_and_line_and_exits_2(tmp_path, capsys) -> None:
+    """Refused by the CLI before any session (so before any cluster) starts."""
+    from pytest_desched import cli
+
+    f = tmp_path / "expect.yaml"
+    f.write_text(
+        "changes:\n"
+        "  - kind: fewer-evictions\n"
+        "    reason: fine\n"
+        "  # a reason alone\n"
+        "  - reason: 'the new version is better'\n"
+    )
+    argv = ["canary", "--candidate", "version:v0.36.0", "--expect", str(f)]
+    rc = cli.main([*argv, "--artifacts", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_USAGE == 2, err
+    assert f"{f}:5: changes[1]: `kind` is required" in err
