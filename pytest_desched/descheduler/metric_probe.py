@@ -4,9 +4,12 @@ A round's one-shot process stops serving the moment its cycle ends, so the round
 rarely land (metrics.round_metrics says so). An upgrade canary still has to know whether the
 candidate serves every family the baseline did, so this runs the binary the way a
 Deployment would (`--descheduling-interval`, dry run, loopback port) on a lab cluster until
-its first cycle is done, scrapes /metrics once the loop is counted, and stops it. Only
+its first cycles are done, and stops it. The proof is the served family set itself, not one
+family's name: the set is taken once it stayed the same for SETTLE_S seconds of 1 s cycles
+(and, where a `*_loop_duration_seconds_count` is served, past CYCLES loops), so a candidate
+that renames or drops the loop metric still gets its set proven, and then compared. Only
 families with at least one sample appear (Prometheus omits untouched vectors); the canary
-compares the same cycle on both tracks, so that limit applies to both alike.
+compares the same cycles on both tracks, so that limit applies to both alike.
 """
 
 from __future__ import annotations
@@ -15,14 +18,47 @@ import http.client
 import ssl
 import subprocess
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_desched.descheduler.metrics import served_names
 from pytest_desched.kube import wait_for
 from pytest_desched.providers.embedded.kubelet import free_port
 
-LOOP_COUNT = "descheduler_loop_duration_seconds_count"
+LOOP_FAMILY = "_loop_duration_seconds"
 CYCLES = 3  # finished loops before the scrape counts: past the first cycle's dry-run race
+SETTLE_S = 3.0  # the family set unchanged this long (three 1 s cycles) is the served set
+
+
+@dataclass
+class FamilySettle:
+    """Watches successive scrapes; done once the `descheduler_*` family set has settled."""
+
+    settle_s: float = SETTLE_S
+    families: tuple[str, ...] = ()
+    since: float | None = None  # when the current set was first seen
+    loops: float = 0.0
+
+    def see(self, text: str, now: float) -> bool:
+        fams = tuple(served_names(text)) if text else ()
+        self.loops = _loops(text) if text else 0.0
+        if fams != self.families or self.since is None:
+            self.families, self.since = fams, now
+        looped = self.loops >= CYCLES or not any(f.endswith(LOOP_FAMILY) for f in fams)
+        return bool(fams) and looped and now - self.since >= self.settle_s
+
+    def describe(self) -> str:
+        if not self.families:
+            return "no descheduler_* family served yet"
+        return (
+            f"{len(self.families)} famil(ies) served, {_loops_said(self.loops)}; "
+            f"unchanged for less than {self.settle_s:g}s"
+        )
+
+
+def _loops_said(n: float) -> str:
+    return f"{n:g} finished loop(s) counted"
 
 
 def _scrape(port: int) -> str | None:
@@ -46,7 +82,7 @@ def _loops(text: str) -> float:
     total = 0.0
     for line in text.splitlines():
         name, _, value = line.partition(" ")
-        if name.split("{", 1)[0].endswith(LOOP_COUNT) and value:
+        if name.split("{", 1)[0].endswith(LOOP_FAMILY + "_count") and value:
             try:
                 total = max(total, float(value.split()[0]))
             except ValueError:
@@ -86,24 +122,24 @@ def served_metric_names(
                 argv, stdout=logf, stderr=subprocess.STDOUT, cwd=work, env={"HOME": str(work)}
             )
 
-        def probe() -> str:
+        watch = FamilySettle()
+
+        def probe() -> bool:
             if proc.poll() is not None:
                 tail = log.read_text(errors="replace")[-600:]
                 raise RuntimeError(f"{binary.name} exited {proc.returncode}: {tail}")
-            return _scrape(port) or ""
+            return watch.see(_scrape(port) or "", time.monotonic())
 
         try:
-            text = wait_for(
-                f"{binary.name} to serve /metrics after its first cycle",
+            wait_for(
+                f"{binary.name} to serve a settled set of descheduler_* metric families",
                 probe,
-                lambda t: _loops(t) >= CYCLES,
+                bool,
                 timeout=timeout,
-                describe=lambda t: (
-                    f"{_loops(t):g} finished loop(s) counted" if t else "no scrape yet"
-                ),
+                describe=lambda _ok: watch.describe(),
                 max_interval=0.25,
             )
-            return served_names(text)
+            return list(watch.families)
         finally:
             proc.terminate()
             try:

@@ -285,3 +285,45 @@ def test_a_bad_explanation_file_names_its_file_and_line_and_exits_2(tmp_path, ca
     err = capsys.readouterr().err
     assert rc == cli.EXIT_USAGE == 2, err
     assert f"{f}:5: changes[1]: `kind` is required" in err
+
+
+# -- hole 2: the probe proves a served family set without one metric's name ----------------------
+
+
+def _scrape_text(loop_name: str, loops: int) -> str:
+    return (
+        "# TYPE descheduler_build_info gauge\n"
+        'descheduler_build_info{GitVersion="v9"} 1\n'
+        f"# TYPE {loop_name} histogram\n"
+        f"{loop_name}_count {loops}\n"
+    )
+
+
+def test_a_renamed_loop_metric_still_gets_its_family_set_proven() -> None:
+    """Before: the probe waited for `descheduler_loop_duration_seconds_count` >= 3, so a
+    candidate that renamed it timed out (metrics unknown) instead of showing a lost metric."""
+    from pytest_desched.descheduler.metric_probe import SETTLE_S, FamilySettle
+
+    watch = FamilySettle()
+    renamed = _scrape_text("descheduler_cycle_seconds", 1)
+    assert not watch.see("", 0.0) and "no descheduler_* family" in watch.describe()
+    assert not watch.see(renamed, 1.0)
+    assert watch.see(renamed, 1.0 + SETTLE_S)
+    assert watch.families == ("descheduler_build_info", "descheduler_cycle_seconds")
+    b = track("baseline", metric_names=FAMILIES)
+    c = track("candidate", metric_names=list(watch.families))
+    assert [ch.subject for ch, _ in metric_changes(b, c)] == ["descheduler_loop_duration_seconds"]
+
+
+def test_the_probe_waits_past_the_first_loops_and_for_a_settled_set() -> None:
+    from pytest_desched.descheduler.metric_probe import FamilySettle
+
+    watch = FamilySettle(settle_s=2)
+    loop = "descheduler_loop_duration_seconds"
+    assert not watch.see(_scrape_text(loop, 1), 0.0)
+    assert not watch.see(_scrape_text(loop, 2), 5.0)  # settled, but fewer than CYCLES loops
+    assert watch.see(_scrape_text(loop, 3), 6.0)
+    grown = _scrape_text(loop, 4) + "# TYPE descheduler_pods_evicted_total counter\n"
+    grown += 'descheduler_pods_evicted_total{result="success"} 1\n'
+    assert not watch.see(grown, 7.0)  # the set changed: the window starts again
+    assert watch.see(grown, 9.0) and "descheduler_pods_evicted_total" in watch.families
