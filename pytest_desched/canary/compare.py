@@ -110,6 +110,10 @@ class RoundFigures:
     known_bugs: list[str] = field(default_factory=list)
     metric_names: list[str] = field(default_factory=list)
     version: str = ""  # the descheduler version that ran the round
+    # EvictionFailed events that reached the API for the round's refusals, and how many were
+    # owed (one per refusal with the notification on); None: the experiment does not count them.
+    events_delivered: int | None = None
+    events_owed: int | None = None
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> RoundFigures:
@@ -146,7 +150,20 @@ class RoundFigures:
         f.known_bugs = sorted(record.get("known_bugs") or {})
         f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
         f.version = str((record.get("versions") or {}).get("descheduler") or "")
+        ev = record.get("events_delivered") or {}
+        if ev:
+            f.events_delivered, f.events_owed = (
+                int(ev.get("delivered") or 0),
+                int(ev.get("owed") or 0),
+            )
         return f
+
+    @property
+    def events(self) -> str | None:
+        """`delivered/owed` EvictionFailed events, for the report."""
+        if self.events_owed is None:
+            return None
+        return f"{self.events_delivered}/{self.events_owed}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -45,6 +45,7 @@ KINDS = (
     "round-missing",
     "outcome-changed",
     "metrics-unproven",
+    "events-lost",
     "track-error",
     "static",
 )

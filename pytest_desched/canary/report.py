@@ -17,6 +17,8 @@ FIGURES = (
     ("replacements_listed", "replacements listed"),
     ("protected", "protected"),
     ("pdb_refusals", "PDB 429"),
+    ("other_refusals", "other refusals"),
+    ("events", "EvictionFailed events"),
     ("evictions", "evictions"),
     ("ready_latency_s", "ready s"),
     ("pending", "Pending"),

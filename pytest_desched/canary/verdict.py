@@ -82,6 +82,10 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
             else:
                 why = "signature appeared; the baseline never showed it"
                 out.append((Change(rd.experiment, rd.index, "bug-new", bug_id, why), None))
+        if lost := events_lost(rd.baseline, rd.candidate):
+            out.append(
+                (Change(rd.experiment, rd.index, "events-lost", "EvictionFailed", lost), None)
+            )
         for name in rd.lost_metrics:
             out.append(
                 (
@@ -104,6 +108,24 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
             for kind in cd.kinds:
                 out.append((Change(rd.experiment, rd.index, kind, cd.pods, detail), by))
     return out
+
+
+def events_lost(b: RoundFigures, c: RoundFigures) -> str | None:
+    """The candidate delivered no EvictionFailed event for its refusals; the baseline did.
+
+    A one-shot run can lose queued events at exit (descheduler#1687, a race: on v0.36.0 2 of
+    3 arrive in most runs), so fewer events than the baseline is not a change. None of them,
+    where the baseline's same round delivered some, is: #1687 never excuses a candidate that
+    sends none, since the baseline shows the same binary path does deliver.
+    """
+    if not (b.events_owed and c.events_owed) or b.events_delivered is None:
+        return None
+    if c.events_delivered == 0 and b.events_delivered > 0:
+        return (
+            f"candidate delivered 0 of {c.events_owed} EvictionFailed events for its refusals; "
+            f"the baseline delivered {b.events_delivered} of {b.events_owed}"
+        )
+    return None
 
 
 @dataclass

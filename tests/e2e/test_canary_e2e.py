@@ -157,3 +157,22 @@ def test_static_only_canary_starts_no_cluster(
         ("rbac", "narrowed")
     ]
     assert "static-only canary" in rep.markdown()
+
+
+def test_aa_pinned_version_against_itself_has_no_trigger_and_no_unexplained_change(
+    desched_canary: Canary,
+) -> None:
+    """A/A: v0.36.0 as the candidate against itself. Any trigger or unexplained change here is
+    noise the canary would blame on a real upgrade (bench/aa_canary.py runs a series of these)."""
+    rep = desched_canary("version:v0.36.0", None)
+    assert rep.baseline.error is None and rep.candidate.error is None, rep.verdict.reasons
+    assert not rep.no_verdict, rep.no_verdict
+    triggers = [j for j in rep.verdict.judged if j.trigger]
+    assert triggers == [], [j.to_dict() for j in triggers]
+    assert rep.verdict.unexplained == [], rep.verdict.reasons
+    assert rep.ok, rep.verdict.reasons
+    # Something was compared: every runbook experiment has a round on both tracks.
+    compared = {r.experiment for r in rep.rounds if r.baseline and r.candidate}
+    assert len(compared) == 6, compared
+    assert rep.candidate.metric_names == rep.baseline.metric_names
+    assert rep.baseline.metric_names

@@ -327,3 +327,35 @@ def test_the_probe_waits_past_the_first_loops_and_for_a_settled_set() -> None:
     grown += 'descheduler_pods_evicted_total{result="success"} 1\n'
     assert not watch.see(grown, 7.0)  # the set changed: the window starts again
     assert watch.see(grown, 9.0) and "descheduler_pods_evicted_total" in watch.families
+
+
+# -- hole 5 (the comparison): a candidate that sends no EvictionFailed event is a change ---------
+
+
+def _pdb_round(delivered: int, bug: bool = False) -> dict:
+    r = rec(
+        [
+            dec(f"web-6d9f7b5c4-{s}", "a-1", "refused", "api-server", status_code=429)
+            for s in ("x2kq9", "b7mzp", "qq4rt")
+        ],
+        events_delivered={"delivered": delivered, "owed": 3},
+        versions={"descheduler": "v0.36.0"},
+    )
+    if bug:
+        r["known_bugs"] = {"descheduler#1687": f"events delivered: {delivered} of 3 refusals"}
+    return r
+
+
+def test_a_candidate_sending_no_eviction_failed_event_is_a_change() -> None:
+    """Before: events were never compared, and #1687 excused the candidate's 0 of 3."""
+    (rd,) = diff_rounds(
+        "pdb[r]", [_pdb_round(2, bug=True)], [_pdb_round(0, bug=True)], B_ROLES, B_ROLES
+    )
+    changes = changes_of([rd])
+    assert [ch.kind for ch, _ in changes] == ["events-lost"]
+    verdict = judge(changes, [])
+    assert not verdict.ok and "delivered 0 of 3" in verdict.reasons[0]
+    # One event fewer is #1687's run-to-run race, not a change.
+    (rd,) = diff_rounds("pdb[r]", [_pdb_round(2)], [_pdb_round(1, bug=True)], B_ROLES, B_ROLES)
+    assert [ch.kind for ch, _ in changes_of([rd])] == ["bug-intermittent"]
+    assert rd.candidate is not None and rd.candidate.events == "1/3"
