@@ -359,3 +359,25 @@ def test_a_candidate_sending_no_eviction_failed_event_is_a_change() -> None:
     (rd,) = diff_rounds("pdb[r]", [_pdb_round(2)], [_pdb_round(1, bug=True)], B_ROLES, B_ROLES)
     assert [ch.kind for ch, _ in changes_of([rd])] == ["bug-intermittent"]
     assert rd.candidate is not None and rd.candidate.events == "1/3"
+
+
+def test_the_cli_exits_3_with_the_reason_when_both_tracks_errored(
+    tmp_path, capsys, monkeypatch
+) -> None:
+    """`desched canary` on two tracks whose experiments errored before any round: exit 3."""
+    from pytest_desched import cli
+    from pytest_desched.canary import engine
+
+    def errored_tracks(b_s: Any, c_s: Any, exps: Any, *a: Any, **k: Any) -> tuple:
+        b_s.close()
+        c_s.close()
+        res = [ExperimentResult(e, v, "error", STARTUP_ERROR) for e, v in exps]
+        return track("baseline", *res), track("candidate", *res)
+
+    monkeypatch.setattr(engine, "run_tracks", errored_tracks)
+    argv = ["canary", "--candidate", "version:v0.36.0", "--no-static", "--experiment", "pdb"]
+    rc = cli.main([*argv, "--artifacts", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c")])
+    out = capsys.readouterr().out
+    assert rc == cli.EXIT_INFRA == 3, out
+    assert "NO VERDICT" in out and "zero compared rounds" in out
+    assert "PASS" not in out.split("\n## ")[0]
