@@ -4,7 +4,7 @@
     desched up [--workers N] ...                           a kept cluster with the release
     desched down [NAME ...] [--all]                        delete kept embedded clusters
     desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
-    desched lint FILE... [--descheduler V] [--format F]    the policy as the descheduler reads it
+    desched lint [FILE...] [-f VALUES...] [--fail-on F]    the policy that will run, linted
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
     desched snapshot --context NAME -o snap.yaml          a read-only cluster snapshot
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
@@ -187,34 +187,46 @@ def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    """Lint policies with the descheduler's own code; exit 1 on any error-level finding."""
+    """Lint what will run: policies, ConfigMaps, or Helm values as the pinned chart renders them.
+
+    Exit 1 when a finding reaches --fail-on (error by default), 2 on bad input (a file
+    missing or unreadable, values helm refuses) before any finding.
+    """
     from pytest_desched.descheduler.policy.checker import checker_for
     from pytest_desched.descheduler.policy.lint import (
-        has_errors,
         lint_targets,
         load_targets,
-        render,
+        pinned_renderer,
+        values_target,
     )
+    from pytest_desched.descheduler.policy.lint_output import failing, render, verdict
+    from pytest_desched.descheduler.policy.values import read_values
 
-    missing = [f for f in args.files if not Path(f).is_file()]
-    if missing:
-        raise ConfigError(f"no such file: {', '.join(missing)}")
+    if not args.files and not args.values:
+        raise ConfigError("desched lint needs a FILE or --values FILE")
     toolchain = None
     if args.candidate:  # the candidate's own policy checker, built from its source
         from pytest_desched.descheduler.candidate import parse_candidate
         from pytest_desched.tools.toolchain import Toolchain
 
         toolchain = Toolchain(candidate=parse_candidate(args.candidate), report=_say)
+    renderer = pinned_renderer(toolchain, args.chart, report=_say)
+    values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering
+    targets = [t for f in args.files for t in load_targets(f, renderer)]
+    if values:
+        targets.append(values_target(renderer(values)))
     checker = checker_for(
         toolchain.wanted_version("descheduler") if toolchain else args.descheduler, toolchain
     )
-    findings = lint_targets([t for f in args.files for t in load_targets(f)], checker)
-    out = render(findings, args.format, checker.version)
+    findings = lint_targets(targets, checker)
+    out = render(findings, args.format, checker.version, args.fail_on)
     if args.output:
         Path(args.output).write_text(out + "\n")
     else:
         print(out)
-    return EXIT_FAILED if has_errors(findings) else EXIT_OK
+    if args.output or args.format != "text":  # the verdict is the text's last line already
+        print(verdict(findings, args.fail_on), file=sys.stderr)
+    return EXIT_FAILED if failing(findings, args.fail_on) else EXIT_OK
 
 
 def cmd_canary(args: argparse.Namespace) -> int:
@@ -286,8 +298,27 @@ def parser() -> argparse.ArgumentParser:
         help="alias of --descheduler-version",
     )
     r.set_defaults(func=cmd_run)
-    li = sub.add_parser("lint", help="lint policies, Helm values or ConfigMaps (exit 1 on errors)")
-    li.add_argument("files", nargs="+", metavar="FILE")
+    li = sub.add_parser(
+        "lint", help="lint policies, ConfigMaps or Helm values as the chart renders them"
+    )
+    li.add_argument("files", nargs="*", metavar="FILE", help="each linted on its own")
+    li.add_argument(
+        "--values",
+        "-f",
+        action="append",
+        default=None,
+        metavar="FILE",
+        help="Helm values, rendered together with the pinned chart (repeatable, Helm's order)",
+    )
+    li.add_argument(
+        "--chart", default=None, metavar="PATH", help="render values with this chart (dir or .tgz)"
+    )
+    li.add_argument(
+        "--fail-on",
+        choices=("error", "warning"),
+        default="error",
+        help="exit 1 on findings of this severity or worse (default: error)",
+    )
     li.add_argument("--descheduler", default=None, metavar="VERSION", help="default: pinned")
     li.add_argument(
         "--candidate", default=None, metavar="SPEC", help="lint as a candidate reads it"

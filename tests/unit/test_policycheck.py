@@ -341,10 +341,12 @@ def test_runbook_policy_lint_is_only_1882(capsys: pytest.CaptureFixture[str]) ->
     rc = cli_main(["lint", str(RUNBOOK)])
     out = capsys.readouterr().out.strip().splitlines()
     assert rc == 0
-    assert len(out) == 3, out  # the finding, its fix, the count
+    assert len(out) == 4, out  # the finding, its fix, the count, the verdict
     assert "warning DL012 known-bug" in out[0]
     assert "https://github.com/kubernetes-sigs/descheduler/issues/1882" in out[0]
-    assert out[-1] == "0 error(s), 1 warning(s)"
+    assert out[-2:] == ["0 error(s), 1 warning(s)", "SAFE (1 warning(s) below --fail-on error)"]
+    assert cli_main(["lint", str(RUNBOOK), "--fail-on", "warning"]) == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1] == "UNSAFE: 1 finding"
 
 
 def test_dropped_fields_are_errors_with_did_you_mean(tmp_path: Path) -> None:
@@ -386,8 +388,17 @@ def test_runbook_rules_on_a_loose_policy(tmp_path: Path) -> None:
         "      podProtections:\n        defaultDisabled: [PodsWithLocalStorage]\n"
         "  - name: RemoveFailedPods\n  plugins:\n    deschedule:\n      enabled: [RemoveFailedPods]\n"
     )
-    rules = sorted(f.rule for f in lint_text(tmp_path, text))
-    assert rules == ["DL008", "DL009", "DL010", "DL011"]
+    found = lint_text(tmp_path, text)
+    rules = sorted(f.rule for f in found)
+    assert rules == ["DL008", "DL009", "DL009", "DL009", "DL010", "DL011", "DL014", "DL015"]
+    caps = {f.path: f.fix for f in found if f.rule == "DL009"}  # one per cap, runbook's numbers
+    assert caps == {
+        "maxNoOfPodsToEvictPerNode": "set maxNoOfPodsToEvictPerNode: 1 (the runbook's value)",
+        "maxNoOfPodsToEvictPerNamespace": (
+            "set maxNoOfPodsToEvictPerNamespace: 1 (the runbook's value)"
+        ),
+        "maxNoOfPodsToEvictTotal": "set maxNoOfPodsToEvictTotal: 2 (the runbook's value)",
+    }
     nothing = lint_text(tmp_path, HEAD + "profiles:\n- name: p\n  plugins: {}\n", "n.yaml")
     assert "DL007" in {f.rule for f in nothing}
 

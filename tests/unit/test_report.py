@@ -200,9 +200,13 @@ def test_timeline_is_on_the_experiment_clock() -> None:
 def test_policy_lint_reports_findings() -> None:
     from pytest_desched.experiments import lab_policy
 
-    assert policy_lint(lab_policy("pdb-lister-workaround").to_yaml(), "v0.36.0") == []
+    clean = lab_policy("pdb-lister-workaround", keep_min_pod_age=True).to_yaml()
+    assert policy_lint(clean, "v0.36.0") == []
+    # The lab's recorded minPodAge 0s deviation is below the runbook's 10m: said, not hidden.
+    workaround = lab_policy("pdb-lister-workaround").to_yaml()
+    assert [f.split()[0] for f in policy_lint(workaround, "v0.36.0")] == ["DL017"]
     runbook = lab_policy("runbook").to_yaml()  # desched lint's findings, warnings included
-    assert [f.split()[0] for f in policy_lint(runbook, "v0.36.0")] == ["DL012"]
+    assert [f.split()[0] for f in policy_lint(runbook, "v0.36.0")] == ["DL017", "DL012"]
     bad = runbook.replace("safe-rebalance", "'{{ x }}'", 1)
     assert any(f.startswith("DL005") and "tpl" in f for f in policy_lint(bad, "v0.36.0"))
     refused = policy_lint("apiVersion: x\nkind: y\n", "v0.36.0")[0]

@@ -5,7 +5,8 @@ The package is split by concern so each part can change alone: :mod:`.model` (th
 :class:`Policy` value: parsing, digests, overrides, accessors), :mod:`.checker` (the
 ``policycheck`` helper built against the descheduler under test: its verdict, the effective
 policy, and the facts of its policy API; Python keeps no schema tables), :mod:`.lint` (the
-runbook's rules on top, ``desched lint``), :mod:`.safety` (no inline credentials, no template
+runbook's rules on top, ``desched lint``; its rules in :mod:`.lint_rules`, its output and verdict
+in :mod:`.lint_output`, Helm values rendered by the pinned chart in :mod:`.values`), :mod:`.safety` (no inline credentials, no template
 markers), :mod:`.scope` (:class:`PolicyScope` for existing clusters) and :mod:`.paths` (the path
 grammar problems and overrides share). Import from here; the names below are the package's
 public API.

@@ -5,18 +5,21 @@ silently drops come from the ``policycheck`` helper (:mod:`.checker`), i.e. from
 descheduler's own code at the version under test. This module adds the runbook's rules (caps,
 minPodAge, event notification, lowered protections, deprecated booleans, credentials, known
 bugs), each with a stable id, a severity, a location (file, path, line when known) and a
-concrete fix, and renders them as text, JSON or SARIF 2.1.0.
+concrete fix; :mod:`.lint_output` renders them as text, JSON or SARIF 2.1.0 with a verdict.
 
-Inputs: a DeschedulerPolicy file, a Helm values file (``deschedulerPolicy``), or a rendered
-ConfigMap (``data["policy.yaml"]``), also inside a multi-document ``helm template`` output.
+Inputs: a DeschedulerPolicy file, a rendered ConfigMap (``data["policy.yaml"]``, also inside a
+multi-document ``helm template`` output), or Helm values. Values are linted as what will run:
+the pinned chart renders them (:mod:`.values`, helm coalesces several files in Helm's order) and
+the rendered policy is linted, each finding placed at the user's file and line that set the key,
+or at the chart's default when no file does. Runbook numbers (caps, minPodAge) are read from the
+runbook's own policy (manifests/policy-safe-rebalance.yaml), the one source of truth.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,18 +28,44 @@ import yaml
 from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
 from pytest_desched.descheduler.policy.checker import (
     CheckResult,
-    DeschedulerFacts,
     PolicyChecker,
     checker_for,
 )
-from pytest_desched.descheduler.policy.safety import credential_problems, template_problems
+from pytest_desched.descheduler.policy.lint_output import (
+    render,
+    render_json,
+    render_sarif,
+    render_text,
+    verdict,
+)
+from pytest_desched.descheduler.policy.lint_rules import (
+    DEPRECATED_EVICTOR_BOOLEANS,
+    _line_of,
+    _tokens,
+    go_seconds,
+    policy_findings,
+    runbook_numbers,
+    will_run,
+)
+from pytest_desched.descheduler.policy.values import (
+    POLICY_KEY,
+    RenderedValues,
+    ValuesFile,
+    read_values,
+    safety_off,
+    yaml_problem,
+)
+from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.redaction import scrub_secrets
 
 __all__ = [
+    "DEPRECATED_EVICTOR_BOOLEANS",
     "RULES",
     "Finding",
+    "Renderer",
     "Target",
     "error_problems",
+    "go_seconds",
     "has_errors",
     "lint_files",
     "lint_or_refuse",
@@ -44,6 +73,12 @@ __all__ = [
     "lint_targets",
     "load_targets",
     "render",
+    "render_json",
+    "render_sarif",
+    "render_text",
+    "runbook_numbers",
+    "values_target",
+    "verdict",
 ]
 
 Severity = Literal["error", "warning", "note"]
@@ -69,25 +104,18 @@ RULES: dict[str, Rule] = {
         Rule("DL006", "deprecated-evictor-boolean", "warning", "a deprecated DefaultEvictor flag"),
         Rule("DL007", "nothing-enabled", "warning", "no plugin evicts: the run does nothing"),
         Rule("DL008", "protections-lowered", "warning", "default pod protections disabled"),
-        Rule("DL009", "no-eviction-cap", "warning", "no per-namespace or no total eviction cap"),
+        Rule("DL009", "no-eviction-cap", "warning", "a per-node, per-namespace or total cap unset"),
         Rule("DL010", "event-notification-off", "warning", "failed evictions leave no event"),
         Rule("DL011", "min-pod-age-missing", "warning", "new pods can be evicted at once"),
         Rule("DL012", "known-bug", "warning", "the policy triggers a known bug of this version"),
         Rule("DL013", "needs-live-cluster", "note", "accepted; only a live cluster can check it"),
+        Rule("DL014", "no-scope", "warning", "an evicting strategy with no namespace/label scope"),
+        Rule("DL015", "node-fit-off", "warning", "pods evicted with nowhere else to run"),
+        Rule("DL016", "short-pod-lifetime", "warning", "PodLifeTime evicts pods younger than it"),
+        Rule("DL017", "min-pod-age-short", "warning", "minPodAge below the runbook's"),
+        Rule("DL018", "safety-flag-off", "error", "values turn suspend or dry-run off"),
+        Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
     )
-}
-
-# The fix text for the DefaultEvictor booleans v0.36.0 deprecates: the podProtections entry each
-# means when true (their Go doc comments in pkg/framework/plugins/defaultevictor/types.go). Which
-# flags are deprecated comes from the helper (DeschedulerFacts.deprecated_evictor_flags); a flag
-# missing here gets a generic fix, and a unit test holds this table to the helper's facts.
-DEPRECATED_EVICTOR_BOOLEANS: dict[str, tuple[str, str]] = {
-    "evictLocalStoragePods": ("defaultDisabled", "PodsWithLocalStorage"),
-    "evictDaemonSetPods": ("defaultDisabled", "DaemonSetPods"),
-    "evictSystemCriticalPods": ("defaultDisabled", "SystemCriticalPods"),
-    "evictFailedBarePods": ("defaultDisabled", "FailedBarePods"),
-    "ignorePvcPods": ("extraEnabled", "PodsWithPVC"),
-    "ignorePodsWithoutPDB": ("extraEnabled", "PodsWithoutPDB"),
 }
 
 
@@ -102,6 +130,8 @@ class Finding:
     message: str
     fix: str
     line: int | None = None
+    # "chart default" when no user file sets the key (Helm values: the chart supplied it)
+    origin: str = ""
 
     @property
     def name(self) -> str:
@@ -118,9 +148,8 @@ class Target:
     prefix: str = ""
     node: yaml.Node | None = None  # composed document, for line numbers
     problem: str = ""
-    # Helm values without deschedulerPolicyAPIVersion: the checked descheduler's apiVersion and
-    # kind are added before checking (the chart renders them in front of the body).
-    needs_type_meta: bool = False
+    # Helm values: what the chart rendered from them; findings are placed in the user's files.
+    rendered: RenderedValues | None = None
 
     @property
     def id(self) -> str:
@@ -129,30 +158,89 @@ class Target:
 
 # ------------------------------------------------------------------------------- inputs ---
 
-
-def _policy_from_values(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The chart's configmap.yaml: apiVersion from deschedulerPolicyAPIVersion, then the body."""
-    body = dict(values.get("deschedulerPolicy") or {})
-    api = values.get("deschedulerPolicyAPIVersion")
-    return {"apiVersion": api, "kind": "DeschedulerPolicy", **body} if api else body
+# Renders values files together (Helm's order) with the chart under lint; see `pinned_renderer`.
+Renderer = Callable[[Sequence[ValuesFile]], RenderedValues]
 
 
-def _with_type_meta(t: Target, facts: DeschedulerFacts) -> Target:
-    if not t.needs_type_meta or t.doc is None:
-        return t
-    doc = {"apiVersion": facts.api_version, "kind": facts.kind, **t.doc}
-    return Target(t.file, doc, json.dumps(doc), t.prefix, t.node, t.problem)
+def is_values(doc: Mapping[str, Any]) -> bool:
+    """Helm values: they set the chart's policy keys, or are no Kubernetes object or policy
+    (the chart's own values have a ``kind``: CronJob or Deployment)."""
+    if POLICY_KEY in doc or "deschedulerPolicyAPIVersion" in doc:
+        return True
+    return doc.get("kind") in (None, "CronJob", "Deployment") and not (
+        {"apiVersion", "profiles"} & set(doc)
+    )
 
 
-def load_targets(path: str | Path) -> list[Target]:
-    """Every policy in a file: a policy, Helm values, or ConfigMaps (multi-document too)."""
+def pinned_renderer(
+    toolchain: Any = None, chart: str | Path | None = None, report: Any = None
+) -> Renderer:
+    """A renderer with the pinned helm and chart (or the chart tree or .tgz at ``chart``).
+
+    The chart and helm are resolved on the first values file only: policies and ConfigMaps
+    need neither.
+    """
+    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.policy.values import render_values
+    from pytest_desched.providers.base import helm_env
+    from pytest_desched.tools.toolchain import Toolchain, _stderr
+
+    def render(files: Sequence[ValuesFile]) -> RenderedValues:
+        tc = toolchain or Toolchain(report=report or _stderr)
+        if chart is not None:
+            path = Path(chart)
+            if not path.exists():
+                raise ConfigError(f"--chart {path}: no such chart directory or .tgz")
+            label = str(path)
+        else:
+            ref = obtain_chart(tc, tc.versions, "auto", report=report or _stderr)
+            path, label = ref.path, f"{tc.versions.chart_name}-{ref.version}"
+        env = helm_env(tc.cache_dir / "charts")
+        return render_values(files, path, tc.path("helm"), env, chart_label=label)
+
+    return render
+
+
+def values_target(rendered: RenderedValues) -> Target:
+    """The policy the chart renders from the user's values, placed in the user's files."""
+    name = str(rendered.files[-1].path)
+    if rendered.policy_text is None:
+        problem = (
+            f"the chart {rendered.chart} renders no policy ConfigMap from these values "
+            f"({POLICY_KEY} empty or null?); the descheduler would not start"
+        )
+        return Target(name, None, "", POLICY_KEY, problem=problem, rendered=rendered)
+    try:
+        doc = yaml.safe_load(rendered.policy_text)
+        node = yaml.compose(rendered.policy_text)
+    except yaml.YAMLError as exc:
+        problem = f"the chart renders a policy.yaml that is not YAML: {exc}"
+        return Target(name, None, "", POLICY_KEY, problem=problem, rendered=rendered)
+    if not isinstance(doc, dict):
+        problem = "the chart renders a policy.yaml that is not a mapping"
+        return Target(name, None, "", POLICY_KEY, problem=problem, rendered=rendered)
+    return Target(name, doc, rendered.policy_text, f"{POLICY_KEY}.", node, rendered=rendered)
+
+
+def load_targets(path: str | Path, render: Renderer | None = None) -> list[Target]:
+    """Every policy in a file: a policy, ConfigMaps (multi-document too), or Helm values.
+
+    A file that cannot be read or parsed, or values helm refuses, raise ConfigError (the file,
+    and the line when known): bad input, refused before any lint.
+    """
     name = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{name}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"{name}: cannot read it ({why})") from None
+    try:
         docs = list(yaml.safe_load_all(text))
         nodes = list(yaml.compose_all(text))
-    except (OSError, yaml.YAMLError) as exc:
-        return [Target(name, None, "", problem=f"cannot read YAML: {exc}")]
+    except yaml.YAMLError as exc:
+        raise ConfigError(yaml_problem(Path(path), exc)) from None
     docs_nodes = [(d, n) for d, n in zip(docs, nodes, strict=False) if d is not None]
     out: list[Target] = []
     single = len(docs_nodes) == 1
@@ -162,11 +250,9 @@ def load_targets(path: str | Path) -> list[Target]:
             out.append(Target(name, None, "", where, problem="document is not a mapping"))
         elif doc.get("kind") == "DeschedulerPolicy":
             out.append(Target(name, doc, text if single else json.dumps(doc), where, node))
-        elif "deschedulerPolicy" in doc:
-            pol = _policy_from_values(doc)
-            prefix = f"{where}deschedulerPolicy."
-            bare = "deschedulerPolicyAPIVersion" not in doc
-            out.append(Target(name, pol, json.dumps(pol), prefix, node, needs_type_meta=bare))
+        elif single and is_values(doc):
+            render = render or pinned_renderer()
+            out.append(values_target(render([read_values(path)])))
         elif doc.get("kind") == "ConfigMap" and "policy.yaml" in (doc.get("data") or {}):
             inner = doc["data"]["policy.yaml"]
             try:
@@ -188,7 +274,7 @@ def load_targets(path: str | Path) -> list[Target]:
                     "",
                     where,
                     problem=(
-                        "not a DeschedulerPolicy, Helm values with deschedulerPolicy, or a "
+                        "not a DeschedulerPolicy, Helm values (a file of its own), or a "
                         "ConfigMap with data.policy.yaml"
                     ),
                 )
@@ -198,241 +284,68 @@ def load_targets(path: str | Path) -> list[Target]:
     return out
 
 
-# -------------------------------------------------------------------------------- paths ---
-
-
-def _tokens(path: str) -> list[str | int]:
-    toks: list[str | int] = []
-    for part in path.replace("[", ".[").split("."):
-        if not part:
-            continue
-        toks.append(int(part[1:-1]) if part.startswith("[") and part[1:-1].isdigit() else part)
-    return toks
-
-
-def _line_of(node: yaml.Node | None, path: str) -> int | None:
-    """1-based line of ``path`` in a composed document (the key's line for a mapping entry)."""
-    line = None
-    for tok in _tokens(path):
+def _present(node: yaml.Node | None, toks: Sequence[str | int]) -> int:
+    """How many leading tokens of a path exist in a composed document."""
+    for n, tok in enumerate(toks):
         if isinstance(node, yaml.SequenceNode) and isinstance(tok, int) and tok < len(node.value):
             node = node.value[tok]
-            line = node.start_mark.line + 1
         elif isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if k.value == tok:
-                    line, node = k.start_mark.line + 1, v
-                    break
-            else:
-                return line
+            node = next((v for k, v in node.value if k.value == tok), None)
+            if node is None:
+                return n
         else:
-            return line
-    return line
+            return n
+    return len(toks)
 
 
-def _suggest(word: str, known: Sequence[str]) -> str:
-    lowered = {k.lower(): k for k in known}
-    if word.lower() in lowered:
-        return lowered[word.lower()]
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return close[0] if close else ""
-
-
-# -------------------------------------------------------------------------------- rules ---
-
-
-def _evictor_args(
-    profile: Mapping[str, Any], facts: DeschedulerFacts
-) -> list[tuple[int, dict[str, Any]]]:
-    return [
-        (j, pc.get("args") or {})
-        for j, pc in enumerate(profile.get("pluginConfig") or [])
-        if isinstance(pc, dict) and pc.get("name") == facts.default_evictor
-    ]
-
-
-def _evicting(profile: Mapping[str, Any], facts: DeschedulerFacts) -> list[str]:
-    plugins = profile.get("plugins") or {}
-    return [
-        n
-        for ep in facts.evicting_points
-        if isinstance(plugins.get(ep), dict)
-        for n in plugins[ep].get("enabled") or []
-    ]
-
-
-def _dropped_findings(res: CheckResult) -> list[tuple[str, str, str, str]]:
-    out = []
-    for d in res.dropped:
-        leaf = _tokens(d.path)[-1] if d.path else ""
-        if d.kind == "ignored":
-            out.append(("DL002", d.path, f"{d.message}; the descheduler says nothing", "remove it"))
-            continue
-        if d.kind == "duplicate":
-            out.append(
-                (
-                    "DL003",
-                    d.path,
-                    f"{leaf!s} is given more than once; the descheduler keeps one silently",
-                    "keep exactly one",
-                )
-            )
-            continue
-        guess = _suggest(str(leaf), d.known)
-        fix = f'did you mean "{guess}"? rename it' if guess else "remove it"
-        if d.known and not guess:
-            fix += f" (valid here: {', '.join(d.known)})"
-        out.append(
-            (
-                "DL002",
-                d.path,
-                f'"{leaf}" is not a field here; descheduler drops it without a word',
-                fix,
-            )
-        )
-    return out
-
-
-def _policy_findings(
-    doc: Mapping[str, Any],
-    res: CheckResult,
-    version: str,
-    bugs: Iterable[KnownBug],
-    facts: DeschedulerFacts,
-) -> list[tuple[str, str, str, str]]:
-    """(rule, path, message, fix) for one checked document."""
-    out = _dropped_findings(res)
-    for p in template_problems(doc):
-        out.append(("DL005", p.split(": ", 1)[0], "contains '{{'", p.split(": ", 1)[1]))
-    for p in credential_problems(doc):
-        out.append(
-            (
-                "DL004",
-                p.split(": ", 1)[0],
-                "inline credential (value not shown)",
-                p.split("; ", 1)[1],
-            )
-        )
-    for i, prof in enumerate(doc.get("profiles") or []):
-        if not isinstance(prof, dict):
-            continue
-        for j, args in _evictor_args(prof, facts):
-            pc_path = f"profiles[{i}].pluginConfig[{j}].args"
-            for flag in facts.deprecated_evictor_flags:
-                if isinstance(args, dict) and flag in args:
-                    val = args[flag]
-                    field, protection = DEPRECATED_EVICTOR_BOOLEANS.get(flag, ("", ""))
-                    if not protection:
-                        form = "the matching podProtections entry (see the descheduler's docs)"
-                    elif val is True:
-                        form = f"podProtections.{field}: [{protection}]"
-                    else:
-                        form = f"nothing (false is the default; {protection} stays as it is)"
-                    out.append(
-                        (
-                            "DL006",
-                            f"{pc_path}.{flag}",
-                            f"{flag} is deprecated (and refused together with podProtections)",
-                            f"replace `{flag}: {json.dumps(val)}` with {form}",
-                        )
-                    )
-    if not res.accepted:
-        fix = "fix the field the descheduler names; nothing of this policy would run"
-        out.insert(
-            0, ("DL001", "", f"descheduler {version} refuses it ({res.stage}): {res.error}", fix)
-        )
-        return out
-    eff = res.effective
-    for note in res.notes:
-        out.append(("DL013", "", note, "check it on the target cluster before the first round"))
-    if res.enabled_plugins == 0:
-        out.append(
-            (
-                "DL007",
-                "profiles",
-                "no plugin is enabled at deschedule or balance: the descheduler starts and does nothing",
-                "enable a strategy under profiles[].plugins.deschedule.enabled or .balance.enabled",
-            )
-        )
-    missing = [
-        k for k in ("maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal") if k not in eff
-    ]
-    if missing:
-        out.append(
-            (
-                "DL009",
-                missing[0],
-                f"no {' and no '.join(missing)}: one round may evict without bound",
-                "; ".join(f"set {k}: 1 (the runbook's value)" for k in missing),
-            )
-        )
-    if not eff.get("evictionFailureEventNotification"):
-        out.append(
-            (
-                "DL010",
-                "evictionFailureEventNotification",
-                "off: a refused eviction (PDB 429) leaves no EvictionFailed event",
-                "set evictionFailureEventNotification: true",
-            )
-        )
-    for i, prof in enumerate(eff.get("profiles") or []):
-        if not _evicting(prof, facts):
-            continue
-        for j, args in _evictor_args(prof, facts):
-            base = f"profiles[{i}].pluginConfig[{j}].args"
-            disabled = (args.get("podProtections") or {}).get("defaultDisabled") or []
-            if disabled:
-                out.append(
-                    (
-                        "DL008",
-                        f"{base}.podProtections.defaultDisabled",
-                        f"profile {prof.get('name')!r} evicts pods the defaults protect: {disabled}",
-                        "remove them from defaultDisabled unless the runbook step needs them",
-                    )
-                )
-            age = str(args.get("minPodAge") or "")
-            if not age or age.startswith("-"):
-                # The descheduler accepts a negative duration: every pod is old enough.
-                said = f"has a negative minPodAge ({age}) and " if age else ""
-                out.append(
-                    (
-                        "DL011",
-                        f"{base}.minPodAge",
-                        f"profile {prof.get('name')!r} {said}may evict pods seconds after they start",
-                        "set minPodAge (the runbook uses 10m)",
-                    )
-                )
-    for bug in bugs:
-        if bug.applies_to(version) and bug.policy_trigger is not None:
-            why = bug.policy_trigger(eff)
-            if why:
-                on = (
-                    version
-                    if version in bug.affected
-                    else f"{version} (built after {version.split('-', 1)[0]}: it may carry "
-                    "the fix; a round's signature tells)"
-                )
-                out.append(
-                    (
-                        "DL012",
-                        why.split(" ", 1)[0],
-                        f"{bug.id} on {on}: {bug.title} ({bug.link}); triggered: {why}",
-                        f"{bug.workaround or 'see ' + bug.link}; upstream fix: {bug.fix or 'none'}",
-                    )
-                )
-    return out
+def _origin(target: Target, path: str) -> tuple[str, int | None, str]:
+    """(file, line, origin) of a rendered-values finding: the user's file that set the key,
+    else (a key the policy lacks) the user's file that set where it would go, else the chart."""
+    rendered = target.rendered
+    assert rendered is not None
+    toks = _tokens(path)
+    keep = _present(target.node, toks)
+    where = toks if keep == len(toks) else toks[:keep]
+    hit = rendered.locate(where)
+    if hit is not None:
+        return str(hit[0].path), hit[1], ""
+    return target.file, None, "chart default"
 
 
 def _finding(target: Target, rule: str, path: str, message: str, fix: str) -> Finding:
     full = f"{target.prefix}{path}" if path else target.prefix.rstrip(".:") or "<root>"
+    if target.rendered is not None:
+        file, line, origin = _origin(target, path)
+    else:
+        file, origin = target.file, ""
+        line = _line_of(target.node, path) if target.node is not None and path else None
     return Finding(
         rule=rule,
         severity=RULES[rule].severity,
-        file=target.file,
+        file=file,
         path=full,
         message=scrub_secrets(message),
         fix=scrub_secrets(fix),
-        line=_line_of(target.node, path) if target.node is not None and path else None,
+        line=line,
+        origin=origin,
     )
+
+
+def _safety_findings(rendered: RenderedValues) -> list[Finding]:
+    """DL018: the values turn off a flag the runbook's first install relies on."""
+    return [
+        Finding(
+            rule="DL018",
+            severity=RULES["DL018"].severity,
+            file=str(f.path),
+            path=key,
+            message=f"{json.dumps(value)} turns it off; {why}",
+            fix=f"remove {key} (or set it to true): the runbook installs with --set {key}=true, "
+            "and desched run/up refuse these values",
+            line=line,
+        )
+        for f, key, value, line, why in safety_off(rendered.files)
+    ]
 
 
 def lint_targets(
@@ -443,7 +356,6 @@ def lint_targets(
     """Lint every target with one helper process; findings in input order."""
     bugs = tuple(bugs)
     facts = checker.facts()
-    targets = [_with_type_meta(t, facts) for t in targets]
     checkable = [t for t in targets if t.doc is not None]
     results = dict(
         zip(
@@ -454,18 +366,36 @@ def lint_targets(
     )
     out: list[Finding] = []
     for t in targets:
+        if t.rendered is not None:
+            out += _safety_findings(t.rendered)
         if t.doc is None:
             out.append(_finding(t, "DL000", "", t.problem, "lint a policy, values or ConfigMap"))
             continue
         res = results[t.id]
-        for rule, path, msg, fix in _policy_findings(t.doc, res, checker.version, bugs, facts):
+        found = policy_findings(t.doc, res, checker.version, bugs, facts)
+        if t.rendered is not None and res.accepted:
+            found = will_run(t.rendered, res.effective, facts) + found
+        for rule, path, msg, fix in found:
             out.append(_finding(t, rule, path, msg, fix))
     return out
 
 
-def lint_files(paths: Sequence[str | Path], version: str | None = None) -> list[Finding]:
-    checker = checker_for(version)
-    return lint_targets([t for p in paths for t in load_targets(p)], checker)
+def lint_files(
+    paths: Sequence[str | Path],
+    version: str | None = None,
+    values: Sequence[str | Path] = (),
+    render: Renderer | None = None,
+) -> list[Finding]:
+    """Lint each file alone, and the ``values`` files together (Helm's order) if any.
+
+    Every input is read (and values rendered) first: bad input raises ConfigError before
+    any finding.
+    """
+    render = render or pinned_renderer()
+    targets = [t for p in paths for t in load_targets(p, render)]
+    if values:
+        targets.append(values_target(render([read_values(v) for v in values])))
+    return lint_targets(targets, checker_for(version))
 
 
 def lint_policy_doc(
@@ -476,7 +406,7 @@ def lint_policy_doc(
     res = checker.check_many([(target.id, target.text)])[0]
     findings = [
         _finding(target, rule, path, msg, fix)
-        for rule, path, msg, fix in _policy_findings(
+        for rule, path, msg, fix in policy_findings(
             target.doc or {}, res, checker.version, REGISTRY, checker.facts()
         )
     ]
@@ -508,91 +438,3 @@ def error_problems(findings: Iterable[Finding]) -> list[str]:
         for f in findings
         if f.severity == "error"
     ]
-
-
-# ------------------------------------------------------------------------------- output ---
-
-
-def render_text(findings: Sequence[Finding]) -> str:
-    lines = []
-    for f in findings:
-        loc = f"{f.file}:{f.line}" if f.line else f.file
-        lines.append(f"{loc}: {f.severity} {f.rule} {f.name}: {f.path}: {f.message}")
-        lines.append(f"    fix: {f.fix}")
-    errors = sum(f.severity == "error" for f in findings)
-    notes = sum(f.severity == "note" for f in findings)
-    summary = f"{errors} error(s), {len(findings) - errors - notes} warning(s)"
-    lines.append(summary + (f", {notes} note(s)" if notes else ""))
-    return "\n".join(lines)
-
-
-def render_json(findings: Sequence[Finding], version: str) -> str:
-    return json.dumps(
-        {
-            "descheduler": version,
-            "findings": [{**asdict(f), "name": f.name} for f in findings],
-            "errors": sum(f.severity == "error" for f in findings),
-            "warnings": sum(f.severity == "warning" for f in findings),
-            "notes": sum(f.severity == "note" for f in findings),
-        },
-        indent=2,
-    )
-
-
-def render_sarif(findings: Sequence[Finding], version: str) -> str:
-    """SARIF 2.1.0: one run, the rules as the driver's reportingDescriptors."""
-    ids = list(RULES)
-    results = []
-    for f in findings:
-        phys: dict[str, Any] = {"artifactLocation": {"uri": Path(f.file).as_posix()}}
-        if f.line:
-            phys["region"] = {"startLine": f.line}
-        results.append(
-            {
-                "ruleId": f.rule,
-                "ruleIndex": ids.index(f.rule),
-                "level": f.severity,
-                "message": {"text": f"{f.path}: {f.message}. Fix: {f.fix}"},
-                "locations": [
-                    {
-                        "physicalLocation": phys,
-                        "logicalLocations": [{"fullyQualifiedName": f.path, "kind": "member"}],
-                    }
-                ],
-            }
-        )
-    rules = [
-        {
-            "id": r.id,
-            "name": r.name,
-            "shortDescription": {"text": r.summary},
-            "defaultConfiguration": {"level": r.severity},
-        }
-        for r in RULES.values()
-    ]
-    log = {
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "desched-lint",
-                        "version": version,
-                        "informationUri": "https://github.com/kubernetes-sigs/descheduler",
-                        "rules": rules,
-                    }
-                },
-                "results": results,
-            }
-        ],
-    }
-    return json.dumps(log, indent=2)
-
-
-def render(findings: Sequence[Finding], fmt: str, version: str) -> str:
-    if fmt == "json":
-        return render_json(findings, version)
-    if fmt == "sarif":
-        return render_sarif(findings, version)
-    return render_text(findings)

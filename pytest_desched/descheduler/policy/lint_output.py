@@ -1,0 +1,142 @@
+"""`desched lint`'s output: text, JSON or SARIF 2.1.0, and the one-line verdict of a CI gate.
+
+``--fail-on error`` (the default) fails on error findings only, ``--fail-on warning`` on
+warnings too; notes never fail. The verdict (``SAFE`` / ``UNSAFE: 3 findings``) counts the
+findings at or above that level, and the exit code follows it. SARIF's ``tool.driver.version``
+is the linter's own (the package's version); the descheduler whose code judged the policy is
+a property of the run (``deschedulerVersion``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched import __version__
+
+if TYPE_CHECKING:
+    from pytest_desched.descheduler.policy.lint import Finding
+
+__all__ = ["FAIL_ON", "failing", "render", "render_json", "render_sarif", "render_text", "verdict"]
+
+FAIL_ON = ("error", "warning")  # --fail-on choices, most severe first
+_RANK = {"error": 0, "warning": 1, "note": 2}
+
+
+def failing(findings: Sequence[Finding], fail_on: str = "error") -> list[Finding]:
+    """The findings that fail the gate at ``fail_on`` (that severity or worse)."""
+    if fail_on not in FAIL_ON:
+        raise ValueError(f"fail_on must be one of {FAIL_ON}, not {fail_on!r}")
+    return [f for f in findings if _RANK[f.severity] <= _RANK[fail_on]]
+
+
+def verdict(findings: Sequence[Finding], fail_on: str = "error") -> str:
+    """``SAFE`` or ``UNSAFE: N findings`` (N at or above ``fail_on``); what is below is said."""
+    bad = failing(findings, fail_on)
+    if bad:
+        return f"UNSAFE: {len(bad)} finding{'s' if len(bad) != 1 else ''}"
+    below = [f for f in findings if f.severity == "warning"]
+    if below:
+        return f"SAFE ({len(below)} warning(s) below --fail-on {fail_on})"
+    return "SAFE"
+
+
+def _where(f: Finding) -> str:
+    if f.line:
+        return f"{f.file}:{f.line}"
+    return f"{f.file} ({f.origin})" if f.origin else f.file
+
+
+def render_text(findings: Sequence[Finding], fail_on: str = "error") -> str:
+    lines = []
+    for f in findings:
+        lines.append(f"{_where(f)}: {f.severity} {f.rule} {f.name}: {f.path}: {f.message}")
+        lines.append(f"    fix: {f.fix}")
+    errors = sum(f.severity == "error" for f in findings)
+    notes = sum(f.severity == "note" for f in findings)
+    summary = f"{errors} error(s), {len(findings) - errors - notes} warning(s)"
+    lines.append(summary + (f", {notes} note(s)" if notes else ""))
+    lines.append(verdict(findings, fail_on))
+    return "\n".join(lines)
+
+
+def render_json(findings: Sequence[Finding], version: str, fail_on: str = "error") -> str:
+    return json.dumps(
+        {
+            "linter": __version__,
+            "descheduler": version,
+            "fail_on": fail_on,
+            "verdict": verdict(findings, fail_on),
+            "findings": [{**asdict(f), "name": f.name} for f in findings],
+            "errors": sum(f.severity == "error" for f in findings),
+            "warnings": sum(f.severity == "warning" for f in findings),
+            "notes": sum(f.severity == "note" for f in findings),
+        },
+        indent=2,
+    )
+
+
+def render_sarif(findings: Sequence[Finding], version: str) -> str:
+    """SARIF 2.1.0: one run, the rules as the driver's reportingDescriptors."""
+    from pytest_desched.descheduler.policy.lint import RULES
+
+    ids = list(RULES)
+    results = []
+    for f in findings:
+        phys: dict[str, Any] = {"artifactLocation": {"uri": Path(f.file).as_posix()}}
+        if f.line:
+            phys["region"] = {"startLine": f.line}
+        result: dict[str, Any] = {
+            "ruleId": f.rule,
+            "ruleIndex": ids.index(f.rule),
+            "level": f.severity,
+            "message": {"text": f"{f.path}: {f.message}. Fix: {f.fix}"},
+            "locations": [
+                {
+                    "physicalLocation": phys,
+                    "logicalLocations": [{"fullyQualifiedName": f.path, "kind": "member"}],
+                }
+            ],
+        }
+        if f.origin:
+            result["properties"] = {"origin": f.origin}
+        results.append(result)
+    rules = [
+        {
+            "id": r.id,
+            "name": r.name,
+            "shortDescription": {"text": r.summary},
+            "defaultConfiguration": {"level": r.severity},
+        }
+        for r in RULES.values()
+    ]
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "desched-lint",
+                        "version": __version__,
+                        "informationUri": "https://github.com/kubernetes-sigs/descheduler",
+                        "rules": rules,
+                    }
+                },
+                "results": results,
+                "properties": {"deschedulerVersion": version},
+            }
+        ],
+    }
+    return json.dumps(log, indent=2)
+
+
+def render(findings: Sequence[Finding], fmt: str, version: str, fail_on: str = "error") -> str:
+    if fmt == "json":
+        return render_json(findings, version, fail_on)
+    if fmt == "sarif":
+        return render_sarif(findings, version)
+    return render_text(findings, fail_on)
