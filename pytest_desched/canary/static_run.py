@@ -61,13 +61,14 @@ def compare_statically(
         f"static: chart {b_chart.version} ({b_chart.source}) vs {c_chart.version} ({c_chart.source})"
     )
     # the user's Helm values (--values) render both charts, coalesced by helm itself
+    user = baseline.inputs.policy  # the user's --policy / --values policy, else the runbook's
     diffs = compare_charts(
         helm, b_chart.path, c_chart.path, env, values_files=baseline.config.values
     )
     b_chk, c_chk = checker_for(b_ver, b_tc), checker_for(c_ver, c_tc)
     b_facts, c_facts = b_chk.facts(), c_chk.facts()
     for variant in dict.fromkeys(variants):
-        doc = lab_policy(variant).to_dict()
+        doc = lab_policy(variant, base=user).to_dict()
         b_find, b_res = lint_policy_doc(doc, f"policy[{variant}]", b_chk)
         c_find, c_res = lint_policy_doc(doc, f"policy[{variant}]", c_chk)
         diffs += compare_lint(b_find, c_find)

@@ -126,7 +126,7 @@ def unsafe_value_lines(files: Sequence[InputFile]) -> list[str]:
         line = _line(last.node, *keys)
         out.append(
             f"{last.flag} {last.path}{f':{line}' if line else ''}: {'.'.join(keys)}: "
-            f"{value!r} turns it off; {what}; remove the key (or set it to true)"
+            f"{json.dumps(value, default=str)} turns it off; {what}; remove the key (or set it to true)"
         )
     return out
 
@@ -237,6 +237,7 @@ def check_user_inputs(
             docs = render([f.path for f in vfs], safety)
         except CommandError as exc:
             said = (exc.proc.stderr or exc.proc.stdout or str(exc)).strip()
+            said = "\n".join(ln for ln in said.splitlines() if not ln.startswith("Use --debug"))
             names = " ".join(str(f.path) for f in vfs)
             raise ConfigError(f"--values {names}: helm refuses them: {said[-600:]}") from None
     if vfs and len([d for d in docs if d.get("kind") == "CronJob"]) != 1:

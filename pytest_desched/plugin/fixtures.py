@@ -66,10 +66,14 @@ def desched_toolchain(desched_session: DeschedSession) -> Toolchain:
 
 
 def _cluster(session: DeschedSession) -> Cluster:
+    from pytest_desched.errors import ConfigError, PolicyError
+
     try:
         return session.cluster
     except ProviderError as exc:
         pytest.fail(str(exc), pytrace=False)
+    except (ConfigError, PolicyError) as exc:  # the user's inputs, refused before any change
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture(scope="session")

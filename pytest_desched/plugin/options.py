@@ -67,6 +67,18 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
     return config
 
 
+def check_input_files(policy: str | None, values: list[str] | None) -> None:
+    """The user's --desched-policy / --desched-values: readable YAML mappings (file:line)."""
+    from pathlib import Path
+
+    from pytest_desched.descheduler.inputs import read_input
+
+    for flag, path in [("--desched-policy", policy)] * bool(policy) + [
+        ("--desched-values", v) for v in values or ()
+    ]:
+        read_input(flag, Path(str(path)).expanduser())
+
+
 def check_early(c: pytest.Config) -> None:
     """Cheap checks at configure time: a bad option fails before any test or fixture."""
     from pytest_desched.config import _parse_candidate_cached, parse_bins
@@ -78,6 +90,7 @@ def check_early(c: pytest.Config) -> None:
             _parse_candidate_cached(spec, chart)
         if int(opt(c, "--desched-workers")) < 2:
             raise ValueError
+        check_input_files(opt(c, "--desched-policy"), opt(c, "--desched-values"))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     except ValueError:

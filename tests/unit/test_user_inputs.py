@@ -28,6 +28,8 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.experiments import lab_policy
 from pytest_desched.session import DeschedSession
 
+pytest_plugins = ["pytester"]
+
 RUNBOOK = (Path(__file__).parents[2] / "manifests" / "policy-safe-rebalance.yaml").read_text()
 # A user's policy that differs from the runbook's: other caps and an extra protection.
 USER_POLICY = RUNBOOK.replace("maxNoOfPodsToEvictTotal: 2", "maxNoOfPodsToEvictTotal: 1").replace(
@@ -121,8 +123,8 @@ def test_values_turning_suspend_or_dry_run_off_are_named_with_their_line(tmp_pat
     fixed = read_input("--values", _write(tmp_path, "c.yaml", "suspend: true\n"))
     out = unsafe_value_lines([a, b])
     assert len(out) == 2
-    assert out[0].startswith(f"--values {a.path}:2: suspend: False turns it off")
-    assert out[1].startswith(f"--values {b.path}:3: cmdOptions.dry-run: False turns it off")
+    assert out[0].startswith(f"--values {a.path}:2: suspend: false turns it off")
+    assert out[1].startswith(f"--values {b.path}:3: cmdOptions.dry-run: false turns it off")
     assert unsafe_value_lines([a, fixed]) == []  # helm's order: the last file that sets it wins
     assert unsafe_value_lines([fixed, a])[0].startswith(f"--values {a.path}:2")
 
@@ -130,8 +132,8 @@ def test_values_turning_suspend_or_dry_run_off_are_named_with_their_line(tmp_pat
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("suspend: false\n", r"v\.yaml:1: suspend: False turns it off"),
-        ("cmdOptions:\n  dry-run: false\n", r"v\.yaml:2: cmdOptions\.dry-run: False"),
+        ("suspend: false\n", r"v\.yaml:1: suspend: false turns it off"),
+        ("cmdOptions:\n  dry-run: false\n", r"v\.yaml:2: cmdOptions\.dry-run: false"),
         ("image: registry.example/descheduler\n", "helm refuses them: .*image"),
         ("kind: Deployment\n", "no single CronJob"),
         (
@@ -279,3 +281,38 @@ def test_check_user_inputs_reports_helms_reason(tmp_path: Path) -> None:
     v = _write(tmp_path, "v.yaml", "x: 1\n")
     with pytest.raises(ConfigError, match=f"--values {v}: helm refuses them: Error: boom"):
         check_user_inputs(None, [v], render, lambda *a: None)
+
+
+# -- the pytest plugin: --desched-policy / --desched-values and their env fallbacks ----------
+def test_plugin_options_reach_the_settings(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for env in ("DESCHED_POLICY", "DESCHED_VALUES"):
+        monkeypatch.delenv(env, raising=False)
+    pol = _write(pytester.path, "my.yaml", USER_POLICY)
+    a = _write(pytester.path, "a.yaml", PROD_VALUES)
+    b = _write(pytester.path, "b.yaml", "cmdOptions:\n  v: 6\n")
+    pytester.makepyfile(
+        f"""
+        from pathlib import Path
+        def test_settings(desched_settings):
+            assert desched_settings.policy == Path({str(pol)!r})
+            assert desched_settings.values == (Path({str(a)!r}), Path({str(b)!r}))
+        """
+    )
+    res = pytester.runpytest(
+        "-p", "no:cacheprovider", f"--desched-policy={pol}",
+        f"--desched-values={a}", f"--desched-values={b}",
+    )  # fmt: skip
+    res.assert_outcomes(passed=1)
+    monkeypatch.setenv("DESCHED_POLICY", str(pol))
+    monkeypatch.setenv("DESCHED_VALUES", f"{a},{b}")
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_plugin_refuses_a_bad_values_file_at_configure_time(pytester: pytest.Pytester) -> None:
+    bad = _write(pytester.path, "v.yaml", "a: [\n")
+    pytester.makepyfile("def test_settings(desched_settings):\n    pass\n")
+    res = pytester.runpytest("-p", "no:cacheprovider", f"--desched-values={bad}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines([f"*--desched-values {bad}:2: not valid YAML*"])
