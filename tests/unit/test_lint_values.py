@@ -83,6 +83,8 @@ def test_caps_only_values_lint_as_the_chart_renders_them(
     lowered = next(line for line in out if " DL008 " in line)
     assert lowered.startswith(f"{values} (chart default): warning DL008")
     assert "PodsWithLocalStorage" in lowered
+    fix = out[out.index(lowered) + 1]  # how to change a default the user never wrote
+    assert "set deschedulerPolicy.profiles in your values to replace it" in fix
     # The caps the file sets are not reported; the missing one is, at the file's own block.
     caps = [line for line in out if " DL009 " in line]
     assert caps == [

@@ -316,6 +316,11 @@ def _finding(target: Target, rule: str, path: str, message: str, fix: str) -> Fi
     full = f"{target.prefix}{path}" if path else target.prefix.rstrip(".:") or "<root>"
     if target.rendered is not None:
         file, line, origin = _origin(target, path)
+        if origin and path.startswith("profiles") and RULES[rule].severity != "note":
+            fix += (
+                f" (the chart's default: set {POLICY_KEY}.profiles in your values to replace "
+                "it; helm replaces a list whole)"
+            )
     else:
         file, origin = target.file, ""
         line = _line_of(target.node, path) if target.node is not None and path else None
