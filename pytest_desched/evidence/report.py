@@ -165,6 +165,157 @@ def _latency(value: Any) -> str:
     return "n/a" if value is None else f"{value:g}"
 
 
+# --- text for people: no Python reprs in a cell ---------------------------------------------
+NONE_SHOWN = "\u2013"  # an en dash: no value
+
+
+def human(value: Any) -> str:
+    """A value as a reader wants it: no `None`, brackets, quotes or braces."""
+    if value is None or value == "":
+        return NONE_SHOWN
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {human(v)}" for k, v in value.items()) or NONE_SHOWN
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return ", ".join(_item(v) for v in items) or NONE_SHOWN
+    return str(value)
+
+
+def _item(value: Any) -> str:
+    """One element of a sequence: a nested group keeps its own parentheses."""
+    if isinstance(value, (list, tuple, Mapping)) and value:
+        return f"({human(value)})"
+    return human(value)
+
+
+_LITERAL = re.compile(r"[\[({]")
+_NONE_WORD = re.compile(r"\bNone\b")
+
+
+def _literal_end(text: str, start: int) -> int | None:
+    """The index after the bracket that closes the one at `start` (quotes respected)."""
+    pairs = {"[": "]", "(": ")", "{": "}"}
+    stack, quote, i = [pairs[text[start]]], None, start + 1
+    while i < len(text):
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch in pairs:
+            stack.append(pairs[ch])
+        elif ch in ")]}":
+            if ch != stack.pop():
+                return None
+            if not stack:
+                return i + 1
+        i += 1
+    return None
+
+
+def prose(text: Any) -> str:
+    """Free text (a check's detail, a verdict reason) with each Python literal it quotes
+    (`{'w1': 3}`, `['a', 'b']`, `('a', 1)`, `None`) written out as `human` writes values."""
+    import ast
+
+    if not isinstance(text, str):
+        return human(text)
+    out, i = [], 0
+    while (m := _LITERAL.search(text, i)) is not None:
+        end = _literal_end(text, m.start())
+        value: Any = ...
+        subscript = m.start() > 0 and (
+            text[m.start() - 1].isalnum() or text[m.start() - 1] in "_])"
+        )
+        if end is not None and not subscript:  # `profiles[0]`, `f(x)`: not a quoted value
+            try:
+                value = ast.literal_eval(text[m.start() : end])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                value = ...
+        if value is ... or not isinstance(value, (list, tuple, dict, set)):
+            out.append(text[i : m.start() + 1])
+            i = m.start() + 1
+            continue
+        out.append(text[i : m.start()])
+        out.append(f"({human(value)})" if isinstance(value, tuple) else human(value))
+        i = end  # type: ignore[assignment]
+    out.append(text[i:])
+    return _NONE_WORD.sub(NONE_SHOWN, "".join(out))
+
+
+def _under_test(rounds: Iterable[Mapping[str, Any]], info: Mapping[str, Any]) -> dict[str, str]:
+    """The descheduler version(s) and chart(s) the page is about, from the records."""
+    versions, charts = [], []
+    for r in rounds:
+        v = (r.get("versions") or {}).get("descheduler")
+        c = r.get("chart") or {}
+        if v and v not in versions:
+            versions.append(str(v))
+        label = _chart_label(c)
+        if label and label not in charts:
+            charts.append(label)
+    if not charts and _chart_label(info.get("chart") or {}):
+        charts.append(_chart_label(info.get("chart") or {}))
+    return {
+        "descheduler": ", ".join(versions) or "unknown (no round ran)",
+        "chart": ", ".join(charts) or "unknown (no release installed)",
+    }
+
+
+def _chart_label(chart: Mapping[str, Any]) -> str:
+    if not chart or not chart.get("version"):
+        return ""
+    source = f" from {chart['source']}" if chart.get("source") else ""
+    return f"descheduler chart {chart['version']}{source}"
+
+
+def experiments_answer(summaries: Sequence[Mapping[str, Any]]) -> str:
+    """The page's first line: "3 passed, 3 expected failures explained by descheduler#1882"."""
+    if not summaries:
+        return "no experiment ran"
+    by: dict[str, int] = {}
+    bugs: list[str] = []
+    for s in summaries:
+        by[s.get("outcome") or "error"] = by.get(s.get("outcome") or "error", 0) + 1
+        bug = (s.get("classification") or {}).get("bug")
+        if s.get("outcome") == "xfail" and bug and bug not in bugs:
+            bugs.append(str(bug))
+    parts = []
+    if by.get("pass"):
+        parts.append(f"{by['pass']} passed")
+    if by.get("xfail"):
+        n = by["xfail"]
+        parts.append(
+            f"{n} expected failure{'s' if n > 1 else ''} explained by {', '.join(bugs) or '?'}"
+        )
+    for outcome, word in (("fail", "failed"), ("error", "errored")):
+        if by.get(outcome):
+            parts.append(f"{by[outcome]} {word}")
+    return ", ".join(parts)
+
+
+def _environment() -> Any:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(
+        loader=PackageLoader("pytest_desched.evidence", "templates"),
+        autoescape=select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["latency"] = _latency
+    env.filters["human"] = human
+    env.filters["prose"] = prose
+    return env
+
+
 def _round_view(rec: Mapping[str, Any], salt: str) -> dict[str, Any]:
     """What the template needs of one round record, charts included."""
     timeline = rec.get("timeline") or []
@@ -189,10 +340,18 @@ def report_context(
     experiments = []
     for i, entry in enumerate(entries):
         rounds = [_round_view(r, f"e{i}r{j}") for j, r in enumerate(entry.get("rounds") or [])]
+        for j, rv in enumerate(rounds):
+            rv["id"] = f"exp-{i}-r{j}"
         experiments.append({"id": f"exp-{i}", **entry, "round_views": rounds})
+    info = dict(info or {})
+    every_round = [r for e in experiments for r in e.get("rounds") or []]
     return {
         "experiments": experiments,
-        "info": dict(info or {}),
+        "answer": experiments_answer([e.get("summary") or {} for e in experiments]),
+        "under_test": _under_test(every_round, info),
+        # a contents list once the page is long: more than one experiment or three rounds
+        "toc": len(experiments) > 1 or len(every_round) > 3,
+        "info": info,
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "layer_colours": LAYER_COLOURS,
     }
@@ -204,19 +363,20 @@ def render_report(
     info: Mapping[str, Any] | None = None,
 ) -> str:
     """The page as HTML text; everything shown passes through `redactor` first."""
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
     red = redactor or Redactor.disabled()
     data = red.redact(_plain({"entries": list(entries), "info": dict(info or {})}))
-    env = Environment(
-        loader=PackageLoader("pytest_desched.evidence", "templates"),
-        autoescape=select_autoescape(["html", "j2"]),
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["latency"] = _latency
-    template = env.get_template("report.html.j2")
+    template = _environment().get_template("report.html.j2")
     return template.render(**report_context(data["entries"], data["info"]))
+
+
+def _write_atomically(path: Path, html: str) -> Path:
+    """A crash never leaves half a page."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(html, encoding="utf-8")
+    tmp.replace(path)
+    return path
 
 
 def write_report(
@@ -225,11 +385,177 @@ def write_report(
     redactor: Redactor | None = None,
     info: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Render and write the page atomically (a crash never leaves half a page)."""
-    html = render_report(entries, redactor, info)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Render and write the page atomically."""
+    return _write_atomically(path, render_report(entries, redactor, info))
+
+
+# --- the canary's page -------------------------------------------------------------------------
+CANARY_FIGURES = (
+    ("candidates", "candidates"),
+    ("replacements_listed", "replacements listed"),
+    ("protected", "protected (by check)"),
+    ("nodefit", "stopped by nodeFit"),
+    ("limited", "stopped by a cap"),
+    ("pdb_refusals", "refused 429 (PDB)"),
+    ("other_refusals", "refused, other code"),
+    ("evictions", "evictions"),
+    ("dry_run", "dry-run evictions"),
+    ("ready_latency_s", "replacement Ready (s)"),
+    ("pending", "Pending"),
+    ("final_skew", "skew after"),
+    ("verdict", "verdict"),
+    ("deciding_layer", "deciding layer"),
+    ("known_bugs", "known-bug signatures"),
+)
+# Judged statuses that still need someone: an unexplained change (a trigger one rolls back).
+_OPEN = ("unexplained",)
+
+
+def canary_answer(canary: Mapping[str, Any]) -> str:
+    """The canary page's first line: "canary: FAIL, 1 rollback trigger", "canary: PASS"."""
+    b, c = canary.get("baseline") or {}, canary.get("candidate") or {}
+    no_verdict = list(canary.get("no_verdict") or [])
+    no_verdict += [f"{t.get('name')} track: {t.get('error')}" for t in (b, c) if t.get("error")]
+    if no_verdict:
+        return f"canary: NO VERDICT, {no_verdict[0]}"
+    changes = (canary.get("verdict") or {}).get("changes") or []
+    triggers = [ch for ch in changes if ch.get("trigger") and ch.get("status") in _OPEN]
+    other = [ch for ch in changes if not ch.get("trigger") and ch.get("status") in _OPEN]
+    if canary.get("ok"):
+        explained = [ch for ch in changes if ch.get("status") not in _OPEN]
+        return (
+            f"canary: PASS, {len(explained)} change(s) explained"
+            if explained
+            else ("canary: PASS, no change")
+        )
+    parts = []
+    if triggers:
+        parts.append(f"{len(triggers)} rollback trigger{'s' if len(triggers) > 1 else ''}")
+    if other:
+        parts.append(f"{len(other)} unexplained change{'s' if len(other) > 1 else ''}")
+    reasons = (canary.get("verdict") or {}).get("reasons") or []
+    return "canary: FAIL, " + (", ".join(parts) or (reasons[0] if reasons else "see below"))
+
+
+def canary_context(canary: Mapping[str, Any]) -> dict[str, Any]:
+    """The canary template's data from canary.json's shape (CanaryReport.to_dict())."""
+    b, c = canary.get("baseline") or {}, canary.get("candidate") or {}
+    changes = (canary.get("verdict") or {}).get("changes") or []
+    rounds = []
+    for i, rd in enumerate(canary.get("rounds") or []):
+        bf, cf = rd.get("baseline") or {}, rd.get("candidate") or {}
+        figures = [
+            {
+                "key": key,
+                "label": label,
+                "baseline": human(bf.get(key)) if rd.get("baseline") else "no round",
+                "candidate": human(cf.get(key)) if rd.get("candidate") else "no round",
+            }
+            for key, label in CANARY_FIGURES
+        ]
+        for f in figures:
+            f["changed"] = f["baseline"] != f["candidate"]
+        mine = [
+            ch
+            for ch in changes
+            if ch.get("experiment") == rd.get("experiment") and ch.get("round") == rd.get("index")
+        ]
+        rounds.append(
+            {
+                "id": f"round-{i}",
+                "title": f"{rd.get('experiment')}, round {int(rd.get('index') or 0) + 1}",
+                "rd": rd,
+                "figures": figures,
+                "classes": rd.get("words") or [],
+                "changes": mine,
+            }
+        )
+    tracks = [
+        {
+            "name": t.get("name") or side,
+            "descheduler": t.get("descheduler_version"),
+            "chart": _chart_label(t.get("chart") or {}) or NONE_SHOWN,
+            "wall_s": t.get("wall_s"),
+            "error": t.get("error"),
+            "metrics": t.get("metric_names") or f"unknown: {t.get('metrics_why') or 'not probed'}",
+        }
+        for side, t in (("baseline", b), ("candidate", c))
+    ]
+    return {
+        "answer": canary_answer(canary),
+        "canary": canary,
+        "tracks": tracks,
+        "rounds": rounds,
+        "changes": changes,
+        "toc": len(rounds) > 1,
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
+
+
+def render_canary_report(canary: Mapping[str, Any], redactor: Redactor | None = None) -> str:
+    red = redactor or Redactor.disabled()
+    data = red.redact(_plain(dict(canary)))
+    return _environment().get_template("canary.html.j2").render(**canary_context(data))
+
+
+def write_canary_report(
+    path: Path, canary: Mapping[str, Any], redactor: Redactor | None = None
+) -> Path:
+    """canary.html beside canary.json: both tracks side by side per round, then the verdict."""
+    return _write_atomically(path, render_canary_report(canary, redactor))
+
+
+# --- the replay's page ---------------------------------------------------------------------------
+def replay_answer(replay: Mapping[str, Any]) -> str:
+    """The replay page's first line: the comparison's outcome, else what the round did."""
+    ledger = replay.get("ledger") or {}
+    c = ledger.get("comparison")
+    if c:
+        differ = len(c.get("differ") or [])
+        same = "the same" if c.get("same_fates_up_to_order") else "not the same"
+        return (
+            f"replay: {differ} pod(s) differ from the incident's log; fates up to order: {same}"
+            f" ({len(c.get('identities_differ') or [])} pod identities differ)"
+        )
+    rounds = ledger.get("rounds") or []
+    first = (rounds[0].get("by_fate") if rounds else None) or {}
+    counts = ", ".join(f"{n} {fate}" for fate, n in sorted(first.items())) or "no decision"
+    return f"replay: round 1 {counts} (no incident log to compare)"
+
+
+def replay_context(replay: Mapping[str, Any]) -> dict[str, Any]:
+    ledger = replay.get("ledger") or {}
+    rounds = ledger.get("rounds") or []
+    rows = []
+    for r in ledger.get("rows") or []:
+        fates = r.get("fates") or []
+        layer = next((f.get("layer") for f in reversed(fates) if f.get("layer")), None)
+        rows.append({**r, "fates": fates, "layer": layer})
+    c = ledger.get("comparison")
+    ids = list((c or {}).get("identities_differ") or [])
+    return {
+        "answer": replay_answer(replay),
+        "replay": replay,
+        "ledger": ledger,
+        "rows": rows,
+        "rounds": rounds,
+        "comparison": c,
+        "identities": ids,
+        "chart": _chart_label(replay.get("chart") or {}) or "unknown (no release recorded)",
+        "toc": True,
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "layer_colours": LAYER_COLOURS,
+    }
+
+
+def render_replay_report(replay: Mapping[str, Any], redactor: Redactor | None = None) -> str:
+    red = redactor or Redactor.disabled()
+    data = red.redact(_plain(dict(replay)))
+    return _environment().get_template("replay.html.j2").render(**replay_context(data))
+
+
+def write_replay_report(
+    path: Path, replay: Mapping[str, Any], redactor: Redactor | None = None
+) -> Path:
+    """replay.html: the ledger with the deciding layer per pod, and the incident comparison."""
+    return _write_atomically(path, render_replay_report(replay, redactor))

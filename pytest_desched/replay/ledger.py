@@ -473,7 +473,7 @@ def _identity_diff(
         if len(pa) != len(pb):
             d = dict(zip(IDENTITY, ident, strict=True))
             d["checks"] = list(d["checks"])
-            diff.append({"identity": d, "incident": pa, "replay": pb})
+            diff.append({"identity": d, "label": identity_label(d), "incident": pa, "replay": pb})
     return diff
 
 
