@@ -162,7 +162,11 @@ class CanaryReport:
         js, md = folder / "canary.json", folder / "canary.md"
         js.write_text(json.dumps(self.to_dict(), indent=2, default=str))
         md.write_text(self.markdown())
-        return {"json": js, "markdown": md}
+        # The HTML view reads what canary.json holds, nothing more (evidence/report.py).
+        from pytest_desched.evidence.report import write_canary_report
+
+        html = write_canary_report(folder / "canary.html", json.loads(js.read_text()))
+        return {"json": js, "markdown": md, "html": html}
 
 
 def _fmt(v: Any) -> str:

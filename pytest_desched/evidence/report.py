@@ -178,7 +178,12 @@ def human(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:g}"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {human(v)}" for k, v in value.items()) or NONE_SHOWN
+        return (
+            ", ".join(
+                f"{'none' if k in (None, 'None') else k}: {human(v)}" for k, v in value.items()
+            )
+            or NONE_SHOWN
+        )
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
         return ", ".join(_item(v) for v in items) or NONE_SHOWN
@@ -489,6 +494,7 @@ def canary_context(canary: Mapping[str, Any]) -> dict[str, Any]:
         "changes": changes,
         "toc": len(rounds) > 1,
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "layer_colours": LAYER_COLOURS,
     }
 
 

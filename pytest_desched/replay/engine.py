@@ -61,6 +61,7 @@ class ReplayResult:
     timings: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
+    chart: dict[str, Any] = field(default_factory=dict)  # the release's chart (evidence())
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -297,6 +298,7 @@ def _run(
         restored_pods=sorted(restored.expected),
         timings=timings,
         notes=notes,
+        chart=release.chart.evidence(),
     )
 
 
@@ -490,6 +492,10 @@ def _write(session: Any, result: ReplayResult) -> None:
         ev = session.evidence
         j = ev.write_json("replay", "replay", result.to_dict())
         m = ev.write_text("replay", "ledger.md", result.markdown())
-        result.artifacts = {"json": str(j), "markdown": str(m)}
+        from pytest_desched.evidence.report import write_replay_report
+
+        # Beside the JSON, from the same data and redacted by the same rule.
+        h = write_replay_report(j.with_name("replay.html"), result.to_dict(), session.redactor)
+        result.artifacts = {"json": str(j), "markdown": str(m), "html": str(h)}
     except Exception as exc:  # the result is still returned; say why there is no file
         result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")

@@ -227,6 +227,22 @@ def test_report_in_browser(normal_run, browser, desched_settings):
     shot = _screenshot(browser, Path(desched_settings.artifacts) / "report-screenshot.png")
     assert not errors, f"console errors: {errors} (screenshot {shot})"
     assert _check_numbers(browser, art) == 2
+    _check_for_people(browser)
+
+
+def _check_for_people(driver: Any) -> None:
+    """Issue 27: the page opens with the answer, names what is under test, shows no Python
+    repr in a cell, and lists its contents (two experiments make it long)."""
+    from selenium.webdriver.common.by import By
+
+    from tests.unit.test_report_views import REPR
+
+    assert driver.find_element(By.ID, "answer").text == "2 passed"
+    assert driver.find_element(By.CSS_SELECTOR, '[data-k="descheduler"]').text == "v0.36.0"
+    assert "descheduler chart 0.36.0" in driver.find_element(By.CSS_SELECTOR, ".under-test").text
+    bad = [c.text for c in driver.find_elements(By.CSS_SELECTOR, "td, th") if REPR.search(c.text)]
+    assert not bad, f"Python reprs shown: {bad[:5]}"
+    assert driver.find_elements(By.CSS_SELECTOR, "nav.toc a")
 
 
 def test_redacted_report_names_no_node_or_namespace(redacted_run, browser, desched_settings):
