@@ -15,7 +15,8 @@ Every `--desched-*` option of the plugin is here without its prefix (`--provider
 Exit codes: 0 every experiment passed or failed as a registered known bug explains (canary:
 every change explained); 1 an experiment failed or errored (canary: a rollback trigger, an
 unexplained change or a stale explanation; a track that could not run exits 3); 2 bad input (nothing was changed); 3 the toolchain or
-the provider could not give a cluster; 130 interrupted (everything was cleaned up first).
+the provider could not give a cluster; 130 interrupted (the last line says what the cleanup
+verified gone, what was kept, or what is left and who removes it).
 """
 
 from __future__ import annotations
@@ -74,8 +75,16 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    """Bring up a cluster with the release, and keep it: but only once all of that finished.
+
+    Interrupted or failed before, the cluster and this run's `up/run-*` folder are deleted
+    (and checked gone); the keep mark, the folder's `cluster-name` and the printed lines are
+    written shielded, so a signal cannot leave a kept cluster `desched down` does not know.
+    """
     import tempfile
 
+    from pytest_desched import interrupts
+    from pytest_desched.providers.embedded.cluster import write_up_owner
     from pytest_desched.session import DeschedSession
     from pytest_desched.tools.toolchain import default_cache_dir
 
@@ -86,37 +95,59 @@ def cmd_up(args: argparse.Namespace) -> int:
     up_dir = cache / "up"
     up_dir.mkdir(parents=True, exist_ok=True)
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=up_dir))  # removed by `desched down`
-    config = _config(args, keep="always", run_dir=run_dir)
-    session = DeschedSession(config, report=_say)
+    write_up_owner(run_dir)  # until kept, a `desched down` leaves a live run's folder alone
+    config = session = None
+    finished = False
     try:
+        config = _config(args, keep="always", run_dir=run_dir)
+        session = DeschedSession(config, report=_say)
+        name = getattr(session.provider, "cluster_name", None)
+        if name:  # known before anything starts: `desched down NAME` finds this folder
+            (run_dir / "cluster-name").write_text(name)
         session.release  # noqa: B018 (cluster, then the release: suspended, dry run)
         policy, said = session.install_policy()
         hints = session.continue_hints()
+        with interrupts.shielded(f"desched up's cluster {name}: marking it kept"):
+            cluster, release = session.cluster, session.release
+            session.close()  # kept: marks the cluster kept, so no later run reaps it
+            finished = True
+            print("\n".join(hints))
+            print(
+                f"# release {release.name} in kube-system: suspended, dry run, policy {said} "
+                f"(digest {policy.digest()[:12]})"
+            )
+            for line in session.inputs.on_top:
+                print(f"# on top of your values: {line}")
+            print(f"# delete: desched down {cluster.name}")
     except BaseException:
-        session.config = config.with_(keep="never")  # a half-made cluster is not kept
-        session.close()
+        if not finished:  # a half-made cluster is not kept
+            with interrupts.shielded(f"desched up's folder {run_dir}"):
+                try:
+                    if session is not None and config is not None:
+                        session.config = config.with_(keep="never")
+                        session.close()
+                finally:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+                    if run_dir.exists():
+                        interrupts.left_behind.append(f"folder {run_dir}")
         raise
-    cluster, release = session.cluster, session.release
-    session.close()  # kept: marks the cluster kept, so no later run reaps it
-    (run_dir / "cluster-name").write_text(cluster.name)
-    print("\n".join(hints))
-    print(
-        f"# release {release.name} in kube-system: suspended, dry run, policy {said} "
-        f"(digest {policy.digest()[:12]})"
-    )
-    for line in session.inputs.on_top:
-        print(f"# on top of your values: {line}")
-    print(f"# delete: desched down {cluster.name}")
     return EXIT_OK
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from pytest_desched.providers.embedded.cluster import delete_cluster, kept_clusters
+    from pytest_desched.providers.embedded.cluster import (
+        delete_cluster,
+        kept_clusters,
+        stale_up_dirs,
+    )
     from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain(cache_dir=args.cache_dir, report=_say)
     root = tc.cache_dir / "clusters"
     kept = kept_clusters(root)
+    for stale in stale_up_dirs(tc.cache_dir / "up", root):  # left by interrupted `up`s
+        shutil.rmtree(stale, ignore_errors=True)
+        _say(f"removed {stale} (its cluster is gone)")
     names = kept if args.all else args.names
     if not names:
         print("\n".join(kept) if kept else "no kept embedded clusters")
@@ -125,11 +156,14 @@ def cmd_down(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"not a kept embedded cluster: {unknown}; kept: {kept or 'none'}")
     for name in names:
-        delete_cluster(tc, root, name, _say)
+        found = delete_cluster(tc, root, name, _say)
         for marker in (tc.cache_dir / "up").glob("run-*/cluster-name"):
             if marker.read_text().strip() == name:  # `desched up`'s kubeconfig copy and files
                 shutil.rmtree(marker.parent, ignore_errors=True)
-        _say(f"deleted embedded cluster {name}")
+        if found["processes_left"] or found["dir_left"]:
+            _say(f"embedded cluster {name}: not fully deleted ({found}); run desched down again")
+            return EXIT_INFRA
+        _say(f"deleted embedded cluster {name} (0 processes, folder removed)")
     return EXIT_OK
 
 
@@ -351,8 +385,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pytest_desched.session import interrupts_unwind
+    from pytest_desched.interrupts import interrupts_unwind, reset
 
+    reset()
     args = parser().parse_args(argv)
     try:
         with interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
@@ -364,7 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         _say(f"error: {exc}")
         return EXIT_INFRA
     except KeyboardInterrupt:
-        _say("interrupted; cleaned up")
+        from pytest_desched import interrupts
+
+        _say(interrupts.exit_message())  # what the cleanups verified, kept or left
         return EXIT_INTERRUPTED
 
 

@@ -11,17 +11,20 @@ fail and Ctrl-C alike.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.config import DeschedConfig, build_config
 from pytest_desched.errors import ConfigError
+from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
+    _sigterm_to_interrupt,
+    interrupts_unwind,
+)
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.candidate import Candidate
@@ -36,31 +39,7 @@ if TYPE_CHECKING:
 
 Reporter = Callable[[str], None]
 
-
-def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
-@contextmanager
-def interrupts_unwind() -> Iterator[None]:
-    """SIGTERM (CI cancel, `timeout`) unwinds like Ctrl-C while the block runs.
-
-    Front ends wrap their work in it, so a cluster's teardown runs on SIGTERM; the previous
-    handler is restored after, and nothing changes outside the main thread.
-    """
-    if not (hasattr(signal, "SIGTERM") and threading.current_thread() is threading.main_thread()):
-        yield
-        return
-    try:
-        previous = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
-    except ValueError:  # not the main interpreter
-        yield
-        return
-    try:
-        yield
-    finally:
-        with suppress(ValueError, TypeError):
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+__all__ = ["DeschedSession", "interrupts_unwind"]  # interrupts_unwind: the front ends' import
 
 
 PhaseHook = Callable[[str, float], None]
@@ -265,8 +244,14 @@ class DeschedSession:
             with self.phase("bring_up"):
                 try:
                     cluster = provider.start()
-                except BaseException:
-                    provider.stop()
+                except BaseException:  # a half-made cluster is deleted, never kept
+                    from pytest_desched import interrupts
+
+                    name = getattr(provider, "cluster_name", "")
+                    with interrupts.shielded(f"{provider.name} cluster {name}".strip()):
+                        provider.keep = False
+                        provider.stop()
+                        self._note_teardown(provider, keep=False)
                     raise
             self._cluster = cluster
             for k, v in getattr(provider, "timings", {}).items():
@@ -663,14 +648,54 @@ class DeschedSession:
         return path
 
     def close(self) -> dict[str, Any]:
-        """Remove the release (or, when kept, stop its executor) and the cluster; report what."""
+        """Remove the release (or, when kept, stop its executor) and the cluster; report what.
+
+        Runs shielded (pytest_desched.interrupts): a second Ctrl-C does not abandon it. After
+        a signal, a cluster this session created and does not keep is deleted whole, without
+        the release's uninstall and the namespace scan first: deleting it removes them, and
+        the command exits within seconds. A cluster is kept only once it came up completely.
+        """
+        from pytest_desched import interrupts
+
+        provider = self._provider
+        what = "the session's cluster"
+        if provider is not None:
+            name = getattr(provider, "cluster_name", None) or self.info.get("cluster") or ""
+            what = f"{getattr(provider, 'name', '')} cluster {name}".strip()
+        try:
+            with interrupts.shielded(what):
+                return self._close()
+        except KeyboardInterrupt:  # a third signal: the cleanup is abandoned, and said so
+            if provider is not None and self._cluster_may_run(provider):
+                who = (
+                    "the next run's reaper deletes it (its owner is gone)"
+                    if getattr(provider, "name", "") == "embedded"
+                    else f"delete it with the {getattr(provider, 'name', '')} provider's own tool"
+                )
+                interrupts.left_behind.append(f"{what}: cleanup abandoned; {who}")
+            raise
+
+    @staticmethod
+    def _cluster_may_run(provider: Provider) -> bool:
+        return bool(getattr(provider, "_created", True))
+
+    def _close(self) -> dict[str, Any]:
+        from pytest_desched import interrupts
         from pytest_desched.descheduler.cleanup import cleanup_release, emergency_stop
 
         out: dict[str, Any] = {}
         left: list[BaseException] = []
         scan: threading.Thread | None = None
+        keep = self.keep and self._cluster is not None  # a half-made cluster is never kept
+        # After a signal, a cluster that goes away whole takes its release and labs with it.
+        whole = (
+            interrupts.interrupted()
+            and self._cluster is not None
+            and getattr(self._cluster, "created", True)
+            and not keep
+        )
         reaper = getattr(self._cluster, "namespace_reaper", None)  # None: no cluster yet
-        if reaper is not None and reaper.pending and not self.keep:
+        if reaper is not None and reaper.pending and not keep and not whole:
             # The final leftover scan: every lab namespace deleted in the background is gone
             # (lab/reaper.py); one that is not fails the session, named. It mostly waits on
             # the namespace controller's 5 s delay, so the report and the releases' removal
@@ -686,13 +711,17 @@ class DeschedSession:
             scan = threading.Thread(target=final_scan, name="desched-final-scan", daemon=True)
             scan.start()
         try:
-            self.write_report()  # before teardown: the redactor still knows the cluster's names
+            if not whole:  # the report is evidence of a finished run, not of an interrupted one
+                self.write_report()  # before teardown: the redactor still knows the names
             releases = [r for r in (self._release, *self._lane_releases.values()) if r]
             releases = [r for r in releases if r.installed]
+            if whole and releases:
+                out["cleanup"] = "interrupted: the release goes with the cluster, deleted whole"
+                releases = []
             with self.phase("teardown.release") if releases else nullcontext():
                 for rel in releases:
                     key = "" if rel is self._release else f".{rel.name}"
-                    if self.keep:
+                    if keep:
                         out["emergency_stop" + key] = emergency_stop(self._cluster, rel)
                     else:
                         out["cleanup" + key] = cleanup_release(self._cluster, rel)
@@ -700,16 +729,38 @@ class DeschedSession:
             if scan is not None:
                 scan.join()
             if self._provider is not None:
-                if self.keep:
-                    self._provider.keep = True
+                self._provider.keep = keep
                 with self.phase("teardown.cluster"):
                     self._provider.stop()
-                if self.keep:
+                self._note_teardown(self._provider, keep)
+                if keep:
                     out["kept"] = self._provider.resume_hint()
         self.info.update(out)
         if left:
             raise left[0]
         return out
+
+    def _note_teardown(self, provider: Provider, keep: bool) -> None:
+        """What the exit line after a signal says about this session's cluster."""
+        from pytest_desched import interrupts
+
+        name = self.info.get("cluster") or getattr(provider, "cluster_name", "")
+        verified = getattr(provider, "teardown", None)  # the embedded provider checks its own
+        if verified is not None:
+            provider.teardown = None  # type: ignore[attr-defined]  # noted once
+        if keep:
+            interrupts.kept.append(f"{getattr(provider, 'name', '')} cluster {name}")
+        elif isinstance(verified, dict) and verified.get("deleted") is not None:
+            if verified["left"]:
+                interrupts.left_behind.append(verified["text"])
+            elif verified["deleted"]:
+                interrupts.cleaned.append(verified["text"])
+        elif (
+            not hasattr(provider, "teardown")
+            and self._cluster is not None
+            and getattr(self._cluster, "created", True)
+        ):
+            interrupts.cleaned.append(f"{getattr(provider, 'name', '')} cluster {name} deleted")
 
     def __enter__(self) -> DeschedSession:
         try:

@@ -2,8 +2,9 @@
 
 Each track is a DeschedSession of its own (its own embedded cluster, release, evidence folder),
 so the baseline and the candidate never evict from the same pod set. The candidate runs in a
-worker thread beside the baseline; an interrupt stops both at the next experiment boundary,
-and each session's own teardown removes its release and cluster.
+worker thread beside the baseline; an interrupt stops both at once (the candidate's thread
+through interrupts.WorkerStop, never inside its cleanup), and each session's own teardown
+removes its cluster.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.experiments import ExperimentResult
+from pytest_desched.interrupts import WorkerStop
 
 if TYPE_CHECKING:
     from pytest_desched.session import DeschedSession
@@ -75,6 +77,7 @@ def run_track(
     experiments: Sequence[tuple[str, str]],
     cancel: threading.Event,
     overrides: Mapping[str, Any] | None = None,
+    stopper: WorkerStop | None = None,
 ) -> TrackResult:
     """Bring up one cluster, run the experiments in order, tear everything down.
 
@@ -108,6 +111,8 @@ def run_track(
         if not isinstance(exc, Exception):
             raise
     finally:
+        if stopper is not None:
+            stopper.cleaning_up()  # from here on, no interrupt from the main thread
         try:
             session.close()
         except Exception as exc:  # e.g. a 404 deleting a round Job already gone
@@ -170,13 +175,15 @@ def run_tracks(
         b = run_track("baseline", baseline, experiments, cancel)
         return b, run_track("candidate", candidate, experiments, cancel, candidate_overrides)
     box: dict[str, TrackResult] = {}
+    stopper = WorkerStop()
 
     def worker() -> None:
         try:
+            stopper.bind()
             box["candidate"] = run_track(
-                "candidate", candidate, experiments, cancel, candidate_overrides
+                "candidate", candidate, experiments, cancel, candidate_overrides, stopper
             )
-        except BaseException as exc:  # nothing leaves this thread unsaid
+        except BaseException as exc:  # nothing leaves this thread unsaid (nor a stop())
             cancel.set()
             box["candidate"] = TrackResult("candidate", error=f"the track failed: {_one_line(exc)}")
 
@@ -187,6 +194,7 @@ def run_tracks(
         t.join()
     except BaseException:
         cancel.set()
+        stopper.stop()  # the candidate's work stops now, not at its next experiment
         t.join()  # the candidate's session tears down its cluster before we go
         raise
     return b, box.get("candidate") or TrackResult("candidate", error="the track did not report")

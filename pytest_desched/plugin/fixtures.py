@@ -56,8 +56,14 @@ def desched_session(
     try:
         yield session
     finally:
+        from pytest_desched import interrupts
+
         session.failed = request.session.testsfailed > 0
-        session.close()
+        try:
+            session.close()
+        finally:
+            if interrupts.interrupted():  # what the cleanup verified, kept or left
+                session.report(interrupts.exit_message())
 
 
 @pytest.fixture(scope="session")

@@ -228,7 +228,11 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """subprocess.run with text I/O and an error that carries the command's own stderr.
 
-    Kube tools must get an explicit kubeconfig (`require_explicit_kubeconfig`).
+    Kube tools must get an explicit kubeconfig (`require_explicit_kubeconfig`). The child
+    runs in a session of its own, so a terminal's Ctrl-C reaches only this process: it
+    decides (pytest_desched.interrupts), and a cleanup's `helm uninstall` or `kwokctl
+    delete` is not killed halfway by the Ctrl-C that started it (on KeyboardInterrupt,
+    subprocess.run kills the child it waits for).
     """
     require_explicit_kubeconfig(cmd, env)
     proc = subprocess.run(
@@ -240,6 +244,7 @@ def run(
         timeout=timeout,
         cwd=cwd,
         check=False,
+        start_new_session=True,
     )
     if check and proc.returncode != 0:
         raise CommandError(cmd, proc)

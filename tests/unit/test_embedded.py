@@ -210,6 +210,41 @@ def test_reap_stale_reports_failed_kwokctl_delete(tmp_path: Path, dead_pid: int)
     assert not (root / "clusters" / "dead").exists()  # removed even though kwokctl failed
 
 
+def test_half_made_cluster_is_deleted_even_when_keep_was_asked(
+    tmp_path: Path, toolchain: Toolchain, kwokctl: tuple[Path, Path], dead_pid: int
+) -> None:
+    """Interrupted inside start(): keep asked, but a cluster is kept only once it came up."""
+    p = EmbeddedProvider(toolchain, workers=2, name="desched-half", keep=True)
+    owner(p.root, "desched-half", {"pid": dead_pid, "start": "1", "created": 1.0})
+    p._created = True  # start() wrote the owner record, then was interrupted
+    p.report = lambda _: None
+    p.stop()
+    assert not (p.root / "owners" / "desched-half.json").exists()
+    assert not (p.root / "clusters" / "desched-half").exists()
+    assert "delete cluster --name desched-half" in kwokctl[1].read_text()
+    assert p.teardown is not None and not p.teardown["left"]
+    assert "desched-half deleted (0 processes, folder removed)" in p.teardown["text"]
+
+
+def test_stale_up_dirs_spares_kept_live_and_young_legacy_folders(
+    tmp_path: Path, dead_pid: int
+) -> None:
+    from pytest_desched.providers.embedded.cluster import stale_up_dirs, write_up_owner
+
+    root, up = tmp_path / "clusters", tmp_path / "up"
+    owner(root, "kept-one", {"pid": dead_pid, "start": "1", "keep": True})
+    dirs = {n: up / f"run-{n}" for n in ("kept", "live", "dead", "legacy-young", "legacy-old")}
+    for d in dirs.values():
+        d.mkdir(parents=True)
+    (dirs["kept"] / "cluster-name").write_text("kept-one")
+    (dirs["kept"] / "owner.json").write_text(json.dumps({"pid": dead_pid, "start": "1"}))
+    write_up_owner(dirs["live"])  # this process: a running `up`
+    (dirs["dead"] / "owner.json").write_text(json.dumps({"pid": dead_pid, "start": "1"}))
+    (dirs["dead"] / "cluster-name").write_text("gone")
+    os.utime(dirs["legacy-old"], (1.0, 1.0))
+    assert stale_up_dirs(up, root) == [dirs["dead"], dirs["legacy-old"]]
+
+
 # -- EmbeddedProvider --------------------------------------------------------------------
 def test_embedded_provider_needs_two_workers(toolchain: Toolchain) -> None:
     with pytest.raises(ProviderError, match="workers >= 2"):
@@ -230,6 +265,7 @@ def test_kept_cluster_is_marked_and_not_reaped(
     p = EmbeddedProvider(toolchain, workers=2, name="desched-kept", keep=True)
     owner(p.root, "desched-kept", {"pid": dead_pid, "start": "1", "created": 1.0})
     p._created = True  # as after start(); start itself needs a cluster
+    p.cluster = object()  # type: ignore[assignment]  # start() finished
     hints: list[str] = []
     p.report = hints.append
     p.stop()

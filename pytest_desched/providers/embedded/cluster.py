@@ -18,7 +18,9 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import psutil
 
 from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
 from pytest_desched.providers.embedded.kubelet import (
@@ -106,8 +108,8 @@ def _reap(pids: list[int]) -> None:
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a zombie has exited; only its parent's bookkeeping is left)."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
 
 
@@ -172,6 +174,7 @@ class EmbeddedProvider(Provider):
         self.kubeconfig_dir = kubeconfig_dir  # e.g. the pytest run's temp dir
         self._created = False
         self.timings: dict[str, float] = {}
+        self.teardown: dict[str, Any] | None = None  # what stop() found (see stop)
 
     # -- paths ----------------------------------------------------------
     @property
@@ -378,15 +381,33 @@ class EmbeddedProvider(Provider):
             )
 
     def stop(self) -> None:
+        """Keep the cluster (only one that came up completely) or delete it and check that.
+
+        `teardown` says what the check found: the exit line after a signal repeats it.
+        """
         if not self._created:
             return
-        if self.keep:
+        if self.keep and self.cluster is not None:
             owner = self.root / "owners" / f"{self.cluster_name}.json"
             if owner.is_file():  # a kept cluster is not reaped by later runs
                 owner.write_text(json.dumps({**json.loads(owner.read_text()), "keep": True}))
             self.report(self.resume_hint())
             return
-        delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
+        found = delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
+        pids, dir_left = found["processes_left"], found["dir_left"]
+        if pids or dir_left:
+            what = ", ".join(
+                [f"{len(pids)} processes ({pids})"] * bool(pids)
+                + [f"folder {self.cluster_dir}"] * dir_left
+            )
+            text = (
+                f"embedded cluster {self.cluster_name}: {what} left; its owner record stays, "
+                "so the next run's reaper deletes it"
+            )
+            self.report(text)
+        else:
+            text = f"embedded cluster {self.cluster_name} deleted (0 processes, folder removed)"
+        self.teardown = {"deleted": True, "left": bool(pids or dir_left), "text": text}
         self._created = False
 
     def resume_hint(self) -> str:
@@ -422,20 +443,31 @@ def kwokctl_env(root: Path) -> dict[str, str]:
     )
 
 
+def _names(proc: psutil.Process, needle: str) -> bool:
+    """Whether a process's command line names `needle` (a cluster's directory)."""
+    try:
+        return any(needle in arg for arg in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
 def _processes_under(cdir: Path) -> list[int]:
-    """Live processes whose command line names this cluster's directory."""
-    needle = str(cdir).encode()
-    found = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError):
-                if needle in (d / "cmdline").read_bytes():
-                    found.append(int(d.name))
-    return found
+    """Running (not zombie) processes whose command line names this cluster's directory."""
+    needle = str(cdir)
+    return [
+        p.pid
+        for p in psutil.process_iter(["status"])
+        if p.info["status"] != psutil.STATUS_ZOMBIE and _names(p, needle)
+    ]
 
 
-def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter = _stderr) -> None:
+def delete_cluster(
+    toolchain: Toolchain, root: Path, name: str, report: Reporter = _stderr
+) -> dict[str, Any]:
     """kwokctl delete, then make sure no component process survives and no files remain.
+
+    Returns what was checked after: `processes_left` (pids still naming the cluster's
+    directory) and `dir_left`; both empty is a verified deletion.
 
     `--kubeconfig /dev/null`: v0.8.0's delete removes the cluster's context from that file
     (default ~/.kube/config, which it would read and could rewrite); /dev/null reads as an
@@ -468,13 +500,13 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
         killed = []
         for pid in pids:
             try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
+                component = psutil.Process(pid)
+            except psutil.Error:
                 continue
-            if str(cdir).encode() not in cmdline:
+            if not _names(component, str(cdir)):
                 continue  # a recycled pid, not one of this cluster's components
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(psutil.Error):
+                component.send_signal(signal.SIGKILL)
                 killed.append(pid)
         _wait_exited(pids, name, report)
         pids = []
@@ -482,11 +514,15 @@ def delete_cluster(toolchain: Toolchain, root: Path, name: str, report: Reporter
             break
     if cdir.exists():
         shutil.rmtree(cdir, ignore_errors=True)
-    (root / "owners" / f"{name}.json").unlink(missing_ok=True)
+    left = {"processes_left": _processes_under(cdir), "dir_left": cdir.exists()}
+    if not left["processes_left"] and not left["dir_left"]:
+        # the owner record goes last: while it stays, a later run's reaper retries
+        (root / "owners" / f"{name}.json").unlink(missing_ok=True)
     if proc.returncode != 0:
         report(
             f"kwokctl delete cluster {name}: exit {proc.returncode} (processes killed, dir removed)"
         )
+    return left
 
 
 def kept_clusters(root: Path) -> list[str]:
@@ -496,6 +532,40 @@ def kept_clusters(root: Path) -> list[str]:
         with contextlib.suppress(OSError, ValueError):
             if json.loads(rec.read_text()).get("keep"):
                 out.append(rec.stem)
+    return out
+
+
+def write_up_owner(run_dir: Path) -> None:
+    """Mark `desched up`'s folder as this process's while it runs (see stale_up_dirs)."""
+    owner = {"pid": os.getpid(), "start": _proc_start(os.getpid())}
+    (run_dir / "owner.json").write_text(json.dumps(owner))
+
+
+def stale_up_dirs(up_dir: Path, root: Path, legacy_age_s: float = 600) -> list[Path]:
+    """`desched up` folders no one needs: their `up` ended and their cluster is not kept.
+
+    An interrupted `up` deletes its own; these are what a killed one (SIGKILL) left. A
+    folder without an owner record (written by older versions) counts once it is
+    `legacy_age_s` old, so a running older `up` keeps its own.
+    """
+    kept = set(kept_clusters(root))
+    out = []
+    for d in sorted(up_dir.glob("run-*")):
+        marker = d / "cluster-name"
+        with contextlib.suppress(OSError):
+            if marker.is_file() and marker.read_text().strip() in kept:
+                continue
+        try:
+            owner = json.loads((d / "owner.json").read_text())
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                if time.time() - d.stat().st_mtime > legacy_age_s:
+                    out.append(d)
+            continue
+        except (OSError, ValueError):
+            owner = {}
+        if not owner_alive(owner):
+            out.append(d)
     return out
 
 

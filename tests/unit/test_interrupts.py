@@ -1,0 +1,110 @@
+"""pytest_desched.interrupts: signals unwind the work, a cleanup finishes whatever arrives."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+
+from pytest_desched import interrupts
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    interrupts.reset()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_signal_unwinds_the_work_then_handlers_are_restored(sig: int) -> None:
+    before = signal.getsignal(sig)
+    with pytest.raises(KeyboardInterrupt), interrupts.interrupts_unwind():
+        os.kill(os.getpid(), sig)
+    assert interrupts.interrupted()
+    assert signal.getsignal(sig) is before
+
+
+def test_second_signal_does_not_abandon_a_cleanup(capsys: pytest.CaptureFixture[str]) -> None:
+    """Ctrl-C, then Ctrl-C again during the cleanup: the cleanup runs to its end."""
+    done: list[str] = []
+    with pytest.raises(KeyboardInterrupt), interrupts.interrupts_unwind():
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+        finally:
+            with interrupts.shielded("embedded cluster c1"):
+                os.kill(os.getpid(), signal.SIGINT)  # the second one
+                done.append("cluster deleted")
+    assert done == ["cluster deleted"]
+    err = capsys.readouterr().err
+    assert "SIGINT: still cleaning up embedded cluster c1" in err
+    assert "1 more signal abandons it" in err
+
+
+def test_third_signal_abandons_and_the_exit_line_says_who_removes_what() -> None:
+    done: list[str] = []
+    with pytest.raises(KeyboardInterrupt), interrupts.interrupts_unwind():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:
+            with interrupts.shielded("embedded cluster c1"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGTERM)  # the third: abandon
+                done.append("never")
+    assert done == []
+    interrupts.left_behind.append("embedded cluster c1: the next run's reaper deletes it")
+    assert interrupts.exit_message() == (
+        "interrupted; NOT cleaned up: embedded cluster c1: the next run's reaper deletes it"
+    )
+
+
+def test_signal_during_a_normal_cleanup_ends_the_command_after_it() -> None:
+    """The work had finished; a Ctrl-C during its cleanup is held back, then exits 130."""
+    done: list[str] = []
+    with (
+        pytest.raises(KeyboardInterrupt, match="held back"),
+        interrupts.interrupts_unwind(),
+        interrupts.shielded("release r"),
+    ):
+        with interrupts.shielded("cluster c"):  # nested: raised once, at the outermost
+            os.kill(os.getpid(), signal.SIGINT)
+            done.append("cluster")
+        done.append("release")
+    assert done == ["cluster", "release"]
+
+
+def test_exit_message_lists_verified_kept_and_nothing() -> None:
+    assert interrupts.exit_message() == "interrupted; no cluster had been started"
+    interrupts.cleaned.append("embedded cluster a deleted (0 processes, folder removed)")
+    interrupts.kept.append("embedded cluster b")
+    assert interrupts.exit_message() == (
+        "interrupted; cleaned up (verified: embedded cluster a deleted (0 processes, folder "
+        "removed)); kept as asked: embedded cluster b"
+    )
+
+
+def test_worker_stop_interrupts_work_but_never_cleanup() -> None:
+    stopper = interrupts.WorkerStop()
+    started, seen = threading.Event(), []
+    release = threading.Event()
+
+    def work() -> None:
+        stopper.bind()
+        try:
+            started.set()
+            while not release.wait(0.01):  # a worker's long experiment
+                pass
+            seen.append("finished")  # pragma: no cover - stopped before
+        except KeyboardInterrupt:
+            seen.append("stopped")
+        finally:
+            stopper.cleaning_up()
+            seen.append("cleaned")
+
+    t = threading.Thread(target=work)
+    t.start()
+    started.wait(5)
+    assert stopper.stop()
+    t.join(5)
+    assert seen == ["stopped", "cleaned"]
+    assert not stopper.stop()  # in (or past) its cleanup: left alone
