@@ -662,6 +662,8 @@ class DeschedSession:
         if provider is not None:
             name = getattr(provider, "cluster_name", None) or self.info.get("cluster") or ""
             what = f"{getattr(provider, 'name', '')} cluster {name}".strip()
+        if interrupts.interrupted() and provider is not None:
+            self.report(f"interrupted: cleaning up {what} (a second signal does not stop it)")
         try:
             with interrupts.shielded(what):
                 return self._close()

@@ -158,9 +158,20 @@ class Snapshot:
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.dump(fmt))
+        text = self.dump(fmt)
+        if path.exists() and not path.is_file():  # a FIFO, /dev/stdout...: written as it is
+            with open(path, "w") as fh:
+                fh.write(text)
+            return path
+        # whole or not at all: an interrupted write leaves no half snapshot under the name
+        part = path.with_name(f".{path.name}.{os.getpid()}.part")
+        try:
+            fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(part, path)
+        finally:
+            part.unlink(missing_ok=True)
         return path
 
     @classmethod
