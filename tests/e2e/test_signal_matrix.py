@@ -75,6 +75,7 @@ def _start(cache: Path, tmp: Path, *argv: str) -> Cmd:
     proc = subprocess.Popen(
         [str(DESCHED), *argv],
         env=env,
+        cwd=tmp,  # ./desched-artifacts/ (the CLI's default evidence folder) lands here
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
