@@ -6,11 +6,15 @@
     desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
     desched lint [FILE...] [-f VALUES...] [--fail-on F]    the policy that will run, linted
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
-    desched snapshot --context NAME -o snap.yaml          a read-only cluster snapshot
+    desched snapshot --context NAME --output-file snap.yaml   a read-only cluster snapshot
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
+    desched list                                           the experiments, variants, strategies
+    desched version (or --version)                         this tool, its pins, the descheduler
 
-Every `--desched-*` option of the plugin is here without its prefix (`--provider`,
-`--keep`, `--artifacts`, ...), with the same `DESCHED_*` environment variables.
+Every subcommand takes `-o text|json|yaml|md` (lint also sarif): machine-readable output on
+stdout, progress on stderr. Every `--desched-*` option of the plugin is here without its
+prefix (`--provider`, `--keep`, `--artifacts`, ...) on the subcommands it applies to, with the
+same `DESCHED_*` environment variables.
 
 Exit codes: 0 every experiment passed or failed as a registered known bug explains (canary:
 every change explained); 1 an experiment failed or errored (canary: a rollback trigger, an
@@ -28,8 +32,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_desched import render as out
 from pytest_desched.artifacts_dir import claim
-from pytest_desched.config import OPTIONS, build_config, resolve
+from pytest_desched.config import (
+    OPTION_ENV,
+    OPTION_GROUPS,
+    OPTIONS,
+    build_config,
+    cli_flag,
+    commands_of,
+    resolve,
+    respell,
+)
 from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -39,18 +53,36 @@ def _say(msg: str) -> None:
     print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
-def _add_config_options(ap: argparse.ArgumentParser) -> None:
+def _add_config_options(ap: argparse.ArgumentParser, command: str | None = None) -> None:
+    """The plugin's options that `command` takes, without their prefix, grouped for --help;
+    an option whose spelling the command already has for itself is left to the command."""
+    taken = set(ap._option_string_actions)
+    groups: dict[str, argparse._ArgumentGroup] = {}
     for flag, env, kw in OPTIONS:
-        name = "--" + flag.removeprefix("--desched-")
-        if name in ap._option_string_actions:  # the subcommand's own (replay's --policy)
+        short = cli_flag(flag)
+        if (command and command not in commands_of(flag)) or short in taken:
             continue
+        title = OPTION_GROUPS.get(flag, "input options")
+        if title not in groups:
+            groups[title] = ap.add_argument_group(title)
         kw = dict(kw)
         default = kw.pop("default", False if kw.get("action") == "store_true" else None)
         kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value beats the environment
             kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))
-        ap.add_argument(name, dest=flag, **kw)
+        groups[title].add_argument(short, dest=flag, **kw)
+
+
+def _spelling(parser: argparse.ArgumentParser | None) -> Any:
+    """How this subcommand's errors name a plugin option: the flag it takes, else the env var."""
+    have = set(parser._option_string_actions) if parser else set()
+
+    def spell(flag: str) -> str:
+        short = cli_flag(flag)
+        return short if short in have else OPTION_ENV[flag]
+
+    return spell
 
 
 def _config(args: argparse.Namespace, **fields: Any) -> Any:
@@ -62,16 +94,37 @@ def _config(args: argparse.Namespace, **fields: Any) -> Any:
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
-    from pytest_desched.tools.toolchain import main as tools_main
+    import time
 
-    argv = list(args.tools)
-    if args.descheduler_version:
-        argv += ["--descheduler-version", args.descheduler_version]
+    from pytest_desched.config import parse_bins
+    from pytest_desched.tools.toolchain import Toolchain, provide
+
+    cand = None
     if args.candidate:
-        argv += ["--candidate", args.candidate]
-    if args.cache_dir:
-        argv += ["--cache-dir", str(args.cache_dir)]
-    return tools_main(argv)
+        from pytest_desched.descheduler.candidate import parse_candidate
+
+        cand = parse_candidate(args.candidate)
+    cache = resolve("--desched-cache-dir", args.cache_dir)
+    tc = Toolchain(
+        cache_dir=Path(cache) if cache else None,
+        overrides=parse_bins(resolve("--desched-bin", args.bin)),
+        descheduler_version=args.descheduler_version,
+        candidate=cand,
+        report=_say,
+    )
+    started = time.monotonic()
+    rows = list(provide(tc, args.tools))
+    _say(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
+    headers = {"tool": "TOOL", "version": "VERSION", "source": "SOURCE", "path": "PATH"}
+    out.emit(
+        out.render(
+            {"cache": str(tc.cache_dir), "tools": rows},
+            args.output,
+            text=lambda: out.table(rows, headers, "text"),
+            md=lambda: out.table(rows, headers, "md"),
+        )
+    )
+    return EXIT_OK
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -111,14 +164,29 @@ def cmd_up(args: argparse.Namespace) -> int:
             cluster, release = session.cluster, session.release
             session.close()  # kept: marks the cluster kept, so no later run reaps it
             finished = True
-            print("\n".join(hints))
-            print(
-                f"# release {release.name} in kube-system: suspended, dry run, policy {said} "
-                f"(digest {policy.digest()[:12]})"
+            data = {
+                "cluster": cluster.name,
+                "kubeconfig": str(cluster.kubeconfig),
+                "release": release.name,
+                "release_namespace": "kube-system",
+                "suspended": True,
+                "dry_run": True,
+                "policy": said,
+                "policy_digest": policy.digest(),
+                "on_top_of_values": list(session.inputs.on_top),
+                "next_steps": list(hints),
+                "delete": f"desched down {cluster.name}",
+            }
+            text = "\n".join(
+                [
+                    *hints,
+                    f"# release {release.name} in kube-system: suspended, dry run, policy "
+                    f"{said} (digest {policy.digest()[:12]})",
+                    *(f"# on top of your values: {line}" for line in session.inputs.on_top),
+                    f"# delete: desched down {cluster.name}",
+                ]
             )
-            for line in session.inputs.on_top:
-                print(f"# on top of your values: {line}")
-            print(f"# delete: desched down {cluster.name}")
+            out.emit(out.render(data, args.output, text=lambda: text))
     except BaseException:
         if not finished:  # a half-made cluster is not kept
             with interrupts.shielded(f"desched up's folder {run_dir}"):
@@ -142,7 +210,8 @@ def cmd_down(args: argparse.Namespace) -> int:
     )
     from pytest_desched.tools.toolchain import Toolchain
 
-    tc = Toolchain(cache_dir=args.cache_dir, report=_say)
+    cache = resolve("--desched-cache-dir", args.cache_dir)
+    tc = Toolchain(cache_dir=Path(cache) if cache else None, report=_say)
     root = tc.cache_dir / "clusters"
     kept = kept_clusters(root)
     for stale in stale_up_dirs(tc.cache_dir / "up", root):  # left by interrupted `up`s
@@ -150,7 +219,14 @@ def cmd_down(args: argparse.Namespace) -> int:
         _say(f"removed {stale} (its cluster is gone)")
     names = kept if args.all else args.names
     if not names:
-        print("\n".join(kept) if kept else "no kept embedded clusters")
+        out.emit(
+            out.render(
+                {"kept": kept},
+                args.output,
+                text=lambda: "\n".join(kept) if kept else "no kept embedded clusters",
+                md=lambda: out.table([[k] for k in kept], ["kept cluster"], "md"),
+            )
+        )
         return EXIT_OK
     unknown = sorted(set(names) - set(kept))
     if unknown:
@@ -197,7 +273,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             rounds = by_name[n]
             session.failed |= result.outcome in ("fail", "error")
             entry = {"name": f"{n}[{result.variant}]", "outcome": _shown(result.outcome)}
-            print(summary_line({**entry, "rounds": rounds}), flush=True)
+            if args.output == "text":  # one line per experiment as it ends
+                print(summary_line({**entry, "rounds": rounds}), flush=True)
             if result.outcome in ("fail", "error"):
                 failed.append(entry["name"])
                 print(result.message, file=sys.stderr)
@@ -209,6 +286,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     report = getattr(session, "info", {}).get("report")  # written by session.close()
     if report:
         _say(f"report: {report}")
+    if args.output != "text":
+        data = {
+            "experiments": outcomes,
+            "failed": failed,
+            "artifacts": str(config.artifacts),
+            "summary": str(summary),
+            "report": str(report) if report else None,
+        }
+        cols = {"name": "EXPERIMENT", "variant": "VARIANT", "outcome": "OUTCOME"}
+        cols |= {"evictions": "EVICTIONS", "blocking_layer": "BLOCKED BY"}
+        out.emit(out.render(data, args.output, md=lambda: out.table(outcomes, cols, "md")))
     return EXIT_FAILED if failed else EXIT_OK
 
 
@@ -226,6 +314,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     Exit 1 when a finding reaches --fail-on (error by default), 2 on bad input (a file
     missing or unreadable, values helm refuses) before any finding.
     """
+    from pytest_desched.config import parse_bins
     from pytest_desched.descheduler.policy.checker import checker_for
     from pytest_desched.descheduler.policy.lint import (
         lint_targets,
@@ -235,15 +324,26 @@ def cmd_lint(args: argparse.Namespace) -> int:
     )
     from pytest_desched.descheduler.policy.lint_output import failing, render, verdict
     from pytest_desched.descheduler.policy.values import read_values
+    from pytest_desched.tools.toolchain import Toolchain
 
     if not args.files and not args.values:
         raise ConfigError("desched lint needs a FILE or --values FILE")
-    toolchain = None
+    cand = None
     if args.candidate:  # the candidate's own policy checker, built from its source
         from pytest_desched.descheduler.candidate import parse_candidate
-        from pytest_desched.tools.toolchain import Toolchain
 
-        toolchain = Toolchain(candidate=parse_candidate(args.candidate), report=_say)
+        cand = parse_candidate(args.candidate)
+    bins = parse_bins(resolve("--desched-bin", args.bin))  # e.g. policycheck=PATH, no Go
+    cache = resolve("--desched-cache-dir", args.cache_dir)
+    toolchain = None
+    if cand or bins or cache:
+        toolchain = Toolchain(
+            cache_dir=Path(cache) if cache else None,
+            overrides=bins,
+            descheduler_version=None if cand else args.descheduler,
+            candidate=cand,
+            report=_say,
+        )
     renderer = pinned_renderer(toolchain, args.chart, report=_say)
     values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering
     targets = [t for f in args.files for t in load_targets(f, renderer)]
@@ -253,12 +353,16 @@ def cmd_lint(args: argparse.Namespace) -> int:
         toolchain.wanted_version("descheduler") if toolchain else args.descheduler, toolchain
     )
     findings = lint_targets(targets, checker)
-    out = render(findings, args.format, checker.version, args.fail_on)
-    if args.output:
-        Path(args.output).write_text(out + "\n")
-    else:
-        print(out)
-    if args.output or args.format != "text":  # the verdict is the text's last line already
+    fmt = args.output
+    if fmt in ("text", "json", "sarif"):  # the linter's own writers
+        text = render(findings, fmt, checker.version, args.fail_on)
+    else:  # yaml and md from the JSON document
+        data = json.loads(render(findings, "json", checker.version, args.fail_on))
+        cols = {"file": "FILE", "line": "LINE", "severity": "SEVERITY", "rule": "RULE"}
+        cols |= {"name": "NAME", "path": "PATH", "message": "MESSAGE", "fix": "FIX"}
+        text = out.render(data, fmt, md=lambda: out.table(data["findings"], cols, "md"))
+    out.emit(text, args.output_file, _say)
+    if args.output_file or fmt != "text":  # the verdict is the text's last line already
         print(verdict(findings, args.fail_on), file=sys.stderr)
     return EXIT_FAILED if failing(findings, args.fail_on) else EXIT_OK
 
@@ -284,7 +388,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         static=not args.no_static,
         behaviour=not args.static_only,
     )
-    print(json.dumps(rep.to_dict(), indent=1, default=str) if args.json else rep.markdown())
+    out.emit(out.render(rep.to_dict(), args.output, text=rep.markdown))
     _say(f"report: {config.artifacts / 'canary.md'} and canary.json")
     if rep.broken:  # a track could not run: no verdict on the candidate, exit as infra
         return EXIT_INFRA
@@ -295,27 +399,111 @@ def _shown(outcome: str) -> str:
     return {"pass": "passed", "xfail": "xfailed", "fail": "failed", "error": "error"}[outcome]
 
 
+def version_info() -> dict[str, Any]:
+    """This tool's version and every pin, from tools/versions.py (manifests/versions.yaml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from pytest_desched import __version__
+    from pytest_desched.tools.versions import load_versions
+
+    try:
+        tool = version("pytest-desched")
+    except PackageNotFoundError:
+        tool = __version__
+    v = load_versions()
+    return {
+        "desched": tool,
+        "descheduler": v.descheduler.version,
+        "descheduler_image": v.descheduler_image,
+        "chart": f"{v.chart_name}-{v.chart_version}",
+        "chart_app_version": v.chart_app_version,
+        "kubernetes": v.kubernetes.version,
+        "kwok": v.kwok.version,
+        "etcd": v.etcd.version,
+        "helm": v.helm.version,
+        "kind": v.kind.version,
+        "kind_node_image": v.kind_node_image,
+    }
+
+
+def _version_text(info: dict[str, Any]) -> str:
+    rows = [[k, v] for k, v in info.items() if k != "desched"]
+    return f"desched {info['desched']}\n" + out.table(rows, ["PIN", "VERSION"], "text")
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    info = version_info()
+    rows = [[k, v] for k, v in info.items()]
+    out.emit(
+        out.render(
+            info,
+            args.output,
+            text=lambda: _version_text(info),
+            md=lambda: out.table(rows, ["component", "version"], "md"),
+        )
+    )
+    return EXIT_OK
+
+
+class _VersionAction(argparse.Action):
+    """`desched --version`: print and exit (as argparse's own, but built on demand)."""
+
+    def __init__(self, option_strings: list[str], dest: str = "", **kw: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, *a: Any, **kw: Any) -> None:
+        print(_version_text(version_info()))
+        parser.exit()
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from pytest_desched.experiments.catalogue import catalogue
+
+    rows = catalogue()
+    cols = {"name": "NAME", "variants": "VARIANTS", "strategies": "STRATEGIES"}
+    cols |= {"description": "DESCRIPTION"}
+
+    def text() -> str:
+        short = [{**r, "description": r["description"].split(". ")[0]} for r in rows]
+        return out.table(short, cols, "text")
+
+    out.emit(out.render(rows, args.output, text=text, md=lambda: out.table(rows, cols, "md")))
+    return EXIT_OK
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="desched", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    ap.add_argument("--version", action=_VersionAction, help="this tool, its pins; then exit")
     sub = ap.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("tools", help="build or find the pinned binaries")
+
+    def command(name: str, func: Any, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.set_defaults(func=func, parser=p)
+        return p
+
+    v = command("version", cmd_version, "this tool's version and every pinned version")
+    out.add_output(v)
+    ls = command("list", cmd_list, "the registered experiments, their variants and strategies")
+    out.add_output(ls)
+    t = command("tools", cmd_tools, "build or find the pinned binaries")
     t.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
     t.add_argument("--descheduler-version", default=None, help="another release tag or commit")
     t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
-    t.add_argument("--cache-dir", type=Path, default=None)
-    t.set_defaults(func=cmd_tools)
-    u = sub.add_parser("up", help="bring up a kept cluster with the release installed")
-    _add_config_options(u)
-    u.set_defaults(func=cmd_up)
-    d = sub.add_parser("down", help="delete kept embedded clusters (list them without names)")
+    t.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
+    t.add_argument("--bin", default=None, metavar="TOOL=PATH,...", help="use these binaries")
+    out.add_output(t)
+    u = command("up", cmd_up, "bring up a kept cluster with the release installed")
+    _add_config_options(u, "up")
+    out.add_output(u)
+    d = command("down", cmd_down, "delete kept embedded clusters (list them without names)")
     d.add_argument("names", nargs="*")
     d.add_argument("--all", action="store_true", help="every kept embedded cluster")
-    d.add_argument("--cache-dir", type=Path, default=None)
-    d.set_defaults(func=cmd_down)
-    r = sub.add_parser("run", help="run experiments (default: positive nodefit pdb)")
-    r.add_argument("experiments", nargs="*", help="registered experiment names")
+    d.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
+    out.add_output(d)
+    r = command("run", cmd_run, "run experiments (default: positive nodefit pdb)")
+    r.add_argument("experiments", nargs="*", help="registered experiment names (`desched list`)")
     r.add_argument("--variant", default=None, help="policy variant (runbook, ...)")
     r.add_argument(
         "--parallel",
@@ -323,7 +511,7 @@ def parser() -> argparse.ArgumentParser:
         help="run the experiments side by side, a lane each (own namespace, nodes, release; "
         "needs two workers per experiment: the embedded cluster gets them)",
     )
-    _add_config_options(r)
+    _add_config_options(r, "run")
     r.add_argument(
         "--descheduler",
         dest="--desched-descheduler-version",
@@ -331,9 +519,9 @@ def parser() -> argparse.ArgumentParser:
         metavar="VERSION",
         help="alias of --descheduler-version",
     )
-    r.set_defaults(func=cmd_run)
-    li = sub.add_parser(
-        "lint", help="lint policies, ConfigMaps or Helm values as the chart renders them"
+    out.add_output(r)
+    li = command(
+        "lint", cmd_lint, "lint policies, ConfigMaps or Helm values as the chart renders them"
     )
     li.add_argument("files", nargs="*", metavar="FILE", help="each linted on its own")
     li.add_argument(
@@ -357,11 +545,22 @@ def parser() -> argparse.ArgumentParser:
     li.add_argument(
         "--candidate", default=None, metavar="SPEC", help="lint as a candidate reads it"
     )
-    li.add_argument("--format", choices=("text", "json", "sarif"), default="text")
-    li.add_argument("--output", "-o", default=None, help="write here instead of stdout")
-    li.set_defaults(func=cmd_lint)
-    c = sub.add_parser("canary", help="a candidate descheduler/chart against the baseline")
-    _add_config_options(c)  # includes --candidate and --candidate-chart
+    li.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
+    li.add_argument(
+        "--bin",
+        default=None,
+        metavar="TOOL=PATH,...",
+        help="e.g. policycheck=PATH [env DESCHED_BIN]",
+    )
+    out.add_output(
+        li,
+        formats=(*out.FORMATS, "sarif"),
+        output_file=True,
+        legacy_file=True,
+        aliases={"--format": None},
+    )
+    c = command("canary", cmd_canary, "a candidate descheduler/chart against the baseline")
+    _add_config_options(c, "canary")  # includes --candidate and --candidate-chart
     c.add_argument("--expect", default=None, metavar="FILE", help="explanations of changes")
     c.add_argument(
         "--experiment",
@@ -376,8 +575,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="charts and policies only: no cluster, no experiments (a CI pre-check)",
     )
-    c.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
-    c.set_defaults(func=cmd_canary)
+    out.add_output(c, default="md", aliases={"--json": "json"})
     from pytest_desched.replay.cli import add_parsers  # desched snapshot / desched replay
 
     add_parsers(sub)
@@ -389,14 +587,15 @@ def main(argv: list[str] | None = None) -> int:
 
     reset()
     args = parser().parse_args(argv)
+    spell = _spelling(getattr(args, "parser", None))
     try:
         with interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
             return int(args.func(args))
     except (ConfigError, PolicyError) as exc:
-        _say(f"error: {exc}")
+        _say(f"error: {respell(str(exc), spell)}")
         return EXIT_USAGE
     except (ToolError, ProviderError) as exc:
-        _say(f"error: {exc}")
+        _say(f"error: {respell(str(exc), spell)}")
         return EXIT_INFRA
     except KeyboardInterrupt:
         from pytest_desched import interrupts

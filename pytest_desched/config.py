@@ -8,8 +8,9 @@ explicit value always wins over the environment variable, which wins over the de
 from __future__ import annotations
 
 import os
+import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -21,7 +22,16 @@ from pytest_desched.errors import ConfigError
 if TYPE_CHECKING:
     from pytest_desched.descheduler.candidate import Candidate
 
-__all__ = ["OPTIONS", "ConfigError", "DeschedConfig", "build_config", "resolve"]
+__all__ = [
+    "OPTIONS",
+    "ConfigError",
+    "DeschedConfig",
+    "build_config",
+    "cli_flag",
+    "ini_key",
+    "resolve",
+    "respell",
+]
 
 OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -180,20 +190,113 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 
 OPTION_ENV = {flag: env for flag, env, _ in OPTIONS}
 
+# -- one option, four spellings --------------------------------------------------------------
+# The plugin's flag (`--desched-workers`) is the key; the `desched` command drops the prefix
+# (`--workers`), the environment variable is in OPTIONS, the pytest ini key is the flag in
+# snake case (`desched_workers`). Messages name the plugin flag; each front end respells them.
 
-def resolve(flag: str, explicit: Any = None) -> Any:
-    """The value of one option: explicit, else its environment variable, else its default."""
+# Which `desched` subcommands take an option (the plugin takes every one). An option not
+# listed here (a new one) is taken by every command that builds a configuration.
+CONFIG_COMMANDS = ("run", "up", "canary", "replay")
+_CLUSTER = ("run", "up", "canary")
+OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
+    "--desched-provider": _CLUSTER,
+    "--desched-existing-context": _CLUSTER,
+    "--desched-kind-cluster": _CLUSTER,
+    "--desched-existing-kubeconfig": _CLUSTER,
+    "--desched-allow-existing": _CLUSTER,
+    "--desched-workers": _CLUSTER,
+    "--desched-namespace": _CLUSTER,
+    "--desched-descheduler-version": _CLUSTER,
+    "--desched-keep": ("run", "canary", "replay"),  # `up` always keeps
+    "--desched-artifacts": ("run", "canary", "replay"),
+    "--desched-redact": ("run", "canary", "replay"),
+    "--desched-candidate": ("canary",),
+    "--desched-candidate-chart": ("canary",),
+}
+# The `--help` section each option is listed under (unlisted: "input options").
+OPTION_GROUPS: dict[str, str] = {
+    **dict.fromkeys(
+        (
+            "--desched-provider",
+            "--desched-existing-context",
+            "--desched-existing-kubeconfig",
+            "--desched-kind-cluster",
+            "--desched-allow-existing",
+            "--desched-workers",
+            "--desched-namespace",
+            "--desched-release",
+            "--desched-chart-source",
+            "--desched-descheduler-version",
+            "--desched-bin",
+            "--desched-cache-dir",
+            "--desched-keep",
+        ),
+        "cluster options",
+    ),
+    "--desched-artifacts": "evidence options",
+    "--desched-redact": "evidence options",
+    "--desched-candidate": "candidate options",
+    "--desched-candidate-chart": "candidate options",
+}
+
+
+def cli_flag(flag: str) -> str:
+    """`--desched-workers` -> `--workers` (the `desched` command's spelling)."""
+    return "--" + flag.removeprefix("--desched-")
+
+
+def ini_key(flag: str) -> str:
+    """`--desched-workers` -> `desched_workers` (the pytest ini key)."""
+    return flag.lstrip("-").replace("-", "_")
+
+
+def commands_of(flag: str) -> tuple[str, ...]:
+    """The `desched` subcommands that take `flag`."""
+    return OPTION_COMMANDS.get(flag, CONFIG_COMMANDS)
+
+
+_FLAG_RE = re.compile(r"--desched-[a-z][a-z-]*[a-z]")
+
+
+def respell(message: str, spelling: Callable[[str], str | None]) -> str:
+    """`message` with each known plugin flag replaced by `spelling(flag)` (None: leave it)."""
+
+    def sub(m: re.Match[str]) -> str:
+        flag = m.group(0)
+        return (spelling(flag) if flag in OPTION_ENV else None) or flag
+
+    return _FLAG_RE.sub(sub, message)
+
+
+def named(flag: str) -> str:
+    """How a message names an option: its flag and its environment variable."""
+    return f"{flag} / {OPTION_ENV[flag]}"
+
+
+def _is_switch(flag: str) -> bool:
+    return next(k for f, _, k in OPTIONS if f == flag).get("action") == "store_true"
+
+
+def resolve(flag: str, explicit: Any = None, ini: Any = None) -> Any:
+    """One option: the explicit value, else its environment variable, else the ini value
+    (pytest's `desched_*` keys), else its default."""
     kw = next(k for f, _, k in OPTIONS if f == flag)
     if explicit not in (None, False):
         return explicit
     raw = os.environ.get(OPTION_ENV[flag])
+    source = OPTION_ENV[flag]
+    if not raw and ini not in (None, "", False, []):
+        raw, source = ini, f"ini key {ini_key(flag)}"
+        if isinstance(raw, bool):
+            return raw
     if raw:
         if kw.get("action") == "append":  # a list option: comma-separated in the environment
             return [p.strip() for p in raw.split(",") if p.strip()]
         if kw.get("action") == "store_true":
-            return raw.lower() in ("1", "true", "yes")
+            return str(raw).lower() in ("1", "true", "yes", "on")
         if "choices" in kw and raw not in kw["choices"]:
-            raise ConfigError(f"{OPTION_ENV[flag]}={raw!r}: choose from {kw['choices']}")
+            raise ConfigError(f"{source}={raw!r}: choose from {kw['choices']}")
         return raw
     return kw.get("default", False if kw.get("action") == "store_true" else None)
 
@@ -294,12 +397,13 @@ def validate(c: DeschedConfig) -> DeschedConfig:
         )
     if not isinstance(c.workers, int) or c.workers < 2:
         raise ConfigError(
-            "--desched-workers must be an integer >= 2 (the descheduler skips smaller clusters)"
+            f"{named('--desched-workers')} must be an integer >= 2, got {c.workers!r} "
+            "(the descheduler skips smaller clusters)"
         )
     try:
         check_namespace(c.namespace)
     except LabInputError as exc:
-        raise ConfigError(f"--desched-namespace / DESCHED_NAMESPACE: {exc}") from None
+        raise ConfigError(f"{named('--desched-namespace')}: {exc}") from None
     if c.kind_cluster is not None and c.provider != "kind":
         raise ConfigError(
             f"--desched-kind-cluster {c.kind_cluster} needs the kind provider, not "
@@ -331,7 +435,7 @@ def check_candidate(c: DeschedConfig) -> Candidate | None:
     try:
         cand = c.parsed_candidate()
     except ConfigError as exc:
-        raise ConfigError(f"--desched-candidate / DESCHED_CANDIDATE: {exc}") from None
+        raise ConfigError(f"{named('--desched-candidate')}: {exc}") from None
     if cand is None or cand.pinned:
         return cand
     if c.descheduler_version and c.descheduler_version != cand.version:
@@ -355,18 +459,26 @@ def check_candidate(c: DeschedConfig) -> Candidate | None:
 
 
 def build_config(
-    values: Mapping[str, Any] | None = None, run_dir: Path | None = None, **fields: Any
+    values: Mapping[str, Any] | None = None,
+    run_dir: Path | None = None,
+    *,
+    ini: Mapping[str, Any] | None = None,
+    **fields: Any,
 ) -> DeschedConfig:
-    """Resolve every option ({"--desched-flag": explicit value}) into a validated config."""
+    """Resolve every option ({"--desched-flag": explicit value}, then `DESCHED_*`, then
+    `ini` {"--desched-flag": the ini key's value}, then the default) into a validated config."""
     v = dict(values or {})
+    ini = dict(ini or {})
 
     def get(flag: str) -> Any:
-        return resolve(flag, v.get(flag))
+        return resolve(flag, v.get(flag), ini.get(flag))
 
     try:
         workers = int(get("--desched-workers"))
     except (TypeError, ValueError):
-        raise ConfigError("--desched-workers must be an integer >= 2") from None
+        raise ConfigError(
+            f"{named('--desched-workers')} must be an integer >= 2, got {get('--desched-workers')!r}"
+        ) from None
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     ns = get("--desched-namespace")
     art = get("--desched-artifacts")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_desched.artifacts_dir import claim
-from pytest_desched.config import OPTIONS, DeschedConfig, build_config, resolve
+from pytest_desched.config import OPTIONS, DeschedConfig, build_config, ini_key, named, resolve
 from pytest_desched.errors import ConfigError
 
 MARKERS = {
@@ -27,24 +27,38 @@ MARKERS = {
 
 
 def add_options(parser: pytest.Parser) -> None:
+    """Each option as a `--desched-*` flag and a `desched_*` ini key (pyproject.toml's
+    `[tool.pytest.ini_options]`, pytest.ini, tox.ini): flag > `DESCHED_*` > ini > default."""
     group = parser.getgroup("desched", "pytest-desched: descheduler runbook experiments")
     for flag, env, kw in OPTIONS:
         kw = dict(kw)
         default = kw.pop("default", False if kw.get("action") == "store_true" else None)
-        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
+        kw["help"] = f"{kw['help']} [env {env}] [ini {ini_key(flag)}] (default: {default})"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value always beats the env var
         group.addoption(flag, dest=_dest(flag), **kw)
+        switch = kw.get("action") == "store_true"
+        parser.addini(
+            ini_key(flag),
+            f"{kw['help'].partition(' [env')[0]} (flag {flag}, env {env} win over it)",
+            type="bool" if switch else "string",
+            default=False if switch else "",
+        )
 
 
 def _dest(flag: str) -> str:
-    return flag.lstrip("-").replace("-", "_")
+    return ini_key(flag)
+
+
+def _ini(config: pytest.Config, flag: str) -> Any:
+    """The ini key's value ("" or False when unset)."""
+    return config.getini(ini_key(flag))
 
 
 def opt(config: pytest.Config, flag: str) -> Any:
-    """Command line wins, then the environment variable, then the default."""
+    """Command line wins, then the environment variable, then the ini key, then the default."""
     try:
-        return resolve(flag, config.getoption(_dest(flag)))
+        return resolve(flag, config.getoption(_dest(flag)), _ini(config, flag))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -56,12 +70,13 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
     default it is a fresh `./desched-artifacts/<UTC timestamp>-<run id>/`, `latest` beside it.
     """
     values = {flag: c.getoption(_dest(flag)) for flag, _, _ in OPTIONS}
+    ini = {flag: _ini(c, flag) for flag, _, _ in OPTIONS}
     run_dir = tmp_path_factory.mktemp("desched")
     try:
-        config = build_config(values, run_dir=run_dir)
+        config = build_config(values, run_dir=run_dir, ini=ini)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if not resolve("--desched-artifacts", values["--desched-artifacts"]):
+    if not opt(c, "--desched-artifacts"):
         claim(config.artifacts)
     c._desched_artifacts = config.artifacts  # type: ignore[attr-defined]  # the summary prints it
     return config
@@ -95,5 +110,6 @@ def check_early(c: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     except ValueError:
         raise pytest.UsageError(
-            "--desched-workers must be an integer >= 2 (the descheduler skips smaller clusters)"
+            f"{named('--desched-workers')} (or ini {ini_key('--desched-workers')}) must be an "
+            "integer >= 2 (the descheduler skips smaller clusters)"
         ) from None

@@ -1,9 +1,13 @@
 """`desched snapshot` and `desched replay`: the incident-replay front end.
 
     desched snapshot --context NAME [--kubeconfig PATH] [--namespace NS ...] [--redact]
-                     [--exporter auto|kwokctl|client] -o snap.yaml
+                     [--exporter auto|kwokctl|client] --output-file snap.yaml [-o FORMAT]
     desched replay snap.yaml [--descheduler VERSION|source:PATH] [--policy FILE] [--rounds N]
-                   [--log incident.log] [--ages shift|preserve] [--format md|json|text] [-o FILE]
+                   [--log incident.log] [--ages shift|preserve] [-o md|json|yaml|text]
+                   [--output-file FILE]
+
+`-o` is the output format, as on every `desched` subcommand; the old `-o FILE` still writes
+the file (with a deprecation note), and so does the old `--format`.
     desched replay --from-log incident.log [--descheduler VERSION]     (no cluster)
     desched replay --from-record <artifacts>/<experiment>/<round>.json (no cluster)
 
@@ -14,7 +18,6 @@ exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no clus
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -27,11 +30,16 @@ def _say(msg: str) -> None:
 
 
 def _emit(text: str, output: str | None) -> None:
-    if output:
-        Path(output).write_text(text)
-        _say(f"wrote {output}")
-    else:
-        print(text, end="" if text.endswith("\n") else "\n")
+    from pytest_desched import render
+
+    render.emit(text, output, _say)
+
+
+def _ledger_out(ledger: Any, fmt: str, md: Any, data: Any) -> str:
+    """A ledger (or a replay's result) in `fmt`: text and md are the ledger's own writers."""
+    from pytest_desched import render
+
+    return render.render(data, fmt, text=ledger.to_text, md=md)
 
 
 def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
@@ -49,8 +57,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
     from pytest_desched.replay.snapshot import take_snapshot
 
-    if not args.output:
-        raise ConfigError("desched snapshot needs -o FILE (the snapshot is never printed)")
+    if not args.output_file:
+        raise ConfigError(
+            "desched snapshot needs --output-file FILE (the snapshot is never printed)"
+        )
     kwokctl = _kwokctl(args.exporter, args.cache_dir)
     snap = take_snapshot(
         args.kubeconfig,
@@ -61,13 +71,27 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         kwokctl=kwokctl,
         report=_say,
     )
-    path = snap.write(args.output)
+    path = snap.write(args.output_file)
     h = snap.header
-    _say(
+    line = (
         f"snapshot {path}: {len(snap.nodes)} nodes, {len(snap.pods)} pods, descheduler "
         f"{h.get('descheduler', {}).get('version') or 'not found'}, secrets filtered: "
         f"{h['filtered'].get('secrets')}, redacted: {h.get('redacted')}"
     )
+    if args.output == "text":
+        _say(line)
+    else:
+        from pytest_desched import render
+
+        data = {
+            "snapshot": str(path),
+            "nodes": len(snap.nodes),
+            "pods": len(snap.pods),
+            "descheduler": h.get("descheduler", {}).get("version"),
+            "secrets_filtered": h["filtered"].get("secrets"),
+            "redacted": h.get("redacted"),
+        }
+        render.emit(render.render(data, args.output, text=lambda: line))
     return 0
 
 
@@ -88,12 +112,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             ledger = ledger_from_log(p.read_text(errors="replace"), args.descheduler)
         else:
             ledger = ledger_from_record(args.from_record)
-        out = {
-            "json": lambda: json.dumps(ledger.to_dict(), indent=1, default=str),
-            "md": ledger.to_markdown,
-            "text": ledger.to_text,
-        }[args.format]()
-        _emit(out, args.output)
+        out = _ledger_out(ledger, args.output, ledger.to_markdown, ledger.to_dict())
+        _emit(out, args.output_file)
         return 0
     from pytest_desched.cli import _config
     from pytest_desched.replay.engine import replay
@@ -109,12 +129,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         report=_say,
         ages=args.ages,
     )
-    out = {
-        "json": lambda: json.dumps(result.to_dict(), indent=1, default=str),
-        "md": result.markdown,
-        "text": result.ledger.to_text,
-    }[args.format]()
-    _emit(out, args.output)
+    out = _ledger_out(result.ledger, args.output, result.markdown, result.to_dict())
+    _emit(out, args.output_file)
     for k, v in result.artifacts.items():
         _say(f"{k}: {v}")
     failed = [
@@ -126,17 +142,20 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     """Register `snapshot` and `replay` on the main `desched` subparsers."""
     from pytest_desched.cli import _add_config_options
+    from pytest_desched.render import add_output
 
     s = sub.add_parser("snapshot", help="snapshot a cluster read-only (no Secrets) for replay")
+    s.set_defaults(parser=s)
     s.add_argument("--context", required=True, help="kubeconfig context (never assumed)")
     s.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
     s.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
     s.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
     s.add_argument("--exporter", choices=("auto", "kwokctl", "client"), default="auto")
     s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
-    s.add_argument("-o", "--output", required=True, help="the snapshot file to write")
+    add_output(s, output_file=True, legacy_file=True)  # --output-file: the snapshot
     s.set_defaults(func=cmd_snapshot)
     r = sub.add_parser("replay", help="replay a snapshot on a fresh embedded cluster; fate ledger")
+    r.set_defaults(parser=r)
     r.add_argument("snapshot", nargs="?", default=None, help="a file from `desched snapshot`")
     r.add_argument(
         "--descheduler", default=None, metavar="VERSION|source:PATH", help="default: the snapshot's"
@@ -151,7 +170,6 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--ages", choices=("shift", "preserve"), default="shift")
     r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
     r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")
-    r.add_argument("--format", choices=("md", "json", "text"), default="md")
-    r.add_argument("-o", "--output", default=None, help="write here instead of stdout")
-    _add_config_options(r)
+    add_output(r, default="md", output_file=True, legacy_file=True, aliases={"--format": None})
+    _add_config_options(r, "replay")
     r.set_defaults(func=cmd_replay)

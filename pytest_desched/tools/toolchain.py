@@ -775,17 +775,27 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ToolError) as exc:
         _stderr(f"error: {exc}")
         return 2
-    tools = args.tools or [t for t in TOOL_GROUP if t != "kind"]
     started = time.monotonic()
     try:
-        for tool in tools:
-            p = tc.path(tool)
-            print(f"{tool:<24} {tc.wanted_version(tool):<10} {tc.sources[tool]:<8} {p}")
+        for row in provide(tc, args.tools):
+            print(f"{row['tool']:<24} {row['version']:<10} {row['source']:<8} {row['path']}")
     except ToolError as exc:
         _stderr(f"error: {exc}")
         return 1
     _stderr(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
     return 0
+
+
+def provide(tc: Toolchain, tools: list[str] | None = None) -> Iterator[dict[str, str]]:
+    """Build or find each tool (default: all but kind); yield tool, version, source, path."""
+    for tool in tools or [t for t in TOOL_GROUP if t != "kind"]:
+        p = tc.path(tool)
+        yield {
+            "tool": tool,
+            "version": tc.wanted_version(tool),
+            "source": tc.sources[tool],
+            "path": str(p),
+        }
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def test_settings_bad_workers(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("def test_settings(desched_settings):\n    pass\n")
     res = pytester.runpytest("-p", "no:cacheprovider", "--desched-workers=three")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*--desched-workers must be an integer >= 2*"])
+    res.stderr.fnmatch_lines(["*--desched-workers / DESCHED_WORKERS*must be an integer >= 2*"])
 
 
 # -- _opt: command line, then environment, then default ------------------------------------

@@ -58,8 +58,9 @@ def test_replay_rounds_and_log_are_checked_first(tmp_path: Path) -> None:
 def test_snapshot_requires_context_and_output() -> None:
     with pytest.raises(SystemExit):
         _parse("snapshot", "-o", "x.yaml")
-    with pytest.raises(SystemExit):
-        _parse("snapshot", "--context", "prod")
+    args = _parse("snapshot", "--context", "prod")
+    with pytest.raises(ConfigError, match="needs --output-file FILE"):
+        args.func(args)
 
 
 def test_snapshot_without_a_kubeconfig_is_refused(

@@ -1,0 +1,182 @@
+"""The `desched` command's four output formats (`-o text|json|yaml|md`), written once.
+
+A command builds one JSON-able value (what `-o json` prints) and, where a person reads it,
+a table or a text of its own; this module turns that into the format asked for. Tables go
+through `tabulate` (plain columns for text, GitHub pipes for Markdown), never a hand-written
+writer. Machine-readable output goes to stdout; progress stays on stderr (the `[desched]`
+lines), so `desched run -o json | jq` sees only JSON. Imports nothing of the package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tabulate import tabulate
+
+FORMATS = ("text", "json", "yaml", "md")
+
+
+def plain(data: Any) -> Any:
+    """`data` as JSON types only (paths, tuples and dataclass leftovers become strings/lists)."""
+    return json.loads(json.dumps(data, default=str))
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=1, default=str)
+
+
+def to_yaml(data: Any) -> str:
+    return yaml.safe_dump(plain(data), sort_keys=False, default_flow_style=False).rstrip("\n")
+
+
+def table(
+    rows: Sequence[Mapping[str, Any]] | Sequence[Sequence[Any]], headers: Any, fmt: str
+) -> str:
+    """Rows as aligned columns (`text`) or a GitHub Markdown table (`md`).
+
+    `headers` is a list of column titles for sequence rows, or {key: title} for mapping rows
+    (columns in that order, missing keys empty).
+    """
+    if isinstance(headers, Mapping):
+        body = [[_cell(r.get(k)) for k in headers] for r in rows]  # type: ignore[union-attr]
+        titles = list(headers.values())
+    else:
+        body = [[_cell(c) for c in r] for r in rows]
+        titles = list(headers)
+    if not body:
+        return "(none)" if fmt == "text" else "_none_"
+    return tabulate(body, titles, tablefmt="github" if fmt == "md" else "simple")
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, list | tuple | set):
+        return ", ".join(str(x) for x in v)
+    return str(v)
+
+
+def render(
+    data: Any,
+    fmt: str,
+    *,
+    text: Callable[[], str] | None = None,
+    md: Callable[[], str] | None = None,
+) -> str:
+    """`data` in `fmt`; `text`/`md` give the human forms (md falls back to text, text to YAML)."""
+    if fmt == "json":
+        return to_json(data)
+    if fmt == "yaml":
+        return to_yaml(data)
+    if fmt == "md":
+        return (md or text or (lambda: to_yaml(data)))()
+    if fmt == "text":
+        return (text or (lambda: to_yaml(data)))()
+    raise ValueError(f"unknown output format {fmt!r}; use one of {FORMATS}")
+
+
+def emit(
+    out: str, path: str | Path | None = None, say: Callable[[str], None] | None = None
+) -> None:
+    """Print `out` to stdout, or write it to `path` (then say so on stderr)."""
+    if path:
+        Path(path).write_text(out if out.endswith("\n") else out + "\n")
+        if say:
+            say(f"wrote {path}")
+        return
+    sys.stdout.write(out if out.endswith("\n") else out + "\n")
+    sys.stdout.flush()
+
+
+# -- the option ------------------------------------------------------------------------------
+class _OutputAction(argparse.Action):
+    """`-o FORMAT`; where the command used to take `-o FILE`, a non-format value still works as
+    the file (with a deprecation note on stderr), so old scripts keep running."""
+
+    def __init__(self, *args: Any, formats: Sequence[str], legacy_file: bool, **kw: Any) -> None:
+        self.formats, self.legacy_file = tuple(formats), legacy_file
+        super().__init__(*args, **kw)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: Any = None
+    ) -> None:
+        if value in self.formats:
+            ns.output = value
+            return
+        if self.legacy_file:
+            print(
+                f"[desched] deprecated: `{opt} FILE` writes a file; use --output-file {value} "
+                f"(`-o` now takes a format: {'|'.join(self.formats)})",
+                file=sys.stderr,
+            )
+            ns.output_file = value
+            return
+        parser.error(
+            f"argument {opt}: invalid choice: {value!r} (choose from {', '.join(self.formats)})"
+        )
+
+
+class _AliasAction(argparse.Action):
+    """An old spelling of `-o` (`--format F`, `--json`): same effect, with a note on stderr."""
+
+    def __init__(self, *args: Any, value: str | None = None, **kw: Any) -> None:
+        self.value = value
+        super().__init__(*args, **kw)
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: Any = None
+    ) -> None:
+        fmt = self.value or value
+        print(f"[desched] deprecated: {opt} is now `-o {fmt}`", file=sys.stderr)
+        ns.output = fmt
+
+
+def add_output(
+    ap: argparse.ArgumentParser,
+    *,
+    formats: Sequence[str] = FORMATS,
+    default: str = "text",
+    output_file: bool = False,
+    legacy_file: bool = False,
+    aliases: Mapping[str, str | None] | None = None,
+) -> None:
+    """`-o/--output FORMAT` (dest `output`), optionally `--output-file FILE` (dest `output_file`)
+    and old spellings: {"--json": "json"} (a switch) or {"--format": None} (takes the format)."""
+    choices = "|".join(formats)
+    ap.add_argument(
+        "-o",
+        "--output",
+        action=_OutputAction,
+        formats=formats,
+        legacy_file=legacy_file,
+        default=default,
+        metavar=choices,
+        help=f"output format (default: {default}); machine-readable output goes to stdout, "
+        "progress to stderr",
+    )
+    if output_file:
+        ap.add_argument(
+            "--output-file",
+            "--out",
+            dest="output_file",
+            default=None,
+            metavar="FILE",
+            help="write the output to FILE instead of stdout",
+        )
+    else:
+        ap.set_defaults(output_file=None)
+    for flag, value in (aliases or {}).items():
+        if value is None:
+            ap.add_argument(
+                flag, action=_AliasAction, choices=formats, help=f"deprecated: use -o {choices}"
+            )
+        else:
+            ap.add_argument(
+                flag, action=_AliasAction, nargs=0, value=value, help=f"deprecated: use -o {value}"
+            )
