@@ -17,11 +17,13 @@ _EXTENSION_POINTS = ("deschedule", "balance")
 
 
 def _runbook_strategies() -> list[str]:
-    """The strategies the runbook policy enables (deschedule and balance plugins), as written."""
-    from pytest_desched.descheduler.policy.model import load_default
+    """The strategies the runbook policy enables (deschedule and balance plugins), as written
+    (read, not validated: validating needs the policy checker, a Go build on a fresh cache)."""
+    from pytest_desched.descheduler.policy.model import DEFAULT_POLICY_FILE, Policy
+    from pytest_desched.tools.resources import manifest_path
 
     out: list[str] = []
-    for prof in load_default().to_dict().get("profiles") or []:
+    for prof in Policy.load(manifest_path(DEFAULT_POLICY_FILE)).to_dict().get("profiles") or []:
         plugins = prof.get("plugins") or {}
         for ep in _EXTENSION_POINTS:
             out += [p for p in (plugins.get(ep) or {}).get("enabled") or [] if p not in out]
