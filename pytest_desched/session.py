@@ -201,13 +201,13 @@ class DeschedSession:
         the policy (the file, else the values' rendered deschedulerPolicy) passes the lint.
         """
         if self._inputs is None:
-            from pytest_desched.descheduler.chart import parse_manifests
             from pytest_desched.descheduler.inputs import (
                 UserInputs,
                 check_user_inputs,
                 lint_input,
             )
-            from pytest_desched.providers.base import helm_env, run
+            from pytest_desched.descheduler.policy.values import render_values
+            from pytest_desched.providers.base import helm_env
 
             c = self.config
             if c.policy is None and not c.values:
@@ -216,20 +216,18 @@ class DeschedSession:
             tc = self.toolchain
             version = tc.wanted_version("policycheck")
 
-            def render(paths: list[Path], sets: list[str]) -> list[dict[str, Any]]:
+            def render(files: Any) -> Any:  # the chart this session installs (a candidate's)
                 chart = self.chart(self.candidate)
-                files = [a for p in paths for a in ("-f", str(p))]
-                cmd = [str(tc.path("helm")), "template", c.release, str(chart.path)]
                 env = helm_env(tc.cache_dir / "charts")
-                out = run([*cmd, "--namespace", "kube-system", *files, *sets], env=env)
-                return parse_manifests(out.stdout)
+                label = f"{tc.versions.chart_name}-{chart.version}"
+                return render_values(files, chart.path, tc.path("helm"), env, chart_label=label)
 
             with self.phase("inputs"):
                 self._inputs = check_user_inputs(
                     c.policy,
                     c.values,
                     render,
-                    lambda pol, src: lint_input(pol, src, version, tc),
+                    lambda target, label: lint_input(target, label, version, tc),
                 )
             for line in self._inputs.describe():
                 self.report(line)

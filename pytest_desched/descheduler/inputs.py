@@ -20,17 +20,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from pytest_desched.errors import CommandError, ConfigError, PolicyError
+from pytest_desched.descheduler.policy.values import (
+    POLICY_KEY,
+    RenderedValues,
+    ValuesFile,
+    read_values,
+    safety_off,
+)
+from pytest_desched.errors import ConfigError, PolicyError
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.descheduler.policy.lint import Target
 
 __all__ = ["InputFile", "UserInputs", "check_user_inputs", "read_input", "unsafe_value_lines"]
 
@@ -47,88 +53,36 @@ class InputFile:
     flag: str  # --policy | --values
     path: Path
     sha256: str
-    doc: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
-    node: yaml.Node | None = field(repr=False, compare=False, default=None)
+    values: ValuesFile = field(repr=False, compare=False)  # the document and its node
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        return self.values.doc
 
     def evidence(self) -> dict[str, str]:
         return {"file": self.path.name, "sha256": f"sha256:{self.sha256}"}
 
 
 def read_input(flag: str, path: Path) -> InputFile:
-    """A readable YAML mapping, or a ConfigError naming the file and the line."""
+    """A readable YAML mapping (read_values' rules), or a ConfigError naming flag, file, line."""
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{flag} {path}: no such file") from None
-    except OSError as exc:
-        raise ConfigError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
-    try:
-        text = raw.decode("utf-8")
-        node = yaml.compose(text)
-        doc = yaml.safe_load(text)
-    except UnicodeDecodeError:
-        raise ConfigError(f"{flag} {path}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        why = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{flag} {path}{where}: not valid YAML ({why})") from None
-    if doc is None:
-        doc = {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{flag} {path}: the document is a {type(doc).__name__}, not a mapping")
-    return InputFile(flag, path, hashlib.sha256(raw).hexdigest(), doc, node)
-
-
-def _line(node: yaml.Node | None, *keys: str) -> int | None:
-    """1-based line of a nested mapping key in a composed document (None when absent)."""
-    line = None
-    for key in keys:
-        if not isinstance(node, yaml.MappingNode):
-            return None
-        for k, v in node.value:
-            if getattr(k, "value", None) == key:
-                line, node = k.start_mark.line + 1, v
-                break
-        else:
-            return None
-    return line
-
-
-def _get(doc: Any, *keys: str) -> tuple[bool, Any]:
-    for key in keys:
-        if not isinstance(doc, dict) or key not in doc:
-            return False, None
-        doc = doc[key]
-    return True, doc
+        vf = read_values(path)
+    except ConfigError as exc:
+        raise ConfigError(f"{flag} {exc}") from None
+    return InputFile(flag, path, hashlib.sha256(path.read_bytes()).hexdigest(), vf)
 
 
 def unsafe_value_lines(files: Sequence[InputFile]) -> list[str]:
-    """Where the values turn the runbook's safety off: suspend, or dry-run at the first install.
+    """Where the values turn the runbook's safety off (suspend, or dry-run at first install).
 
-    Helm's order decides: the last file that sets a key wins, so that file (and its line) is
-    named. `true` (or leaving the key out) is fine: the lab sets both on top regardless.
+    `safety_off` decides (the last file in Helm's order that sets a key is named); `true`,
+    or leaving the key out, is fine: the lab sets both on top regardless.
     """
-    out = []
-    for keys, what in (
-        (("suspend",), "suspend must stay true: rounds run only as Jobs created from the CronJob"),
-        (
-            ("cmdOptions", "dry-run"),
-            "the first install runs in dry run; the experiments turn it off for their rounds",
-        ),
-    ):
-        last = next((f for f in reversed(files) if _get(f.doc, *keys)[0]), None)
-        if last is None:
-            continue
-        value = _get(last.doc, *keys)[1]
-        if value is True or str(value).lower() == "true":
-            continue
-        line = _line(last.node, *keys)
-        out.append(
-            f"{last.flag} {last.path}{f':{line}' if line else ''}: {'.'.join(keys)}: "
-            f"{json.dumps(value, default=str)} turns it off; {what}; remove the key (or set it to true)"
-        )
-    return out
+    return [
+        f"--values {f.path}{f':{line}' if line else ''}: {key}: {json.dumps(value, default=str)} "
+        f"turns it off; {why}; remove the key (or set it to true)"
+        for f, key, value, line, why in safety_off([f.values for f in files])
+    ]
 
 
 @dataclass(frozen=True)
@@ -213,97 +167,80 @@ SAFETY_ON_TOP = (
 def check_user_inputs(
     policy: Path | None,
     values: Sequence[Path],
-    render: Any,
-    lint: Any,
+    render: Callable[[Sequence[ValuesFile]], RenderedValues],
+    lint: Callable[[Target, str], None],
 ) -> UserInputs:
     """Read and check the user's inputs; ConfigError / PolicyError before any cluster change.
 
-    `render(values_paths, set_flags)` runs `helm template` of the pinned chart and returns
-    its documents (raising CommandError with helm's words); `lint(policy, input_file)` raises
-    PolicyError on any lint error. Both are given by the caller (the session), so this
-    module needs no cluster and no toolchain of its own.
+    `render` is `helm template` of the chart under test with the values files in Helm's
+    order (`policy.values.render_values`: ConfigError with helm's reason); `lint(target,
+    label)` raises PolicyError on any error finding (`lint_input`). Both come from the caller
+    (the session), so this module needs no cluster and no toolchain of its own.
     """
     from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.descheduler.policy.lint import Target, values_target
 
     pf = read_input("--policy", policy) if policy is not None else None
     vfs = tuple(read_input("--values", v) for v in values)
+    if pf is not None and pf.doc.get("kind") != "DeschedulerPolicy":
+        raise ConfigError(
+            f"--policy {pf.path}: kind is {pf.doc.get('kind')!r}, not DeschedulerPolicy; pass a "
+            "policy file here, and Helm values (with deschedulerPolicy) with --values"
+        )
     unsafe = unsafe_value_lines(vfs)
     if unsafe:
         raise ConfigError("; ".join(unsafe))
-    safety = ["--set", "suspend=true", "--set", "cmdOptions.dry-run=true"]
-    docs: list[dict[str, Any]] = []
+    rendered = None
     if vfs:
         try:
-            docs = render([f.path for f in vfs], safety)
-        except CommandError as exc:
-            said = (exc.proc.stderr or exc.proc.stdout or str(exc)).strip()
-            said = "\n".join(ln for ln in said.splitlines() if not ln.startswith("Use --debug"))
-            names = " ".join(str(f.path) for f in vfs)
-            raise ConfigError(f"--values {names}: helm refuses them: {said[-600:]}") from None
-    if vfs and len([d for d in docs if d.get("kind") == "CronJob"]) != 1:
-        kinds = sorted({str(d.get("kind")) for d in docs})
-        raise ConfigError(
-            f"--values {' '.join(str(f.path) for f in vfs)}: the render has no single CronJob "
-            f"(kinds {kinds}; `kind: Deployment`?); the runbook runs each round as a Job "
-            "created from the suspended CronJob: remove `kind` from the values"
-        )
-    flags, shown = lab_set_flags(docs) if vfs else ([], [])
+            rendered = render([f.values for f in vfs])
+        except ConfigError as exc:
+            raise ConfigError(f"--values {exc}") from None
+        docs = list(rendered.manifests)
+        if len([d for d in docs if d.get("kind") == "CronJob"]) != 1:
+            kinds = sorted({str(d.get("kind")) for d in docs})
+            raise ConfigError(
+                f"--values {rendered.label}: the render has no single CronJob (kinds {kinds}; "
+                "`kind: Deployment`?); the runbook runs each round as a Job created from the "
+                "suspended CronJob: remove `kind` from the values"
+            )
+    flags, shown = lab_set_flags(list(rendered.manifests)) if rendered else ([], [])
     user_policy: Policy | None = None
     policy_from = ""
     if pf is not None:
-        try:
-            user_policy = Policy.from_dict(pf.doc, source=str(pf.path))
-        except PolicyError as exc:
-            raise PolicyError(exc.problems, f"--policy {pf.path}") from None
         policy_from = f"--policy {pf.path.name} (sha256 {pf.sha256[:12]})"
-        lint(user_policy, pf)
-    else:
-        setting = [f for f in vfs if "deschedulerPolicy" in f.doc]
-        if setting:
-            text = _rendered_policy(docs)
-            last = setting[-1]
-            if text is None:
-                raise ConfigError(
-                    f"--values {last.path}: deschedulerPolicy renders no policy ConfigMap "
-                    "(empty?); give a policy or pass --policy FILE"
-                )
-            user_policy = Policy.from_yaml(
-                text, source=f"{last.path} (deschedulerPolicy, as helm renders it)"
-            )
-            policy_from = (
-                f"--values {', '.join(f.path.name for f in setting)} (deschedulerPolicy, as "
-                "the pinned helm renders it)"
-            )
-            lint(user_policy, last)
+        text = pf.path.read_text(encoding="utf-8")
+        lint(Target(str(pf.path), pf.doc, text, "", pf.values.node), f"--policy {pf.path}")
+        user_policy = Policy.from_dict(pf.doc, source=str(pf.path))
+    elif rendered is not None and any(POLICY_KEY in f.doc for f in vfs):
+        setting = [f for f in vfs if POLICY_KEY in f.doc]
+        lint(values_target(rendered), f"--values {rendered.label}")  # the render, placed
+        assert rendered.policy_text is not None  # values_target refuses a render without one
+        user_policy = Policy.from_yaml(
+            rendered.policy_text, source=f"{setting[-1].path} ({POLICY_KEY}, as helm renders it)"
+        )
+        policy_from = (
+            f"--values {', '.join(f.path.name for f in setting)} ({POLICY_KEY}, as the pinned "
+            "helm renders it)"
+        )
     on_top = [*SAFETY_ON_TOP, *shown]
     if user_policy is not None or vfs:
         on_top.append(
-            "deschedulerPolicy: the policy named above (an experiment holds it to its lab "
+            f"{POLICY_KEY}: the policy named above (an experiment holds it to its lab "
             "namespace and records each deviation)"
         )
     return UserInputs(pf, vfs, user_policy, policy_from, tuple(on_top), tuple(flags))
 
 
-def _rendered_policy(docs: list[dict[str, Any]]) -> str | None:
-    cms = [
-        d for d in docs if d.get("kind") == "ConfigMap" and "policy.yaml" in (d.get("data") or {})
-    ]
-    return str(cms[0]["data"]["policy.yaml"]) if len(cms) == 1 else None
+def lint_input(target: Target, label: str, version: str, toolchain: Any = None) -> None:
+    """PolicyError (file and line when known) on any error-level lint finding of `target`.
 
-
-def lint_input(policy: Policy, source: InputFile, version: str, toolchain: Any = None) -> None:
-    """PolicyError (file and line when known) on any error-level lint finding of `policy`."""
+    A values target (`values_target`) has its findings placed in the user's files by the lint
+    itself; its DL018 (a safety flag off) was refused before, so only errors count here.
+    """
     from pytest_desched.descheduler.policy.checker import checker_for
-    from pytest_desched.descheduler.policy.lint import Target, lint_targets
+    from pytest_desched.descheduler.policy.lint import lint_targets
 
-    node = source.node
-    prefix = ""
-    if source.flag == "--values":  # lines of the values file's own deschedulerPolicy block
-        prefix = "deschedulerPolicy."
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == "deschedulerPolicy"), None)
-    doc = policy.to_dict()
-    target = Target(str(source.path), doc, json.dumps(doc), prefix, node)
     findings = lint_targets([target], checker_for(version, toolchain))
     errors = [f for f in findings if f.severity == "error"]
     if errors:
@@ -313,5 +250,5 @@ def lint_input(policy: Policy, source: InputFile, version: str, toolchain: Any =
                 f"{f.message}; fix: {f.fix}"
                 for f in errors
             ],
-            f"{source.flag} {source.path}",
+            label,
         )

@@ -134,7 +134,7 @@ def test_values_turning_suspend_or_dry_run_off_are_named_with_their_line(tmp_pat
     [
         ("suspend: false\n", r"v\.yaml:1: suspend: false turns it off"),
         ("cmdOptions:\n  dry-run: false\n", r"v\.yaml:2: cmdOptions\.dry-run: false"),
-        ("image: registry.example/descheduler\n", "helm refuses them: .*image"),
+        ("image: registry.example/descheduler\n", "helm refuses these values .*image"),
         ("kind: Deployment\n", "no single CronJob"),
         (
             "deschedulerPolicy:\n  maxNoOfPodsToEvictPerNod: 1\n  profiles: []\n",
@@ -270,17 +270,19 @@ def test_release_passes_values_as_f_files_and_policy_replaces_theirs(tmp_path: P
     assert pod["containers"][0]["resources"]["requests"] == {"cpu": "100m", "memory": "64Mi"}
 
 
-def test_check_user_inputs_reports_helms_reason(tmp_path: Path) -> None:
-    from pytest_desched.errors import CommandError
-
-    def render(paths: list[Path], sets: list[str]) -> Any:
-        import subprocess
-
-        raise CommandError(["helm"], subprocess.CompletedProcess(["helm"], 1, "", "Error: boom"))
+def test_check_user_inputs_names_the_flag_on_helms_refusal(tmp_path: Path) -> None:
+    def render(files: Any) -> Any:
+        raise ConfigError(f"{files[0].path}: helm refuses these values (boom)")
 
     v = _write(tmp_path, "v.yaml", "x: 1\n")
-    with pytest.raises(ConfigError, match=f"--values {v}: helm refuses them: Error: boom"):
+    with pytest.raises(ConfigError, match=f"--values {v}: helm refuses these values \\(boom\\)"):
         check_user_inputs(None, [v], render, lambda *a: None)
+
+
+def test_policy_flag_takes_a_policy_not_values(tmp_path: Path) -> None:
+    v = _write(tmp_path, "v.yaml", PROD_VALUES)
+    with pytest.raises(ConfigError, match=r"kind is None, not DeschedulerPolicy.*--values"):
+        check_user_inputs(v, [], lambda f: None, lambda *a: None)  # type: ignore[arg-type,return-value]
 
 
 # -- the pytest plugin: --desched-policy / --desched-values and their env fallbacks ----------

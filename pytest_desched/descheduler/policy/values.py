@@ -136,6 +136,8 @@ class RenderedValues:
     files: tuple[ValuesFile, ...]
     chart: str  # the chart's label, e.g. "descheduler-0.36.0"
     policy_text: str | None
+    # Every document of the render (the CronJob's args, kind...): desched run/up read them.
+    manifests: tuple[dict[str, Any], ...] = ()
 
     @property
     def label(self) -> str:
@@ -183,4 +185,4 @@ def render_values(
         raise ConfigError(f"{files[-1].path}: the chart renders invalid YAML ({exc})") from None
     cms = [d for d in find(docs, "ConfigMap") if "policy.yaml" in (d.get("data") or {})]
     policy = str(cms[0]["data"]["policy.yaml"]) if len(cms) == 1 else None
-    return RenderedValues(tuple(files), chart_label or chart.name, policy)
+    return RenderedValues(tuple(files), chart_label or chart.name, policy, tuple(docs))
