@@ -307,3 +307,17 @@ def test_sarif_names_the_linter_and_the_chart_default(tmp_path: Path) -> None:
     assert "region" not in dl008["locations"][0]["physicalLocation"]
     assert verdict(findings, "warning").startswith("UNSAFE: ")
     assert verdict([f for f in findings if f.severity == "note"], "warning") == "SAFE"
+
+
+def test_values_that_render_no_policy_are_an_error(tmp_path: Path) -> None:
+    """`profiles: null` deletes the chart's profiles (helm), leaving deschedulerPolicy empty:
+    the chart renders no ConfigMap while its CronJob still mounts one."""
+    for name, text in (
+        ("null.yaml", "deschedulerPolicy: null\n"),
+        ("noprof.yaml", "deschedulerPolicy:\n  profiles: null\n"),
+    ):
+        [f] = lint_files([write(tmp_path, name, text)])
+        assert (f.rule, f.severity, f.line) == ("DL000", "error", 1)
+        assert "renders no policy ConfigMap" in f.message
+    kept = write(tmp_path, "kept.yaml", "deschedulerPolicy:\n  maxNoOfPodsToEvictTotal: 2\n")
+    assert "DL000" not in {f.rule for f in lint_files([kept])}

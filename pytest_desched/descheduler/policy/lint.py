@@ -207,7 +207,8 @@ def values_target(rendered: RenderedValues) -> Target:
     if rendered.policy_text is None:
         problem = (
             f"the chart {rendered.chart} renders no policy ConfigMap from these values "
-            f"({POLICY_KEY} empty or null?); the descheduler would not start"
+            f"({POLICY_KEY} empty or null): the CronJob still mounts it, so its pods never "
+            f"start; give {POLICY_KEY} a policy"
         )
         return Target(name, None, "", POLICY_KEY, problem=problem, rendered=rendered)
     try:
