@@ -30,7 +30,7 @@ import pytest
 from pytest_desched.kube import wait_for
 from pytest_desched.tools.toolchain import Toolchain
 
-pytestmark = pytest.mark.descheduler_e2e
+pytestmark = pytest.mark.desched_selftest
 
 DESCHED = Path(sys.executable).with_name("desched")  # the venv's console script
 SIGNAL_TO_EXIT_BOUND_S = 10.0  # 2 s is the goal on an idle machine; CI runners share cores
