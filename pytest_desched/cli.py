@@ -328,6 +328,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
     if not args.files and not args.values:
         raise ConfigError("desched lint needs a FILE or --values FILE")
+    from pytest_desched.inputs_safe import check_file
+
+    for f in args.files:  # missing, a directory, a FIFO, too big: refused before any build
+        check_file(f, what="policy, values or ConfigMap")
     cand = None
     if args.candidate:  # the candidate's own policy checker, built from its source
         from pytest_desched.descheduler.candidate import parse_candidate

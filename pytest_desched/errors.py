@@ -22,6 +22,22 @@ class ConfigError(DeschedError, ValueError):
     """An option or input is invalid; nothing has been changed anywhere yet."""
 
 
+class InputError(ConfigError):
+    """A user file or value refused at the front door: one line naming the file, field and fix."""
+
+    def __init__(self, source: str, field: str, problem: str, fix: str, code: str = "") -> None:
+        from pytest_desched.evidence.redaction import scrub_secrets
+
+        self.source, self.field, self.problem, self.fix = source, field, problem, fix
+        self.code = code  # a lint rule id when one names the problem (DL003 duplicate key)
+        line = field.removeprefix("line ")
+        if line.isdigit():  # FILE:LINE, as compilers and the other refusals write it
+            where = f"{source}:{line}: "
+        else:
+            where = f"{source}: {field}: " if field else f"{source}: "
+        super().__init__(scrub_secrets(" ".join(f"{where}{problem}; {fix}".split())))
+
+
 class ToolError(DeschedError, RuntimeError):
     """A tool could not be provided; the message names the tool, the command and the log."""
 

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.inputs_safe import load_yaml, read_text
 
 # The change kinds the diff reports (compare.diff_classes) plus the round-level ones.
 KINDS = (
@@ -163,13 +164,8 @@ def load_explanations(source: str | Path | Sequence[Mapping[str, Any]] | None) -
     if isinstance(source, (str, Path)):
         path = Path(source)
         where = str(path)
-        if not path.is_file():
-            raise ConfigError(f"explanation file {path} does not exist; pass --expect FILE")
-        text = path.read_text()
-        try:
-            doc = yaml.safe_load(text) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not YAML ({exc}); fix the file") from None
+        text = read_text(path, what="explanation file (--expect)")  # bounded: exit 2
+        doc = load_yaml(text, str(path)) or {}
         items = doc.get("changes") if isinstance(doc, Mapping) else None
         if items is None:
             raise ConfigError(f"{path}: expected a mapping with a `changes:` list")

@@ -298,7 +298,7 @@ class _Parser:
             return None
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # a deep or huge-integer line is not a log record
             return None
         return rec if isinstance(rec, dict) and K_MSG in rec else None
 

@@ -13,8 +13,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from pytest_desched.descheduler.policy import PolicyScope
 from pytest_desched.kube import node_annotations, node_labels, node_name
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
@@ -124,10 +122,9 @@ def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN
 
 
 def _load_kubeconfig(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ProviderError(f"cannot read kubeconfig {path}: {exc}") from exc
+    from pytest_desched.inputs_safe import load_yaml_file
+
+    data = load_yaml_file(path, what="kubeconfig")  # bounded; InputError is exit 2
     if not isinstance(data, dict):
         raise ProviderError(f"{path} is not a kubeconfig (expected a YAML mapping)")
     return data

@@ -95,6 +95,19 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_log(path: str | Path, flag: str) -> str:
+    """A descheduler JSON log, bounded (size, UTF-8, line depth); refused when it has none."""
+    from pytest_desched.inputs_safe import json_lines, read_text
+
+    text = read_text(path, kind="bulk", what=f"{flag} log")
+    if not any("msg" in doc for _, doc in json_lines(text, f"{path}")):
+        raise ConfigError(
+            f'{flag} {path}: no descheduler JSON log line (an object with "msg"); give the '
+            "log of a descheduler run with --logging-format=json"
+        )
+    return text
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a snapshot (or build a ledger from a log or a record, with no cluster)."""
     from pytest_desched.replay.ledger import ledger_from_log, ledger_from_record
@@ -106,10 +119,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
     if args.from_log or args.from_record:
         if args.from_log:
-            p = Path(args.from_log)
-            if not p.is_file():
-                raise ConfigError(f"--from-log {p}: no such file")
-            ledger = ledger_from_log(p.read_text(errors="replace"), args.descheduler)
+            text = read_log(args.from_log, "--from-log")
+            ledger = ledger_from_log(text, args.descheduler)
         else:
             ledger = ledger_from_record(args.from_record)
         out = _ledger_out(ledger, args.output, ledger.to_markdown, ledger.to_dict())

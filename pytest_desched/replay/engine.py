@@ -120,14 +120,9 @@ def check_inputs(
     plan_restore(snap)  # a snapshot the restore would refuse is refused now
     text = None
     if log is not None:
-        lp = Path(log)
-        if not lp.is_file():
-            raise ConfigError(f"--log {lp}: no such file (the incident's descheduler JSON log)")
-        text = lp.read_text(errors="replace")
-        if '"msg"' not in text:
-            raise ConfigError(
-                f"--log {lp}: no JSON log lines; run the descheduler with --logging-format=json"
-            )
+        from pytest_desched.replay.cli import read_log
+
+        text = read_log(log, "--log")
     candidate = descheduler if descheduler and descheduler.startswith(CANDIDATE_PREFIXES) else None
     version = None if candidate else (descheduler or snap.descheduler_version)
     if policy is not None:

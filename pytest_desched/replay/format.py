@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.inputs_safe import load_json, load_yaml, read_text
 
 API_VERSION = "desched.pytest.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -199,16 +200,13 @@ class Snapshot:
     @classmethod
     def load(cls, path: str | Path) -> Snapshot:
         path = Path(path)
-        if not path.is_file():
+        if not path.exists():
             raise ConfigError(f"snapshot {path}: no such file; take one with `desched snapshot`")
-        text = path.read_text(encoding="utf-8")
-        try:
-            if text.lstrip().startswith("{"):
-                doc = json.loads(text)
-            else:
-                doc = yaml.load(text, Loader=_loader())
-        except (yaml.YAMLError, ValueError) as exc:
-            raise ConfigError(f"snapshot {path}: not YAML ({str(exc).splitlines()[0]})") from None
+        text = read_text(path, kind="bulk", what="snapshot")  # bounded: size, type, UTF-8
+        if text.lstrip().startswith("{"):
+            doc = load_json(text, str(path))
+        else:
+            doc = load_yaml(text, str(path))
         return cls.from_doc(doc, str(path))
 
     # -- validation -----------------------------------------------------------------------

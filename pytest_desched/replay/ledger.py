@@ -310,18 +310,22 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
     whole log is parsed instead, so every namespace's pods are in the ledger.
     """
     if not isinstance(record, Mapping):
-        path = Path(record)
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            from pytest_desched.errors import ConfigError
+        from pytest_desched.errors import ConfigError
+        from pytest_desched.inputs_safe import load_json, read_text
 
-            raise ConfigError(f"round record {path}: unreadable JSON ({exc})") from None
+        path = Path(record)
+        record = load_json(read_text(path, kind="bulk", what="round record"), str(path))
+        if not isinstance(record, Mapping):
+            raise ConfigError(f"round record {path}: not a JSON object; give <round>.json")
     version = (record.get("versions") or {}).get("descheduler")
     log_path = record.get("log_path")
     if log_path and Path(log_path).is_file():
+        from pytest_desched.inputs_safe import read_text
+
         ledger = ledger_from_log(
-            Path(log_path).read_text(), version, record.get("round_name", "round")
+            read_text(log_path, kind="bulk", what="round log"),
+            version,
+            record.get("round_name", "round"),
         )
         ledger.source = "record"
         ledger.notes.insert(0, f"parsed from the record's log {log_path}")

@@ -35,6 +35,7 @@ import yaml
 
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     DESCHEDULER_LABEL,
@@ -123,10 +124,9 @@ def check_inputs(
 ) -> tuple[Path, str, list[str] | None]:
     """Every input checked before the first request: file, context, namespace names."""
     path = resolve_kubeconfig(kubeconfig)
-    try:
-        doc = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"kubeconfig {path}: unreadable ({exc})") from None
+    doc = load_yaml_file(path, what="kubeconfig") or {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"kubeconfig {path}: not a mapping; give a kubeconfig file")
     contexts = [c.get("name") for c in doc.get("contexts") or [] if isinstance(c, dict)]
     if not context:
         raise ConfigError(
@@ -150,7 +150,7 @@ def minimal_kubeconfig(path: Path, context: str) -> dict[str, Any]:
     kwokctl has no --context flag; relative certificate paths resolve against the original
     file's directory, which a copy elsewhere would break.
     """
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = load_yaml_file(path, what="kubeconfig") or {}
     ctx = next(c for c in doc.get("contexts") or [] if c.get("name") == context)
     cname, uname = (ctx.get("context") or {}).get("cluster"), (ctx.get("context") or {}).get("user")
     base = path.resolve().parent

@@ -194,7 +194,7 @@ def test_bad_explanations_are_refused(items: list, message: str) -> None:
 
 
 def test_explanation_file_errors_name_the_file(tmp_path) -> None:
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match=r"missing.yaml: no such file \(read as the explanation"):
         load_explanations(tmp_path / "missing.yaml")
     p = tmp_path / "e.yaml"
     p.write_text("other: 1\n")
@@ -249,7 +249,7 @@ def test_served_names_lists_families_not_series() -> None:
         (["canary", "--candidate", "source:/nonexistent/tree"], "/nonexistent/tree"),
         (
             ["canary", "--candidate", "version:v0.36.0", "--expect", "/nonexistent.yaml"],
-            "does not exist",
+            "nonexistent.yaml: no such file (read as the explanation file (--expect))",
         ),
         (["canary", "--candidate", "version:v0.36.0", "--experiment", "nosuch"], "nosuch"),
         (

@@ -53,10 +53,10 @@ from pytest_desched.descheduler.policy.values import (
     ValuesFile,
     read_values,
     safety_off,
-    yaml_problem,
 )
-from pytest_desched.errors import ConfigError
+from pytest_desched.errors import ConfigError, InputError
 from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.inputs_safe import load_yaml, load_yaml_all, read_text
 
 __all__ = [
     "DEPRECATED_EVICTOR_BOOLEANS",
@@ -148,6 +148,7 @@ class Target:
     prefix: str = ""
     node: yaml.Node | None = None  # composed document, for line numbers
     problem: str = ""
+    rule: str = "DL000"  # the rule a problem is reported under (DL003: a duplicate key)
     # Helm values: what the chart rendered from them; findings are placed in the user's files.
     rendered: RenderedValues | None = None
 
@@ -223,6 +224,9 @@ def values_target(rendered: RenderedValues) -> Target:
     return Target(name, doc, rendered.policy_text, f"{POLICY_KEY}.", node, rendered=rendered)
 
 
+_NODE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # nodes for line numbers only
+
+
 def load_targets(path: str | Path, render: Renderer | None = None) -> list[Target]:
     """Every policy in a file: a policy, ConfigMaps (multi-document too), or Helm values.
 
@@ -230,18 +234,14 @@ def load_targets(path: str | Path, render: Renderer | None = None) -> list[Targe
     and the line when known): bad input, refused before any lint.
     """
     name = str(path)
+    text = read_text(path, what="policy, values or ConfigMap")  # bounded: InputError, exit 2
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{name}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{name}: cannot read it ({why})") from None
-    try:
-        docs = list(yaml.safe_load_all(text))
-        nodes = list(yaml.compose_all(text))
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_problem(Path(path), exc)) from None
+        docs = load_yaml_all(text, name)  # depth, aliases, ints: refused before any walk
+        nodes = list(yaml.compose_all(text, Loader=_NODE_LOADER))
+    except InputError as exc:
+        if exc.code != "DL003":
+            raise
+        return [Target(name, None, "", problem=str(exc), rule=exc.code)]
     docs_nodes = [(d, n) for d, n in zip(docs, nodes, strict=False) if d is not None]
     out: list[Target] = []
     single = len(docs_nodes) == 1
@@ -257,8 +257,13 @@ def load_targets(path: str | Path, render: Renderer | None = None) -> list[Targe
         elif doc.get("kind") == "ConfigMap" and "policy.yaml" in (doc.get("data") or {}):
             inner = doc["data"]["policy.yaml"]
             try:
-                pol = yaml.safe_load(inner)
-                inner_node = yaml.compose(inner)
+                pol = load_yaml(str(inner), f"{name}: data.policy.yaml")
+                inner_node = yaml.compose(inner, Loader=_NODE_LOADER)
+            except InputError as exc:
+                if exc.code not in ("DL000", "DL003"):
+                    raise
+                out.append(Target(name, None, "", where, problem=str(exc), rule=exc.code))
+                continue
             except yaml.YAMLError as exc:
                 out.append(Target(name, None, "", where, problem=f"policy.yaml: {exc}"))
                 continue

@@ -40,7 +40,8 @@ import yaml
 
 from pytest_desched.descheduler.policy.checker import CheckResult, checker_for, facts_for
 from pytest_desched.descheduler.policy.paths import set_path
-from pytest_desched.errors import PolicyError
+from pytest_desched.errors import InputError, PolicyError
+from pytest_desched.inputs_safe import check_tree, load_yaml, read_text
 from pytest_desched.tools.resources import manifest_path
 
 if TYPE_CHECKING:
@@ -60,42 +61,16 @@ DEFAULT_POLICY_FILE = "policy-safe-rebalance.yaml"
 # --------------------------------------------------------------------------------- parsing ---
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys: Go keeps one of them in undefined order."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, (str, int, float, bool)) or key is None:
-            continue  # unhashable/odd keys: the type checks report those
-        if key in seen:
-            mark = key_node.start_mark
-            raise PolicyError(
-                f"line {mark.line + 1}: duplicate key {key!r}; keep exactly one",
-                loader.name,
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
-)
-
-
 def _parse(text: str, source: str) -> dict[str, Any]:
     try:
-        loader = _StrictLoader(text)
-        loader.name = source
-        try:
-            doc = loader.get_single_data()
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        raise PolicyError(f"YAML syntax error: {exc}; fix the YAML", source) from exc
+        doc = load_yaml(text, source)  # bounded: depth, aliases, ints, duplicate keys
+    except InputError as exc:
+        where = f"{exc.field}: " if exc.field else ""
+        if exc.code == "DL000":
+            raise PolicyError(
+                f"{where}YAML syntax error: {exc.problem}; fix the YAML", source
+            ) from None
+        raise PolicyError(f"{where}{exc.problem}; {exc.fix}", source) from None
     if not isinstance(doc, dict):
         raise _not_a_mapping(doc, source)
     return doc
@@ -152,6 +127,7 @@ class Policy:
     ) -> None:
         if not isinstance(doc, Mapping):
             raise _not_a_mapping(doc, source)
+        check_tree(doc, source)  # a shared-reference graph would blow up every later walk
         self._doc: dict[str, Any] = copy.deepcopy(dict(doc))
         self.source = source
         self.overrides: list[dict[str, Any]] = copy.deepcopy(overrides or [])
@@ -161,7 +137,7 @@ class Policy:
     @classmethod
     def load(cls, path: str | Path) -> Policy:
         path = Path(path)
-        return cls(_parse(path.read_text(encoding="utf-8"), str(path)), source=str(path))
+        return cls(_parse(read_text(path, what="policy"), str(path)), source=str(path))
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<yaml>") -> Policy:

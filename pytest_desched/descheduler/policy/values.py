@@ -24,6 +24,7 @@ import yaml
 
 from pytest_desched.errors import CommandError, ConfigError
 from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.inputs_safe import load_yaml, read_text
 
 __all__ = [
     "POLICY_KEY",
@@ -56,18 +57,9 @@ class ValuesFile:
 def read_values(path: str | Path) -> ValuesFile:
     """A readable YAML mapping, or a ConfigError naming the file (and the line when known)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"{p}: cannot read it ({why})") from None
-    try:
-        doc = yaml.safe_load(text)
-        node = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(yaml_problem(p, exc)) from None
+    text = read_text(p, what="Helm values")  # bounded: size, file type, UTF-8
+    doc = load_yaml(text, str(p))  # depth, aliases, ints, duplicate keys: before any walk
+    node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):

@@ -1,0 +1,385 @@
+"""The one bounded reader of user files: size, file type, encoding, YAML/JSON shape limits.
+
+Every policy, Helm values file, snapshot, explanation file and log a user hands us comes in
+here, so a hostile or broken file ends as one `InputError` (a ConfigError: exit 2, nothing
+changed) naming the file and the fix, in well under a second, before any walk of its data.
+
+Limits (each stated in the refusal; the byte limits can be raised with the environment):
+
+- size: at most ``DESCHED_MAX_INPUT_BYTES`` (default 16 MiB for policies, values, explanation
+  files and kubeconfigs; ``DESCHED_MAX_BULK_BYTES``, default 512 MiB, for snapshots and logs).
+  Only that many bytes (+1) are ever read: a 2 GiB file is refused after reading 16 MiB.
+- regular files only: a FIFO, a device or a directory is refused before it is opened.
+- UTF-8 text: a UTF-16 byte-order mark, NUL bytes or invalid UTF-8 are refused.
+- YAML, checked on the event stream before anything is built (no recursion, no expansion):
+  nesting depth at most ``MAX_DEPTH``; aliases expand to at most
+  ``max(EXPANSION_FLOOR, EXPANSION_RATIO x nodes written)`` nodes (a billion-laughs file is
+  refused after a few hundred events); an alias to an open anchor (a cycle) is refused;
+  at most ``max_documents`` documents. Then it is built with libyaml's safe loader where
+  integers longer than ``MAX_INT_DIGITS`` digits and duplicate mapping keys are refused.
+- JSON (one document or one per line): the same depth and integer bounds.
+
+Imports nothing from this package but `errors`; the ground floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_desched.errors import InputError
+
+__all__ = [
+    "BULK_BYTES_DEFAULT",
+    "EXPANSION_FLOOR",
+    "EXPANSION_RATIO",
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "SMALL_BYTES_DEFAULT",
+    "check_file",
+    "check_tree",
+    "json_lines",
+    "load_json",
+    "load_yaml",
+    "load_yaml_all",
+    "max_bytes",
+    "read_text",
+]
+
+SMALL_BYTES_DEFAULT = 16 * 1024 * 1024
+BULK_BYTES_DEFAULT = 512 * 1024 * 1024
+MAX_DEPTH = 100  # Kubernetes objects (managedFields included) nest < 30
+MAX_INT_DIGITS = 32  # int64 has 19; a 5,000-digit integer is an attack, not a count
+EXPANSION_FLOOR = 100_000
+EXPANSION_RATIO = 10
+MAX_TREE_NODES = 2_000_000  # check_tree: a Python value handed in by code
+
+_ENV = {"small": "DESCHED_MAX_INPUT_BYTES", "bulk": "DESCHED_MAX_BULK_BYTES"}
+_DEFAULT = {"small": SMALL_BYTES_DEFAULT, "bulk": BULK_BYTES_DEFAULT}
+_FIX = "fix the file"
+
+
+def max_bytes(kind: str = "small") -> int:
+    """The byte limit for `kind` ("small": policies, values...; "bulk": snapshots, logs)."""
+    env = _ENV[kind]
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return _DEFAULT[kind]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(env, "", f"{raw!r} is not a byte count", "set a whole number") from None
+    if value <= 0:
+        raise InputError(env, "", f"{value} is not positive", "set a positive byte count")
+    return value
+
+
+def _as(what: str) -> str:
+    return "" if what == "file" else f" (read as the {what})"
+
+
+def _mib(n: int) -> str:
+    return f"{n / 1048576:.0f} MiB" if n >= 1048576 else f"{n} bytes"
+
+
+def check_file(path: str | Path, *, kind: str = "small", what: str = "file") -> os.stat_result:
+    """An existing regular file within the size limit (nothing opened); else `InputError`."""
+    p = Path(path)
+    name = str(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(name, "", f"no such file{_as(what)}", "give an existing path") from None
+    except OSError as exc:
+        raise InputError(name, "", f"cannot read ({exc.strerror}){_as(what)}", "check it") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(name, "", f"is a directory, not a file{_as(what)}", "give a file in it")
+    if not stat.S_ISREG(st.st_mode):
+        kind_name = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise InputError(name, "", f"is {kind_name}{_as(what)}", "give a regular file")
+    if st.st_size > max_bytes(kind):
+        raise _too_big(name, kind, what)
+    return st
+
+
+def _too_big(name: str, kind: str, what: str) -> InputError:
+    return InputError(
+        name,
+        "",
+        f"larger than the {_mib(max_bytes(kind))} limit{_as(what)}",
+        f"trim it, or raise {_ENV[kind]} (bytes)",
+    )
+
+
+def read_text(path: str | Path, *, kind: str = "small", what: str = "file") -> str:
+    """The file's text: a regular file, within the size limit, UTF-8; else `InputError`."""
+    p, name = Path(path), str(path)
+    check_file(p, kind=kind, what=what)
+    limit = max_bytes(kind)
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise InputError(name, "", f"cannot open ({exc.strerror}){_as(what)}", "check it") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # swapped since the stat
+            raise InputError(name, "", f"not a regular file{_as(what)}", "give a regular file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise _too_big(name, kind, what)
+    return decode(data, name, what)
+
+
+def decode(data: bytes, name: str, what: str = "file") -> str:
+    """UTF-8 text (a UTF-8 BOM is dropped); UTF-16/32, NUL bytes and bad bytes refused."""
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff") or data[:4] in (b"\x00\x00\xfe\xff",):
+        raise InputError(name, "", f"UTF-16/32 text{_as(what)}", "save it as UTF-8")
+    if b"\x00" in data:
+        at = data.index(b"\x00")
+        raise InputError(name, "", f"binary data (NUL byte at offset {at}){_as(what)}", _TEXT_FIX)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            name,
+            "",
+            f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}){_as(what)}",
+            "save it as UTF-8",
+        ) from None
+
+
+_TEXT_FIX = "give a UTF-8 text file"
+
+# ----------------------------------------------------------------------------------- YAML ---
+
+_LIBYAML = hasattr(yaml, "CSafeLoader")
+_BASE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _BoundedLoader(_BASE_LOADER):  # type: ignore[valid-type,misc]
+    """libyaml's safe loader with bounded integers and no duplicate keys."""
+
+    source = "<yaml>"
+
+
+def _construct_int(loader: _BoundedLoader, node: yaml.ScalarNode) -> Any:
+    digits = str(node.value).lstrip("+-").replace("_", "")
+    if len(digits) > MAX_INT_DIGITS:
+        raise InputError(
+            loader.source,
+            f"line {node.start_mark.line + 1}",
+            f"an integer of {len(digits)} digits (limit {MAX_INT_DIGITS})",
+            "write a realistic number, or quote it as a string",
+        )
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
+def _construct_mapping(loader: _BoundedLoader, node: yaml.MappingNode) -> Any:
+    keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+    if len(set(keys)) != len(keys):  # the common case costs one set
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+            if key in seen and key != "<<":
+                raise InputError(
+                    loader.source,
+                    f"line {key_node.start_mark.line + 1}",
+                    f"duplicate key {key!r}: the descheduler and helm keep one silently",
+                    "keep exactly one",
+                    code="DL003",
+                )
+            seen.add(key)
+    return yaml.SafeLoader.construct_yaml_map(loader, node)
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+
+
+def _scan(text: str, source: str, max_documents: int) -> None:
+    """Depth, alias expansion, cycles and document count, from events only (nothing built)."""
+    stack: list[list[Any]] = []  # [anchor, expanded size] per open collection
+    open_anchors: set[str] = set()
+    sizes: dict[str, int] = {}
+    written = expanded = docs = 0
+
+    def refuse(mark: Any, problem: str, fix: str) -> InputError:
+        return InputError(source, f"line {mark.line + 1}" if mark else "", problem, fix)
+
+    def add(n: int, mark: Any) -> None:
+        nonlocal expanded
+        if stack:
+            stack[-1][1] += n
+            total = stack[-1][1]
+        else:
+            expanded += n
+            total = expanded
+        bound = max(EXPANSION_FLOOR, EXPANSION_RATIO * written)
+        if total > bound or expanded > bound:
+            raise refuse(
+                mark,
+                f"aliases expand to more than {bound} nodes ({written} written; "
+                f"limit max({EXPANSION_FLOOR}, {EXPANSION_RATIO} x written)): an alias bomb?",
+                "write the data out without YAML aliases (&/*)",
+            )
+
+    for ev in yaml.parse(text, Loader=_BASE_LOADER):
+        if isinstance(ev, yaml.ScalarEvent):
+            written += 1
+            if ev.anchor:
+                sizes[ev.anchor] = 1
+            add(1, ev.start_mark)
+        elif isinstance(ev, yaml.AliasEvent):
+            if ev.anchor in open_anchors:
+                raise refuse(ev.start_mark, f"alias *{ev.anchor} inside its own anchor", _FIX)
+            add(sizes.get(ev.anchor, 1), ev.start_mark)
+        elif isinstance(ev, yaml.CollectionStartEvent):
+            written += 1
+            if len(stack) >= MAX_DEPTH:
+                raise refuse(
+                    ev.start_mark,
+                    f"nested deeper than {MAX_DEPTH} levels",
+                    "flatten the data (no Kubernetes object nests this deep)",
+                )
+            if ev.anchor:
+                open_anchors.add(ev.anchor)
+            stack.append([ev.anchor, 1])
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            anchor, n = stack.pop()
+            if anchor:
+                open_anchors.discard(anchor)
+                sizes[anchor] = n
+            add(n, ev.start_mark)
+        elif isinstance(ev, yaml.DocumentStartEvent):
+            docs += 1
+            if docs > max_documents:
+                raise refuse(
+                    ev.start_mark,
+                    f"more than {max_documents} YAML documents",
+                    "split the file",
+                )
+            sizes.clear()  # anchors do not cross documents
+
+
+def _yaml_docs(text: str, source: str, max_documents: int) -> Iterator[Any]:
+    try:
+        # Without an anchor there is no alias to expand; libyaml stops at 1,000 levels by
+        # itself, and the depth is checked on the result (cheaper than the event scan).
+        scanned = "&" in text or not _LIBYAML or text.count("---") >= max_documents
+        if scanned:
+            _scan(text, source, max_documents)
+        loader = _BoundedLoader(text)
+        loader.source = source
+        try:
+            n = 0
+            while loader.check_data():
+                n += 1
+                if n > max_documents:
+                    raise InputError(
+                        source, "", f"more than {max_documents} YAML documents", "split the file"
+                    )
+                doc = loader.get_data()
+                if not scanned:
+                    check_tree(doc, source, f"document {n}" if n > 1 else "")
+                yield doc
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else ""
+        first = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        raise InputError(source, where, f"not valid YAML ({first})", _FIX, code="DL000") from None
+    except RecursionError:
+        raise InputError(source, "", f"nested deeper than {MAX_DEPTH} levels", _FIX) from None
+
+
+def load_yaml_all(text: str, source: str = "<yaml>", *, max_documents: int = 100) -> list[Any]:
+    """Every document of a YAML stream, bounded (see the module docstring)."""
+    return list(_yaml_docs(text, source, max_documents))
+
+
+def load_yaml(text: str, source: str = "<yaml>") -> Any:
+    """The single document of `text` (None when empty); more than one is refused."""
+    docs = load_yaml_all(text, source, max_documents=1)
+    return docs[0] if docs else None
+
+
+def load_yaml_file(path: str | Path, *, kind: str = "small", what: str = "file") -> Any:
+    """`read_text` + `load_yaml`."""
+    return load_yaml(read_text(path, kind=kind, what=what), str(path))
+
+
+# ----------------------------------------------------------------------------------- JSON ---
+
+
+def _bounded_int(raw: str) -> int:
+    if len(raw.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(raw.lstrip('-'))} digits (limit {MAX_INT_DIGITS})")
+    return int(raw)
+
+
+def load_json(text: str, source: str = "<json>", field: str = "") -> Any:
+    """One JSON document with the depth and integer bounds."""
+    try:
+        doc = json.loads(text, parse_int=_bounded_int)
+    except RecursionError:
+        raise InputError(source, field, f"nested deeper than {MAX_DEPTH} levels", _FIX) from None
+    except ValueError as exc:
+        first = str(exc).splitlines()[0][:200]
+        raise InputError(source, field, f"not valid JSON ({first})", _FIX) from None
+    check_tree(doc, source, field)
+    return doc
+
+
+def json_lines(text: str, source: str = "<log>") -> Iterator[tuple[int, Any]]:
+    """(line number, document) for each line that is a JSON object; other lines are skipped.
+
+    A line that starts like JSON but breaks a bound (depth, integer size) is refused, so a
+    hostile log cannot hide a crash behind "skipped".
+    """
+    for i, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s.startswith("{"):
+            continue
+        try:
+            doc = json.loads(s, parse_int=_bounded_int)
+        except RecursionError:
+            raise InputError(
+                source, f"line {i}", f"JSON nested deeper than {MAX_DEPTH} levels", _FIX
+            ) from None
+        except ValueError as exc:
+            if "digits" in str(exc):
+                raise InputError(source, f"line {i}", str(exc), _FIX) from None
+            continue
+        check_tree(doc, source, f"line {i}")
+        yield i, doc
+
+
+def check_tree(
+    value: Any, source: str = "<data>", field: str = "", *, max_nodes: int = MAX_TREE_NODES
+) -> None:
+    """Depth and expanded size of a Python value (shared references counted each time).
+
+    Iterative, and it stops at the first bound: safe on a value a caller built with shared
+    sub-objects (a YAML-alias graph from elsewhere), which a recursive walk would expand.
+    """
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
+    while todo:
+        v, depth = todo.pop()
+        seen += 1
+        if seen > max_nodes:
+            raise InputError(
+                source, field, f"more than {max_nodes} values once expanded", "shrink it"
+            )
+        if depth > MAX_DEPTH:
+            raise InputError(source, field, f"nested deeper than {MAX_DEPTH} levels", _FIX)
+        if isinstance(v, dict):
+            todo.extend((x, depth + 1) for x in v.values())
+        elif isinstance(v, (list, tuple)):
+            todo.extend((x, depth + 1) for x in v)
