@@ -23,7 +23,7 @@ BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".jo
         ("[" * 10_000 + "]" * 10_000, "nest"),
         ("".join(" " * i + "a:\n" for i in range(150)), "nested deeper than 100"),
         ("a: " + "9" * 5000, "an integer of 5000 digits"),
-        ("a: 1\nb: 2\na: 3\n", "line 3: duplicate key 'a'"),
+        ("a: 1\nb: 2\na: 3\n", "in.yaml:3: duplicate key 'a'"),
         ("a: &x [*x]\n", "inside its own anchor"),
         ("a: [\n", "not valid YAML"),
         ("a: 1\n---\nb: 2\n", "more than 1 YAML documents"),
@@ -34,7 +34,7 @@ def test_hostile_yaml_is_refused_fast(text: str, message: str) -> None:
     with pytest.raises(InputError, match=message) as info:
         s.load_yaml(text, "in.yaml")
     assert time.monotonic() - t0 < 1.0
-    assert str(info.value).startswith("in.yaml: ")
+    assert str(info.value).startswith("in.yaml:")
     assert "\n" not in str(info.value)
 
 
@@ -113,7 +113,7 @@ def test_json_bounds() -> None:
         s.load_json("[" * 100_000 + "]" * 100_000, "x.json")
     with pytest.raises(InputError, match="5000 digits"):
         s.load_json("9" * 5000, "x.json")
-    with pytest.raises(InputError, match="line 2: JSON nested deeper"):
+    with pytest.raises(InputError, match="<log>:2: JSON nested deeper"):
         list(s.json_lines('{"msg": "a"}\n{"a":' + "[" * 100_000 + "]" * 100_000 + "}\n"))
     assert [n for n, _ in s.json_lines('{"msg": "a"}\nplain text\n{"msg": "b"}\n')] == [1, 3]
 
