@@ -290,6 +290,8 @@ def resolve(flag: str, explicit: Any = None, ini: Any = None) -> Any:
         raw, source = ini, f"ini key {ini_key(flag)}"
         if isinstance(raw, bool):
             return raw
+        if isinstance(raw, list | tuple):  # a list option's ini key (pytest "paths")
+            return [str(x) for x in raw]
     if raw:
         if kw.get("action") == "append":  # a list option: comma-separated in the environment
             return [p.strip() for p in raw.split(",") if p.strip()]

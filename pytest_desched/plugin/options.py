@@ -37,12 +37,12 @@ def add_options(parser: pytest.Parser) -> None:
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value always beats the env var
         group.addoption(flag, dest=_dest(flag), **kw)
-        switch = kw.get("action") == "store_true"
-        parser.addini(
+        switch, many = kw.get("action") == "store_true", kw.get("action") == "append"
+        parser.addini(  # a list option's files: one per line, relative to the ini file
             ini_key(flag),
             f"{kw['help'].partition(' [env')[0]} (flag {flag}, env {env} win over it)",
-            type="bool" if switch else "string",
-            default=False if switch else "",
+            type="bool" if switch else "paths" if many else "string",
+            default=False if switch else [] if many else "",
         )
 
 

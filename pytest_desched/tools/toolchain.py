@@ -779,6 +779,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for row in provide(tc, args.tools):
             print(f"{row['tool']:<24} {row['version']:<10} {row['source']:<8} {row['path']}")
+    except ConfigError as exc:
+        _stderr(f"error: {exc}")
+        return 2
     except ToolError as exc:
         _stderr(f"error: {exc}")
         return 1
@@ -787,7 +790,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def provide(tc: Toolchain, tools: list[str] | None = None) -> Iterator[dict[str, str]]:
-    """Build or find each tool (default: all but kind); yield tool, version, source, path."""
+    """Build or find each tool (default: all but kind); yield tool, version, source, path.
+    Every name is checked before the first build."""
+    from pytest_desched.errors import ConfigError
+
+    unknown = [t for t in tools or () if t not in TOOL_GROUP]
+    if unknown:
+        raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(TOOL_GROUP)}")
     for tool in tools or [t for t in TOOL_GROUP if t != "kind"]:
         p = tc.path(tool)
         yield {

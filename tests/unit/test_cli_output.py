@@ -306,3 +306,15 @@ def test_config_errors_name_the_cli_flag_and_the_env_var(
     assert cli.main(["run", "--artifacts", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
     assert "--workers / DESCHED_WORKERS must be an integer >= 2, got 'one'" in err
+
+
+def test_tools_unknown_name_exits_2_before_any_build(
+    clean_env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: `desched tools nosuch` died with a KeyError traceback (after resolving the
+    names before it); every name is now checked first."""
+    assert cli.main(["tools", "kubectl", "nosuch", "-o", "json"]) == 2
+    o, err = capsys.readouterr()
+    assert "unknown tool(s) ['nosuch']" in err and "'kubectl'" in err
+    assert o == ""
+    assert not (clean_env / "bin").exists()  # kubectl was not built or resolved first

@@ -90,3 +90,31 @@ def test_pytest_ini_is_honoured_and_a_bad_ini_value_names_the_key(
     res = pytester.runpytest("-p", "no:cacheprovider")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*ini key desched_keep='sometimes': choose from*"])
+
+
+def test_values_ini_key_is_a_list_of_files_relative_to_the_ini_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`desched_values` takes several files (Helm's order), resolved against the ini file's
+    folder, so pyproject.toml can name files beside it whatever the working directory."""
+    for name in ("base.yaml", "prod.yaml"):
+        pytester.path.joinpath(name).write_text("deschedulerPolicy: {}\n")
+    pytester.makepyprojecttoml(
+        """
+        [tool.pytest.ini_options]
+        desched_values = ["base.yaml", "prod.yaml"]
+        """
+    )
+    pytester.makepyfile(
+        """
+        def test_settings(desched_settings):
+            print("GOT", *[str(v) for v in desched_settings.values])
+        """
+    )
+    res = pytester.runpytest("-s", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    assert _got(res) == [str(pytester.path / "base.yaml"), str(pytester.path / "prod.yaml")]
+    monkeypatch.setenv("DESCHED_VALUES", str(pytester.path / "prod.yaml"))  # env beats ini
+    res = pytester.runpytest("-s", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    assert _got(res) == [str(pytester.path / "prod.yaml")]
