@@ -121,27 +121,42 @@ def outcome_changes(
     return rows, changes
 
 
-def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
-    """Why the behaviour comparison cannot give a verdict: an experiment compared no round.
+def _rounds(t: TrackResult, label: str) -> tuple[int, str]:
+    r = t.by_label().get(label)
+    if r is None:
+        return 0, "not run"
+    return len(r.records), (r.outcome + (f": {r.message}" if r.message else ""))
 
-    A pass needs something compared: an experiment of the selection with no round on either
-    track (both errored before their first round, or one track broke) leaves nothing to judge.
+
+def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
+    """Why the behaviour comparison cannot give a verdict: the baseline compared no round.
+
+    A pass needs something compared: an experiment with no round on the baseline (both
+    errored before their first round, or the baseline failed) leaves nothing to judge the
+    candidate against. No experiment at all is the same.
     """
-    b_by, c_by = b.by_label(), c.by_label()
-    out: list[str] = []
-    for label in list(dict.fromkeys([*b_by, *c_by])):
-        br, cr = b_by.get(label), c_by.get(label)
-        nb, nc = len(br.records) if br else 0, len(cr.records) if cr else 0
-        if min(nb, nc) == 0:
-            why = "; ".join(
-                f"{t.name}: {(r.outcome + ' ' + (r.message or '')).strip() if r else 'not run'}"
-                for t, r in ((b, br), (c, cr))
-            )
+    labels = list(dict.fromkeys([*b.by_label(), *c.by_label()]))
+    if not labels:
+        return ["no experiment ran on either track: nothing was compared"]
+    out = []
+    for label in labels:
+        (nb, bwhy), (nc, cwhy) = _rounds(b, label), _rounds(c, label)
+        if nb == 0:
             out.append(
-                f"{label}: zero compared rounds ({nb} on baseline, {nc} on candidate; {why})"
+                f"{label}: zero compared rounds (baseline ran none: {bwhy}; candidate ran {nc}"
+                + (f": {cwhy})" if nc == 0 else ")")
             )
-    if not (b_by or c_by):
-        out.append("no experiment ran on either track: nothing was compared")
+    return out
+
+
+def candidate_ran_nothing(b: TrackResult, c: TrackResult) -> list[str]:
+    """Experiments the baseline ran rounds of and the candidate ran none: a regression, never
+    explained away (e.g. a candidate that exits 1 at start-up), with the candidate's words."""
+    out = []
+    for label in b.by_label():
+        (nb, _), (nc, cwhy) = _rounds(b, label), _rounds(c, label)
+        if nb > 0 and nc == 0 and not c.error:
+            out.append(f"{label}: the candidate ran no round (the baseline ran {nb}): {cwhy}")
     return out
 
 
@@ -311,6 +326,7 @@ def run_canary(
     verdict = judge(changes, explanations)
     rep = CanaryReport(b, c, rounds, verdict, comparison, rows, time.monotonic() - t0)
     rep.no_verdict = no_verdict_reasons(b, c)
+    rep.regressions = candidate_ran_nothing(b, c)
     if not static:
         rep.not_compared = [NO_STATIC_GAP]
     paths = rep.write(config.artifacts)

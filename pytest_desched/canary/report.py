@@ -37,11 +37,12 @@ class CanaryReport:
     outcomes: list[dict[str, Any]] = field(default_factory=list)  # per experiment, both tracks
     wall_s: float = 0.0
     no_verdict: list[str] = field(default_factory=list)  # why nothing could be judged
+    regressions: list[str] = field(default_factory=list)  # the candidate ran no round: FAIL
     not_compared: list[str] = field(default_factory=list)  # what this canary did not compare
 
     @property
     def ok(self) -> bool:
-        return self.verdict.ok and not self.broken
+        return self.verdict.ok and not self.broken and not self.regressions
 
     @property
     def broken(self) -> bool:
@@ -58,6 +59,7 @@ class CanaryReport:
         return {
             "ok": self.ok,
             "no_verdict": self.no_verdict,
+            "regressions": self.regressions,
             "not_compared": self.not_compared,
             "verdict": self.verdict.to_dict(),
             "baseline": self.baseline.to_dict(),
@@ -77,7 +79,13 @@ class CanaryReport:
             "",
         ]
         lines += [f"- no verdict: {r}" for r in self.no_verdict]
+        lines += [f"- regression: {r}" for r in self.regressions]
         lines += [f"- {r}" for r in self.verdict.reasons]
+        lines += [
+            f"- the {t.name} track's teardown failed (its results stand): {t.teardown_error}"
+            for t in (b, c)
+            if t.teardown_error
+        ]
         lines += [f"- not compared: {r}" for r in self.not_compared]
         lines += [
             "",
@@ -88,7 +96,7 @@ class CanaryReport:
             chart = f"{t.chart.get('version', '?')} ({t.chart.get('source', '?')})"
             lines.append(
                 f"| {t.name} | {t.descheduler_version} | {chart} | {t.wall_s:.1f} | "
-                f"{t.error or ''} |"
+                f"{t.error or ''}{' teardown: ' + t.teardown_error if t.teardown_error else ''} |"
             )
         if not (self.outcomes or self.rounds):
             lines += ["", "Behaviour not compared: a static-only canary (no cluster was started)."]

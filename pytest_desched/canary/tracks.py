@@ -47,6 +47,7 @@ class TrackResult:
     timings: dict[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
     error: str | None = None
+    teardown_error: str | None = None  # the session's teardown failed after the experiments
     metric_names: list[str] | None = None  # families the binary served (metric_probe)
     metrics_why: str = ""  # why metric_names is None
     artifacts: str = ""
@@ -65,6 +66,7 @@ class TrackResult:
             "timings": self.timings,
             "wall_s": round(self.wall_s, 2),
             "error": self.error,
+            "teardown_error": self.teardown_error,
             "artifacts": self.artifacts,
             "metric_names": self.metric_names,
             "metrics_why": self.metrics_why,
@@ -116,12 +118,11 @@ def run_track(
         try:
             session.close()
         except Exception as exc:  # e.g. a 404 deleting a round Job already gone
-            # The teardown's error is said beside the track's own, never instead of it and
-            # never out of the thread (where it would lose every result this track has).
+            # Said beside the track's results, never instead of them and never out of the
+            # thread (where it would lose every result this track has): the experiments
+            # already reported, so the comparison still stands on them.
             session.failed = True
-            cancel.set()
-            said = f"teardown: {_one_line(exc)}"
-            out.error = f"{out.error}; {said}" if out.error else said
+            out.teardown_error = _one_line(exc)
         finally:
             out.timings = dict(session.timings)
             out.wall_s = time.monotonic() - t0

@@ -10,7 +10,12 @@ from typing import Any
 import pytest
 
 from pytest_desched.canary.compare import diff_rounds, node_roles
-from pytest_desched.canary.engine import compare_tracks, metric_changes, no_verdict_reasons
+from pytest_desched.canary.engine import (
+    candidate_ran_nothing,
+    compare_tracks,
+    metric_changes,
+    no_verdict_reasons,
+)
 from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.tracks import TrackResult, run_track, run_tracks
 from pytest_desched.canary.verdict import changes_of, judge
@@ -44,6 +49,7 @@ def report_of(b: TrackResult, c: TrackResult) -> CanaryReport:
     rounds, rows, changes = compare_tracks(b, c)
     rep = CanaryReport(b, c, rounds, judge(changes, []), None, rows)
     rep.no_verdict = no_verdict_reasons(b, c)
+    rep.regressions = candidate_ran_nothing(b, c)
     return rep
 
 
@@ -120,23 +126,46 @@ class _Session:
 
 
 def test_a_teardown_404_in_the_candidates_thread_keeps_the_cause() -> None:
+    """Before: the 404 escaped the candidate's thread, its six `exited 1` results were lost
+    and the canary said exit 3 with no cause. Now: FAIL (exit 1), the descheduler's words
+    first, the teardown error said beside them."""
     ok = _Session()
     ok.close = lambda: None  # type: ignore[method-assign]
     ok.run = lambda exp, variant: ExperimentResult(exp, variant, "pass", records=[rec([])])  # type: ignore[method-assign]
     b, c = run_tracks(ok, _Session(), [("positive-affinity-migration", "runbook")])  # type: ignore[arg-type]
-    assert c.error and "404" in c.error
+    assert c.error is None and c.teardown_error and "404" in c.teardown_error
+    assert [r.outcome for r in c.results] == ["error"]
     rep = report_of(b, c)
-    assert rep.broken
-    first = rep.verdict.reasons[0]
-    assert "candidate track could not run" in first and "strict decoding error" in first
-    # on the first screen of canary.md: before the tables
-    md = rep.markdown()
+    assert not rep.broken and not rep.ok  # a verdict: the candidate failed
+    assert "the candidate ran no round" in rep.regressions[0]
+    assert "strict decoding error" in rep.regressions[0]
+    assert any("pass -> error" in r and "strict decoding" in r for r in rep.verdict.reasons)
+    md = rep.markdown()  # the cause on the first screen: before the tables
+    assert "FAIL" in md.splitlines()[2]
     assert md.index("strict decoding error") < md.index("| track |")
+    assert md.index("404") < md.index("| track |")
 
 
-def test_a_teardown_error_is_said_beside_the_tracks_own() -> None:
+def test_a_candidate_error_in_its_thread_is_a_track_error_with_its_cause() -> None:
+    class Broken(_Session):
+        @property
+        def release(self) -> Any:
+            raise RuntimeError("kube-apiserver did not start: port in use")
+
+        @release.setter
+        def release(self, _v: Any) -> None:
+            pass
+
+    b, c = run_tracks(_Session(), Broken(), [("e", "v")])  # type: ignore[arg-type]
+    assert c.error and "port in use" in c.error
+    rep = report_of(b, c)
+    assert rep.broken and "port in use" in rep.verdict.reasons[0]
+
+
+def test_a_teardown_error_is_said_beside_the_tracks_results() -> None:
     out = run_track("candidate", _Session(), [("e", "v")], threading.Event())  # type: ignore[arg-type]
-    assert out.error is not None and out.error.startswith("teardown: RuntimeError: (404)")
+    assert out.error is None and out.teardown_error is not None
+    assert out.teardown_error.startswith("RuntimeError: (404)")
     assert [r.outcome for r in out.results] == ["error"]
 
 
