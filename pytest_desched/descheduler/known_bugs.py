@@ -50,6 +50,9 @@ class RoundFacts:
     mounted_policy: Mapping[str, object] = field(default_factory=dict)
     refused_by_api: int = 0  # 429s the API server's audit log (or, without one, the log) saw
     events_delivered: int = 0
+    # Refused pods with an EvictionFailed event once the same binary ran long enough to
+    # outlive its refusals (event_probe.py); None: not measured (no local binary).
+    events_outliving: int | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,8 @@ def _sig_1687(f: RoundFacts) -> str | None:
         return None  # without the notification no event is owed: not this bug
     if f.refused_by_api <= 0 or f.events_delivered >= f.refused_by_api:
         return None
+    if f.events_outliving is not None and f.events_outliving < f.refused_by_api:
+        return None  # it sends none even when it outlives its refusals: not an exit race
     attempt, exit_ts = _last_ts(f.log, EVICTION_ATTEMPT_MSGS), _last_ts(f.log)
     if attempt is None or exit_ts is None:
         return None

@@ -84,7 +84,7 @@ class NegativePDB(Experiment):
             f"mounted={mounted.get('evictionFailureEventNotification')!r}",
         )
         owed = len(refused)
-        uids = {p.uid for p in self.s1.pods if p.name in refused}
+        uids = {p.uid for p in self.s1.pods if p.key in refused}  # "ns/name" keys
         # Events still queued at exit are lost; ones already written are in the API by now
         # (the process has exited), so one read is the truth: no waiting, no timeout.
         delivered = {
@@ -98,6 +98,7 @@ class NegativePDB(Experiment):
         )
         if not (notify and owed):
             return
+        outliving = self._outliving(uids, owed, mounted) if len(delivered) < owed else None
         ok = len(delivered) >= owed
         detail = f"{len(delivered)} of {owed} refusals have an EvictionFailed event"
         bug = None
@@ -107,6 +108,7 @@ class NegativePDB(Experiment):
                 mounted_policy=mounted,
                 refused_by_api=owed,
                 events_delivered=len(delivered),
+                events_outliving=outliving,
             )
             bug = tolerated("eviction-failed-events", facts)
         if bug is not None:
@@ -121,3 +123,28 @@ class NegativePDB(Experiment):
                 known_bug=bug[0].id if bug else None,
             )
         )
+
+    def _outliving(self, uids: set[str], owed: int, mounted: dict) -> int | None:
+        """The events a process that outlives its refusals delivers (event_probe.py); None
+        where the provider runs round pods from images (no local binary to keep running)."""
+        from pytest_desched.descheduler.event_probe import delivered_when_outliving
+
+        rel, cluster = self.ctx.release, self.ctx.cluster
+        if cluster.job_executor != "embedded" or rel.binary is None:
+            self.r.result.notes.append(
+                "EvictionFailed delivery not proven by a long-running process: the "
+                f"{cluster.provider} provider runs round pods from images"
+            )
+            return None
+
+        def count() -> int:
+            return len(
+                {e["uid"] for e in self.lab.events() if e["reason"] == "EvictionFailed"} & uids
+            )
+
+        n, how = delivered_when_outliving(
+            rel.binary, cluster.kubeconfig, yaml.safe_dump(mounted), count, owed
+        )
+        self.v.extra["events_delivered"].update(outliving=n, outliving_how=how)
+        self.r.result.notes.append(f"EvictionFailed events, process kept running: {how}")
+        return n

@@ -410,3 +410,44 @@ def test_the_cli_exits_3_with_the_reason_when_both_tracks_errored(
     assert rc == cli.EXIT_INFRA == 3, out
     assert "NO VERDICT" in out and "zero compared rounds" in out
     assert "PASS" not in out.split("\n## ")[0]
+
+
+# -- hole 5 (the proof): #1687 excuses only a binary that delivers once it outlives refusals -----
+
+
+def test_1687_does_not_excuse_a_binary_that_sends_none_when_it_keeps_running() -> None:
+    """Before: 0 of 3 within the flush window was #1687 whatever the binary does."""
+    from dataclasses import replace
+
+    from pytest_desched.descheduler.known_bugs import RoundFacts, tolerated
+
+    log = (
+        '{"ts":1000,"msg":"Error evicting pod","pod":"lab/web-a"}\n'
+        '{"ts":1000.5,"msg":"Error evicting pod","pod":"lab/web-b"}\n'
+    )
+    facts = RoundFacts(
+        experiment="negative-pdb",
+        descheduler_version="v0.36.0",
+        failed_checks=frozenset(),
+        log=log,
+        mounted_policy={"evictionFailureEventNotification": True},
+        refused_by_api=3,
+        events_delivered=0,
+    )
+    assert tolerated("eviction-failed-events", facts) is not None  # not measured: as before
+    sends_none = replace(facts, events_outliving=0)
+    assert tolerated("eviction-failed-events", sends_none) is None
+    assert tolerated("eviction-failed-events", replace(facts, events_outliving=3)) is not None
+
+
+def test_the_event_probe_stops_the_process_once_every_event_arrived(tmp_path) -> None:
+    from pytest_desched.descheduler.event_probe import delivered_when_outliving
+
+    fake = tmp_path / "descheduler"
+    fake.write_text("#!/bin/sh\nexec sleep 30\n")
+    fake.chmod(0o755)
+    seen = iter([0, 1, 3, 3])
+    n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: next(seen), 3)
+    assert (n, how) == (3, "3 of 3 delivered by a process that kept running")
+    n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: 0, 2, timeout=1)
+    assert n == 0 and "0 of 2 delivered" in how
