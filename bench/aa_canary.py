@@ -120,10 +120,10 @@ def main() -> int:
             file=sys.stderr,
             flush=True,
         )
-    text = section(runs, args.candidate, (load0, os.getloadavg()[0]))
+        text = section(runs, args.candidate, (load0, os.getloadavg()[0]))
+        if not args.no_write:  # after every run: a series cut short still has its figure
+            write(text)
     print(text)
-    if not args.no_write:
-        write(text)
     return 0 if all(not r["reasons"] and r["triggers"] == 0 for r in runs) else 1
 
 
