@@ -711,8 +711,9 @@ class DeschedSession:
             scan = threading.Thread(target=final_scan, name="desched-final-scan", daemon=True)
             scan.start()
         try:
-            if not whole:  # the report is evidence of a finished run, not of an interrupted one
-                self.write_report()  # before teardown: the redactor still knows the names
+            # before teardown: the redactor still knows the names. Interrupted too: the
+            # experiments that finished are evidence (none finished: nothing is written).
+            self.write_report()
             releases = [r for r in (self._release, *self._lane_releases.values()) if r]
             releases = [r for r in releases if r.installed]
             if whole and releases:

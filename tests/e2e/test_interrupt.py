@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,9 @@ def _wait_inner_round(
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_settings, desched_toolchain, sig):
+def test_signal_mid_round_leaves_nothing_behind(
+    tmp_path, desched_settings, desched_toolchain, sig, record_property
+):
     """On the session's provider: embedded (processes, directory) or kind (node containers)."""
     provider = choose_provider(desched_settings.provider)
     cache = desched_toolchain.cache_dir
@@ -118,8 +121,11 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_settings, desc
     )
     try:
         name, cdir, job = _wait_inner_round(proc, cache, provider, **kind)
+        t0 = time.monotonic()
         os.killpg(proc.pid, sig)  # what a terminal's Ctrl-C (or CI's cancel) does
         out, _ = proc.communicate(timeout=180)
+        record_property("signal_to_exit_s", round(time.monotonic() - t0, 2))
+        print(f"pytest session: {signal.Signals(sig).name} -> exit in {time.monotonic() - t0:.2f}s")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -131,6 +137,8 @@ def test_signal_mid_round_leaves_nothing_behind(tmp_path, desched_settings, desc
 
         assert name not in kind_clusters(kind["kind"]), f"kind cluster {name} left: {out[-2000:]}"
         return
+    # the session's last word: what its cleanup verified (pytest_desched.interrupts)
+    assert f"embedded cluster {name} deleted (0 processes, folder removed)" in out, out[-3000:]
     assert not cdir.exists(), f"cluster dir {cdir} left behind"
     assert not (cache / "clusters" / "owners" / f"{name}.json").exists()
     # This cluster's processes only (a round pod's command line names the cluster's dir):

@@ -270,7 +270,6 @@ RUN_POINTS = {
     [
         ("bring-up", "SIGTERM", False),
         ("install", "SIGINT", False),
-        ("round", "SIGINT", False),
         ("round", "SIGTERM", False),
         ("round", "SIGINT", True),  # Ctrl-C, then Ctrl-C again while it cleans up
         ("teardown", "SIGINT", True),  # the run ended; Ctrl-C twice during its own cleanup
