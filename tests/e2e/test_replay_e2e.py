@@ -101,6 +101,10 @@ def test_snapshot_mid_experiment_replays_to_the_same_fates(
     assert got == want
     assert rnd.result.total_evicted == out.ledger.rounds[0].total_evicted
     assert Path(out.artifacts["json"]).is_file() and Path(out.artifacts["markdown"]).is_file()
+    page = Path(out.artifacts["html"]).read_text()  # the replay's page opens with its answer
+    assert '<p class="answer" id="answer" data-k="answer">replay: ' in page
+    assert "fates up to order: the same" in page, page[:2000]
+    assert page.count('data-k="pod"') == len(out.ledger.rows)
 
 
 def rnd_version(result: Any) -> str:

@@ -133,7 +133,7 @@ def test_the_experiments_page_opens_with_the_answer_and_what_is_under_test(
 
 
 # -- the canary's page -------------------------------------------------------------------------
-def _canary() -> dict[str, Any]:
+def _canary_report() -> CanaryReport:
     base = TrackResult(
         "baseline", workers=["w1", "w2", "w3"], descheduler_version="v0.36.0", chart=CHART
     )
@@ -145,8 +145,19 @@ def _canary() -> dict[str, Any]:
     base.workers = ["kwok-a-worker-1", "kwok-a-worker-2", "kwok-a-worker-3"]
     cand.workers = ["kwok-b-worker-1", "kwok-b-worker-2", "kwok-b-worker-3"]
     rounds, rows, changes = compare_tracks(base, cand)
-    rep = CanaryReport(base, cand, rounds, judge(changes, []), None, rows, 12.5)
-    return json.loads(json.dumps(rep.to_dict(), default=str))
+    return CanaryReport(base, cand, rounds, judge(changes, []), None, rows, 12.5)
+
+
+def _canary() -> dict[str, Any]:
+    return json.loads(json.dumps(_canary_report().to_dict(), default=str))
+
+
+def test_the_canary_writes_its_page_beside_canary_json(tmp_path: Path) -> None:
+    rep = _canary_report()
+    paths = rep.write(tmp_path)
+    page = _parse(paths["html"].read_text())
+    assert paths["html"] == tmp_path / "canary.html"
+    assert page.first_p == canary_answer(json.loads(paths["json"].read_text()))
 
 
 def test_the_canary_answer_counts_rollback_triggers() -> None:
