@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -254,6 +255,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             lookup(n)
         except KeyError:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
+    from pytest_desched.experiments.framework import VARIANTS
+
+    if args.variant is not None and args.variant not in VARIANTS:  # before any cluster
+        raise ConfigError(f"--variant {args.variant!r}: unknown; use one of {', '.join(VARIANTS)}")
     config = _config(args)
     if args.parallel and len(names) > 1 and config.workers < 2 * len(names):
         # two workers per lane (a source and a target); only the embedded cluster grows
@@ -480,6 +485,9 @@ def parser() -> argparse.ArgumentParser:
         prog="desched", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--version", action=_VersionAction, help="this tool, its pins; then exit")
+    ap.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
     sub = ap.add_subparsers(dest="command", required=True)
 
     def command(name: str, func: Any, help: str) -> argparse.ArgumentParser:
@@ -592,11 +600,20 @@ def main(argv: list[str] | None = None) -> int:
     reset()
     args = parser().parse_args(argv)
     spell = _spelling(getattr(args, "parser", None))
+    debug = bool(args.debug or os.environ.get("DESCHED_DEBUG"))
     try:
+        if getattr(args, "output_file", None):  # before any work: never fail at the end
+            from pytest_desched.inputs_safe import check_output
+
+            check_output(args.output_file)
         with interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
             return int(args.func(args))
-    except (ConfigError, PolicyError) as exc:
-        _say(f"error: {respell(str(exc), spell)}")
+    except PolicyError as exc:  # one line: the source, then each problem
+        one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
+        _say(f"error: {respell(one, spell)}")
+        return EXIT_USAGE
+    except ConfigError as exc:
+        _say(f"error: {respell(' '.join(str(exc).split()), spell)}")
         return EXIT_USAGE
     except (ToolError, ProviderError) as exc:
         _say(f"error: {respell(str(exc), spell)}")
@@ -606,6 +623,20 @@ def main(argv: list[str] | None = None) -> int:
 
         _say(interrupts.exit_message())  # what the cleanups verified, kept or left
         return EXIT_INTERRUPTED
+    except Exception as exc:  # no traceback reaches the user unless asked (--debug)
+        if debug:
+            raise
+        from pytest_desched.evidence.redaction import scrub_secrets
+
+        if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
+            _say(f"error: {exc.filename}: {exc.strerror}; check the path")
+            return EXIT_USAGE
+        first = (str(exc).splitlines() or [""])[0][:300]
+        _say(
+            f"error: {type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
+            "--debug or DESCHED_DEBUG=1 for the traceback, and report it)"
+        )
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

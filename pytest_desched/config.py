@@ -406,6 +406,12 @@ def validate(c: DeschedConfig) -> DeschedConfig:
         check_namespace(c.namespace)
     except LabInputError as exc:
         raise ConfigError(f"{named('--desched-namespace')}: {exc}") from None
+    from pytest_desched import names
+
+    names.check("namespace", c.namespace, "", named("--desched-namespace"))
+    names.check("release", c.release, "", named("--desched-release"))
+    if c.descheduler_version is not None:
+        names.check("version", c.descheduler_version, "", named("--desched-descheduler-version"))
     if c.kind_cluster is not None and c.provider != "kind":
         raise ConfigError(
             f"--desched-kind-cluster {c.kind_cluster} needs the kind provider, not "

@@ -155,6 +155,30 @@ def decode(data: bytes, name: str, what: str = "file") -> str:
 
 _TEXT_FIX = "give a UTF-8 text file"
 
+
+def check_output(path: str | Path, flag: str = "--output-file") -> Path:
+    """A file we may write: its folder exists and is writable, it is no directory or device.
+
+    Checked before any work, so a run never ends by failing to write its result.
+    """
+    p = Path(path)
+    if "\x00" in str(path):
+        raise InputError(flag, "", f"{str(path)[:60]!r} holds a NUL byte", "give a file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(flag, "", f"{parent} is not an existing folder", "create it first")
+    if not os.access(parent, os.W_OK):
+        raise InputError(flag, "", f"{parent} is not writable", "give a writable folder")
+    if p.exists() and not p.is_file():
+        raise InputError(
+            flag,
+            "",
+            f"{p} exists and is not a regular file (a directory or device)",
+            "give a file path",
+        )
+    return p
+
+
 # ----------------------------------------------------------------------------------- YAML ---
 
 _LIBYAML = hasattr(yaml, "CSafeLoader")

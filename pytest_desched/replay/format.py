@@ -21,6 +21,7 @@ import yaml
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_json, load_yaml, read_text
+from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
 
 API_VERSION = "desched.pytest.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -51,6 +52,29 @@ DESCHEDULER_LABEL = ("app.kubernetes.io/name", "descheduler")
 
 JSON_ABOVE = 2000  # pods; above this a snapshot is written as JSON (see Snapshot.dump)
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+def _field_problems(section: str, name: str, obj: dict[str, Any]) -> list[str]:
+    """Wrong field types that would crash the restore (checked before anything starts)."""
+    out = []
+    spec = obj.get("spec")
+    if spec is not None and not isinstance(spec, dict):
+        out.append(f"{section} {name}: spec is {type(spec).__name__}, not a mapping")
+        spec = {}
+    node = (spec or {}).get("nodeName")
+    if node is not None and not isinstance(node, str):
+        out.append(f"{section} {name}: spec.nodeName is {type(node).__name__}, not a node name")
+    if section == "priorityClasses" and not isinstance(obj.get("value", 0), int):
+        out.append(f"{section} {name}: value {str(obj.get('value'))[:30]!r} is not an integer")
+    ts = (obj.get("metadata") or {}).get("creationTimestamp")
+    if ts is not None:
+        try:
+            utc(ts)
+        except (TypeError, ValueError):
+            out.append(
+                f"{section} {name}: metadata.creationTimestamp {str(ts)[:40]!r} is not RFC 3339"
+            )
+    return out
 
 
 def utc(ts: str | dt.datetime | None) -> dt.datetime | None:
@@ -230,12 +254,20 @@ class Snapshot:
                 out.append(
                     f"{section}: holds a {obj.get('kind')}, which never belongs in a snapshot"
                 )
+            elif obj.get("kind", kind) != kind:  # `kind: secret` restored as a Pod, no more
+                out.append(f"{section}: kind {obj.get('kind')!r} is not {kind}; fix the kind")
             meta = obj.get("metadata") or {}
+            if not isinstance(meta, dict):
+                out.append(f"{section}: metadata is {type(meta).__name__}, not a mapping")
+                continue
             name, ns = meta.get("name"), meta.get("namespace")
             if not isinstance(name, str) or not _DNS1123_SUBDOMAIN.fullmatch(name):
-                out.append(f"{section}: metadata.name {name!r} is not a DNS-1123 name")
+                out.append(f"{section}: metadata.name {str(name)[:60]!r} is not a DNS-1123 name")
             if namespaced and not ns:
                 out.append(f"{section} {name}: no metadata.namespace")
+            elif ns is not None and not (isinstance(ns, str) and DNS_LABEL.fullmatch(ns)):
+                out.append(f"{section} {name}: metadata.namespace {str(ns)[:60]!r} is not a label")
+            out.extend(_field_problems(section, str(name), obj))
             k = (section, f"{ns}/{name}")
             if k in seen:
                 out.append(f"{section} {ns}/{name}: listed twice")
@@ -251,6 +283,13 @@ class Snapshot:
         )
         if stray:
             out.append(f"{len(stray)} pods are bound to nodes the snapshot lacks, e.g. {stray[:3]}")
+        if not self.nodes:
+            out.append("no nodes: nothing to schedule on (an empty snapshot?)")
+        version = (self.header.get("descheduler") or {}).get("version")
+        if version is not None and not (
+            isinstance(version, str) and PATH_SEGMENT.fullmatch(version) and ".." not in version
+        ):
+            out.append(f"header.descheduler.version {str(version)[:60]!r} is not a tag or commit")
         return out
 
     def validate(self, source: str = "<snapshot>") -> Snapshot:

@@ -306,6 +306,10 @@ class Toolchain:
         descheduler_version: str | None = None,
         candidate: Candidate | None = None,
     ) -> None:
+        if descheduler_version is not None:  # it becomes a cache folder and a lock file name
+            from pytest_desched.names import check
+
+            check("version", descheduler_version, "", "descheduler version")
         self.versions = versions or load_versions()
         self.cache_dir = (cache_dir or default_cache_dir()).expanduser()
         self.overrides = dict(overrides or {})

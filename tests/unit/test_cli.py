@@ -301,13 +301,23 @@ def test_errors_map_to_exit_codes(
         assert f"error: {str(exc).splitlines()[0]}" in err
 
 
-def test_other_exceptions_are_not_swallowed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_other_exceptions_are_one_line_unless_debug(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bug is exit 1 and one line naming it (issue 32: no traceback for the user); --debug
+    (or DESCHED_DEBUG=1) lets it through with its traceback."""
+
     def boom(args: argparse.Namespace) -> int:
         raise RuntimeError("a bug, not an outcome")
 
     monkeypatch.setattr(cli, "cmd_run", boom)
+    monkeypatch.delenv("DESCHED_DEBUG", raising=False)
+    assert cli.main(["run"]) == cli.EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeError: a bug, not an outcome" in err
+    assert "Traceback" not in err and "--debug" in err
     with pytest.raises(RuntimeError, match="a bug"):
-        cli.main(["run"])
+        cli.main(["--debug", "run"])
 
 
 def test_sigterm_unwinds_like_ctrl_c_and_the_handler_is_restored(
