@@ -35,7 +35,12 @@ _PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.S)
 _JWT = re.compile(r"eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+(?!<redacted>)[A-Za-z0-9._~+/-]+=*")
 _BASIC = re.compile(r"(?i)(authorization\s*[:=]\s*[\"']?basic\s+)[A-Za-z0-9+/]+=*")
-_URL_USERINFO = re.compile(r"(?<=://)[^/\s:@]+:[^/\s@]+@")
+# Any user-info in a URL: `user:password@` and a token written as the user name (`TOKEN@`).
+_URL_USERINFO = re.compile(r"(?<=://)(?!<redacted>@)[^/\s@?#]+@")
+# A bare `Basic <base64>` value (an Authorization header's credential, without its key).
+_BASIC_BARE = re.compile(
+    r"\b([Bb]asic\s+)(?=[A-Za-z0-9+/]*[A-Z])(?=[A-Za-z0-9+/]*[a-z])[A-Za-z0-9+/]{12,}={0,2}"
+)
 # Credentials in a URL's query string: `?bearer=...`, `&access_token=...`, `?api_key=...`.
 _URL_QUERY = re.compile(
     r"(?i)([?&;](?:bearer|access[_-]?token|id[_-]?token|refresh[_-]?token|token|auth"
@@ -81,6 +86,7 @@ def scrub_secrets(text: str) -> str:
     text = _BEARER.sub(rf"\1 {REDACTED}", text)
     text = _BASIC.sub(rf"\1{REDACTED}", text)
     text = _URL_USERINFO.sub(f"{REDACTED}@", text)
+    text = _BASIC_BARE.sub(rf"\1{REDACTED}", text)
     text = _URL_QUERY.sub(rf"\1{REDACTED}", text)
     return _KEYED.sub(_keyed, text)
 

@@ -275,11 +275,19 @@ class Snapshot:
         for section in FORBIDDEN_SECTIONS:
             if self.objects.get(section):
                 out.append(f"section {section!r} never belongs in a snapshot")
-        nodes = {(n.get("metadata") or {}).get("name") for n in self.nodes}
+        nodes = {
+            n["metadata"].get("name")
+            for n in self.nodes
+            if isinstance(n, dict) and isinstance(n.get("metadata"), dict)
+        }
         stray = sorted(
             key(p)
             for p in self.pods
-            if (p.get("spec") or {}).get("nodeName") and p["spec"]["nodeName"] not in nodes
+            if isinstance(p, dict)
+            and isinstance(p.get("metadata"), dict)
+            and isinstance(p.get("spec"), dict)
+            and isinstance(p["spec"].get("nodeName"), str)
+            and p["spec"]["nodeName"] not in nodes
         )
         if stray:
             out.append(f"{len(stray)} pods are bound to nodes the snapshot lacks, e.g. {stray[:3]}")

@@ -1,0 +1,212 @@
+"""Issue 32's hostile inputs, as a table: each is exit 2, one line, no traceback, in < 5 s,
+before any cluster (a session would fail the test) and nothing written outside the run's tmp.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_desched import cli
+from pytest_desched.session import DeschedSession
+
+POLICY = "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n"
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [" + ",".join([f"*{chr(97 + i)}"] * 9) + "]\n" for i in range(8)
+)
+NODE = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
+
+
+def _snap(objects: dict[str, Any], header: dict[str, Any] | None = None) -> str:
+    import json
+
+    from pytest_desched.replay.format import API_VERSION, KIND
+
+    head = {"takenAt": "2026-11-30T00:00:00Z", **(header or {})}
+    return json.dumps({"apiVersion": API_VERSION, "kind": KIND, "header": head, "objects": objects})
+
+
+def _pod(**over: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "x"}]},
+    }
+    pod.update(over)
+    return pod
+
+
+# (case id, argv with {f} for the planted file, file content (str/bytes/None), stderr words)
+CASES: list[tuple[str, list[str], Any, str]] = [
+    ("lint-alias-bomb", ["lint", "{f}"], POLICY + BOMB, "aliases expand"),
+    ("lint-values-bomb", ["lint", "{f}"], "deschedulerPolicy: {}\n" + BOMB, "aliases expand"),
+    ("lint-deep", ["lint", "{f}"], "a: " + "[" * 10_000 + "]" * 10_000, "nest"),
+    ("lint-deep-block", ["lint", "{f}"], "".join(" " * i + "a:\n" for i in range(200)), "deeper"),
+    ("lint-5000-digit-int", ["lint", "{f}"], POLICY + "x: " + "9" * 5000, "5000 digits"),
+    ("lint-utf16", ["lint", "{f}"], POLICY.encode("utf-16"), "UTF-16"),
+    ("lint-binary", ["lint", "{f}"], os.urandom(64) + b"\x00", "binary"),
+    ("lint-latin1", ["lint", "{f}"], POLICY.encode() + b"# caf\xe9\n", "not UTF-8"),
+    ("lint-directory", ["lint", "{d}"], None, "is a directory"),
+    ("lint-fifo", ["lint", "{fifo}"], None, "FIFO"),
+    ("lint-too-big", ["lint", "{f}"], POLICY + "#" * (2 * 1024 * 1024) + "\n", "limit"),
+    (
+        "lint-version-escape",
+        ["lint", "{f}", "--descheduler", "../../../../tmp/x"],
+        POLICY,
+        "version",
+    ),
+    ("lint-output-missing-dir", ["lint", "{f}", "--output-file", "{d}/no/x"], POLICY, "folder"),
+    ("lint-output-dev-full", ["lint", "{f}", "--output-file", "/dev/full"], POLICY, "regular"),
+    ("run-variant-escape", ["run", "--variant", "../../x"], None, "--variant"),
+    ("run-release-space", ["run", "--release", "a b"], None, "release"),
+    ("run-release-shell", ["run", "--release", "x;rm -rf ~"], None, "release"),
+    ("run-namespace-escape", ["run", "--namespace", "../.."], None, "namespace"),
+    ("run-version-absolute", ["run", "--descheduler", "/etc/passwd"], None, "version"),
+    ("replay-bomb", ["replay", "{f}"], "apiVersion: x\n" + BOMB, "aliases expand"),
+    ("replay-fifo", ["replay", "{fifo}"], None, "FIFO"),
+    ("replay-deep", ["replay", "{f}"], "[" * 100_000 + "]" * 100_000, "nest"),
+    ("replay-empty", ["replay", "{f}"], _snap({}), "no nodes"),
+    ("replay-zero-nodes", ["replay", "{f}"], _snap({"pods": [_pod()]}), "no nodes"),
+    (
+        "replay-lowercase-kind",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE], "pods": [_pod(kind="secret")]}),
+        "'secret' is not Pod",
+    ),
+    (
+        "replay-nodename-list",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE], "pods": [_pod(spec={"nodeName": ["a", "b"]})]}),
+        "spec.nodeName",
+    ),
+    (
+        "replay-metadata-oops",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE, {"metadata": "oops"}]}),
+        "metadata",
+    ),
+    (
+        "replay-priority-high",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE], "priorityClasses": [{"metadata": {"name": "p"}, "value": "high"}]}),
+        "not an integer",
+    ),
+    (
+        "replay-created-yesterday",
+        ["replay", "{f}"],
+        _snap(
+            {
+                "nodes": [NODE],
+                "pods": [
+                    _pod(
+                        metadata={"name": "p", "namespace": "ns", "creationTimestamp": "yesterday"}
+                    )
+                ],
+            }
+        ),
+        "RFC 3339",
+    ),
+    (
+        "replay-namespace-escape",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE], "pods": [_pod(metadata={"name": "p", "namespace": "../.."})]}),
+        "not a label",
+    ),
+    (
+        "replay-header-version-escape",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE]}, {"descheduler": {"version": "../../../../tmp/x"}}),
+        "tag or commit",
+    ),
+    (
+        "replay-pod-on-missing-node",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE], "pods": [_pod(spec={"nodeName": "gone"})]}),
+        "lacks",
+    ),
+    ("from-log-random-bytes", ["replay", "--from-log", "{f}"], os.urandom(256), "log"),
+    ("from-log-empty", ["replay", "--from-log", "{f}"], "", "no descheduler JSON log line"),
+    (
+        "from-log-deep-line",
+        ["replay", "--from-log", "{f}"],
+        '{"msg":' + "[" * 50_000 + "]" * 50_000 + "}\n",
+        "deeper",
+    ),
+    (
+        "from-log-huge-int",
+        ["replay", "--from-log", "{f}"],
+        '{"msg": "x", "n": ' + "9" * 5000 + "}\n",
+        "digits",
+    ),
+    ("replay-policy-bomb", ["replay", "--from-log", "{f}", "--policy", "{f}"], POLICY + BOMB, ""),
+    (
+        "canary-expect-bomb",
+        ["canary", "--candidate", "version:v0.36.0", "--expect", "{f}", "--static-only"],
+        "changes: []\n" + BOMB,
+        "aliases expand",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "content", "words"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_hostile_input_is_one_line_exit_2_before_anything(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    content: Any,
+    words: str,
+) -> None:
+    def no_session(*a: object, **k: object) -> None:
+        raise AssertionError("a session (a cluster) was started for bad input")
+
+    monkeypatch.setattr(DeschedSession, "__init__", no_session)
+    monkeypatch.delenv("DESCHED_DEBUG", raising=False)
+    monkeypatch.setenv("DESCHED_MAX_INPUT_BYTES", str(1024 * 1024))  # the stated limit, set
+    cache, arts, work = tmp_path / "cache", tmp_path / "arts", tmp_path / "work"
+    for d in (cache, arts, work):
+        d.mkdir()
+    monkeypatch.setenv("DESCHED_CACHE_DIR", str(cache))
+    monkeypatch.setenv("DESCHED_ARTIFACTS", str(arts))
+    monkeypatch.chdir(work)
+    f = tmp_path / "input.yaml"
+    if isinstance(content, bytes):
+        f.write_bytes(content)
+    elif content is not None:
+        f.write_text(content)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    args = [a.format(f=f, d=tmp_path, fifo=fifo) for a in argv]
+    before = {p for p in tmp_path.rglob("*")}
+    t0 = time.monotonic()
+    rc = cli.main(args)
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert rc == cli.EXIT_USAGE, err
+    assert took < 5.0, f"{took:.1f}s: {err}"
+    assert err.count("\n") == 1, err  # one line
+    assert "Traceback" not in err
+    assert words in err, err
+    written = {p for p in tmp_path.rglob("*")} - before
+    assert not [p for p in written if not p.is_relative_to(cache)], sorted(written)
+    assert not list(work.iterdir())  # nothing in the working folder
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["https://ghp_Plant3dT0ken@hooks.example.com/x", "Basic dXNlcjpwbGFudGVkU2VjcmV0"],
+)
+def test_credentials_refused_in_policies_and_scrubbed_from_text(planted: str) -> None:
+    from pytest_desched.descheduler.policy.safety import credential_problems
+    from pytest_desched.evidence.redaction import scrub_data, scrub_secrets
+
+    assert credential_problems({"metricsProviders": [{"prometheus": {"url": planted}}]})
+    secret = planted.split("//")[-1].split("@")[0].split()[-1]
+    assert secret not in scrub_secrets(f"error: cannot reach {planted}")
+    annotations = {"metadata": {"annotations": {"hook": planted}}}
+    assert secret not in str(scrub_data(annotations))
