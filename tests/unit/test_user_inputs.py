@@ -318,3 +318,29 @@ def test_plugin_refuses_a_bad_values_file_at_configure_time(pytester: pytest.Pyt
     res = pytester.runpytest("-p", "no:cacheprovider", f"--desched-values={bad}")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines([f"*--desched-values {bad}:2: not valid YAML*"])
+
+
+def test_plugin_ini_keys_take_a_policy_and_a_list_of_values(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for env in ("DESCHED_POLICY", "DESCHED_VALUES"):
+        monkeypatch.delenv(env, raising=False)
+    pol = _write(pytester.path, "my.yaml", USER_POLICY)
+    a = _write(pytester.path, "a.yaml", PROD_VALUES)
+    b = _write(pytester.path, "b.yaml", "cmdOptions:\n  v: 6\n")
+    pytester.makepyprojecttoml(
+        f"""
+        [tool.pytest.ini_options]
+        desched_policy = {str(pol)!r}
+        desched_values = [{str(a)!r}, {str(b)!r}]
+        """
+    )
+    pytester.makepyfile(
+        f"""
+        from pathlib import Path
+        def test_settings(desched_settings):
+            assert desched_settings.policy == Path({str(pol)!r})
+            assert desched_settings.values == (Path({str(a)!r}), Path({str(b)!r}))
+        """
+    )
+    pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
