@@ -197,9 +197,13 @@ def metric_changes(b: TrackResult, c: TrackResult) -> list[tuple[Change, str | N
 
 
 def compare_tracks(
-    b: TrackResult, c: TrackResult, comparison: Any = None
+    b: TrackResult, c: TrackResult, comparison: Any = None, behaviour: bool = True
 ) -> tuple[list[Any], list[dict[str, Any]], list[tuple[Change, str | None]]]:
-    """Round diffs, per-experiment outcome rows and every change to judge, from two tracks."""
+    """Round diffs, per-experiment outcome rows and every change to judge, from two tracks.
+
+    `behaviour=False` (static-only): no binary ran, so served metrics are not judged; the
+    report lists them among what was not compared (STATIC_ONLY_GAP) instead.
+    """
     rounds = []
     b_by, c_by = b.by_label(), c.by_label()
     for label in list(dict.fromkeys([*b_by, *c_by])):
@@ -216,7 +220,7 @@ def compare_tracks(
         *changes_of(rounds),
         *outcome_ch,
         *static_changes(comparison),
-        *metric_changes(b, c),
+        *(metric_changes(b, c) if behaviour else []),
     ]
     for track in (b, c):  # a track that broke is one reason, not one per round it missed
         if track.error:
@@ -308,7 +312,7 @@ def run_canary(
         raise
     if not behaviour:
         b, c = static_only_tracks(base_s, cand_s)
-        rounds, rows, changes = compare_tracks(b, c, comparison)
+        rounds, rows, changes = compare_tracks(b, c, comparison, behaviour=False)
         rep = CanaryReport(b, c, rounds, judge(changes, explanations), comparison, rows)
         rep.not_compared = [STATIC_ONLY_GAP]
         rep.wall_s = time.monotonic() - t0

@@ -103,6 +103,14 @@ def test_an_unproven_candidate_metric_set_needs_an_explanation() -> None:
     assert not judge([(ch, None)], []).ok
 
 
+def test_a_static_only_canary_judges_no_metric_it_never_served() -> None:
+    """Static-only runs no binary: its unprobed metrics are a stated gap, not a finding (the
+    static-only e2e canary failed on `metrics-unproven` before this)."""
+    b, c = track("baseline", metric_names=None), track("candidate", metric_names=None)
+    assert [ch.kind for ch, _ in compare_tracks(b, c)[2]] == ["metrics-unproven"]
+    assert compare_tracks(b, c, behaviour=False)[2] == []
+
+
 # -- hole 11: a track's failure reaches the verdict with its cause, whatever its thread ----------
 
 
