@@ -2,7 +2,7 @@
 
 Lab tests first (every object kind comes up and tears down cleanly, node changes are undone,
 the ReplicationController that used to hang teardown for 60 s), then one test per built-in
-strategy experiment, then a user's own experiment written the README's way.
+strategy experiment, then a user's own experiment written the way docs/writing-experiments.md shows.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ def test_a_strategy_experiment_fails_when_its_expectation_does_not_hold(desched_
     assert res.records[-1]["policy_overrides"][0]["new"] == 5
 
 
-# -- a user's own experiment, exactly as the README writes it -----------------------------------
+# -- a user's own experiment, exactly as docs/writing-experiments.md writes it ---------------
 from pytest_desched.experiments import StrategyExperiment  # noqa: E402
 from pytest_desched.lab import Deployment, PodDisruptionBudget  # noqa: E402, F811
 
