@@ -122,7 +122,13 @@ def test_every_round_has_a_complete_record(inner_run):
     # every refusal has its event, or the record names the proven known bug.
     ev = pdb["events_delivered"]
     assert ev["owed"] == 3
-    assert ev["delivered"] == len(pdb["events_by_reason"].get("EvictionFailed", []))
+    got = len(set(pdb["events_by_reason"].get("EvictionFailed", [])))
+    if "outliving" in ev:
+        # The one-shot run lost some (#1687), so the long-running proof ran the binary again and
+        # its refusals sent their own events before the record read them: it counts those.
+        assert ev["delivered"] < ev["owed"] and ev["outliving"] <= got
+    else:
+        assert ev["delivered"] == got
     assert ev["delivered"] == 3 or "descheduler#1687" in pdb["known_bugs"]
     assert pdb["audit"]["available"] is True
     txt = list(art.rglob("*.txt"))

@@ -85,13 +85,15 @@ def test_list_json_from_the_entry_point_is_the_registry() -> None:
     proc = _script("list", "-o", "json")
     assert proc.returncode == 0, proc.stderr
     rows = json.loads(proc.stdout)  # nothing but JSON on stdout
-    assert [r["name"] for r in rows] == list(REGISTRY)
+    # Test modules register experiments of their own (the README examples) in this process only.
+    shipped = {n: c for n, c in REGISTRY.items() if c.__module__.startswith("pytest_desched.")}
+    assert [r["name"] for r in rows] == list(shipped)
     by = {r["name"]: r for r in rows}
     for name in ("positive", "nodefit", "pdb"):
         assert by[name]["variants"] == list(VARIANTS)
         assert by[name]["strategies"] == ["RemovePodsViolatingNodeAffinity"]  # the runbook's
         assert by[name]["title"] == REGISTRY[name].title
-    for name, cls in REGISTRY.items():
+    for name, cls in shipped.items():
         assert by[name]["description"], f"{name} has no one-line description"
         if issubclass(cls, StrategyExperiment):
             assert by[name]["strategies"] == [cls.strategy]
