@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
 Reporter = Callable[[str], None]
+BeforeRound = Callable[[int, Any], dict[str, Any]]  # (round, cluster) -> the round's extra
 CANDIDATE_PREFIXES = ("source:", "binary:", "version:")
 
 
@@ -103,20 +104,29 @@ class _Inputs:
 
 
 def check_inputs(
-    snapshot_path: str | Path,
+    snapshot_path: str | Path | Snapshot,
     descheduler: str | None,
     policy: Any,
     rounds: int,
     log: str | Path | None,
+    max_rounds: int = 20,
+    source: str | None = None,
 ) -> _Inputs:
-    """Everything a replay needs, checked; ConfigError/PolicyError before any change."""
+    """Everything a replay needs, checked; ConfigError/PolicyError before any change.
+
+    `snapshot_path` may be a Snapshot already loaded (a timeline's start); `source` then
+    names it in messages and results.
+    """
     from pytest_desched.descheduler.policy import Policy
     from pytest_desched.replay.restore import plan_restore
 
-    path = Path(snapshot_path)
-    snap = Snapshot.load(path)
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= 20:
-        raise ConfigError(f"rounds={rounds!r}: an integer from 1 to 20")
+    if isinstance(snapshot_path, Snapshot):
+        path, snap = Path(source or "<snapshot>"), snapshot_path
+    else:
+        path = Path(snapshot_path)
+        snap = Snapshot.load(path)
+    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
+        raise ConfigError(f"rounds={rounds!r}: an integer from 1 to {max_rounds}")
     plan_restore(snap)  # a snapshot the restore would refuse is refused now
     text = None
     if log is not None:
@@ -144,7 +154,7 @@ def check_inputs(
 
 # -- the replay ----------------------------------------------------------------------------
 def replay(
-    snapshot_path: str | Path,
+    snapshot_path: str | Path | Snapshot,
     descheduler: str | None = None,
     policy: Any = None,
     rounds: int = 1,
@@ -155,19 +165,23 @@ def replay(
     method: str = "auto",
     round_timeout: float = 300,
     restore_timeout: float = 300,
+    before_round: BeforeRound | None = None,
+    max_rounds: int = 20,
+    source: str | None = None,
 ) -> ReplayResult:
     """Replay a snapshot; see the module docstring. Usable without pytest.
 
     `descheduler`: a release tag (default: the snapshot's descheduler, else the pin) or a
     candidate spec (`source:PATH`, `binary:PATH`, `version:vX.Y.Z`); `policy`: anything
     `Policy.coerce` takes (default: the snapshot's); `log`: the incident's JSON log to
-    compare round 1 with.
+    compare round 1 with. `before_round(i, cluster)` runs before round i (a timeline's
+    changes, `replay.timeline_run`); what it returns joins that round's `extra`.
     """
     from pytest_desched.config import build_config
     from pytest_desched.session import DeschedSession
 
     t0 = time.monotonic()
-    inp = check_inputs(snapshot_path, descheduler, policy, rounds, log)
+    inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source)
     from pytest_desched.replay.restore import AGES
 
     if ages not in AGES:
@@ -186,7 +200,9 @@ def replay(
     config = config.with_(**changes)
     timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
     with DeschedSession(config, report=report) as session:
-        result = _run(session, inp, ages, method, round_timeout, restore_timeout, report)
+        result = _run(
+            session, inp, ages, method, round_timeout, restore_timeout, report, before_round
+        )
         result.timings = {**timings, **session.timings, **result.timings}
         _write(session, result)
     result.timings["total"] = round(time.monotonic() - t0, 3)
@@ -201,6 +217,7 @@ def _run(
     round_timeout: float,
     restore_timeout: float,
     report: Reporter,
+    before_round: BeforeRound | None = None,
 ) -> ReplayResult:
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.errors import RoundError
@@ -222,6 +239,7 @@ def _run(
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
     for i in range(1, inp.rounds + 1):
+        hook_extra = before_round(i, cluster) if before_round else {}
         known = {p["metadata"]["uid"] for p in kubeapi.list_all(cluster.api_client, "/api/v1/pods")}
         name = runbook_job_name(cluster, release.namespace, f"descheduler-replay-{i}")
         with session.phase(f"replay.round{i}"):
@@ -264,7 +282,12 @@ def _run(
             name, rnd.result, rnd.logs, duration_s=round(rnd.duration_s, 3), caps=inp.policy.limits
         )
         fig.audit_by_code = _audit_codes(rnd)
-        fig.extra = {"job": rnd.name, "exit_code": rnd.exit_code, "age_drift_s": _drift(restored)}
+        fig.extra = {
+            "job": rnd.name,
+            "exit_code": rnd.exit_code,
+            "age_drift_s": _drift(restored),
+            **hook_extra,
+        }
         ledger.rounds.append(fig)
     ledger.rows.sort(key=lambda r: r.pod)
     notes = [
