@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pytest_desched.errors import LabApiError
+from pytest_desched.lab.base import LAB_LABEL, UNSCHEDULABLE_TAINT
 from pytest_desched.lab.inputs import (
     MANAGED_BY,
     MANAGER,
@@ -14,7 +15,7 @@ from pytest_desched.lab.inputs import (
     check_lab_inputs,
     check_namespace,
 )
-from pytest_desched.lab.lab import LAB_LABEL, UNSCHEDULABLE_TAINT, Lab
+from pytest_desched.lab.lab import Lab
 from pytest_desched.lab.recorder import Recorder
 from pytest_desched.lab.snapshot import PodInfo, Snapshot
 from pytest_desched.lab.workloads import (
