@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_desched import build_config
     from pytest_desched.descheduler.logparse import parse_log
     from pytest_desched.replay.engine import replay
-    from pytest_desched.replay.generator import POOL_LABEL, Shape, generate
+    from pytest_desched.replay.genbase import POOL_LABEL
+    from pytest_desched.replay.generator import Shape, generate
     from pytest_desched.session import interrupts_unwind
     from pytest_desched.tools.toolchain import default_cache_dir
 

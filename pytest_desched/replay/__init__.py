@@ -9,9 +9,11 @@ pod's fate at any descheduler version.
     print(result.markdown())                 # per pod: fate and deciding layer, per round
 
 One job per module: `format` (the file), `trim` (what an object keeps), `snapshot` (taking
-one), `redact` (consistent renaming), `etcd` (bulk writes into the replay cluster), `restore`,
-`ledger` (fates, from any log, record or replay), `generator` (realistic clusters and the two
-incidents), `engine` (`replay()`), `cli` (`desched snapshot`, `desched replay`).
+one), `redact` (consistent renaming), `etcd` (bulk writes into the replay cluster), `restore`
+(the driver) with `plan` (what to write, pure), `writes` (through the API), `etcd_restore`
+and `api_restore` (the two methods), `ledger` (fates, from any log, record or replay),
+`genbase` and `generator` (realistic clusters), `incidents` (the two incidents), `engine`
+(`replay()`), `cli` (`desched snapshot`, `desched replay`).
 """
 
 from __future__ import annotations
@@ -24,16 +26,16 @@ _PUBLIC = {
     "SnapshotError": "pytest_desched.replay.snapshot",
     "redact_snapshot": "pytest_desched.replay.redact",
     "restore": "pytest_desched.replay.restore",
-    "plan_restore": "pytest_desched.replay.restore",
+    "plan_restore": "pytest_desched.replay.plan",
     "RestoreResult": "pytest_desched.replay.restore",
-    "RestoreError": "pytest_desched.replay.restore",
+    "RestoreError": "pytest_desched.replay.writes",
     "Ledger": "pytest_desched.replay.ledger",
     "ledger_from_log": "pytest_desched.replay.ledger",
     "ledger_from_record": "pytest_desched.replay.ledger",
     "generate": "pytest_desched.replay.generator",
     "Shape": "pytest_desched.replay.generator",
-    "label_move": "pytest_desched.replay.generator",
-    "pdb_drain": "pytest_desched.replay.generator",
+    "label_move": "pytest_desched.replay.incidents",
+    "pdb_drain": "pytest_desched.replay.incidents",
     "replay": "pytest_desched.replay.engine",
     "ReplayResult": "pytest_desched.replay.engine",
 }

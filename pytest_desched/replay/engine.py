@@ -118,7 +118,7 @@ def check_inputs(
     names it in messages and results.
     """
     from pytest_desched.descheduler.policy import Policy
-    from pytest_desched.replay.restore import plan_restore
+    from pytest_desched.replay.plan import plan_restore
 
     if isinstance(snapshot_path, Snapshot):
         path, snap = Path(source or "<snapshot>"), snapshot_path
@@ -182,7 +182,7 @@ def replay(
 
     t0 = time.monotonic()
     inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source)
-    from pytest_desched.replay.restore import AGES
+    from pytest_desched.replay.plan import AGES
 
     if ages not in AGES:
         raise ConfigError(f"ages={ages!r}: use one of {AGES}")
@@ -222,7 +222,8 @@ def _run(
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.errors import RoundError
     from pytest_desched.replay import kubeapi
-    from pytest_desched.replay.restore import restore, runner_values
+    from pytest_desched.replay.plan import runner_values
+    from pytest_desched.replay.restore import restore
 
     cluster, release = session.cluster, session.release
     timings: dict[str, float] = {}

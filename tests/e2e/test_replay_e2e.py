@@ -19,7 +19,7 @@ from pytest_desched import Experiment
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.engine import replay
 from pytest_desched.replay.format import Snapshot, key
-from pytest_desched.replay.generator import label_move, pdb_drain
+from pytest_desched.replay.incidents import label_move, pdb_drain
 from pytest_desched.replay.ledger import round_fates, undecided
 from pytest_desched.replay.snapshot import take_snapshot
 

@@ -46,7 +46,7 @@ def test_replay_of_a_missing_snapshot_is_bad_input(tmp_path: Path) -> None:
 
 def test_replay_rounds_and_log_are_checked_first(tmp_path: Path) -> None:
     from pytest_desched.replay.engine import check_inputs
-    from pytest_desched.replay.generator import label_move
+    from pytest_desched.replay.incidents import label_move
 
     path = label_move().snapshot.write(tmp_path / "snap.yaml")
     with pytest.raises(ConfigError, match="rounds=0"):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 
 from pytest_desched.replay.format import controller_of, key
-from pytest_desched.replay.generator import generate, label_move
+from pytest_desched.replay.generator import generate
+from pytest_desched.replay.incidents import label_move
+from pytest_desched.replay.plan import plan_restore
 from pytest_desched.replay.redact import redact_snapshot
-from pytest_desched.replay.restore import plan_restore
 
 
 def _matches(selector: dict, labels: dict) -> bool:

@@ -12,8 +12,9 @@ import pytest
 from pytest_desched.errors import ConfigError
 from pytest_desched.replay.etcd import Etcd, EtcdError, endpoint_of
 from pytest_desched.replay.format import controller_of, key, utc
-from pytest_desched.replay.generator import generate, label_move
-from pytest_desched.replay.restore import RUNNER_LABEL, plan_restore, runner_node, runner_values
+from pytest_desched.replay.generator import generate
+from pytest_desched.replay.incidents import label_move
+from pytest_desched.replay.plan import RUNNER_LABEL, plan_restore, runner_node, runner_values
 
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 

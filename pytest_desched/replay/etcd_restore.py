@@ -1,0 +1,306 @@
+"""The `etcd` restore: nodes, storage, PDBs, owners and pods written into etcd, and the
+barrier that proves the controllers' caches hold them before the hold lifts."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from kubernetes.client.rest import ApiException
+
+from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.replay import kubeapi
+from pytest_desched.replay.format import (
+    Snapshot,
+    key,
+    rfc3339,
+)
+from pytest_desched.replay.plan import (
+    HOLD_QUOTA,
+    KWOK_NODE_ANNOTATION,
+    RUNNER_NODE,
+    RestorePlan,
+    plan_restore,
+    runner_node,
+    running_status,
+)
+from pytest_desched.replay.writes import (
+    Reporter,
+    RestoreError,
+    create_all,
+    create_namespaces,
+    wait_hold,
+    wait_nodes_ready,
+)
+
+if TYPE_CHECKING:
+    from pytest_desched.replay.restore import RestoreResult, Timer
+
+
+def restore_via_etcd(
+    api: Any,
+    etcd: Any,
+    snap: Snapshot,
+    ages: str,
+    timeout: float,
+    result: RestoreResult,
+    timer: Timer,
+    report: Reporter,
+) -> RestorePlan:
+    """Nodes, storage, PDBs, owners and pods into etcd; the few others through the API.
+
+    Through the API (admitted, validated, and the objects admission must know about):
+    namespaces, ServiceAccounts, the hold, PriorityClasses, StorageClasses.
+    """
+    now = dt.datetime.now(dt.UTC)
+    node_uids = {n["metadata"]["name"]: str(uuid.uuid4()) for n in [runner_node(), *snap.nodes]}
+    plan = plan_restore(snap, now=now, ages=ages, node_uids=node_uids)  # ages shifted to now
+    result.shift_s = plan.shift_s
+    etcd.create(etcd_nodes(snap, node_uids, now))
+    wait_nodes_ready(api, sorted(node_uids), timeout)
+    timer.lap("nodes")
+    create_namespaces(api, plan)
+    create_all(api, plan.api.get("serviceAccounts", []), tolerate_exists=True)
+    holds = [
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": HOLD_QUOTA, "namespace": ns},
+            "spec": {"hard": {"pods": "0", "count/replicasets.apps": "0"}},
+        }
+        for ns in plan.owner_namespaces
+    ]
+    create_all(api, holds)
+    wait_hold(api, plan.owner_namespaces, held=True, timeout=timeout)
+    for section in ("priorityClasses", "storageClasses"):
+        create_all(api, plan.api.get(section, []))
+    timer.lap("api_objects")
+    barrier = Barrier(plan.owner_namespaces[0] if plan.owner_namespaces else "default", now)
+    etcd.create([*etcd_storage_and_pdbs(plan, now), barrier.pdb])
+    timer.lap("etcd_pvs_pvcs_pdbs")
+    for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
+        etcd.create(plan.owners.get(kind, []))  # owners first: the GC never sees an orphan
+    etcd.create([barrier.rs])  # after every owner: see Barrier
+    timer.lap("etcd_owners")
+    etcd.create(plan.pods)
+    etcd.create([barrier.pod])  # after every pod
+    result.written_at = rfc3339(dt.datetime.now(dt.UTC))
+    timer.lap("etcd_pods")
+    barrier.wait(api, plan, timeout)
+    timer.lap("settle")
+    for h in holds:
+        kubeapi.request(
+            api,
+            "DELETE",
+            f"/api/v1/namespaces/{h['metadata']['namespace']}/resourcequotas/{HOLD_QUOTA}",
+        )
+    wait_hold(api, plan.owner_namespaces, held=False, timeout=timeout)
+    barrier.remove(api, timeout)
+    timer.lap("hold_lifted")
+    return plan
+
+
+class Barrier:
+    """Proof that the controllers' caches hold every restored object, before the hold lifts.
+
+    Watch events of one resource arrive in revision order, so an object written after all
+    others of its kind, once a controller has acted on it, proves that controller's cache
+    holds them all. Two such objects: a ReplicaSet with 0 replicas written after every owner
+    (its status observed: the ReplicaSet cache is complete, so no Deployment makes a second
+    one), and a bare Ready pod written after every pod, selected by a PDB of its own (the
+    disruption controller counts it healthy: the shared pod cache is complete, so no
+    ReplicaSet, StatefulSet or DaemonSet makes a pod the snapshot has). Then every PDB must
+    be observed too: the eviction API answers 429 for a PDB its controller has not processed.
+    Controllers still catching up on their own queues after that only confirm what is there.
+    """
+
+    NAME = "desched-replay-barrier"
+    LABEL = "desched.pytest.io/replay-barrier"
+
+    def __init__(self, namespace: str, now: dt.datetime) -> None:
+        stamp, token = rfc3339(now), uuid.uuid4().hex[:10]
+        self.namespace = namespace
+        meta = {"namespace": namespace, "creationTimestamp": stamp}
+        pod_labels = {self.LABEL: f"pod-{token}"}
+        rs_labels = {self.LABEL: f"rs-{token}"}  # never selects the barrier pod
+        container = {"name": "barrier", "image": "registry.k8s.io/pause:3.10"}
+        self.rs = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {**meta, "name": self.NAME, "uid": str(uuid.uuid4()), "generation": 1},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": rs_labels},
+                "template": {
+                    "metadata": {"labels": rs_labels},
+                    "spec": {"containers": [container]},
+                },
+            },
+            "status": {},
+        }
+        self.pdb = {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {**meta, "name": self.NAME, "uid": str(uuid.uuid4()), "generation": 1},
+            "spec": {"minAvailable": 0, "selector": {"matchLabels": pod_labels}},
+        }
+        self.pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {**meta, "name": self.NAME, "uid": str(uuid.uuid4()), "labels": pod_labels},
+            "spec": {
+                "nodeName": RUNNER_NODE,
+                "containers": [container],
+                "tolerations": [{"operator": "Exists"}],
+                "priority": 0,
+            },
+            "status": running_status({"phase": "Running"}, stamp),
+        }
+
+    def wait(self, api: Any, plan: RestorePlan, timeout: float) -> None:
+        pdbs = {key(b) for b in plan.api.get("podDisruptionBudgets", [])}
+        ns = self.namespace
+
+        def probe() -> list[str]:
+            waiting = []
+            rs = kubeapi.get(api, f"/apis/apps/v1/namespaces/{ns}/replicasets/{self.NAME}")
+            if ((rs.get("status") or {}).get("observedGeneration") or 0) < 1:
+                waiting.append("the ReplicaSet controller has not reached the last owner yet")
+            for pdb in kubeapi.list_all(api, "/apis/policy/v1/poddisruptionbudgets"):
+                st, k = pdb.get("status") or {}, key(pdb)
+                if pdb["metadata"]["name"] == self.NAME and pdb["metadata"]["namespace"] == ns:
+                    if (st.get("currentHealthy") or 0) < 1:
+                        waiting.append("the pod cache has not reached the last pod yet")
+                elif k in pdbs and (st.get("observedGeneration") or 0) < (
+                    pdb["metadata"].get("generation") or 1
+                ):
+                    waiting.append(f"PDB {k} not observed yet")
+            return waiting
+
+        try:
+            wait_for(
+                "the controllers' caches to hold every restored object, and every PDB observed",
+                probe,
+                lambda w: not w,
+                timeout,
+                describe=lambda w: f"{len(w)} waiting, e.g. {w[:5]}",
+            )
+        except WaitTimeout as exc:
+            raise RestoreError(str(exc)) from None
+
+    def remove(self, api: Any, timeout: float) -> None:
+        """Delete the three barrier objects (the pod at once) and wait until they are gone."""
+        ns, name = self.namespace, self.NAME
+        paths = [
+            f"/api/v1/namespaces/{ns}/pods/{name}",
+            f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}",
+            f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}",
+        ]
+        for path in paths:
+            kubeapi.request(api, "DELETE", path, {"gracePeriodSeconds": 0})
+
+        def left() -> list[str]:
+            out = []
+            for path in paths:
+                try:
+                    kubeapi.get(api, path)
+                    out.append(path)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+            return out
+
+        wait_for("the replay's barrier objects gone", left, lambda x: not x, timeout)
+
+
+def etcd_nodes(snap: Snapshot, uids: dict[str, str], now: dt.datetime) -> list[dict[str, Any]]:
+    """Nodes as a kubelet (here kwok) would have registered them, already Ready.
+
+    Conditions other than Ready are the snapshot's (kwok rewrites them only at its heartbeat
+    stage, after 10 minutes); a node NotReady in the snapshot is written NotReady, and kwok's
+    node-initialize stage makes it Ready (see the deviations).
+    """
+    stamp = rfc3339(now)
+    out = []
+    for n in [runner_node(), *snap.nodes]:
+        meta = {
+            k: copy.deepcopy(v)
+            for k, v in n["metadata"].items()
+            if k in ("name", "labels", "annotations")
+        }
+        meta.setdefault("annotations", {})[KWOK_NODE_ANNOTATION] = "fake"
+        meta["uid"] = uids[meta["name"]]
+        meta["creationTimestamp"] = stamp
+        st = n.get("status") or {}
+        conds = {c["type"]: c for c in st.get("conditions") or [] if c.get("type")}
+        conds.setdefault("Ready", {"type": "Ready", "status": "True", "reason": "KubeletReady"})
+        for t in ("MemoryPressure", "DiskPressure", "PIDPressure"):
+            conds.setdefault(t, {"type": t, "status": "False", "reason": f"KubeletHasNo{t}"})
+        status = {
+            **{k: st[k] for k in ("allocatable", "capacity") if st.get(k)},
+            "conditions": [
+                {**c, "lastHeartbeatTime": stamp, "lastTransitionTime": stamp}
+                for c in conds.values()
+            ],
+            "phase": "Running",
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "kwok",
+            },
+        }
+        spec = {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")}
+        out.append(
+            {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec, "status": status}
+        )
+    return out
+
+
+def etcd_storage_and_pdbs(plan: RestorePlan, now: dt.datetime) -> list[dict[str, Any]]:
+    """PVs and PVCs written bound to each other (consistent UIDs), and PDBs (status left to
+    the disruption controller, which the restore waits for)."""
+    stamp = rfc3339(now)
+    pvcs = {}
+    for body in plan.api.get("persistentVolumeClaims", []):
+        obj = copy.deepcopy(body)
+        obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=stamp)
+        obj["status"] = {"phase": "Pending"}
+        pvcs[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
+    out = []
+    for body in plan.api.get("persistentVolumes", []):
+        pv = copy.deepcopy(body)
+        pv["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=stamp)
+        ref = pv["spec"].get("claimRef") or {}
+        claim = pvcs.get((ref.get("namespace"), ref.get("name")))
+        if claim is not None and claim["spec"].get("volumeName") == pv["metadata"]["name"]:
+            pv["spec"]["claimRef"] = {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": ref["namespace"],
+                "name": ref["name"],
+                "uid": claim["metadata"]["uid"],
+            }
+            pv["status"] = {"phase": "Bound"}
+            claim["status"] = {
+                "phase": "Bound",
+                "accessModes": pv["spec"].get("accessModes"),
+                "capacity": pv["spec"].get("capacity"),
+            }
+            claim["metadata"].setdefault("annotations", {}).update(
+                {
+                    "pv.kubernetes.io/bind-completed": "yes",
+                    "pv.kubernetes.io/bound-by-controller": "yes",
+                }
+            )
+        else:
+            pv["spec"].pop("claimRef", None)
+            pv["status"] = {"phase": "Available"}
+        out.append(pv)
+    out += list(pvcs.values())
+    for body in plan.api.get("podDisruptionBudgets", []):
+        pdb = copy.deepcopy(body)
+        pdb["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=stamp, generation=1)
+        out.append(pdb)
+    return out
