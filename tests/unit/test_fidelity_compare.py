@@ -1,0 +1,182 @@
+"""Dry-run fidelity's comparison: pairing by namespace-relative identity, and each explanation
+proven or the difference left unexplained (a failing verdict)."""
+
+from __future__ import annotations
+
+from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, PodDecision
+from pytest_desched.fidelity.compare import (
+    BUG_1917,
+    Half,
+    PodRef,
+    compare,
+    fates_of,
+    identity_of,
+    table_rows,
+)
+
+SRC, DST = "worker-0", "worker-1"
+NA = "strategy-x"
+CAPS = {"node": 1, "namespace": 1, "total": 2}
+
+
+def _pods(ns: str, n: int = 3, node: str = SRC, workload: str = "spread-demo") -> list[PodRef]:
+    return [
+        PodRef(f"{ns}/{workload}-{ns[-1]}{i}", identity_of(ns, ns, workload, None, "x"), node, ns)
+        for i in range(n)
+    ]
+
+
+def _d(pod: PodRef, fate: Fate, code: int | None = None, strategy: str = NA) -> PodDecision:
+    ns, name = pod.key.split("/")
+    return PodDecision(ns, name, fate, FATE_LAYER[fate], pod.node, strategy, status_code=code)
+
+
+def _half(mode, pods, decisions, **kw) -> Half:  # type: ignore[no-untyped-def]
+    return Half(mode, fates_of(pods, decisions, mode), caps=kw.pop("caps", CAPS), **kw)
+
+
+def test_identical_halves_in_two_namespaces_pair_by_identity() -> None:
+    """Positive: one would-be eviction and two capped, the same in a real round elsewhere."""
+    dp, rp = _pods("lab-a"), _pods("lab-b")
+    dry = _half(
+        "dry-run", dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED), _d(dp[2], Fate.LIMITED)]
+    )
+    # the real run picked another of the interchangeable pods first
+    real = _half(
+        "real", rp, [_d(rp[2], Fate.EVICTED), _d(rp[0], Fate.LIMITED), _d(rp[1], Fate.LIMITED)]
+    )
+    res = compare(dry, real)
+    assert res.ok and not res.differences
+    assert {r.identity for r in res.rows} == {"<lab>/spread-demo"}
+    assert res.line() == "dry-run predicted 1 of 1 real evictions; 0 differences, each explained"
+
+
+def test_pdb_at_zero_disruptions_is_the_429_layer_and_the_caps() -> None:
+    """#1805: dry run evicts one (its cap then stops two); for real each gets 429."""
+    dp, rp = _pods("lab-a"), _pods("lab-b")
+    dry = _half(
+        "dry-run", dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED), _d(dp[2], Fate.LIMITED)]
+    )
+    real = _half(
+        "real",
+        rp,
+        [_d(p, Fate.REFUSED, 429) for p in rp],
+        pdb_disruptions_allowed=0,
+    )
+    res = compare(dry, real)
+    assert res.ok, res.to_dict()
+    assert sorted(r.explained_by for r in res.differences) == [
+        "api-server(pdb-429)",
+        "eviction-limits",
+        "eviction-limits",
+    ]
+    caps = next(r for r in res.differences if r.explained_by == "eviction-limits")
+    assert "maxNoOfPodsToEvictPerNode=1" in caps.proof and "by 0 in the real half" in caps.proof
+    assert res.line() == "dry-run predicted 0 of 0 real evictions; 3 differences, each explained"
+    assert {t["REAL"] for t in table_rows(res)} == {"refused(429)"}
+
+
+def test_a_429_without_a_pdb_is_not_explained() -> None:
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
+    real = _half("real", rp, [_d(rp[0], Fate.REFUSED, 429)], pdb_disruptions_allowed=None)
+    res = compare(dry, real)
+    assert not res.ok and len(res.unexplained) == 1
+    assert res.line().endswith("1 difference, 1 unexplained")
+    assert table_rows(res)[0]["EXPLAINED BY"] == "UNEXPLAINED"
+
+
+def test_a_difference_no_layer_explains_fails() -> None:
+    """Dry run said evict; the real run filtered the pod: no hidden layer does that."""
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
+    real = _half("real", rp, [_d(rp[0], Fate.FILTERED)], pdb_disruptions_allowed=0)
+    res = compare(dry, real)
+    assert not res.ok
+    assert res.unexplained[0].dry.fate == "evict" and res.unexplained[0].real.fate == "filtered"
+
+
+def test_a_different_strategy_is_a_difference() -> None:
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN, strategy="A")])
+    real = _half("real", rp, [_d(rp[0], Fate.EVICTED, strategy="B")])
+    res = compare(dry, real)
+    assert not res.ok and res.predicted == 0 and res.real_evictions == 1
+
+
+def test_a_different_node_is_a_difference() -> None:
+    dp, rp = _pods("lab-a", 1, node=SRC), _pods("lab-b", 1, node=DST)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
+    real = _half("real", rp, [_d(rp[0], Fate.EVICTED)])
+    res = compare(dry, real)
+    assert len(res.unexplained) == 2  # each half's pod has no counterpart on its node
+    assert {(r.dry is None, r.real is None) for r in res.unexplained} == {
+        (True, False),
+        (False, True),
+    }
+
+
+def test_403_is_the_rbac_layer() -> None:
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
+    real = _half("real", rp, [_d(rp[0], Fate.REFUSED, 403)])
+    res = compare(dry, real)
+    assert res.ok and res.differences[0].explained_by == "api-server(rbac-403)"
+
+
+def test_caps_the_other_way_round() -> None:
+    """Dry run's cap went to a pod the PDB protects for real; for real the next one is evicted."""
+    pa = _pods("lab-a", 1, workload="guarded") + _pods("lab-a", 1, node=DST, workload="free")
+    pb = _pods("lab-b", 1, workload="guarded") + _pods("lab-b", 1, node=DST, workload="free")
+    dry = _half("dry-run", pa, [_d(pa[0], Fate.DRY_RUN), _d(pa[1], Fate.LIMITED)])
+    real = _half(
+        "real",
+        pb,
+        [_d(pb[0], Fate.REFUSED, 429), _d(pb[1], Fate.EVICTED)],
+        pdb_disruptions_allowed=0,
+    )
+    res = compare(dry, real)
+    assert res.ok, [r.to_dict() for r in res.unexplained]
+    free = next(r for r in res.rows if r.identity == "<lab>/free")
+    assert (
+        free.explained_by == "eviction-limits" and "maxNoOfPodsToEvictPerNamespace=1" in free.proof
+    )
+    assert res.predicted == 0 and res.real_evictions == 1
+
+
+def test_caps_are_not_an_excuse_when_the_other_half_filled_them_too() -> None:
+    dp, rp = _pods("lab-a", 2), _pods("lab-b", 2)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED)])
+    real = _half("real", rp, [_d(rp[0], Fate.EVICTED), _d(rp[1], Fate.EVICTED)], caps={"total": 1})
+    res = compare(dry, real)
+    assert not res.ok  # the real run evicted two under a cap of one: no cap explains that
+
+
+def test_pending_after_eviction_is_the_scheduler_layer() -> None:
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
+    real = _half(
+        "real", rp, [_d(rp[0], Fate.EVICTED)], pending={"<lab>/spread-demo": ("spread-demo-new",)}
+    )
+    res = compare(dry, real)
+    assert res.ok and len(res.differences) == 1
+    assert res.differences[0].explained_by == "scheduler"
+    assert res.predicted == 1 and res.real_evictions == 1
+
+
+def test_1917_only_with_its_signature() -> None:
+    dp, rp = _pods("lab-a", 2), _pods("lab-b", 2)
+    real = _half("real", rp, [_d(rp[0], Fate.EVICTED), _d(rp[1], Fate.EVICTED)])
+    bare = _half("dry-run", dp, [])
+    assert len(compare(bare, real).unexplained) == 2  # an empty dry run alone proves nothing
+    proven = _half("dry-run", dp, [], signatures={BUG_1917: "the evidence"})
+    res = compare(proven, real)
+    assert res.ok and {r.explained_by for r in res.differences} == {BUG_1917}
+    assert res.line() == "dry-run predicted 0 of 2 real evictions; 2 differences, each explained"
+
+
+def test_a_pod_named_twice_keeps_its_furthest_fate() -> None:
+    dp = _pods("lab-a", 1)
+    fates = fates_of(dp, [_d(dp[0], Fate.FILTERED), _d(dp[0], Fate.DRY_RUN)], "dry-run")
+    assert fates[0].fate == "evict"
+    assert fates_of(dp, [_d(dp[0], Fate.EVICTED)], "dry-run")[0].fate == "error"
