@@ -46,12 +46,9 @@ from pytest_desched.config import (
     respell,
 )
 from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
+from pytest_desched.log import say
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
-
-
-def _say(msg: str) -> None:
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
 def _add_config_options(ap: argparse.ArgumentParser, command: str | None = None) -> None:
@@ -111,11 +108,11 @@ def cmd_tools(args: argparse.Namespace) -> int:
         overrides=parse_bins(resolve("--desched-bin", args.bin)),
         descheduler_version=args.descheduler_version,
         candidate=cand,
-        report=_say,
+        report=say,
     )
     started = time.monotonic()
     rows = list(provide(tc, args.tools))
-    _say(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
+    say(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
     headers = {"tool": "TOOL", "version": "VERSION", "source": "SOURCE", "path": "PATH"}
     out.emit(
         out.render(
@@ -154,7 +151,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     finished = False
     try:
         config = _config(args, keep="always", run_dir=run_dir)
-        session = DeschedSession(config, report=_say)
+        session = DeschedSession(config, report=say)
         name = getattr(session.provider, "cluster_name", None)
         if name:  # known before anything starts: `desched down NAME` finds this folder
             (run_dir / "cluster-name").write_text(name)
@@ -212,12 +209,12 @@ def cmd_down(args: argparse.Namespace) -> int:
     from pytest_desched.tools.toolchain import Toolchain
 
     cache = resolve("--desched-cache-dir", args.cache_dir)
-    tc = Toolchain(cache_dir=Path(cache) if cache else None, report=_say)
+    tc = Toolchain(cache_dir=Path(cache) if cache else None, report=say)
     root = tc.cache_dir / "clusters"
     kept = kept_clusters(root)
     for stale in stale_up_dirs(tc.cache_dir / "up", root):  # left by interrupted `up`s
         shutil.rmtree(stale, ignore_errors=True)
-        _say(f"removed {stale} (its cluster is gone)")
+        say(f"removed {stale} (its cluster is gone)")
     names = kept if args.all else args.names
     if not names:
         out.emit(
@@ -233,14 +230,14 @@ def cmd_down(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"not a kept embedded cluster: {unknown}; kept: {kept or 'none'}")
     for name in names:
-        found = delete_cluster(tc, root, name, _say)
+        found = delete_cluster(tc, root, name, say)
         for marker in (tc.cache_dir / "up").glob("run-*/cluster-name"):
             if marker.read_text().strip() == name:  # `desched up`'s kubeconfig copy and files
                 shutil.rmtree(marker.parent, ignore_errors=True)
         if found["processes_left"] or found["dir_left"]:
-            _say(f"embedded cluster {name}: not fully deleted ({found}); run desched down again")
+            say(f"embedded cluster {name}: not fully deleted ({found}); run desched down again")
             return EXIT_INFRA
-        _say(f"deleted embedded cluster {name} (0 processes, folder removed)")
+        say(f"deleted embedded cluster {name} (0 processes, folder removed)")
     return EXIT_OK
 
 
@@ -265,7 +262,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = config.with_(workers=2 * len(names))
     outcomes: list[dict[str, Any]] = []
     failed: list[str] = []
-    with DeschedSession(config, report=_say) as session:
+    with DeschedSession(config, report=say) as session:
         by_name: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         if args.parallel:
             ran = session.run_concurrently(
@@ -287,10 +284,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = config.artifacts / "run-summary.json"
     summary.parent.mkdir(parents=True, exist_ok=True)
     summary.write_text(json.dumps(outcomes, indent=1, default=str))
-    _say(f"evidence: {config.artifacts} (summary {summary.name})")
+    say(f"evidence: {config.artifacts} (summary {summary.name})")
     report = getattr(session, "info", {}).get("report")  # written by session.close()
     if report:
-        _say(f"report: {report}")
+        say(f"report: {report}")
     if args.output != "text":
         data = {
             "experiments": outcomes,
@@ -351,9 +348,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
             overrides=bins,
             descheduler_version=None if cand else args.descheduler,
             candidate=cand,
-            report=_say,
+            report=say,
         )
-    renderer = pinned_renderer(toolchain, args.chart, report=_say)
+    renderer = pinned_renderer(toolchain, args.chart, report=say)
     values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering
     targets = [t for f in args.files for t in load_targets(f, renderer)]
     if values:
@@ -370,7 +367,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         cols = {"file": "FILE", "line": "LINE", "severity": "SEVERITY", "rule": "RULE"}
         cols |= {"name": "NAME", "path": "PATH", "message": "MESSAGE", "fix": "FIX"}
         text = out.render(data, fmt, md=lambda: out.table(data["findings"], cols, "md"))
-    out.emit(text, args.output_file, _say)
+    out.emit(text, args.output_file, say)
     if args.output_file or fmt != "text":  # the verdict is the text's last line already
         print(verdict(findings, args.fail_on), file=sys.stderr)
     return EXIT_FAILED if failing(findings, args.fail_on) else EXIT_OK
@@ -392,13 +389,13 @@ def cmd_canary(args: argparse.Namespace) -> int:
         getattr(config, "candidate_chart", None),
         expect=args.expect,
         experiments=args.experiment,
-        report=_say,
+        report=say,
         parallel=not args.serial,
         static=not args.no_static,
         behaviour=not args.static_only,
     )
     out.emit(out.render(rep.to_dict(), args.output, text=rep.markdown))
-    _say(f"report: {config.artifacts / 'canary.md'} and canary.json")
+    say(f"report: {config.artifacts / 'canary.md'} and canary.json")
     if rep.broken:  # a track could not run: no verdict on the candidate, exit as infra
         return EXIT_INFRA
     return EXIT_OK if rep.ok else EXIT_FAILED
@@ -610,18 +607,18 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args))
     except PolicyError as exc:  # one line: the source, then each problem
         one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
-        _say(f"error: {respell(one, spell)}")
+        say(f"error: {respell(one, spell)}")
         return EXIT_USAGE
     except ConfigError as exc:
-        _say(f"error: {respell(' '.join(str(exc).split()), spell)}")
+        say(f"error: {respell(' '.join(str(exc).split()), spell)}")
         return EXIT_USAGE
     except (ToolError, ProviderError) as exc:
-        _say(f"error: {respell(str(exc), spell)}")
+        say(f"error: {respell(str(exc), spell)}")
         return EXIT_INFRA
     except KeyboardInterrupt:
         from pytest_desched import interrupts
 
-        _say(interrupts.exit_message())  # what the cleanups verified, kept or left
+        say(interrupts.exit_message())  # what the cleanups verified, kept or left
         return EXIT_INTERRUPTED
     except Exception as exc:  # no traceback reaches the user unless asked (--debug)
         if debug:
@@ -629,10 +626,10 @@ def main(argv: list[str] | None = None) -> int:
         from pytest_desched.evidence.redaction import scrub_secrets
 
         if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
-            _say(f"error: {exc.filename}: {exc.strerror}; check the path")
+            say(f"error: {exc.filename}: {exc.strerror}; check the path")
             return EXIT_USAGE
         first = (str(exc).splitlines() or [""])[0][:300]
-        _say(
+        say(
             f"error: {type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
             "--debug or DESCHED_DEBUG=1 for the traceback, and report it)"
         )

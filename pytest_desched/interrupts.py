@@ -12,12 +12,13 @@ cluster whole rather than uninstall what is in it first).
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
+
+from pytest_desched.log import say
 
 # Signals this process received while a front end's work ran: (signal number, monotonic time).
 _received: list[tuple[int, float]] = []
@@ -29,10 +30,6 @@ cleaned: list[str] = []
 kept: list[str] = []
 left_behind: list[str] = []
 ABANDON_AFTER = 3  # the signal (counting the first) that abandons a running cleanup
-
-
-def _say(msg: str) -> None:
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
 def interrupted() -> bool:
@@ -58,7 +55,7 @@ def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     if _shield and len(_received) < ABANDON_AFTER:
         name = signal.Signals(signum).name
         left = ABANDON_AFTER - len(_received)
-        _say(
+        say(
             f"{name}: still cleaning up {_shield[-1]}; it finishes in seconds "
             f"({left} more signal{'s' if left > 1 else ''} abandon{'' if left > 1 else 's'} it: "
             "then the next run reaps what is left)"

@@ -25,6 +25,7 @@ from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and fr
     _sigterm_to_interrupt,
     interrupts_unwind,
 )
+from pytest_desched.log import Reporter, say
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.candidate import Candidate
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster, Provider
     from pytest_desched.tools.toolchain import Toolchain
 
-Reporter = Callable[[str], None]
 
 __all__ = ["DeschedSession", "interrupts_unwind"]  # interrupts_unwind: the front ends' import
 
@@ -55,12 +55,6 @@ def _user_policy_scope() -> Any:
     )
 
 
-def _stderr(msg: str) -> None:
-    import sys
-
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
-
-
 class DeschedSession:
     """One cluster with the pinned (or chosen) descheduler release installed the runbook's way.
 
@@ -71,7 +65,7 @@ class DeschedSession:
     def __init__(
         self,
         config: DeschedConfig | None = None,
-        report: Reporter = _stderr,
+        report: Reporter = say,
         on_phase: list[PhaseHook] | None = None,
         info: dict[str, Any] | None = None,
     ) -> None:

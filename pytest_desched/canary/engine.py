@@ -9,7 +9,6 @@ per-round diff and the verdict. The CLI (`desched canary`) and the pytest fixtur
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from pytest_desched.canary.tracks import (
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError
+from pytest_desched.log import tagged
 
 STATIC_ONLY_GAP = (
     "behaviour: a static-only canary starts no cluster, so no round, pod fate, eviction, "
@@ -35,8 +35,7 @@ STATIC_ONLY_GAP = (
 NO_STATIC_GAP = "charts, rendered manifests and policies: the static comparison was skipped"
 
 
-def _say(msg: str) -> None:
-    print(f"[desched canary] {msg}", file=sys.stderr, flush=True)
+_say = tagged("desched canary")
 
 
 def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:

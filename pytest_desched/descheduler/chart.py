@@ -25,8 +25,9 @@ import yaml
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered
 from pytest_desched.errors import ConfigError, ToolError, UnsafeRender
 from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.log import Reporter, say
 from pytest_desched.providers.base import CommandError, helm_env, run
-from pytest_desched.tools.toolchain import Reporter, _stderr, go_env
+from pytest_desched.tools.toolchain import go_env
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.candidate import Candidate
@@ -103,7 +104,7 @@ def obtain_chart(
     toolchain: Toolchain,
     versions: Versions,
     source: str = "auto",
-    report: Reporter = _stderr,
+    report: Reporter = say,
     repo_timeout: float = 20,
     candidate: Candidate | None = None,
 ) -> ChartRef:
@@ -192,7 +193,7 @@ def obtain_candidate_chart(
     toolchain: Toolchain,
     versions: Versions,
     candidate: Candidate,
-    report: Reporter = _stderr,
+    report: Reporter = say,
     repo_timeout: float = 20,
 ) -> ChartRef:
     """The candidate's chart, never silently another one; cached by its content digest.
@@ -422,7 +423,7 @@ class Release:
     workdir: Path
     name: str = "descheduler"
     namespace: str = "kube-system"
-    report: Reporter = _stderr
+    report: Reporter = say
     values: dict[str, Any] = field(default_factory=dict)
     dry_run: bool | None = None
     policy: Policy | None = None

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.log import Reporter
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     controller_of,
@@ -20,7 +21,6 @@ from pytest_desched.replay.plan import (
     RestorePlan,
 )
 from pytest_desched.replay.writes import (
-    Reporter,
     RestoreError,
     create,
     create_all,

@@ -18,21 +18,17 @@ exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no clus
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
 from pytest_desched.errors import ConfigError
-
-
-def _say(msg: str) -> None:
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
+from pytest_desched.log import say
 
 
 def _emit(text: str, output: str | None) -> None:
     from pytest_desched import render
 
-    render.emit(text, output, _say)
+    render.emit(text, output, say)
 
 
 def _ledger_out(ledger: Any, fmt: str, md: Any, data: Any) -> str:
@@ -48,7 +44,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
         return None
     from pytest_desched.tools.toolchain import TOOL_GROUP, Toolchain
 
-    tc = Toolchain(cache_dir=cache_dir, report=_say)
+    tc = Toolchain(cache_dir=cache_dir, report=say)
     cached = tc.bin_dir(tc.groups[TOOL_GROUP["kwokctl"]]) / "kwokctl"
     return tc.path("kwokctl") if exporter == "kwokctl" or cached.is_file() else None
 
@@ -69,7 +65,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         redact=args.redact,
         exporter=args.exporter,
         kwokctl=kwokctl,
-        report=_say,
+        report=say,
     )
     path = snap.write(args.output_file)
     h = snap.header
@@ -79,7 +75,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         f"{h['filtered'].get('secrets')}, redacted: {h.get('redacted')}"
     )
     if args.output == "text":
-        _say(line)
+        say(line)
     else:
         from pytest_desched import render
 
@@ -137,13 +133,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         log=args.log,
         config=config,
-        report=_say,
+        report=say,
         ages=args.ages,
     )
     out = _ledger_out(result.ledger, args.output, result.markdown, result.to_dict())
     _emit(out, args.output_file)
     for k, v in result.artifacts.items():
-        _say(f"{k}: {v}")
+        say(f"{k}: {v}")
     failed = [
         r.name for r in result.ledger.rounds if (r.extra or {}).get("exit_code") not in (0, None)
     ]

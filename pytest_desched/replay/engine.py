@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
+from pytest_desched.log import Reporter, say
 from pytest_desched.replay.format import Snapshot, controller_of, key
 from pytest_desched.replay.ledger import (
     GONE,
@@ -38,15 +39,8 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.policy import Policy
     from pytest_desched.providers.base import Cluster
 
-Reporter = Callable[[str], None]
 BeforeRound = Callable[[int, Any], dict[str, Any]]  # (round, cluster) -> the round's extra
 CANDIDATE_PREFIXES = ("source:", "binary:", "version:")
-
-
-def _say(msg: str) -> None:
-    import sys
-
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -160,7 +154,7 @@ def replay(
     rounds: int = 1,
     log: str | Path | None = None,
     config: DeschedConfig | None = None,
-    report: Reporter = _say,
+    report: Reporter = say,
     ages: str = "shift",
     method: str = "auto",
     round_timeout: float = 300,

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.log import Reporter
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     Snapshot,
@@ -27,7 +28,6 @@ from pytest_desched.replay.plan import (
     running_status,
 )
 from pytest_desched.replay.writes import (
-    Reporter,
     RestoreError,
     create_all,
     create_namespaces,

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.api_restore import restore_via_api
 from pytest_desched.replay.etcd_restore import (
@@ -68,7 +69,6 @@ from pytest_desched.replay.plan import (
     runner_node,
 )
 from pytest_desched.replay.writes import (
-    Reporter,
     RestoreError,
     create_all,
     create_namespaces,
@@ -77,12 +77,6 @@ from pytest_desched.replay.writes import (
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
-
-
-def _say(msg: str) -> None:
-    import sys
-
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
 # -- the restore ----------------------------------------------------------------------------
@@ -126,7 +120,7 @@ def restore(
     ages: str = "shift",
     method: str = "auto",
     timeout: float = 120,
-    report: Reporter = _say,
+    report: Reporter = say,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 

@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,7 @@ import yaml
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.evidence.redaction import scrub_secrets
 from pytest_desched.inputs_safe import load_yaml_file
+from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     DESCHEDULER_LABEL,
@@ -46,8 +47,6 @@ from pytest_desched.replay.format import (
     rfc3339,
 )
 from pytest_desched.replay.trim import Filtered, keep_container_args, trim
-
-Reporter = Callable[[str], None]
 
 # section -> (API path prefix, resource); cluster-scoped when the prefix has no {ns}.
 RESOURCES: dict[str, tuple[str, str, bool]] = {
@@ -91,12 +90,6 @@ _VERSION_TAG = re.compile(r"v\d+\.\d+\.\d+\S*")
 
 class SnapshotError(ProviderError):
     """The cluster would not give what a snapshot needs; nothing was changed anywhere."""
-
-
-def _say(msg: str) -> None:
-    import sys
-
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
 # -- inputs ------------------------------------------------------------------------------
@@ -222,7 +215,7 @@ def _list(api: Any, path: str, reads: _Reads, what: str) -> list[dict[str, Any]]
 
 
 def export_with_client(
-    api: Any, namespaces: list[str] | None, reads: _Reads, report: Reporter = _say
+    api: Any, namespaces: list[str] | None, reads: _Reads, report: Reporter = say
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """List every snapshot resource with the Python client; namespaced ones per namespace."""
     from kubernetes.client.rest import ApiException
@@ -468,7 +461,7 @@ def take_snapshot(
     redact: bool = False,
     exporter: str = "auto",
     kwokctl: Path | None = None,
-    report: Reporter = _say,
+    report: Reporter = say,
 ) -> Snapshot:
     """Snapshot the cluster behind `context` (read-only; see the module docstring).
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +21,6 @@ from pytest_desched.replay.plan import (
 
 if TYPE_CHECKING:
     pass
-
-Reporter = Callable[[str], None]
 
 
 class RestoreError(ProviderError):

@@ -21,7 +21,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,16 +30,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_desched.errors import ToolError
+from pytest_desched.log import Reporter, say
 from pytest_desched.tools.versions import Versions, load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.candidate import Candidate
-
-Reporter = Callable[[str], None]
-
-
-def _stderr(msg: str) -> None:
-    print(f"[desched] {msg}", file=sys.stderr, flush=True)
 
 
 def default_cache_dir() -> Path:
@@ -302,7 +296,7 @@ class Toolchain:
         cache_dir: Path | None = None,
         overrides: dict[str, Path] | None = None,
         use_path: bool = True,
-        report: Reporter = _stderr,
+        report: Reporter = say,
         descheduler_version: str | None = None,
         candidate: Candidate | None = None,
     ) -> None:
@@ -777,19 +771,19 @@ def main(argv: list[str] | None = None) -> int:
             cache_dir=args.cache_dir, descheduler_version=args.descheduler_version, candidate=cand
         )
     except (ConfigError, ToolError) as exc:
-        _stderr(f"error: {exc}")
+        say(f"error: {exc}")
         return 2
     started = time.monotonic()
     try:
         for row in provide(tc, args.tools):
             print(f"{row['tool']:<24} {row['version']:<10} {row['source']:<8} {row['path']}")
     except ConfigError as exc:
-        _stderr(f"error: {exc}")
+        say(f"error: {exc}")
         return 2
     except ToolError as exc:
-        _stderr(f"error: {exc}")
+        say(f"error: {exc}")
         return 1
-    _stderr(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
+    say(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
     return 0
 
 

@@ -183,18 +183,19 @@ def pinned_renderer(
     """
     from pytest_desched.descheduler.chart import obtain_chart
     from pytest_desched.descheduler.policy.values import render_values
+    from pytest_desched.log import say
     from pytest_desched.providers.base import helm_env
-    from pytest_desched.tools.toolchain import Toolchain, _stderr
+    from pytest_desched.tools.toolchain import Toolchain
 
     def render(files: Sequence[ValuesFile]) -> RenderedValues:
-        tc = toolchain or Toolchain(report=report or _stderr)
+        tc = toolchain or Toolchain(report=report or say)
         if chart is not None:
             path = Path(chart)
             if not path.exists():
                 raise ConfigError(f"--chart {path}: no such chart directory or .tgz")
             label = str(path)
         else:
-            ref = obtain_chart(tc, tc.versions, "auto", report=report or _stderr)
+            ref = obtain_chart(tc, tc.versions, "auto", report=report or say)
             path, label = ref.path, f"{tc.versions.chart_name}-{ref.version}"
         env = helm_env(tc.cache_dir / "charts")
         return render_values(files, path, tc.path("helm"), env, chart_label=label)

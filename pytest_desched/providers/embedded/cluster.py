@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from pytest_desched.log import Reporter, say
 from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
 from pytest_desched.providers.embedded.kubelet import (
     StandInKubelet,
@@ -30,7 +31,7 @@ from pytest_desched.providers.embedded.kubelet import (
     supervisor_argv,
 )
 from pytest_desched.tools.resources import manifest_path
-from pytest_desched.tools.toolchain import Reporter, Toolchain, _stderr, file_lock
+from pytest_desched.tools.toolchain import Toolchain, file_lock
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -154,7 +155,7 @@ class EmbeddedProvider(Provider):
         workers: int = 3,
         node_spec: NodeSpec | None = None,
         keep: bool = False,
-        report: Reporter = _stderr,
+        report: Reporter = say,
         wait_timeout: float = 60,
         kubeconfig_dir: Path | None = None,
     ) -> None:
@@ -462,7 +463,7 @@ def _processes_under(cdir: Path) -> list[int]:
 
 
 def delete_cluster(
-    toolchain: Toolchain, root: Path, name: str, report: Reporter = _stderr
+    toolchain: Toolchain, root: Path, name: str, report: Reporter = say
 ) -> dict[str, Any]:
     """kwokctl delete, then make sure no component process survives and no files remain.
 
@@ -569,7 +570,7 @@ def stale_up_dirs(up_dir: Path, root: Path, legacy_age_s: float = 600) -> list[P
     return out
 
 
-def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = _stderr) -> list[str]:
+def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = say) -> list[str]:
     """Delete clusters whose owning pytest process is gone (killed runs)."""
     reaped: list[str] = []
     owners = root / "owners"

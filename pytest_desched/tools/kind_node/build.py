@@ -25,14 +25,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_desched.errors import ToolError
+from pytest_desched.log import Reporter, tagged
 from pytest_desched.tools.kind_node import archive
 from pytest_desched.tools.kind_node.archive import ImageSpec
 from pytest_desched.tools.kind_node.binaries import (
@@ -43,7 +42,6 @@ from pytest_desched.tools.kind_node.binaries import (
 )
 from pytest_desched.tools.toolchain import Toolchain, file_lock, go_env
 
-Reporter = Callable[[str], None]
 BASE_REPO = "desched.local/kind-base"
 KEY_LABEL = "io.github.pytest-desched.kind-node-key"
 NICE = ["nice", "-n", "15"]
@@ -78,8 +76,7 @@ IPTABLES_PACKAGES = ["iptables", "conntrack", "nftables"]
 DPKG_EXCLUDES = ["/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"]
 
 
-def _report(msg: str) -> None:
-    print(f"[kind-node] {msg}", file=sys.stderr, flush=True)
+_report = tagged("kind-node")
 
 
 def run(cmd: list[str], report: Reporter | None = None, **kw) -> subprocess.CompletedProcess:

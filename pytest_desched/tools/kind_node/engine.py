@@ -13,14 +13,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from pytest_desched.errors import ToolError
+from pytest_desched.log import Reporter, tagged
 
-Reporter = Callable[[str], None]
 CAP_SYS_RESOURCE = 24
 VM_RUNTIME = "desched-vm"
 WRAPPER = Path(__file__).resolve().parent / "runc_vm_wrapper.py"
@@ -29,8 +27,7 @@ ENGINE_HOST = f"unix://{RUN_DIR}/docker.sock"
 PACKAGES = {"dockerd": "docker.io", "mmdebstrap": "mmdebstrap", "gcc": "gcc"}
 
 
-def _report(msg: str) -> None:
-    print(f"[kind-node] {msg}", file=sys.stderr, flush=True)
+_report = tagged("kind-node")
 
 
 def bounding_lacks(cap: int = CAP_SYS_RESOURCE) -> bool:
