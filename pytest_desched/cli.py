@@ -51,6 +51,13 @@ from pytest_desched.log import say
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
+def _error(msg: str) -> None:
+    """The one error line: control characters a raw file name carries are shown escaped."""
+    from pytest_desched.render import printable
+
+    say(f"error: {printable(msg)}")
+
+
 def _add_config_options(ap: argparse.ArgumentParser, command: str | None = None) -> None:
     """The plugin's options that `command` takes, without their prefix, grouped for --help;
     an option whose spelling the command already has for itself is left to the command."""
@@ -607,10 +614,10 @@ def main(argv: list[str] | None = None) -> int:
             return int(args.func(args))
     except PolicyError as exc:  # one line: the source, then each problem
         one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
-        say(f"error: {respell(one, spell)}")
+        _error(respell(one, spell))
         return EXIT_USAGE
     except ConfigError as exc:
-        say(f"error: {respell(' '.join(str(exc).split()), spell)}")
+        _error(respell(" ".join(str(exc).split()), spell))
         return EXIT_USAGE
     except (ToolError, ProviderError) as exc:
         say(f"error: {respell(str(exc), spell)}")
@@ -626,11 +633,11 @@ def main(argv: list[str] | None = None) -> int:
         from pytest_desched.evidence.redaction import scrub_secrets
 
         if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
-            say(f"error: {exc.filename}: {exc.strerror}; check the path")
+            _error(f"{scrub_secrets(str(exc.filename))}: {exc.strerror}; check the path")
             return EXIT_USAGE
         first = (str(exc).splitlines() or [""])[0][:300]
-        say(
-            f"error: {type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
+        _error(
+            f"{type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
             "--debug or DESCHED_DEBUG=1 for the traceback, and report it)"
         )
         return EXIT_FAILED

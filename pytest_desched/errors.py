@@ -27,7 +27,9 @@ class InputError(ConfigError):
 
     def __init__(self, source: str, field: str, problem: str, fix: str, code: str = "") -> None:
         from pytest_desched.evidence.redaction import scrub_secrets
+        from pytest_desched.render import printable  # a raw file name cannot forge a line
 
+        source, field = printable(source), printable(field)
         self.source, self.field, self.problem, self.fix = source, field, problem, fix
         self.code = code  # a lint rule id when one names the problem (DL003 duplicate key)
         line = field.removeprefix("line ")

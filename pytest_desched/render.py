@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,22 @@ import yaml
 from tabulate import tabulate
 
 FORMATS = ("text", "json", "yaml", "md")
+
+# What a terminal or a line-based reader takes as a new line, a cursor move or a reordering:
+# C0/C1 controls, DEL, the Unicode line/paragraph separators and the bidi overrides/isolates.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object) -> str:
+    r"""`value` as text that cannot forge a line: each control character written as an escape.
+
+    A file name is raw bytes from the user (a newline or ESC is valid in one); printed as is,
+    it would start a line of its own in lint's text output or an error. A newline becomes the
+    two characters \n, ESC becomes \x1b, U+2028 becomes \u2028; everything else is unchanged.
+    """
+    return _UNPRINTABLE.sub(
+        lambda m: m.group().encode("unicode_escape").decode("ascii"), str(value)
+    )
 
 
 def plain(data: Any) -> Any:
@@ -58,8 +75,8 @@ def _cell(v: Any) -> str:
     if v is None:
         return ""
     if isinstance(v, list | tuple | set):
-        return ", ".join(str(x) for x in v)
-    return str(v)
+        return printable(", ".join(str(x) for x in v))
+    return printable(v)
 
 
 def render(

@@ -109,16 +109,15 @@ def policy_evidence(
     """
     import hashlib
 
-    import yaml
-
     from pytest_desched.descheduler.policy.checker import checker_for
     from pytest_desched.descheduler.policy.lint import lint_policy_doc
     from pytest_desched.descheduler.policy.model import canonical_json
-    from pytest_desched.errors import DeschedError
+    from pytest_desched.errors import DeschedError, InputError
+    from pytest_desched.inputs_safe import load_yaml
 
     try:
-        doc = yaml.safe_load(policy_yaml) or {}
-    except yaml.YAMLError as exc:
+        doc = load_yaml(policy_yaml, "policy.yaml") or {}
+    except InputError as exc:  # not YAML, or past a bound (never expanded)
         return {"effective_policy": {}, "policy_lint": [f"not YAML: {exc}"]}
     if not isinstance(doc, dict):
         return {"effective_policy": {}, "policy_lint": ["not YAML of a mapping"]}

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from pytest_desched.errors import InputError
+from pytest_desched.inputs_safe import load_yaml
 from pytest_desched.replay.format import DESCHEDULER_LABEL, Snapshot, controller_of
 from pytest_desched.replay.trim import KEEP_ANNOTATIONS
 
@@ -329,8 +331,8 @@ def redact_policy(a: Aliases, text: str | None) -> str | None:
     if not text:
         return text
     try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError:
+        doc = load_yaml(text, "the snapshot's policy")
+    except InputError:  # not YAML, or past a bound (an alias bomb): never expanded here
         return "# (the policy could not be parsed, so it was withheld from the redacted snapshot)\n"
 
     def walk(x: Any, parent: str = "") -> Any:

@@ -210,3 +210,110 @@ def test_credentials_refused_in_policies_and_scrubbed_from_text(planted: str) ->
     assert secret not in scrub_secrets(f"error: cannot reach {planted}")
     annotations = {"metadata": {"annotations": {"hook": planted}}}
     assert secret not in str(scrub_data(annotations))
+
+
+# ----------------------------------------------- embedded policy text: the bounded reader ---
+
+# Each reader gets a policy text with a billion-laughs tail, in a child process with a time
+# bound: before the bounded reader, each expanded the alias graph as a tree (a walk, a deep
+# diff, canonical JSON) and never returned.
+EMBEDDED = {
+    "replay.redact.redact_policy": (
+        "from pytest_desched.replay.redact import Aliases, redact_policy\n"
+        "print(redact_policy(Aliases(), TEXT))",
+        "withheld",
+    ),
+    "canary.static _policy_data": (
+        "from pytest_desched.canary.static.manifests import _policy_data\n"
+        "d = _policy_data({'kind': 'ConfigMap', 'data': {'policy.yaml': TEXT}})\n"
+        "print('kept as text' if d['data']['policy.yaml'] == TEXT else 'parsed')",
+        "kept as text",
+    ),
+    "evidence.timeline policy_evidence": (
+        "from pytest_desched.evidence.timeline import policy_evidence\n"
+        "print(policy_evidence(TEXT, 'v0.36.0')['policy_lint'])",
+        "aliases expand",
+    ),
+}
+
+
+@pytest.mark.parametrize("reader", list(EMBEDDED))
+def test_embedded_policy_text_goes_through_the_bounded_reader(reader: str) -> None:
+    import subprocess
+    import sys
+
+    code, words = EMBEDDED[reader]
+    script = f"TEXT = {POLICY + BOMB!r}\n{code}\n"
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=30
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{reader} did not return within 30 s on an alias bomb (expanded it)")
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert words in proc.stdout, proc.stdout[-2000:]
+    assert took < 10, f"{reader}: {took:.1f} s"
+
+
+# ------------------------------------------ raw file names cannot forge lines; SARIF uri ---
+
+FORGING = ["p\nSAFE\x1b[2K.yaml", "a\rerror: forged\u2028x.yaml", "tab\there\u202e.yaml"]
+
+
+@pytest.mark.parametrize("name", FORGING, ids=["newline-esc", "cr-u2028", "tab-bidi"])
+def test_a_raw_file_name_cannot_forge_a_line_in_lint_output(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    import json
+    from urllib.parse import unquote
+
+    from pytest_desched.render import printable
+
+    monkeypatch.chdir(tmp_path)
+    Path(name).write_text(POLICY)
+    shown = printable(name)
+    assert "\n" not in shown and "\x1b" not in shown and shown != name
+    for fmt in ("text", "md"):
+        cli.main(["lint", name, "-o", fmt])
+        out = capsys.readouterr().out
+        lines = out.splitlines()
+        findings = [ln for ln in lines if shown in ln]
+        assert findings, out
+        # every line is a finding naming the whole (escaped) file, its fix, a table rule or
+        # the summary: none starts with a fragment of the name
+        for ln in lines:
+            ok = (
+                shown in ln
+                or ln.startswith(("    fix:", "|--", "| FILE", "FILE", "---"))
+                or "error(s)" in ln
+                or ln.startswith(("SAFE", "UNSAFE"))
+            )
+            assert ok, f"{fmt}: a line forged by the file name: {ln!r}"
+        assert not any(c in out for c in "\r\x1b\u2028\u202e"), repr(out)
+    cli.main(["lint", name, "-o", "sarif"])
+    sarif = json.loads(capsys.readouterr().out)
+    uris = {
+        loc["physicalLocation"]["artifactLocation"]["uri"]
+        for r in sarif["runs"][0]["results"]
+        for loc in r["locations"]
+    }
+    assert len(uris) == 1, uris
+    (uri,) = uris
+    assert unquote(uri) == name  # the same file, read back
+    assert all(c.isascii() and c.isprintable() and c not in " #?" for c in uri), uri
+    cli.main(["lint", name + ".missing"])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and shown in err, repr(err)
+
+
+def test_sarif_uri_percent_encodes_and_absolute_paths_are_file_uris() -> None:
+    from pytest_desched.descheduler.policy.lint_output import sarif_uri
+
+    assert sarif_uri("dir/a b#1?%:c.yaml") == "dir/a%20b%231%3F%25%3Ac.yaml"
+    assert sarif_uri("/tmp/x y/p.yaml") == "file:///tmp/x%20y/p.yaml"
+    assert sarif_uri("policies/plain-1.yaml") == "policies/plain-1.yaml"

@@ -6,8 +6,6 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from pytest_desched.canary.static.difference import (
     Difference,
     Path_,
@@ -18,6 +16,8 @@ from pytest_desched.canary.static.difference import (
     _walk,
 )
 from pytest_desched.canary.static.protections import _as_list, _lowerings
+from pytest_desched.errors import InputError
+from pytest_desched.inputs_safe import load_yaml
 
 _ROLES = ("ClusterRole", "Role")
 _BINDINGS = ("ClusterRoleBinding", "RoleBinding")
@@ -300,8 +300,8 @@ def _policy_data(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     for k, v in data.items():
         if isinstance(v, str) and k.endswith((".yaml", ".yml")):
             try:
-                parsed = yaml.safe_load(v)
-            except yaml.YAMLError:
+                parsed = load_yaml(v, f"{doc.get('kind')} data {k}")
+            except InputError:  # not YAML or past a bound: compared as text
                 continue
             if isinstance(parsed, Mapping):
                 data[k] = parsed

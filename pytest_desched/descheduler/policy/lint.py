@@ -214,9 +214,9 @@ def values_target(rendered: RenderedValues) -> Target:
         )
         return Target(name, None, "", POLICY_KEY, problem=problem, rendered=rendered)
     try:
-        doc = yaml.safe_load(rendered.policy_text)
+        doc = load_yaml(rendered.policy_text, f"{name} (rendered policy.yaml)")
         node = yaml.compose(rendered.policy_text)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, InputError) as exc:
         problem = f"the chart renders a policy.yaml that is not YAML: {exc}"
         return Target(name, None, "", POLICY_KEY, problem=problem, rendered=rendered)
     if not isinstance(doc, dict):

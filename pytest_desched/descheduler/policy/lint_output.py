@@ -14,13 +14,24 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from pytest_desched import __version__
+from pytest_desched.render import printable
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.policy.lint import Finding
 
-__all__ = ["FAIL_ON", "failing", "render", "render_json", "render_sarif", "render_text", "verdict"]
+__all__ = [
+    "FAIL_ON",
+    "failing",
+    "render",
+    "render_json",
+    "render_sarif",
+    "render_text",
+    "sarif_uri",
+    "verdict",
+]
 
 FAIL_ON = ("error", "warning")  # --fail-on choices, most severe first
 _RANK = {"error": 0, "warning": 1, "note": 2}
@@ -51,10 +62,12 @@ def _where(f: Finding) -> str:
 
 
 def render_text(findings: Sequence[Finding], fail_on: str = "error") -> str:
+    """Two lines a finding; file names, paths and quoted keys cannot add a line of their own."""
     lines = []
     for f in findings:
-        lines.append(f"{_where(f)}: {f.severity} {f.rule} {f.name}: {f.path}: {f.message}")
-        lines.append(f"    fix: {f.fix}")
+        head = f"{_where(f)}: {f.severity} {f.rule} {f.name}: {f.path}: {f.message}"
+        lines.append(printable(head))
+        lines.append(f"    fix: {printable(f.fix)}")
     errors = sum(f.severity == "error" for f in findings)
     notes = sum(f.severity == "note" for f in findings)
     summary = f"{errors} error(s), {len(findings) - errors - notes} warning(s)"
@@ -79,6 +92,16 @@ def render_json(findings: Sequence[Finding], version: str, fail_on: str = "error
     )
 
 
+def sarif_uri(file: str) -> str:
+    """A SARIF ``artifactLocation.uri`` (RFC 3986): an absolute path as a ``file:`` URI, a
+    relative one as a relative reference, each byte outside the unreserved set percent-encoded
+    (so a space, ``#``, ``?``, ``%``, ``:`` or a newline in a file name stays part of the path)."""
+    p = Path(file)
+    if p.is_absolute():
+        return p.as_uri()
+    return quote(p.as_posix(), safe="/")
+
+
 def render_sarif(findings: Sequence[Finding], version: str) -> str:
     """SARIF 2.1.0: one run, the rules as the driver's reportingDescriptors."""
     from pytest_desched.descheduler.policy.lint import RULES
@@ -86,7 +109,7 @@ def render_sarif(findings: Sequence[Finding], version: str) -> str:
     ids = list(RULES)
     results = []
     for f in findings:
-        phys: dict[str, Any] = {"artifactLocation": {"uri": Path(f.file).as_posix()}}
+        phys: dict[str, Any] = {"artifactLocation": {"uri": sarif_uri(f.file)}}
         if f.line:
             phys["region"] = {"startLine": f.line}
         result: dict[str, Any] = {
