@@ -77,7 +77,7 @@ class _HelmOnly:
         self.helm_path, self.home = helm, home
 
     def helm(self, *args: str, check: bool = True, timeout: float = 300):
-        from pytest_desched.providers.base import helm_env, run
+        from pytest_desched.proc import helm_env, run
 
         return run(
             [str(self.helm_path), *args], env=helm_env(self.home), check=check, timeout=timeout

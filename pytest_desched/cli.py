@@ -630,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # no traceback reaches the user unless asked (--debug)
         if debug:
             raise
-        from pytest_desched.evidence.redaction import scrub_secrets
+        from pytest_desched.redaction import scrub_secrets
 
         if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
             _error(f"{scrub_secrets(str(exc.filename))}: {exc.strerror}; check the path")

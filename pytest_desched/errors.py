@@ -10,6 +10,9 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_desched.redaction import scrub_secrets
+from pytest_desched.render import printable
+
 if TYPE_CHECKING:
     from pytest_desched.experiments.framework import ExperimentResult
 
@@ -26,10 +29,7 @@ class InputError(ConfigError):
     """A user file or value refused at the front door: one line naming the file, field and fix."""
 
     def __init__(self, source: str, field: str, problem: str, fix: str, code: str = "") -> None:
-        from pytest_desched.evidence.redaction import scrub_secrets
-        from pytest_desched.render import printable  # a raw file name cannot forge a line
-
-        source, field = printable(source), printable(field)
+        source, field = printable(source), printable(field)  # a raw file name cannot forge a line
         self.source, self.field, self.problem, self.fix = source, field, problem, fix
         self.code = code  # a lint rule id when one names the problem (DL003 duplicate key)
         line = field.removeprefix("line ")
@@ -54,8 +54,6 @@ class ImplicitKubeconfig(DeschedError, RuntimeError):
 
 class CommandError(DeschedError, RuntimeError):
     def __init__(self, cmd: list[str], proc: subprocess.CompletedProcess[str]) -> None:
-        from pytest_desched.evidence.redaction import scrub_secrets
-
         self.cmd, self.proc = cmd, proc
         tail = scrub_secrets((proc.stderr or proc.stdout or "").strip()[-2000:])
         super().__init__(
@@ -67,8 +65,6 @@ class PolicyError(DeschedError, ValueError):
     """A policy that must not reach a cluster; ``problems`` lists each ``path: issue; fix``."""
 
     def __init__(self, problems: list[str] | str, source: str = "policy") -> None:
-        from pytest_desched.evidence.redaction import scrub_secrets
-
         raw = [problems] if isinstance(problems, str) else list(problems)
         # A problem may quote the offending value, and that value may be a token.
         self.problems = [scrub_secrets(str(p)) for p in raw]

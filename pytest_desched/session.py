@@ -32,10 +32,10 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import ChartRef, Release
     from pytest_desched.descheduler.inputs import UserInputs
     from pytest_desched.descheduler.policy import Policy
-    from pytest_desched.evidence.redaction import Redactor
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster, Provider
+    from pytest_desched.redaction import Redactor
     from pytest_desched.tools.toolchain import Toolchain
 
 
@@ -201,7 +201,7 @@ class DeschedSession:
                 lint_input,
             )
             from pytest_desched.descheduler.policy.values import render_values
-            from pytest_desched.providers.base import helm_env
+            from pytest_desched.proc import helm_env
 
             c = self.config
             if c.policy is None and not c.values:
@@ -268,7 +268,7 @@ class DeschedSession:
 
     @property
     def redactor(self) -> Redactor:
-        from pytest_desched.evidence.redaction import Redactor
+        from pytest_desched.redaction import Redactor
 
         if not self.config.redact:
             return Redactor.disabled()

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered
-from pytest_desched.errors import ConfigError, ToolError, UnsafeRender
-from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.errors import CommandError, ConfigError, ToolError, UnsafeRender
 from pytest_desched.log import Reporter, say
-from pytest_desched.providers.base import CommandError, helm_env, run
+from pytest_desched.proc import helm_env, run
+from pytest_desched.redaction import scrub_secrets
 from pytest_desched.tools.toolchain import go_env
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pytest_desched.descheduler.metrics import served_names
 from pytest_desched.kube import wait_for
-from pytest_desched.providers.embedded.kubelet import free_port
+from pytest_desched.proc import free_port
 
 LOOP_FAMILY = "_loop_duration_seconds"
 CYCLES = 3  # finished loops before the scrape counts: past the first cycle's dry-run race

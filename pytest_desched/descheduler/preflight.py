@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.redaction import scrub_secrets
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster

@@ -14,16 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.descheduler.audit import expected_requests
 from pytest_desched.descheduler.decisions import RoundResult
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.errors import RoundError
-from pytest_desched.evidence.audit import AuditWindow, EvictionRequest, expected_requests
 from pytest_desched.kube import WaitTimeout, api_unavailable, wait_for
+from pytest_desched.providers.audit_log import AuditWindow, EvictionRequest
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
-    from pytest_desched.descheduler.round_pods import PodRun
     from pytest_desched.providers.base import Cluster
+    from pytest_desched.providers.jobs import PodRun
 
 
 # Every round Job (and its pods) carries the run's label, so an emergency stop finds them
@@ -65,7 +66,7 @@ class Round:
     log_path: Path | None = None
     conditions: dict[str, str] = field(default_factory=dict)
     # The API server's audit log of the round's window (eviction creates and pod deletes, see
-    # pytest_desched.evidence.audit); None when the cluster has no readable audit log
+    # pytest_desched.providers.audit_log); None when the cluster has no readable audit log
     # (cluster.audit_unavailable_why says why).
     audit_requests: list[EvictionRequest] | None = None
     audit_wait_s: float | None = None  # after the Job finished, until the window was complete
@@ -266,8 +267,8 @@ def run_round(
 
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:
     """Wait for the Job's outcome; a pod that exited non-zero ends the round at once."""
-    from pytest_desched.descheduler.round_pods import failed_pod
     from pytest_desched.kube import UnscheduledGuard
+    from pytest_desched.providers.jobs import failed_pod
 
     unscheduled = UnscheduledGuard(f"round Job {namespace}/{name}")
 

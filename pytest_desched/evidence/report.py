@@ -20,8 +20,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from pytest_desched.evidence.redaction import Redactor
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
+from pytest_desched.redaction import Redactor
 
 REPORT_NAME = "report.html"
 

@@ -16,8 +16,8 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.evidence.redaction import Redactor, scrub_secrets
 from pytest_desched.evidence.summary import summary_text
+from pytest_desched.redaction import Redactor, scrub_secrets
 
 if TYPE_CHECKING:
     from pytest_desched.evidence.record import RoundRecord

@@ -432,7 +432,7 @@ class Runner:
         self, rnd: Round, decisions: list[PodDecision], before: Snapshot
     ) -> tuple[dict[str, Any], dict[str, list[int]]]:
         """The API server's own view of the round's eviction requests, per lab pod."""
-        from pytest_desched.evidence.audit import compare
+        from pytest_desched.descheduler.audit import compare
 
         namespaces = set(self.lab.namespaces)
         requests, others = rnd.audit_requests, 0

@@ -62,7 +62,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         entry["outcome"] = "xfailed" if hasattr(rep, "wasxfail") and rep.skipped else rep.outcome
     sections = failure_sections(call.excinfo.value if call.excinfo else None)
     if rep.when == "call" and sections:
-        from pytest_desched.evidence.redaction import scrub_secrets
+        from pytest_desched.redaction import scrub_secrets
 
         red = getattr(item.config, "_desched_redactor", None)
         for name, text in sections.items():

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from pytest_desched.errors import (
-    CommandError,
-    ImplicitKubeconfig,
-    ProviderError,
-)
+from pytest_desched.errors import ProviderError
+from pytest_desched.proc import helm_env, run
+from pytest_desched.providers.audit_log import unreadable_reason
+from pytest_desched.providers.jobs import JobRunner
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -28,33 +26,6 @@ PROVIDERS = ("auto", "embedded", "kind", "existing")  # keep in step with provid
 
 # Nodes an experiment may label and drain must carry this label on an existing cluster.
 OPT_IN_LABEL = "descheduler.example.com/lab-node"
-# Tools that read a kubeconfig: `run` starts them only with an explicit one (see `run`).
-KUBE_TOOLS = frozenset({"kubectl", "helm", "kwokctl", "kind"})
-
-
-class JobRunner(Protocol):
-    """A provider capability: its nodes run no containers, so the engine runs round pods.
-
-    `pod_annotations` go on the round Job's pod template (marks the plugin's own rounds);
-    `register` tells it which binary runs a release's image; `run` waits until the Job
-    controller finished the Job and returns what each of its pods' runs produced.
-    """
-
-    name: str
-    pod_annotations: dict[str, str]
-
-    def register(self, cluster: Cluster, image: str, binary: Path) -> None: ...
-
-    def run(
-        self,
-        cluster: Cluster,
-        job_name: str,
-        namespace: str,
-        binary: Path,
-        log_dir: Path,
-        timeout: float = 300,
-        until_exit: bool = False,
-    ) -> list[Any]: ...
 
 
 @dataclass
@@ -74,7 +45,7 @@ class Cluster:
     info: dict[str, Any] = field(default_factory=dict)
     # Where helm keeps its state for this run (never next to a user's kubeconfig).
     workdir: Path | None = None
-    # The API server's audit log (pytest_desched.evidence.audit) when the test process can read it;
+    # The API server's audit log (pytest_desched.providers.audit_log) when the test process can read it;
     # otherwise None and a recorded reason, so a record never implies audit evidence it lacks.
     audit_log: Path | None = None
     audit_unavailable_why: str | None = None
@@ -92,8 +63,6 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if self.audit_log is None and self.audit_unavailable_why is None:
-            from pytest_desched.evidence.audit import unreadable_reason
-
             self.audit_unavailable_why = unreadable_reason(self.provider)
 
     @cached_property
@@ -183,72 +152,6 @@ class Cluster:
         ctx = ["--kube-context", self.context] if self.context else []
         cmd = [str(self.toolchain.path("helm")), *ctx, *args]
         return run(cmd, env=self.env(), check=check, timeout=timeout)
-
-
-def helm_env(home: Path) -> dict[str, str]:
-    """The environment with helm's and kubectl's caches under `home`, never the user's.
-
-    KUBECONFIG is the empty /dev/null until a Cluster sets its own: helm commands that need
-    no cluster (pull, package, show) then read no kubeconfig at all.
-    """
-    env = dict(os.environ)
-    for k in ("CACHE", "CONFIG", "DATA"):
-        env[f"HELM_{k}_HOME"] = str(home / f"helm-{k.lower()}")
-    env["KUBECONFIG"] = os.devnull
-    env["KUBECACHEDIR"] = str(home / "kube-cache")  # kubectl/helm discovery, not ~/.kube/cache
-    return env
-
-
-def require_explicit_kubeconfig(cmd: list[str], env: dict[str, str] | None) -> None:
-    """Refuse to start kubectl/helm/kwokctl/kind unless the kubeconfig is explicit.
-
-    Explicit means `--kubeconfig` on the command line, or a non-empty KUBECONFIG in the
-    environment the caller built (env=None inherits the user's and does not count).
-    """
-    if Path(cmd[0]).name not in KUBE_TOOLS:
-        return
-    if any(a == "--kubeconfig" or a.startswith("--kubeconfig=") for a in cmd[1:]):
-        return
-    if env is not None and env.get("KUBECONFIG"):
-        return
-    raise ImplicitKubeconfig(
-        f"refusing to run `{Path(cmd[0]).name} {' '.join(cmd[1:3])}` without an explicit "
-        "kubeconfig: pass env with KUBECONFIG (os.devnull when no cluster is needed) or "
-        "--kubeconfig, so ~/.kube/config is never read or written"
-    )
-
-
-def run(
-    cmd: list[str],
-    env: dict[str, str] | None = None,
-    check: bool = True,
-    input: str | None = None,
-    timeout: float = 120,
-    cwd: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """subprocess.run with text I/O and an error that carries the command's own stderr.
-
-    Kube tools must get an explicit kubeconfig (`require_explicit_kubeconfig`). The child
-    runs in a session of its own, so a terminal's Ctrl-C reaches only this process: it
-    decides (pytest_desched.interrupts), and a cleanup's `helm uninstall` or `kwokctl
-    delete` is not killed halfway by the Ctrl-C that started it (on KeyboardInterrupt,
-    subprocess.run kills the child it waits for).
-    """
-    require_explicit_kubeconfig(cmd, env)
-    proc = subprocess.run(
-        cmd,
-        env=env,
-        input=input,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        check=False,
-        start_new_session=True,
-    )
-    if check and proc.returncode != 0:
-        raise CommandError(cmd, proc)
-    return proc
 
 
 class Provider(ABC):

@@ -30,9 +30,10 @@ from tenacity import (
     wait_fixed,
 )
 
-from pytest_desched.errors import CommandError
+from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.kube import node_labels, node_name, node_ready
-from pytest_desched.providers.base import Cluster, Provider, ProviderError, docker_available, run
+from pytest_desched.proc import run
+from pytest_desched.providers.base import Cluster, Provider, docker_available
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
 from pytest_desched.tools.resources import manifest_path
 from pytest_desched.tools.versions import load_versions

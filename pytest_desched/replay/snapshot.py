@@ -34,9 +34,9 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import ConfigError, ProviderError
-from pytest_desched.evidence.redaction import scrub_secrets
 from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.log import Reporter, say
+from pytest_desched.redaction import scrub_secrets
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     DESCHEDULER_LABEL,

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from pytest_desched.evidence.redaction import scrub_data
+from pytest_desched.redaction import scrub_data
 
 # Annotations a decision reads: the descheduler's evict/no-evict marks, mirror/static pod
 # marks (DefaultEvictor checks), the cluster autoscaler's safe-to-evict (people look for it).

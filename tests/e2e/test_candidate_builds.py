@@ -30,7 +30,7 @@ from pytest_desched.descheduler.chart import (
     sha256_file,
 )
 from pytest_desched.descheduler.policy.checker import PolicyChecker
-from pytest_desched.providers.base import helm_env, run
+from pytest_desched.proc import helm_env, run
 from pytest_desched.tools.toolchain import Toolchain, probe_version
 from tests.upstream import REPO as REPO_ROOT
 from tests.upstream import SNAPSHOTS, tarball

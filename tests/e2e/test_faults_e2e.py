@@ -37,11 +37,11 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.evidence.audit import AuditWindow, EvictionRequest
 from pytest_desched.experiments import ExperimentContext, ExperimentResult, run_experiment
 from pytest_desched.kube import node_ready, wait_for
 from pytest_desched.lab.inputs import POOL_LABEL
 from pytest_desched.lab.recorder import Recorder, record_lab
+from pytest_desched.providers.audit_log import AuditWindow, EvictionRequest
 from pytest_desched.providers.embedded.faults import COMPONENTS, Faults, Trigger
 from pytest_desched.session import DeschedSession
 

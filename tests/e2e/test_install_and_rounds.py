@@ -319,8 +319,8 @@ def test_audit_log_records_each_eviction_answer_and_its_user(
 ):
     """The API server's own record: 403 per candidate for a ServiceAccount without
     pods/eviction, 201 for the chart's ServiceAccount, each agreeing with the round's log."""
+    from pytest_desched.descheduler import audit
     from pytest_desched.descheduler.decisions import RoundResult
-    from pytest_desched.evidence import audit
 
     if desched_cluster.audit_log is None:  # kind/existing: say so, never pretend
         view = audit.compare(

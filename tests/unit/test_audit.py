@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_desched.descheduler import audit
+from pytest_desched.descheduler.audit import AuditView
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
 from pytest_desched.descheduler.logparse import parse_log
-from pytest_desched.evidence import audit
-from pytest_desched.evidence.audit import AuditView, AuditWindow, EvictionRequest
+from pytest_desched.providers import audit_log
+from pytest_desched.providers.audit_log import AuditWindow, EvictionRequest
 from pytest_desched.providers.base import Cluster
 from pytest_desched.tools.resources import manifest_path
 
@@ -45,7 +47,7 @@ def rbac_log(tmp_path: Path) -> Path:
 
 def test_real_429_lines_parse_to_eviction_requests(tmp_path: Path) -> None:
     path = write(tmp_path / "audit.log", lines("pdb-429.audit.log"))
-    evictions, offset = audit.read_evictions(path)
+    evictions, offset = audit_log.read_evictions(path)
     assert offset == path.stat().st_size
     assert [r.code for r in evictions] == [429, 429, 429]
     assert {r.user for r in evictions} == {SA}
@@ -61,7 +63,7 @@ def test_real_429_lines_parse_to_eviction_requests(tmp_path: Path) -> None:
 
 def test_read_requests_keeps_pod_deletes_and_their_users(tmp_path: Path) -> None:
     path = write(tmp_path / "audit.log", lines("pdb-429.audit.log"))
-    reqs, _ = audit.read_requests(path)
+    reqs, _ = audit_log.read_requests(path)
     deletes = [r for r in reqs if r.is_delete]
     assert len(reqs) == 11 and len(deletes) == 8
     assert {r.user for r in deletes} == {"kwok-admin"}
@@ -82,21 +84,21 @@ def test_partial_last_line_is_left_for_the_next_read(tmp_path: Path) -> None:
     real = lines("rbac-403-then-201.audit.log")
     half = len(real[3]) // 2
     path = write(tmp_path / "audit.log", [*real[:3], real[3][:half]])
-    first, offset = audit.read_evictions(path)
+    first, offset = audit_log.read_evictions(path)
     assert [r.code for r in first] == [403, 403, 403]
     assert offset == sum(len(x) for x in real[:3])
     with path.open("ab") as fh:
         fh.write(real[3][half:])
-    second, offset2 = audit.read_evictions(path, offset)
+    second, offset2 = audit_log.read_evictions(path, offset)
     assert [(r.code, r.user) for r in second] == [(201, SA)]
     assert offset2 == path.stat().st_size
 
 
 def test_garbage_and_missing_file_are_tolerated(tmp_path: Path) -> None:
     path = write(tmp_path / "audit.log", [b"not json\n", b"[1]\n", lines("pdb-429.audit.log")[0]])
-    reqs, offset = audit.read_evictions(path)
+    reqs, offset = audit_log.read_evictions(path)
     assert len(reqs) == 1 and offset == path.stat().st_size
-    assert audit.read_evictions(tmp_path / "absent.log", 7) == ([], 7)
+    assert audit_log.read_evictions(tmp_path / "absent.log", 7) == ([], 7)
 
 
 def test_window_sees_only_what_was_appended_after_it_opened(tmp_path: Path) -> None:
@@ -139,7 +141,7 @@ def _reqs(name: str, start: int = 0, stop: int | None = None) -> list[EvictionRe
     return [
         r
         for raw in lines(name)[start:stop]
-        if (r := audit.parse_event(json.loads(raw))) is not None
+        if (r := audit_log.parse_event(json.loads(raw))) is not None
     ]
 
 
@@ -259,7 +261,7 @@ def test_api_error_without_code_may_explain_one_answer() -> None:
 
 
 def test_unavailable_view_says_why_and_claims_nothing() -> None:
-    why = audit.unreadable_reason("kind")
+    why = audit_log.unreadable_reason("kind")
     view = audit.compare(round_result("evicted-201.round.log"), None, unavailable_why=why)
     assert view == AuditView.unavailable(why)
     d = view.to_dict()

@@ -25,10 +25,8 @@ from pytest_desched.descheduler.policy import (
     PolicyScope,
     load_default,
 )
-from pytest_desched.descheduler.round_pods import PodRun, error_lines, failed_pod, utcnow
 from pytest_desched.descheduler.rounds import RoundError
-from pytest_desched.errors import RoundFailed
-from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.errors import ImplicitKubeconfig, RoundFailed
 from pytest_desched.lab import (
     Lab,
     LabApiError,
@@ -36,15 +34,11 @@ from pytest_desched.lab import (
     check_lab_inputs,
     check_namespace,
 )
-from pytest_desched.providers.base import (
-    OPT_IN_LABEL,
-    Cluster,
-    ImplicitKubeconfig,
-    helm_env,
-    require_explicit_kubeconfig,
-    run,
-)
+from pytest_desched.proc import helm_env, require_explicit_kubeconfig, run
+from pytest_desched.providers.base import OPT_IN_LABEL, Cluster
 from pytest_desched.providers.embedded.kubelet import wait_runs, write_facts
+from pytest_desched.providers.jobs import PodRun, error_lines, failed_pod, utcnow
+from pytest_desched.redaction import scrub_secrets
 from pytest_desched.tools.versions import load_versions
 from tests.unit.test_chart_checks import render
 

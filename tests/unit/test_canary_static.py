@@ -39,7 +39,7 @@ from pytest_desched.canary.static import (
 from pytest_desched.descheduler.chart import obtain_chart
 from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import Finding
-from pytest_desched.providers.base import helm_env
+from pytest_desched.proc import helm_env
 from pytest_desched.tools.toolchain import Toolchain
 from tests.upstream import SNAPSHOTS, tarball
 

@@ -203,7 +203,7 @@ def test_hostile_input_is_one_line_exit_2_before_anything(
 )
 def test_credentials_refused_in_policies_and_scrubbed_from_text(planted: str) -> None:
     from pytest_desched.descheduler.policy.safety import credential_problems
-    from pytest_desched.evidence.redaction import scrub_data, scrub_secrets
+    from pytest_desched.redaction import scrub_data, scrub_secrets
 
     assert credential_problems({"metricsProviders": [{"prometheus": {"url": planted}}]})
     secret = planted.split("//")[-1].split("@")[0].split()[-1]

@@ -18,12 +18,12 @@ import pytest
 
 import pytest_desched.descheduler.rounds as rounds
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
-from pytest_desched.evidence.audit import EvictionRequest
 from pytest_desched.evidence.record import RoundRecord
 from pytest_desched.experiments import assertions as A
 from pytest_desched.experiments.framework import Runner
 from pytest_desched.lab.recorder import Recorder
 from pytest_desched.lab.snapshot import PodInfo, Snapshot
+from pytest_desched.providers.audit_log import EvictionRequest
 
 NAMESPACES = ["desched-two", "desched-two-b"]
 USER = "system:serviceaccount:kube-system:descheduler"

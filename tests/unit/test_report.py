@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from pytest_desched.config import build_config
-from pytest_desched.evidence.redaction import Redactor
 from pytest_desched.evidence.report import render_report, write_report
 from pytest_desched.evidence.timeline import pdb_series, policy_lint, round_timeline
+from pytest_desched.redaction import Redactor
 from pytest_desched.session import DeschedSession
 
 DATA = Path(__file__).parent / "data" / "report" / "entries.json"

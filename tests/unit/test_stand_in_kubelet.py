@@ -17,7 +17,6 @@ import yaml
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.descheduler.preflight import diff_objects
-from pytest_desched.descheduler.round_pods import MetricsScrape, PodRun
 from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL, job_from_cronjob, runbook_job_name
 from pytest_desched.providers.embedded import kubelet
 from pytest_desched.providers.embedded.kubelet import (
@@ -29,6 +28,7 @@ from pytest_desched.providers.embedded.kubelet import (
     register_image,
     write_facts,
 )
+from pytest_desched.providers.jobs import MetricsScrape, PodRun
 from pytest_desched.tools.resources import manifest_path
 from tests.unit.test_rounds_unit import make_cronjob
 

@@ -241,7 +241,7 @@ def test_release_passes_values_as_f_files_and_policy_replaces_theirs(tmp_path: P
     the real helm then renders exactly our policy (no key of the values' policy leaks in)."""
     from pytest_desched.descheduler.chart import obtain_chart, parse_manifests
     from pytest_desched.descheduler.policy import Policy
-    from pytest_desched.providers.base import helm_env, run
+    from pytest_desched.proc import helm_env, run
     from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain()

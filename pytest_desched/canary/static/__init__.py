@@ -17,7 +17,7 @@ the runbook's way:
 
 Everything but :func:`render_chart` (and :func:`compare_charts` over it) is a pure function
 over data. Values and rendered objects may hold a credential: every Difference is scrubbed
-when built (:mod:`pytest_desched.evidence.redaction`), so none reaches a report.
+when built (:mod:`pytest_desched.redaction`), so none reaches a report.
 """
 
 from pytest_desched.canary.static.difference import (

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_desched.evidence.redaction import scrub_data, scrub_secrets
+from pytest_desched.redaction import scrub_data, scrub_secrets
 
 AREAS = (
     "values",

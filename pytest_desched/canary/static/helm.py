@@ -19,7 +19,7 @@ from pytest_desched.descheduler.chart import (
     private_file,
     sha256_file,
 )
-from pytest_desched.providers.base import run
+from pytest_desched.proc import run
 
 
 def chart_label(chart: Path, version: str, source: str) -> dict[str, str]:

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_desched.canary.static.difference import _RANK, AREAS, SEVERITIES, Difference
-from pytest_desched.evidence.redaction import scrub_data, scrub_secrets
+from pytest_desched.redaction import scrub_data, scrub_secrets
 
 
 def _cell(v: Any, width: int = 60) -> str:

@@ -55,8 +55,8 @@ from pytest_desched.descheduler.policy.values import (
     safety_off,
 )
 from pytest_desched.errors import ConfigError, InputError
-from pytest_desched.evidence.redaction import scrub_secrets
 from pytest_desched.inputs_safe import load_yaml, load_yaml_all, read_text
+from pytest_desched.redaction import scrub_secrets
 
 __all__ = [
     "DEPRECATED_EVICTOR_BOOLEANS",
@@ -184,7 +184,7 @@ def pinned_renderer(
     from pytest_desched.descheduler.chart import obtain_chart
     from pytest_desched.descheduler.policy.values import render_values
     from pytest_desched.log import say
-    from pytest_desched.providers.base import helm_env
+    from pytest_desched.proc import helm_env
     from pytest_desched.tools.toolchain import Toolchain
 
     def render(files: Sequence[ValuesFile]) -> RenderedValues:

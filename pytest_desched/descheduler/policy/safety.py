@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_desched.descheduler.policy.paths import join_path, problem
-from pytest_desched.evidence.redaction import scrub_secrets
+from pytest_desched.redaction import scrub_secrets
 
 __all__ = ["credential_problems", "safety_problems", "template_problems"]
 

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import CommandError, ConfigError
-from pytest_desched.evidence.redaction import scrub_secrets
 from pytest_desched.inputs_safe import load_yaml, read_text
+from pytest_desched.redaction import scrub_secrets
 
 __all__ = [
     "POLICY_KEY",
@@ -156,7 +156,7 @@ def render_values(
 ) -> RenderedValues:
     """`helm template descheduler CHART -f A -f B ...`; ConfigError with helm's own reason."""
     from pytest_desched.descheduler.chart import find, parse_manifests
-    from pytest_desched.providers.base import run
+    from pytest_desched.proc import run
 
     cmd = [str(helm), "template", "descheduler", str(chart)]
     for f in files:

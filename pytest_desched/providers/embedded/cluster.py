@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.log import Reporter, say
-from pytest_desched.providers.base import Cluster, CommandError, Provider, ProviderError, run
+from pytest_desched.proc import run
+from pytest_desched.providers.base import Cluster, Provider
 from pytest_desched.providers.embedded.kubelet import (
     StandInKubelet,
     register_image,
@@ -248,7 +250,7 @@ class EmbeddedProvider(Provider):
             "--disable-qps-limits",
             # kwok's Logs objects let `kubectl logs` read a finished round pod's output
             "--enable-crds=Logs",
-            # the API server's own record of every eviction request (pytest_desched.evidence.audit);
+            # the API server's own record of every eviction request (pytest_desched.providers.audit_log);
             # kwokctl writes it to <cluster>/logs/audit.log
             "--kube-audit-policy",
             str(manifest_path("audit-policy.yaml")),

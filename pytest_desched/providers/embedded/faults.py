@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import DeschedError
 from pytest_desched.kube import api_health, node_ready, wait_for
-from pytest_desched.providers.base import run
+from pytest_desched.proc import run
+from pytest_desched.providers.audit_log import AuditWindow
 from pytest_desched.providers.embedded.cluster import (
     KWOK_NODE_ANNOTATION,
     _reap,
@@ -561,8 +562,6 @@ class Trigger:
                 )
 
             return running
-        from pytest_desched.evidence.audit import AuditWindow
-
         audit = self.faults.cluster.audit_log
         if audit is None:
             raise FaultError("after-eviction needs the API server's audit log")

@@ -13,7 +13,6 @@ import datetime as dt
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pytest_desched.descheduler.round_pods import (
+from pytest_desched.proc import free_port
+from pytest_desched.providers.jobs import (
     MetricsScrape,
     PodRun,
     end_failed_round,
@@ -100,13 +100,6 @@ class MetricsPoller:
             self.result.last_status = type(exc).__name__
         finally:
             conn.close()
-
-
-def free_port() -> int:
-    """A loopback port free right now (a round's or a probe's metrics port)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def materialize_volumes(cluster: Cluster, pod: Any, root: Path) -> dict[str, Path]:

@@ -1,18 +1,22 @@
-"""A round pod's run and its failure: what the descheduler said, and why the round ends.
+"""A round pod's run and its failure: the JobRunner capability and the PodRun it returns.
 
 Shared by every way a round pod runs: the embedded stand-in kubelet (providers.embedded)
-and a real kubelet on kind or existing clusters (rounds.wait_job_finished).
+and a real kubelet on kind or existing clusters (descheduler.rounds.wait_job_finished).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
+
+from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import RoundFailed
+from pytest_desched.redaction import scrub_secrets
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
@@ -30,10 +34,6 @@ def error_lines(log: str, n: int = ERROR_LINES, width: int = 400) -> list[str]:
     `Error: ...`, klog text, panics) as they are. Without any error-looking line, the last
     `n` lines are returned, so the caller never shows nothing.
     """
-    import json
-
-    from pytest_desched.evidence.redaction import scrub_secrets
-
     picked: list[str] = []
     tail: list[str] = []
     for raw in log.splitlines():
@@ -53,6 +53,31 @@ def error_lines(log: str, n: int = ERROR_LINES, width: int = 400) -> list[str]:
             picked.append(line)
     chosen = (picked or tail)[-n:]
     return [scrub_secrets(c if len(c) <= width else c[: width - 3] + "...") for c in chosen]
+
+
+class JobRunner(Protocol):
+    """A provider capability: its nodes run no containers, so the engine runs round pods.
+
+    `pod_annotations` go on the round Job's pod template (marks the plugin's own rounds);
+    `register` tells it which binary runs a release's image; `run` waits until the Job
+    controller finished the Job and returns what each of its pods' runs produced.
+    """
+
+    name: str
+    pod_annotations: dict[str, str]
+
+    def register(self, cluster: Cluster, image: str, binary: Path) -> None: ...
+
+    def run(
+        self,
+        cluster: Cluster,
+        job_name: str,
+        namespace: str,
+        binary: Path,
+        log_dir: Path,
+        timeout: float = 300,
+        until_exit: bool = False,
+    ) -> list[PodRun]: ...
 
 
 @dataclass
@@ -90,8 +115,6 @@ def utcnow() -> dt.datetime:
 
 def end_failed_round(cluster: Cluster, job_name: str, namespace: str, run: PodRun) -> RoundFailed:
     """Leave the Job no retries (the Job controller then marks it Failed); the error to raise."""
-    from kubernetes.client.rest import ApiException
-
     notes = [n for n in run.notes if n.startswith("killed")]  # a timeout, not a refusal
     try:
         cluster.batch.patch_namespaced_job(job_name, namespace, {"spec": {"backoffLimit": 0}})
