@@ -349,7 +349,7 @@ def _spec_stamp(spec: str | None) -> tuple[Any, ...]:
     out: list[Any] = []
     for part in filter(None, (spec or "").split(":", 1)[-1:]):
         p = Path(part.rpartition("@")[0] or part).expanduser()
-        with suppress(OSError):
+        with suppress(OSError, ValueError):  # ValueError: a NUL byte (parse_candidate refuses it)
             st = p.stat()
             out.append((str(p), st.st_size, st.st_mtime_ns))
     return tuple(out)

@@ -39,8 +39,16 @@ def check(kind: str, value: object, field: str, source: str = "input") -> str:
 
 
 def inside(root: Path, *parts: str) -> Path:
-    """`root/parts...`, refused when the result would leave `root` (a last line of defence)."""
-    path = root.joinpath(*parts).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise InputError(str(root), "/".join(parts), "leaves its folder", "use a plain name")
+    """`root/parts...` (as joined, not resolved), refused when it would leave `root`.
+
+    The last line of defence where a name becomes a path (cache folders, lock and log files,
+    evidence files): a part that is absolute, holds `..` that climbs out, a NUL byte, or a
+    symlink pointing outside is one InputError, never a write elsewhere.
+    """
+    where = "/".join(str(p) for p in parts)
+    if any("\x00" in str(p) for p in parts):
+        raise InputError(str(root), repr(where)[:80], "holds a NUL byte", "use a plain name")
+    path = root.joinpath(*parts)
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise InputError(str(root), where, "leaves its folder", "use a plain name")
     return path

@@ -456,6 +456,8 @@ def parse_chart_spec(chart: str, candidate_kind: str | None = None) -> ChartSpec
     Raises ConfigError naming the spec and the fix; nothing is packaged or fetched here.
     """
     ref = chart.strip()
+    if "\x00" in ref:
+        raise ConfigError(f"candidate chart {ref[:60]!r}: holds a NUL byte; give a chart path")
     body, pins = ref, {}
     head, sep, tail = ref.rpartition("@")
     if sep and "=" in tail and not Path(ref).expanduser().exists():
@@ -526,6 +528,8 @@ def parse_candidate(spec: str | None, chart: str | None = None) -> Candidate:
     """
     raw = (spec or "pinned").strip() or "pinned"
     kind, sep, rest = raw.partition(":")
+    if "\x00" in raw:  # a label or a path with a NUL is never a build, nor a file
+        raise _fail(raw[:60], "holds a NUL byte", SPECS_HELP)
     if raw == "pinned":
         cand = Candidate(kind="pinned", ref=raw, version=_pinned_version(), label_from="pin")
     elif not sep or kind not in CANDIDATE_KINDS or kind == "pinned":

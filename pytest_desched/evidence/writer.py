@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.evidence.summary import summary_text
+from pytest_desched.names import inside
 from pytest_desched.redaction import Redactor, scrub_secrets
 
 if TYPE_CHECKING:
@@ -78,10 +79,7 @@ class EvidenceWriter:
     def path_for(self, experiment: str, name: str) -> Path:
         """Where `name` lands; names are redacted too (they can carry node names)."""
         exp = safe_name(self.redactor.redact(experiment))
-        path = self.root / exp / safe_name(self.redactor.redact(name))
-        if not path.resolve().is_relative_to(self.root.resolve()):
-            raise ValueError(f"refusing to write outside {self.root}: {path}")
-        return path
+        return inside(self.root, exp, safe_name(self.redactor.redact(name)))
 
     def write_round(self, record: RoundRecord) -> Path:
         """Write the full record (never capped: it is the audit trail) and its summary."""

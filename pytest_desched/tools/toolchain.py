@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from pytest_desched.errors import ToolError
 from pytest_desched.log import Reporter, say
+from pytest_desched.names import inside
 from pytest_desched.tools.versions import Versions, load_versions
 
 if TYPE_CHECKING:
@@ -332,10 +333,10 @@ class Toolchain:
     # -- locations -------------------------------------------------------
     def bin_dir(self, group: Group) -> Path:
         # by version, by the candidate tree's commit, and by the helper's own source
-        return self.cache_dir / "bin" / group.name / group.dir_name
+        return inside(self.cache_dir, "bin", group.name, group.dir_name)
 
     def log_path(self, group: Group) -> Path:
-        return self.cache_dir / "logs" / f"{group.key}.log"
+        return inside(self.cache_dir, "logs", f"{group.key}.log")
 
     def wanted_version(self, tool: str) -> str:
         return self.groups[TOOL_GROUP[tool]].version
@@ -380,7 +381,7 @@ class Toolchain:
 
     # -- building --------------------------------------------------------
     def _lock(self, group: Group) -> contextlib.AbstractContextManager[None]:
-        return file_lock(self.cache_dir / "locks" / f"{group.key}.lock")
+        return file_lock(inside(self.cache_dir, "locks", f"{group.key}.lock"))
 
     def source_candidate(self) -> Candidate:
         """The source candidate with its tree unpacked into the cache (once per source key)."""
@@ -414,7 +415,7 @@ class Toolchain:
                     f"{group.name} {group.version}: not cached and no `go` on PATH; install Go "
                     f"1.26+ or pass the binary with --desched-bin TOOL=PATH"
                 )
-            src = self.cache_dir / "src" / group.key
+            src = inside(self.cache_dir, "src", group.key)
             log = self.log_path(group)
             log.parent.mkdir(parents=True, exist_ok=True)
             src.mkdir(parents=True, exist_ok=True)

@@ -162,6 +162,19 @@ def test_hostile_input_is_one_line_exit_2_before_anything(
     content: Any,
     words: str,
 ) -> None:
+    _refused(tmp_path, monkeypatch, capsys, argv, content, words)
+
+
+def _refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    content: Any,
+    words: str,
+) -> str:
+    """Run `desched argv`: exit 2, one line holding `words`, < 5 s, no session, no write."""
+
     def no_session(*a: object, **k: object) -> None:
         raise AssertionError("a session (a cluster) was started for bad input")
 
@@ -195,6 +208,7 @@ def test_hostile_input_is_one_line_exit_2_before_anything(
     written = {p for p in tmp_path.rglob("*")} - before
     assert not [p for p in written if not p.is_relative_to(cache)], sorted(written)
     assert not list(work.iterdir())  # nothing in the working folder
+    return err
 
 
 @pytest.mark.parametrize(
@@ -317,3 +331,96 @@ def test_sarif_uri_percent_encodes_and_absolute_paths_are_file_uris() -> None:
     assert sarif_uri("dir/a b#1?%:c.yaml") == "dir/a%20b%231%3F%25%3Ac.yaml"
     assert sarif_uri("/tmp/x y/p.yaml") == "file:///tmp/x%20y/p.yaml"
     assert sarif_uri("policies/plain-1.yaml") == "policies/plain-1.yaml"
+
+
+# ------------------------------------------- every name that becomes a path, at the door ---
+
+HOSTILE_NAMES = {
+    "dotdot": "../../../../tmp/h32-escape",
+    "absolute": "/etc/passwd",
+    "nul": "v0.36.0\x00x",
+    "semicolon": "x;rm -rf ~",
+    "subshell": "$(id)",
+    "backtick": "`id`",
+    "pipe": "a|b",
+    "space": "a b",
+    "newline": "a\nb",
+    "glob": "*",
+}
+# (kind, argv with {v} for the name, {f} for a valid input file, {d} for a folder; words)
+NAME_DOORS: list[tuple[str, list[str], str]] = [
+    ("version/run", ["run", "--descheduler", "{v}"], "version"),
+    ("version/lint", ["lint", "{f}", "--descheduler", "{v}"], "version"),
+    ("version/replay", ["replay", "{s}", "--descheduler", "{v}"], ""),
+    ("version/tools", ["tools", "descheduler", "--descheduler-version", "{v}"], "version"),
+    ("release/run", ["run", "--release", "{v}"], "release"),
+    ("namespace/run", ["run", "--namespace", "{v}"], "namespace"),
+    ("variant/run", ["run", "--variant", "{v}"], "--variant"),
+    ("experiment/run", ["run", "{v}"], ""),
+    (
+        "experiment/canary",
+        ["canary", "--candidate", "version:v0.36.0", "--static-only", "--experiment", "{v}"],
+        "",
+    ),
+    ("candidate-label/version", ["canary", "--candidate", "version:{v}", "--static-only"], ""),
+    ("candidate-label/source", ["canary", "--candidate", "source:{d}@{v}", "--static-only"], ""),
+    (
+        "candidate-chart",
+        ["canary", "--candidate", "version:v0.36.0", "--candidate-chart", "{v}", "--static-only"],
+        "",
+    ),
+]
+
+
+@pytest.mark.parametrize("value", list(HOSTILE_NAMES.values()), ids=list(HOSTILE_NAMES))
+@pytest.mark.parametrize(
+    ("argv", "words"), [d[1:] for d in NAME_DOORS], ids=[d[0] for d in NAME_DOORS]
+)
+def test_a_hostile_name_is_refused_at_the_front_door(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    words: str,
+    value: str,
+) -> None:
+    snap = tmp_path / "snap.json"
+    snap.write_text(_snap({"nodes": [NODE]}))
+    (tmp_path / "src").mkdir()
+    args = [a.replace("{v}", value).replace("{s}", str(snap)) for a in argv]
+    args = [a.replace("{d}", str(tmp_path / "src")) for a in args]
+    err = _refused(tmp_path, monkeypatch, capsys, args, POLICY, words)
+    assert "\x00" not in err and (value == "*" or value not in err or "\n" not in value)
+    assert not Path("/tmp/h32-escape").exists()
+
+
+@pytest.mark.parametrize("value", ["out\x00.json", "{d}/no-such-folder/x.json", "{d}"])
+def test_a_hostile_output_file_is_refused_before_any_work(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    value: str,
+) -> None:
+    path = value.replace("{d}", str(tmp_path))
+    _refused(tmp_path, monkeypatch, capsys, ["lint", "{f}", "--output-file", path], POLICY, "")
+
+
+def test_shell_metacharacters_in_an_output_file_name_are_only_a_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`-o` is the user's own path: written verbatim, never through a shell."""
+    monkeypatch.chdir(tmp_path)
+    Path("p.yaml").write_text(POLICY)
+    name = "r;touch pwned$(id)`id`|x.json"
+    assert cli.main(["lint", "p.yaml", "-o", "json", "--output-file", name]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["p.yaml", name])
+
+
+@pytest.mark.parametrize("parts", [("..", "x"), ("/etc", "passwd"), ("a\x00b",), ("a/../../x",)])
+def test_inside_refuses_a_path_that_leaves_its_folder(tmp_path: Path, parts: tuple[str]) -> None:
+    from pytest_desched.errors import InputError
+    from pytest_desched.names import inside
+
+    with pytest.raises(InputError):
+        inside(tmp_path, *parts)
+    assert inside(tmp_path, "bin", "v0.36.0") == tmp_path / "bin" / "v0.36.0"
