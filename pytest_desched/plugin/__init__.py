@@ -12,6 +12,7 @@ from pytest_desched.plugin import fixtures
 from pytest_desched.plugin.fixtures import *  # noqa: F403 (pytest finds fixtures by name here)
 from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
 from pytest_desched.plugin.reporting import pytest_runtest_makereport, pytest_terminal_summary
+from pytest_desched.plugin.state import state
 
 __all__ = [*fixtures.__all__, "pytest_runtest_makereport", "pytest_terminal_summary"]
 
@@ -24,8 +25,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     check_early(config)  # bad input is a usage error before any cluster work
-    config._desched_results = []  # type: ignore[attr-defined]
-    config._desched_info = {}  # type: ignore[attr-defined]
+    state(config)  # the run's Stash entry, read by the fixtures and the summary
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

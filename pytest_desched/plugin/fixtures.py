@@ -15,6 +15,7 @@ import pytest
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.plugin.options import config_from_pytest
 from pytest_desched.plugin.reporting import junit_entry, terminal_reporter
+from pytest_desched.plugin.state import set_entry, state
 from pytest_desched.session import interrupts_unwind
 
 if TYPE_CHECKING:
@@ -50,9 +51,9 @@ def desched_session(
     request: pytest.FixtureRequest, desched_settings: DeschedConfig
 ) -> Iterator[DeschedSession]:
     """The engine for this pytest session; its stages start when a fixture first needs them."""
-    info = request.config._desched_info  # type: ignore[attr-defined]
-    session = _session_for(request, desched_settings, info)
-    request.config._desched_session = session  # type: ignore[attr-defined]
+    st = state(request.config)
+    session = _session_for(request, desched_settings, st.info)
+    st.session = session
     try:
         yield session
     finally:
@@ -92,7 +93,7 @@ def desched_cluster(desched_session: DeschedSession) -> Cluster:
 def desched_evidence(
     request: pytest.FixtureRequest, desched_session: DeschedSession, desched_cluster: Cluster
 ) -> EvidenceWriter:
-    request.config._desched_redactor = desched_session.redactor  # type: ignore[attr-defined]
+    state(request.config).redactor = desched_session.redactor
     return desched_session.evidence
 
 
@@ -158,8 +159,8 @@ def desched_experiment(
             raise pytest.UsageError(str(exc)) from None
         entry["name"] = f"{cls.name}[{result.variant}]"
         entry["result"] = result
-        request.config._desched_results.append(entry)  # type: ignore[attr-defined]
-        request.node._desched_entry = entry
+        state(request.config).results.append(entry)
+        set_entry(request.node, entry)
         for k, v in junit_entry(entry).items():  # key figures reach JUnit for failures too
             request.node.user_properties.append((k, v))
         # The page is written at session end; its path is known now, so JUnit can carry it.

@@ -13,6 +13,7 @@ import pytest
 from pytest_desched.artifacts_dir import claim
 from pytest_desched.config import OPTIONS, DeschedConfig, build_config, ini_key, named, resolve
 from pytest_desched.errors import ConfigError
+from pytest_desched.plugin.state import state
 
 MARKERS = {
     "descheduler_e2e": "an end-to-end descheduler experiment on a real control plane (`-m descheduler_e2e`)",
@@ -78,7 +79,7 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
         raise pytest.UsageError(str(exc)) from None
     if not opt(c, "--desched-artifacts"):
         claim(config.artifacts)
-    c._desched_artifacts = config.artifacts  # type: ignore[attr-defined]  # the summary prints it
+    state(c).artifacts = config.artifacts  # the summary prints it
     return config
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from pytest_desched.plugin.state import entry_of, state
+
 
 def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
     """Progress lines that reach the terminal even while pytest captures output."""
@@ -57,14 +59,14 @@ def failure_sections(exc: BaseException | None) -> dict[str, str]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
     rep = yield
-    entry = getattr(item, "_desched_entry", None)
+    entry = entry_of(item)
     if entry is not None and rep.when == "call":
         entry["outcome"] = "xfailed" if hasattr(rep, "wasxfail") and rep.skipped else rep.outcome
     sections = failure_sections(call.excinfo.value if call.excinfo else None)
     if rep.when == "call" and sections:
         from pytest_desched.redaction import scrub_secrets
 
-        red = getattr(item.config, "_desched_redactor", None)
+        red = state(item.config).redactor
         for name, text in sections.items():
             shown = red.redact(text) if red is not None else scrub_secrets(text)
             rep.sections.append((f"desched {name}", shown[-20000:]))
@@ -74,12 +76,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     from pytest_desched.evidence.summary import summary_line
 
-    results = getattr(config, "_desched_results", [])
-    info = getattr(config, "_desched_info", {})
-    if not results and not info and getattr(config, "_desched_artifacts", None) is None:
+    st = state(config)
+    results, info, art = st.results, st.info, st.artifacts
+    if not results and not info and art is None:
         return
     tr = terminalreporter
-    red = getattr(config, "_desched_redactor", None)
+    red = st.redactor
     show = red.redact if red is not None else (lambda x: x)
     tr.section("pytest-desched")
     if info.get("provider"):
@@ -99,8 +101,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             tr.line(show(f"{k}: {info[k]}"))
     if info.get("kept"):
         tr.line(info["kept"])
-    art = getattr(config, "_desched_artifacts", None)  # set when a desched fixture resolved it
-    if art is not None:
+    if art is not None:  # set when a desched fixture resolved it
         tr.line(f"evidence: {art}")
     if info.get("report"):
         tr.line(f"report: {info['report']}")
