@@ -8,6 +8,12 @@
 
 `-o` is the output format, as on every `desched` subcommand; the old `-o FILE` still writes
 the file (with a deprecation note), and so does the old `--format`.
+    desched record --context NAME --until 30m|TIME [--namespace NS ...] [--redact]
+                   [--audit-log FILE] --output-file window.jsonl
+    desched record --context NAME --since 2h [--until TIME] --audit-log FILE --snapshot START
+                   --output-file window.jsonl          (a past window, from an audit log)
+    desched replay --timeline window.jsonl [--speed 10] [--pause-at T] [--every D]
+    desched replay ... --repeat N                    (N fresh replays; same evictions?)
     desched replay --from-log incident.log [--descheduler VERSION]     (no cluster)
     desched replay --from-record <artifacts>/<experiment>/<round>.json (no cluster)
 
@@ -18,6 +24,7 @@ exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no clus
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -104,15 +111,117 @@ def read_log(path: str | Path, flag: str) -> str:
     return text
 
 
+def cmd_record(args: argparse.Namespace) -> int:
+    """Record an incident window as a timeline file (read-only, no Secrets)."""
+    from pytest_desched.replay.record import record
+
+    if not args.output_file:
+        raise ConfigError("desched record needs --output-file FILE (the timeline is never printed)")
+    tl = record(
+        args.kubeconfig,
+        args.context,
+        until=args.until,
+        since=args.since,
+        namespaces=args.namespace,
+        redact=args.redact,
+        audit_log=args.audit_log,
+        start_snapshot=args.snapshot,
+        report=say,
+    )
+    path = tl.write(args.output_file)
+    verbs: dict[str, int] = {}
+    for c in tl.changes:
+        verbs[c.verb] = verbs.get(c.verb, 0) + 1
+    say(
+        f"timeline {path}: window {tl.window_s:g} s from {tl.header.get('windowStart')}, "
+        f"{len(tl.snapshot.nodes)} nodes, {len(tl.snapshot.pods)} pods at the start, "
+        f"{len(tl.changes)} changes {verbs}, redacted: {bool(tl.header.get('redacted'))}"
+    )
+    return 0
+
+
+def _timeline_replay(args: argparse.Namespace) -> int:
+    """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
+    from pytest_desched.cli import _config
+    from pytest_desched.replay.timeline_run import check_timeline, replay_timeline
+
+    speed = args.speed if args.speed is not None else 1
+    checked = check_timeline(args.timeline, speed, args.pause_at, args.every, args.repeat)
+    pause_for = args.pause_for
+
+    def resume(t: float) -> None:
+        if sys.stdin.isatty() and pause_for is None:
+            input(f"[desched] paused at t={t:.1f}s: press Enter to resume ")
+            return
+        import threading
+
+        say(f"paused at t={t:.1f}s for {pause_for or 0:g} s (--pause-for; stdin is no terminal)")
+        threading.Event().wait(pause_for or 0)
+
+    def one(i: int) -> Any:
+        config = _config(args, provider="embedded")
+        if args.repeat > 1:
+            run_dir = config.run_dir / f"repeat-{i}"
+            config = config.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")
+        return replay_timeline(
+            args.timeline,
+            descheduler=args.descheduler,
+            policy=args.policy,
+            config=config,
+            report=say,
+            resume=resume,
+            checked=checked,
+        )
+
+    return _finish(args, one)
+
+
+def _finish(args: argparse.Namespace, one: Any) -> int:
+    """One replay, or --repeat N of them and their comparison; the exit code."""
+    from pytest_desched.replay import repeat as rep
+
+    if args.repeat == 1:
+        result = one(1)
+        out = _ledger_out(result.ledger, args.output, result.markdown, result.to_dict())
+        _emit(out, args.output_file)
+        for k, v in result.artifacts.items():
+            say(f"{k}: {v}")
+        results = [result]
+    else:
+        cmp = rep.repeat(one, args.repeat, say)
+        results = cmp.pop("results")
+        data = {**cmp, "artifacts": [r.artifacts for r in results]}
+        from pytest_desched import render
+
+        out = render.render(
+            data, args.output, text=lambda: rep.markdown(cmp), md=lambda: rep.markdown(cmp)
+        )
+        _emit(out, args.output_file)
+    failed = [
+        r.name
+        for res in results
+        for r in res.ledger.rounds
+        if (r.extra or {}).get("exit_code") not in (0, None)
+    ]
+    return 1 if failed else 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a snapshot (or build a ledger from a log or a record, with no cluster)."""
     from pytest_desched.replay.ledger import ledger_from_log, ledger_from_record
 
-    sources = [x for x in (args.snapshot, args.from_log, args.from_record) if x]
+    sources = [x for x in (args.snapshot, args.from_log, args.from_record, args.timeline) if x]
     if len(sources) != 1:
         raise ConfigError(
-            "give exactly one of: a snapshot file, --from-log FILE, --from-record FILE"
+            "give exactly one of: a snapshot file, --timeline FILE, --from-log FILE, "
+            "--from-record FILE"
         )
+    if isinstance(args.repeat, bool) or not 1 <= args.repeat <= 100:
+        raise ConfigError(f"--repeat {args.repeat}: an integer from 1 to 100")
+    if args.timeline:
+        return _timeline_replay(args)
+    if args.speed is not None or args.pause_at is not None or args.every is not None:
+        raise ConfigError("--speed, --pause-at and --every need --timeline FILE")
     if args.from_log or args.from_record:
         if args.from_log:
             text = read_log(args.from_log, "--from-log")
@@ -123,27 +232,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
         _emit(out, args.output_file)
         return 0
     from pytest_desched.cli import _config
-    from pytest_desched.replay.engine import replay
+    from pytest_desched.replay.engine import check_inputs, replay
 
-    config = _config(args, provider="embedded")
-    result = replay(
-        args.snapshot,
-        descheduler=args.descheduler,
-        policy=args.policy,
-        rounds=args.rounds,
-        log=args.log,
-        config=config,
-        report=say,
-        ages=args.ages,
-    )
-    out = _ledger_out(result.ledger, args.output, result.markdown, result.to_dict())
-    _emit(out, args.output_file)
-    for k, v in result.artifacts.items():
-        say(f"{k}: {v}")
-    failed = [
-        r.name for r in result.ledger.rounds if (r.extra or {}).get("exit_code") not in (0, None)
-    ]
-    return 1 if failed else 0
+    check_inputs(args.snapshot, args.descheduler, args.policy, args.rounds, args.log)
+
+    def one(i: int) -> Any:
+        config = _config(args, provider="embedded")
+        if args.repeat > 1:
+            run_dir = config.run_dir / f"repeat-{i}"
+            config = config.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")
+        return replay(
+            args.snapshot,
+            descheduler=args.descheduler,
+            policy=args.policy,
+            rounds=args.rounds,
+            log=args.log,
+            config=config,
+            report=say,
+            ages=args.ages,
+        )
+
+    return _finish(args, one)
 
 
 def add_parsers(sub: Any) -> None:
@@ -161,6 +270,18 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
     add_output(s, output_file=True, legacy_file=True)  # --output-file: the snapshot
     s.set_defaults(func=cmd_snapshot)
+    rc = sub.add_parser("record", help="record an incident window as a timeline (read-only)")
+    rc.set_defaults(parser=rc)
+    rc.add_argument("--context", required=True, help="kubeconfig context (never assumed)")
+    rc.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
+    rc.add_argument("--until", default=None, help="window end: a duration from now or a time")
+    rc.add_argument("--since", default=None, help="window start in the past (needs --audit-log)")
+    rc.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
+    rc.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
+    rc.add_argument("--audit-log", default=None, metavar="FILE", help="kube-apiserver audit log")
+    rc.add_argument("--snapshot", default=None, metavar="FILE", help="the start (with --since)")
+    add_output(rc, output_file=True)
+    rc.set_defaults(func=cmd_record)
     r = sub.add_parser("replay", help="replay a snapshot on a fresh embedded cluster; fate ledger")
     r.set_defaults(parser=r)
     r.add_argument("snapshot", nargs="?", default=None, help="a file from `desched snapshot`")
@@ -175,6 +296,14 @@ def add_parsers(sub: Any) -> None:
         "--log", default=None, metavar="FILE", help="the incident's JSON log, to compare"
     )
     r.add_argument("--ages", choices=("shift", "preserve"), default="shift")
+    r.add_argument("--timeline", default=None, metavar="FILE", help="a `desched record` window")
+    r.add_argument("--speed", default=None, help="window seconds per wall second (default 1)")
+    r.add_argument("--pause-at", default=None, metavar="T", help="pause at window time T")
+    r.add_argument(
+        "--pause-for", type=float, default=None, metavar="S", help="resume after S s (no tty)"
+    )
+    r.add_argument("--every", default=None, metavar="D", help="round cadence in window time")
+    r.add_argument("--repeat", type=int, default=1, metavar="N", help="N fresh replays, compared")
     r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
     r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")
     add_output(r, default="md", output_file=True, legacy_file=True, aliases={"--format": None})

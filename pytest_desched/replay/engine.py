@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
 BeforeRound = Callable[[int, Any], dict[str, Any]]  # (round, cluster) -> the round's extra
+# (round, Round, fates) -> the round's extra; may set fields of the fates (a timeline's moments)
+AfterRound = Callable[[int, Any, dict[str, Any]], dict[str, Any]]
+Finish = Callable[[], dict[str, Any]]  # after the last round, before teardown -> result.timeline
 CANDIDATE_PREFIXES = ("source:", "binary:", "version:")
 
 
@@ -57,6 +60,7 @@ class ReplayResult:
     notes: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
     chart: dict[str, Any] = field(default_factory=dict)  # the release's chart (evidence())
+    timeline: dict[str, Any] = field(default_factory=dict)  # a timeline replay's own facts
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -80,6 +84,25 @@ class ReplayResult:
                 f"{(r.get('verified') or {}).get('ok')}, {sum((r.get('timings') or {}).values()):.1f} s"
             )
             head += [f"- deviation: {d}" for d in r.get("deviations") or []]
+        if self.timeline:
+            t = self.timeline
+            applied = ", ".join(f"{k} {v}" for k, v in sorted(t["applied_changes"].items()))
+            head.append(
+                f"- timeline: {t['timeline']}, window {t['window_s']:g} s from "
+                f"{t['window_start']} at {t['speed']:g}x; {t['changes']} changes "
+                f"({applied or 'none reached'}); rounds at t={t['rounds_at'][:20]} s "
+                f"(every {t['every_s']:g} s: {t['every_from']})"
+            )
+            late = [r for r in t["rounds"] if r.get("late_s")]
+            if late:
+                head.append(
+                    f"- {len(late)} rounds started late (up to {max(r['late_s'] for r in late):g} "
+                    "window s): the window outran the rounds at this speed"
+                )
+            head += [
+                f"- eviction of `{e['pod']}` in round {e['round']} at t={e['at_s']} s"
+                for e in t["evictions"][:50]
+            ]
         head += [f"- {n}" for n in self.notes]
         return "\n".join(head) + "\n\n" + self.ledger.to_markdown()
 
@@ -162,6 +185,8 @@ def replay(
     before_round: BeforeRound | None = None,
     max_rounds: int = 20,
     source: str | None = None,
+    after_round: AfterRound | None = None,
+    finish: Finish | None = None,
 ) -> ReplayResult:
     """Replay a snapshot; see the module docstring. Usable without pytest.
 
@@ -169,7 +194,9 @@ def replay(
     candidate spec (`source:PATH`, `binary:PATH`, `version:vX.Y.Z`); `policy`: anything
     `Policy.coerce` takes (default: the snapshot's); `log`: the incident's JSON log to
     compare round 1 with. `before_round(i, cluster)` runs before round i (a timeline's
-    changes, `replay.timeline_run`); what it returns joins that round's `extra`.
+    changes, `replay.timeline_run`); what it returns joins that round's `extra`, and so
+    does what `after_round(i, round, fates)` returns; `finish()` runs after the last round,
+    before the cluster goes, and its answer is `result.timeline`.
     """
     from pytest_desched.config import build_config
     from pytest_desched.session import DeschedSession
@@ -195,7 +222,16 @@ def replay(
     timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
     with DeschedSession(config, report=report) as session:
         result = _run(
-            session, inp, ages, method, round_timeout, restore_timeout, report, before_round
+            session,
+            inp,
+            ages,
+            method,
+            round_timeout,
+            restore_timeout,
+            report,
+            before_round,
+            after_round,
+            finish,
         )
         result.timings = {**timings, **session.timings, **result.timings}
         _write(session, result)
@@ -212,6 +248,8 @@ def _run(
     restore_timeout: float,
     report: Reporter,
     before_round: BeforeRound | None = None,
+    after_round: AfterRound | None = None,
+    finish: Finish | None = None,
 ) -> ReplayResult:
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.errors import RoundError
@@ -249,6 +287,8 @@ def _run(
             )
         fates = round_fates(rnd.result, rnd.logs)
         evicted = [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
+        if after_round:
+            hook_extra = {**hook_extra, **after_round(i, rnd, fates)}
         with session.phase(f"replay.round{i}.aftermath"):
             new_rows, after, new_owners = _aftermath(cluster, owner_uid, evicted, known, report)
         for row in ledger.rows:
@@ -284,6 +324,7 @@ def _run(
             **hook_extra,
         }
         ledger.rounds.append(fig)
+    timeline = finish() if finish else {}
     ledger.rows.sort(key=lambda r: r.pod)
     notes = [
         f"ages: {restored.ages} (every timestamp moved by {restored.shift_s} s), written at "
@@ -312,6 +353,7 @@ def _run(
         timings=timings,
         notes=notes,
         chart=release.chart.evidence(),
+        timeline=timeline,
     )
 
 

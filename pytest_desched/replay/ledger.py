@@ -54,13 +54,15 @@ class PodFate:
     checks: list[str] = field(default_factory=list)
     inferred: bool = False
     replacement: str | None = None  # after an eviction: ready | pending | missing | none
+    at_s: float | None = None  # a timeline replay: seconds into the incident window, when
 
     @property
     def label(self) -> str:
         tail = f" {self.status_code}" if self.status_code else ""
         checks = f" [{', '.join(self.checks)}]" if self.checks else ""
         inf = " (inferred)" if self.inferred else ""
-        return f"{self.fate}{tail}{checks}{inf}"
+        at = f" at t={self.at_s:.1f}s" if self.at_s is not None else ""
+        return f"{self.fate}{tail}{checks}{inf}{at}"
 
 
 @dataclass

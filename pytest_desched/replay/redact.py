@@ -372,69 +372,79 @@ def _selector_string(a: Aliases, s: str) -> str:
     return ",".join(out)
 
 
-def redact_snapshot(snap: Snapshot) -> Snapshot:
-    """A renamed copy of `snap` (see the module docstring); the header says what changed."""
-    a = Aliases()
+def redact_snapshot(snap: Snapshot, aliases: Aliases | None = None) -> Snapshot:
+    """A renamed copy of `snap` (see the module docstring); the header says what changed.
+
+    `aliases`: a table to fill and reuse (a timeline renames its changes with the same one).
+    """
+    a = aliases if aliases is not None else Aliases()
     _register_structure(a, snap)
     out = Snapshot(header=copy.deepcopy(snap.header), policy=None, objects={})
     for section, obj in snap.all_objects():
-        cat = CATEGORY[section]
-        o = copy.deepcopy(obj)
-        m = o["metadata"]
-        if section == "namespaces":
-            name = a.ns(m["name"])
-        elif section == "priorityClasses":
-            name = a.name(m["name"], "pc")
-        else:
-            name = a(m["name"], cat)
-        o["metadata"] = _meta(a, m, name)
-        spec = o.get("spec") or {}
-        if section == "nodes":
-            spec["taints"] = _taints(a, spec.get("taints"))
-        elif section == "pods" or section == "cronJobs":
-            if section == "pods":
-                o["spec"] = pod_spec(a, spec)
-            else:
-                t = spec["jobTemplate"]["spec"]["template"]
-                t["spec"] = pod_spec(a, t.get("spec") or {})
-        elif section in ("deployments", "replicaSets", "statefulSets", "daemonSets", "jobs"):
-            spec["selector"] = label_selector(a, spec.get("selector"))
-            t = spec.get("template") or {}
-            tm = t.get("metadata") or {}
-            if tm.get("labels"):
-                tm["labels"] = a.labels(tm["labels"])
-            t["spec"] = pod_spec(a, t.get("spec") or {})
-            if spec.get("serviceName"):
-                spec["serviceName"] = a(spec["serviceName"], "svc")
-            for v in spec.get("volumeClaimTemplates") or []:
-                v["metadata"]["name"] = a(v["metadata"]["name"], "vct")
-                if v["spec"].get("storageClassName"):
-                    v["spec"]["storageClassName"] = a(v["spec"]["storageClassName"], "sc")
-        elif section == "podDisruptionBudgets":
-            spec["selector"] = label_selector(a, spec.get("selector"))
-        elif section == "persistentVolumeClaims":
-            if spec.get("volumeName"):
-                spec["volumeName"] = a(spec["volumeName"], "pv")
-            if spec.get("storageClassName"):
-                spec["storageClassName"] = a(spec["storageClassName"], "sc")
-        elif section == "persistentVolumes":
-            if spec.get("claimRef"):
-                cr = spec["claimRef"]
-                spec["claimRef"] = {
-                    "namespace": a.ns(cr.get("namespace")),
-                    "name": a(cr["name"], "pvc"),
-                }
-            if spec.get("storageClassName"):
-                spec["storageClassName"] = a(spec["storageClassName"], "sc")
-            req = ((spec.get("nodeAffinity") or {}).get("required")) or None
-            if req:
-                req["nodeSelectorTerms"] = [
-                    _node_term(a, t) for t in req.get("nodeSelectorTerms") or []
-                ]
-        out.items(section).append(o)
+        out.items(section).append(redact_object(a, section, obj))
     out.policy = redact_policy(a, snap.policy)
     _redact_header(a, out.header)
     return out
+
+
+def alias_name(a: Aliases, section: str, name: str) -> str:
+    """The alias of an object's own name, by its section's rule."""
+    if section == "namespaces":
+        return str(a.ns(name))
+    if section == "priorityClasses":
+        return str(a.name(name, "pc"))
+    return a(name, CATEGORY[section])
+
+
+def redact_object(a: Aliases, section: str, obj: dict[str, Any]) -> dict[str, Any]:
+    """One object of `section`, renamed with the table `a` (a copy)."""
+    o = copy.deepcopy(obj)
+    m = o.get("metadata") or {}
+    o["metadata"] = _meta(a, m, alias_name(a, section, m["name"]))
+    spec = o.get("spec") or {}
+    if section == "nodes":
+        spec["taints"] = _taints(a, spec.get("taints"))
+    elif section == "pods" or section == "cronJobs":
+        if section == "pods":
+            o["spec"] = pod_spec(a, spec)
+        else:
+            t = spec["jobTemplate"]["spec"]["template"]
+            t["spec"] = pod_spec(a, t.get("spec") or {})
+    elif section in ("deployments", "replicaSets", "statefulSets", "daemonSets", "jobs"):
+        spec["selector"] = label_selector(a, spec.get("selector"))
+        t = spec.get("template") or {}
+        tm = t.get("metadata") or {}
+        if tm.get("labels"):
+            tm["labels"] = a.labels(tm["labels"])
+        t["spec"] = pod_spec(a, t.get("spec") or {})
+        if spec.get("serviceName"):
+            spec["serviceName"] = a(spec["serviceName"], "svc")
+        for v in spec.get("volumeClaimTemplates") or []:
+            v["metadata"]["name"] = a(v["metadata"]["name"], "vct")
+            if v["spec"].get("storageClassName"):
+                v["spec"]["storageClassName"] = a(v["spec"]["storageClassName"], "sc")
+    elif section == "podDisruptionBudgets":
+        spec["selector"] = label_selector(a, spec.get("selector"))
+    elif section == "persistentVolumeClaims":
+        if spec.get("volumeName"):
+            spec["volumeName"] = a(spec["volumeName"], "pv")
+        if spec.get("storageClassName"):
+            spec["storageClassName"] = a(spec["storageClassName"], "sc")
+    elif section == "persistentVolumes":
+        if spec.get("claimRef"):
+            cr = spec["claimRef"]
+            spec["claimRef"] = {
+                "namespace": a.ns(cr.get("namespace")),
+                "name": a(cr["name"], "pvc"),
+            }
+        if spec.get("storageClassName"):
+            spec["storageClassName"] = a(spec["storageClassName"], "sc")
+        req = ((spec.get("nodeAffinity") or {}).get("required")) or None
+        if req:
+            req["nodeSelectorTerms"] = [
+                _node_term(a, t) for t in req.get("nodeSelectorTerms") or []
+            ]
+    return o
 
 
 def _redact_header(a: Aliases, header: dict[str, Any]) -> None:

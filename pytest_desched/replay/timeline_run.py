@@ -1,0 +1,292 @@
+"""`replay --timeline`: restore a window's start, apply its changes in window time at a speed
+while the descheduler runs rounds at the incident's cadence, and place each eviction in the
+window.
+
+The moment: the clock (`clock.WindowClock`) starts when the restore is done; changes are
+applied by one thread when window time reaches their `t` (`apply`), rounds start when it
+reaches each round's time (every `--every` window seconds, by default the incident's CronJob
+schedule, else the chart's two minutes). An eviction's moment is the API server's own
+timestamp of its eviction request (the audit log; the descheduler's log line when there is
+none), read on the same clock. A round that starts later than its time (rounds take wall
+seconds; at a high speed the window outruns them) says by how much (`late_s`): the moments
+are still true, the cadence was not kept. Everything is checked before the cluster exists.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.descheduler.decisions import Fate
+from pytest_desched.errors import ConfigError
+from pytest_desched.log import Reporter, say
+from pytest_desched.replay.clock import Stopped, WindowClock
+from pytest_desched.replay.timeline import Timeline, check_speed, parse_duration
+
+Resume = Callable[[float], None]  # blocks while paused at window t; returns to resume
+DEFAULT_EVERY_S = 120.0  # the chart's CronJob schedule, */2 * * * *
+MAX_TIMELINE_ROUNDS = 1000
+_EVERY_N_MIN = re.compile(r"\*/(\d+) \* \* \* \*")
+
+
+def every_of(tl: Timeline) -> tuple[float, str]:
+    """The incident's round cadence in window seconds, and where it came from."""
+    d = tl.snapshot.descheduler
+    for cj in tl.snapshot.items("cronJobs"):
+        m = cj.get("metadata") or {}
+        if (m.get("namespace"), m.get("name")) != (d.get("namespace"), d.get("name")):
+            continue
+        sched = str((cj.get("spec") or {}).get("schedule") or "").strip()
+        hit = _EVERY_N_MIN.fullmatch(sched)
+        if hit and int(hit.group(1)) > 0:
+            return int(hit.group(1)) * 60.0, f"the incident's CronJob schedule {sched!r}"
+        if sched == "* * * * *":
+            return 60.0, f"the incident's CronJob schedule {sched!r}"
+    return DEFAULT_EVERY_S, "the chart's default schedule (*/2 * * * *)"
+
+
+def round_times(window_s: float, every_s: float) -> list[float]:
+    """Rounds at every, 2 x every, ... within the window; at least one, at its end."""
+    n = int(window_s // every_s)
+    return [round(every_s * k, 3) for k in range(1, n + 1)] or [round(window_s, 3)]
+
+
+def check_timeline(
+    path: str | Path,
+    speed: Any,
+    pause_at: Any = None,
+    every: Any = None,
+    repeat: Any = 1,
+) -> tuple[Timeline, dict[str, Any]]:
+    """The timeline and its replay plan, or ConfigError with the numbers (before any change)."""
+    v = check_speed(speed)
+    tl = Timeline.load(path)
+    w = tl.window_s
+    if every is None:
+        every_s, every_src = every_of(tl)
+    else:
+        every_s, every_src = parse_duration(str(every), "--every"), "--every"
+    times = round_times(w, every_s)
+    if len(times) > MAX_TIMELINE_ROUNDS:
+        raise ConfigError(
+            f"--every {every_s:g} s over a {w:g} s window makes {len(times)} rounds; at most "
+            f"{MAX_TIMELINE_ROUNDS}: give a longer --every"
+        )
+    pause = None
+    if pause_at is not None:
+        pause = parse_duration(str(pause_at), "--pause-at")
+        if pause > w:
+            raise ConfigError(
+                f"--pause-at {pause:g} s is after the window's end ({w:g} s); give a moment "
+                "inside the window"
+            )
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= 100:
+        raise ConfigError(f"--repeat {repeat!r}: an integer from 1 to 100")
+    plan = {
+        "timeline": str(path),
+        "speed": v,
+        "window_s": w,
+        "window_start": tl.header.get("windowStart"),
+        "every_s": every_s,
+        "every_from": every_src,
+        "rounds_at": times,
+        "pause_at": pause,
+        "wall_s_estimate": round(w / v, 1),
+        "changes": len(tl.changes),
+    }
+    return tl, plan
+
+
+# -- eviction moments ------------------------------------------------------------------------
+def eviction_walls(rnd: Any) -> dict[str, float]:
+    """pod -> epoch seconds of its successful eviction: the audit log, else the round's log."""
+    out: dict[str, float] = {}
+    for r in rnd.audit_requests or []:
+        if r.is_eviction and r.code == 201 and r.stage_ts is not None:
+            out.setdefault(r.key, r.stage_ts.timestamp())
+    for line in (rnd.logs or "").splitlines():
+        if '"Evicted pod"' not in line or not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        pod, ts = rec.get("pod"), rec.get("ts")
+        if rec.get("msg") == "Evicted pod" and isinstance(pod, dict) and isinstance(ts, float):
+            out.setdefault(f"{pod.get('namespace', '')}/{pod.get('name')}", ts / 1000.0)
+    return out
+
+
+# -- the driver ------------------------------------------------------------------------------
+class TimelineDriver:
+    """The engine's hooks for one timeline replay: clock, change thread, rounds, moments."""
+
+    def __init__(
+        self,
+        tl: Timeline,
+        plan: dict[str, Any],
+        report: Reporter = say,
+        resume: Resume | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.tl, self.plan, self.report = tl, plan, report
+        self.clock = WindowClock(plan["speed"], now=now)
+        self.resume = resume or (lambda t: None)
+        self.outcomes: list[dict[str, Any]] = []
+        self.rounds: list[dict[str, Any]] = []
+        self.evictions: list[dict[str, Any]] = []
+        self.pauses: list[dict[str, Any]] = []
+        self._threads: list[threading.Thread] = []
+        self._cluster: Any = None
+        self._lock = threading.Lock()
+
+    # engine hooks
+    def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
+        if not self.clock.started:
+            self._cluster = cluster
+            self.clock.start()
+            self._spawn(self._apply_all, "changes")
+            if self.plan.get("pause_at") is not None:
+                self._spawn(self._pause, "pause")
+            self.report(
+                f"timeline: window {self.plan['window_s']:g} s at {self.plan['speed']:g}x "
+                f"(~{self.plan['wall_s_estimate']:g} s), {len(self.tl.changes)} changes, "
+                f"rounds at t={self.plan['rounds_at'][:8]}{' ...' if len(self.plan['rounds_at']) > 8 else ''}"
+            )
+        at = self.plan["rounds_at"][i - 1]
+        try:
+            started = self.clock.wait_until(at)
+        except Stopped:
+            started = self.clock.window_t()
+        late = max(0.0, started - at)
+        entry = {"round": i, "scheduled_t": at, "window_t": round(started, 2)}
+        entry["late_s"] = round(late, 2)
+        entry["wall_start"] = time.time()
+        self.rounds.append(entry)
+        return {"window_t": entry["window_t"], "scheduled_t": at, "late_s": entry["late_s"]}
+
+    def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        walls = eviction_walls(rnd)
+        end_t = self.clock.window_t()
+        moments: dict[str, float] = {}
+        for pod, f in fates.items():
+            if f.fate != Fate.EVICTED.value:
+                continue
+            wall = walls.get(pod)
+            f.at_s = round(self.clock.window_t(wall), 2) if wall else None
+            moments[pod] = f.at_s if f.at_s is not None else end_t
+            self.evictions.append(
+                {"pod": pod, "round": i, "at_s": f.at_s, "source": "audit/log" if wall else None}
+            )
+        self.rounds[-1]["window_t_end"] = round(end_t, 2)
+        return {"window_t_end": round(end_t, 2), "evictions_at": moments}
+
+    def finish(self) -> dict[str, Any]:
+        self.clock.stop()
+        for t in self._threads:
+            t.join(timeout=60)
+        counts = Counter(o["outcome"].split(":", 1)[0] for o in self.outcomes)
+        return {
+            **self.plan,
+            "applied_changes": dict(counts),
+            "not_reached": len(self.tl.changes) - len(self.outcomes),
+            "outcomes": self.outcomes[:500],
+            "rounds": self.rounds,
+            "evictions": self.evictions,
+            "pauses": self.pauses,
+            "paused_s": round(self.clock.paused_s(), 2),
+        }
+
+    # threads
+    def _spawn(self, fn: Callable[[], None], name: str) -> None:
+        t = threading.Thread(target=fn, name=f"desched-timeline-{name}", daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    def _apply_all(self) -> None:
+        from pytest_desched.replay.apply import apply_change
+
+        api = self._cluster.api_client
+        for c in self.tl.changes:
+            try:
+                self.clock.wait_until(c.t)
+            except Stopped:
+                return
+            t_at = self.clock.window_t()
+            try:
+                outcome = apply_change(api, c)
+            except Exception as exc:  # a change that fails never stops the replay
+                outcome = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+            with self._lock:
+                self.outcomes.append(
+                    {
+                        "t": c.t,
+                        "applied_t": round(t_at, 2),
+                        "verb": c.verb,
+                        "object": c.key,
+                        "outcome": outcome,
+                    }
+                )
+            if not outcome.startswith("observed"):
+                self.report(f"timeline t={t_at:.1f}s: {c.verb} {c.key}: {outcome}")
+
+    def _pause(self) -> None:
+        at = float(self.plan["pause_at"])
+        try:
+            self.clock.wait_until(at)
+        except Stopped:
+            return
+        t = self.clock.pause()
+        wall0 = time.time()
+        kc = getattr(self._cluster, "kubeconfig", None)
+        self.report(f"timeline paused at t={t:.1f}s of the window; export KUBECONFIG={kc}")
+        try:
+            self.resume(t)
+        finally:
+            self.clock.resume()
+            self.pauses.append({"at_s": round(t, 2), "wall_s": round(time.time() - wall0, 2)})
+            self.report(f"timeline resumed at t={t:.1f}s")
+
+
+def replay_timeline(
+    path: str | Path,
+    speed: float = 1.0,
+    pause_at: Any = None,
+    every: Any = None,
+    descheduler: str | None = None,
+    policy: Any = None,
+    config: Any = None,
+    report: Reporter = say,
+    resume: Resume | None = None,
+    round_timeout: float = 300,
+    checked: tuple[Timeline, dict[str, Any]] | None = None,
+) -> Any:
+    """Replay a timeline file (see the module docstring); returns the engine's ReplayResult
+    with `timeline` filled and each eviction's `at_s` in the ledger."""
+    from pytest_desched.replay.engine import replay
+
+    tl, plan = checked or check_timeline(path, speed, pause_at, every)
+    driver = TimelineDriver(tl, plan, report, resume)
+    try:
+        return replay(
+            tl.snapshot,
+            descheduler=descheduler,
+            policy=policy,
+            rounds=len(plan["rounds_at"]),
+            config=config,
+            report=report,
+            round_timeout=round_timeout,
+            before_round=driver.before_round,
+            after_round=driver.after_round,
+            finish=driver.finish,
+            max_rounds=MAX_TIMELINE_ROUNDS,
+            source=str(path),
+        )
+    finally:
+        driver.clock.stop()  # a failed round: the change thread ends with the replay

@@ -1,0 +1,399 @@
+"""Incident windows (issue 29): the clock, recording state, what is applied, the audit log,
+redaction, repeats, and the refusals before anything starts (exit 2 with the numbers)."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime as dt
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_desched.errors import ConfigError
+from pytest_desched.replay.apply import label_patch, observed_only, update_patch
+from pytest_desched.replay.audit_changes import (
+    changes_from_audit,
+    fold,
+    merge_patch,
+    record_from_audit,
+)
+from pytest_desched.replay.clock import Stopped, WindowClock
+from pytest_desched.replay.format import controller_of, key
+from pytest_desched.replay.generator import generate
+from pytest_desched.replay.record import State, check_window, redact_timeline
+from pytest_desched.replay.repeat import compare_runs, eviction_set
+from pytest_desched.replay.timeline import Change, Timeline, make_header
+from pytest_desched.replay.timeline_run import check_timeline, eviction_walls, round_times
+
+START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
+
+
+class FakeTime:
+    def __init__(self, t: float = 1000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _tl(changes: list[Change], window: float = 600) -> Timeline:
+    return Timeline(make_header(START, window, "test"), generate(seed=3, nodes=4, pods=12), changes)
+
+
+def _moved(tl: Timeline, labels: dict[str, str]) -> Change:
+    node = copy.deepcopy(tl.snapshot.nodes[0])
+    node["metadata"]["labels"] = labels
+    return Change(30.0, "update", "Node", node["metadata"]["name"], None, node)
+
+
+# -- the clock -------------------------------------------------------------------------------
+def test_clock_runs_at_speed_and_stands_still_while_paused() -> None:
+    now = FakeTime()
+    c = WindowClock(10, now=now)
+    assert c.window_t() == 0.0
+    c.start()
+    now.t += 2
+    assert c.window_t() == pytest.approx(20.0)
+    assert c.pause() == pytest.approx(20.0)
+    now.t += 100  # paused: window time stays
+    assert c.window_t() == pytest.approx(20.0)
+    c.resume()
+    now.t += 1
+    assert c.window_t() == pytest.approx(30.0)
+    # a wall timestamp taken during the pause maps to the pause's moment, before it by speed
+    assert c.window_t(1000 + 50) == pytest.approx(20.0)
+    assert c.window_t(1001) == pytest.approx(10.0)
+    assert c.paused_s() == pytest.approx(100.0)
+    assert c.wall_of(30.0) == pytest.approx(1103.0)
+
+
+def test_clock_wait_returns_when_reached_and_raises_when_stopped() -> None:
+    c = WindowClock(1000)
+    c.start()
+    assert c.wait_until(5.0) >= 5.0  # 5 ms of wall time
+    c.stop()
+    with pytest.raises(Stopped):
+        c.wait_until(1e9)
+
+
+# -- the replay plan and its refusals --------------------------------------------------------
+def test_rounds_follow_the_cadence_within_the_window() -> None:
+    assert round_times(600, 120) == [120, 240, 360, 480, 600]
+    assert round_times(10, 120) == [10]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "msg"),
+    [
+        ({"speed": 0}, "must be > 0"),
+        ({"speed": -3}, "must be > 0"),
+        ({"speed": "fast"}, "not a number"),
+        ({"speed": 10, "pause_at": "700s"}, "after the window's end"),
+        ({"speed": 10, "every": "0s"}, "positive duration"),
+        ({"speed": 10, "every": "0.1s"}, "at most 1000"),
+        ({"speed": 10, "repeat": 0}, "--repeat 0"),
+    ],
+)
+def test_timeline_replay_inputs_are_refused_with_the_numbers(
+    tmp_path: Path, kwargs: dict, msg: str
+) -> None:
+    path = _tl([]).write(tmp_path / "t.jsonl")
+    with pytest.raises(ConfigError, match=msg):
+        check_timeline(path, **kwargs)
+
+
+def test_timeline_plan_reads_the_incidents_cadence(tmp_path: Path) -> None:
+    tl = _tl([_moved(_tl([]), {"pool": "b"})])
+    tl.snapshot.header["descheduler"] = {"kind": "CronJob", "namespace": "kube-system", "name": "d"}
+    tl.snapshot.items("cronJobs").append(
+        {
+            "kind": "CronJob",
+            "metadata": {"name": "d", "namespace": "kube-system"},
+            "spec": {"schedule": "*/5 * * * *"},
+        }
+    )
+    _, plan = check_timeline(tl.write(tmp_path / "t.jsonl"), 10, "90s")
+    assert (plan["every_s"], plan["rounds_at"], plan["pause_at"]) == (300, [300, 600], 90)
+    assert plan["wall_s_estimate"] == 60
+
+
+def test_a_window_longer_than_a_day_or_before_its_start_is_refused() -> None:
+    now = START
+    with pytest.raises(ConfigError, match=r"90000 s \(25.0 h\)"):
+        check_window("25h", None, now, audit_log="a.log")
+    with pytest.raises(ConfigError, match="a watch sees only what happens from now on"):
+        check_window("30m", None, now)
+    with pytest.raises(ConfigError, match="give the window"):
+        check_window(None, None, now)
+    with pytest.raises(ConfigError, match="the end must come after the start"):
+        check_window("2026-12-01T14:00:00Z", "2026-12-01T13:00:00Z", now, audit_log="a.log")
+    assert check_window(None, "30m", now) == (now, now + dt.timedelta(minutes=30))
+
+
+# -- recording state ---------------------------------------------------------------------------
+def _raw_node(name: str, labels: dict[str, str], heartbeat: str) -> dict:
+    return {
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "resourceVersion": heartbeat},
+        "spec": {},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]
+        },
+    }
+
+
+def test_state_keeps_real_changes_and_drops_heartbeats() -> None:
+    s = State(None, set())
+    assert s.event("nodes", "ADDED", _raw_node("n1", {"a": "1"}, "1"), 0.5).verb == "create"
+    assert s.event("nodes", "MODIFIED", _raw_node("n1", {"a": "1"}, "2"), 1.0) is None
+    moved = s.event("nodes", "MODIFIED", _raw_node("n1", {"b": "1"}, "3"), 2.0)
+    assert (moved.verb, moved.object["metadata"]["labels"]) == ("update", {"b": "1"})
+    assert "resourceVersion" not in moved.object["metadata"]
+    gone = s.event("nodes", "DELETED", _raw_node("n1", {"b": "1"}, "4"), 3.0)
+    assert (gone.verb, gone.t) == ("delete", 3.0)
+    assert s.event("nodes", "DELETED", _raw_node("n1", {}, "5"), 4.0) is None  # unknown
+    assert s.dropped_same == 1
+    # a namespace scope keeps cluster-scoped kinds and only the scope's namespaced ones
+    scoped = State(["lab"], set())
+    pod = {"kind": "Pod", "metadata": {"name": "p", "namespace": "other"}, "spec": {}}
+    assert scoped.event("pods", "ADDED", pod, 1.0) is None
+
+
+def test_relisting_after_an_expired_watch_records_the_difference() -> None:
+    s = State(None, set())
+    s.event("nodes", "ADDED", _raw_node("n1", {}, "1"), 0.0)
+    s.event("nodes", "ADDED", _raw_node("n2", {}, "1"), 0.0)
+    s.relisted("nodes", [_raw_node("n1", {"x": "y"}, "9")], 5.0)
+    assert [(c.verb, c.name) for c in s.changes[2:]] == [("update", "n1"), ("delete", "n2")]
+
+
+# -- what is applied ------------------------------------------------------------------------
+def test_a_node_update_patches_exactly_the_recorded_labels_and_taints() -> None:
+    live = {"metadata": {"labels": {"a": "1", "pool": "x"}}, "spec": {"taints": None}}
+    want = {"metadata": {"labels": {"a": "1", "zone": "b"}}, "spec": {"unschedulable": True}}
+    p = update_patch(Change(1, "update", "Node", "n", None, want), live)
+    assert p == {
+        "metadata": {"labels": {"zone": "b", "pool": None}},
+        "spec": {"unschedulable": True},
+    }
+    assert label_patch({"a": "1"}, {"a": "1"}) == {}
+
+
+def test_controller_owned_pods_and_evictions_are_observed_not_applied() -> None:
+    snap = generate(seed=3, nodes=4, pods=12)
+    owned = next(p for p in snap.pods if controller_of(p))
+    c = Change(1, "delete", "Pod", owned["metadata"]["name"], owned["metadata"]["namespace"], owned)
+    assert "makes and deletes in the replay too" in observed_only(c)
+    assert "descheduler decides" in observed_only(Change(1, "evict", "Pod", "p", "ns"))
+    bare = {"metadata": {"name": "b", "namespace": "ns"}, "spec": {}}
+    assert observed_only(Change(1, "delete", "Pod", "b", "ns", bare)) is None
+    assert observed_only(_moved(_tl([]), {})) is None
+
+
+def test_eviction_moments_come_from_the_audit_log_then_the_round_log() -> None:
+    class Req:
+        is_eviction, code, key = True, 201, "ns/a"
+        stage_ts = dt.datetime(2026, 12, 1, 14, 0, 5, tzinfo=dt.UTC)
+
+    class Rnd:
+        audit_requests = [Req()]
+        logs = "\n".join(
+            json.dumps({"ts": ts, "msg": "Evicted pod", "pod": {"name": n, "namespace": "ns"}})
+            for n, ts in (("a", 1.0e12), ("b", 1764597606000.0))
+        )
+
+    walls = eviction_walls(Rnd())
+    assert walls == {"ns/a": Req.stage_ts.timestamp(), "ns/b": 1764597606.0}
+
+
+# -- the audit log ------------------------------------------------------------------------------
+def _audit(verb: str, resource: str, name: str, when: str, **kw: object) -> str:
+    ev = {
+        "kind": "Event",
+        "apiVersion": "audit.k8s.io/v1",
+        "stage": "ResponseComplete",
+        "verb": verb,
+        "objectRef": {"resource": resource, "name": name, **kw.pop("ref", {})},
+        "responseStatus": {"code": kw.pop("code", 200)},
+        "stageTimestamp": when,
+        **kw,
+    }
+    return json.dumps(ev)
+
+
+def test_audit_lines_become_changes_by_their_level(tmp_path: Path) -> None:
+    snap = generate(seed=3, nodes=4, pods=12)
+    snap.header["takenAt"] = "2026-12-01T13:59:00Z"
+    node = copy.deepcopy(snap.nodes[0])
+    name = node["metadata"]["name"]
+    node["metadata"]["labels"] = {"pool": "b"}
+    node["kind"] = "Node"
+    pod = snap.pods[0]
+    ns, pname = pod["metadata"]["namespace"], pod["metadata"]["name"]
+    lines = [
+        _audit(
+            "patch",
+            "nodes",
+            name,
+            "2026-12-01T13:59:30Z",
+            requestObject={"spec": {"unschedulable": True}},
+        ),
+        _audit("update", "nodes", name, "2026-12-01T14:00:10Z", responseObject=node),
+        _audit("get", "secrets", "s", "2026-12-01T14:00:11Z", ref={"namespace": ns}),
+        _audit(
+            "create",
+            "pods",
+            pname,
+            "2026-12-01T14:00:12Z",
+            ref={"namespace": ns, "subresource": "eviction"},
+            code=201,
+        ),
+        _audit(
+            "create",
+            "pods",
+            pname,
+            "2026-12-01T14:00:13Z",
+            ref={"namespace": ns, "subresource": "eviction"},
+            code=429,
+        ),
+        _audit(
+            "update",
+            "pods",
+            pname,
+            "2026-12-01T14:00:14Z",
+            ref={"namespace": ns, "subresource": "status"},
+        ),
+        _audit(
+            "patch",
+            "deployments",
+            "x",
+            "2026-12-01T14:00:15Z",
+            ref={"apiGroup": "apps", "namespace": ns},
+        ),
+        _audit("delete", "nodes", name, "2026-12-01T14:30:00Z"),
+    ]
+    log = tmp_path / "audit.log"
+    log.write_text("\n".join(lines) + "\n")
+    snapfile = snap.write(tmp_path / "start.yaml")
+    end = START + dt.timedelta(minutes=10)
+    timed, skipped = changes_from_audit(log.read_text(), str(log), START, end)
+    assert [c.verb for _, c in timed] == ["patch", "update", "evict"]
+    assert skipped["secrets and serviceaccounts (never read)"] == 1
+    assert skipped["refused requests"] == 1 and skipped["after the window"] == 1
+    tl = record_from_audit(log, snapfile, START, end)
+    # the patch before the window's start is folded into the start snapshot
+    assert next(n for n in tl.snapshot.nodes if n["metadata"]["name"] == name)["spec"][
+        "unschedulable"
+    ]
+    assert [(c.t, c.verb, c.key) for c in tl.changes] == [
+        (10.0, "update", f"Node {name}"),
+        (12.0, "evict", f"Pod {ns}/{pname}"),
+    ]
+    assert tl.header["recorded"]["left_out"]["no body (Metadata level)"] == 1
+    with pytest.raises(ConfigError, match="taken 3600 s after the window's start"):
+        record_from_audit(log, snapfile, START - dt.timedelta(minutes=61), end)
+    with pytest.raises(ConfigError, match="needs --snapshot"):
+        record_from_audit(log, None, START, end)
+
+
+def test_merge_patch_and_fold() -> None:
+    assert merge_patch({"a": {"b": 1, "c": 2}}, {"a": {"b": None, "d": 3}}) == {
+        "a": {"c": 2, "d": 3}
+    }
+    snap = generate(seed=3, nodes=4, pods=12)
+    pod = snap.pods[0]
+    out = fold(
+        snap, [Change(0, "delete", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])]
+    )
+    assert key(pod) not in {key(p) for p in out.pods} and key(pod) in {key(p) for p in snap.pods}
+
+
+# -- redaction --------------------------------------------------------------------------------
+def test_redaction_renames_the_snapshot_and_the_changes_with_one_table() -> None:
+    tl = _tl([])
+    c = _moved(tl, {"example.com/pool": "batch"})
+    pod = next(p for p in tl.snapshot.pods if p["metadata"]["namespace"] != "kube-system")
+    gone = Change(40.0, "delete", "Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+    tl.changes = [c, gone]
+    red = redact_timeline(tl)
+    node_alias = red.changes[0].name
+    assert node_alias != c.name and node_alias in {
+        n["metadata"]["name"] for n in red.snapshot.nodes
+    }
+    assert red.changes[1].key in {f"Pod {key(p)}" for p in red.snapshot.pods}
+    assert red.header["redacted"] and red.snapshot.header["redacted"]
+    text = red.dump()
+    assert c.name not in text and pod["metadata"]["namespace"] not in text
+    red.validate()
+    with pytest.raises(ConfigError, match="bare patch"):
+        redact_timeline(_tl([Change(1, "patch", "Node", c.name, None, patch={"x": 1})]))
+
+
+# -- repeats ------------------------------------------------------------------------------------
+def test_repeats_name_the_pods_that_differ_and_in_how_many_runs() -> None:
+    same = compare_runs([{"a", "b"}, {"b", "a"}])
+    assert same["same"] and same["evicted_in_every_run"] == ["a", "b"]
+    diff = compare_runs([{"a", "b"}, {"a", "c"}, {"a", "b"}])
+    assert not diff["same"] and diff["distinct_sets"] == 2
+    assert diff["differ"] == [
+        {"pod": "b", "evicted_in_runs": 2, "of": 3},
+        {"pod": "c", "evicted_in_runs": 1, "of": 3},
+    ]
+
+    class F:
+        def __init__(self, fate: str) -> None:
+            self.fate = fate
+
+    class Row:
+        def __init__(self, pod: str, origin: str, fates: list[str]) -> None:
+            self.pod, self.origin, self.fates = pod, origin, [F(f) for f in fates]
+
+    class L:
+        rows = [
+            Row("ns/a", "snapshot", ["evicted", "gone"]),
+            Row("ns/x-r4nd", "replacement of ns/a", ["new", "evicted"]),
+            Row("ns/c", "snapshot", ["not-picked", "not-picked"]),
+        ]
+
+    assert eviction_set(L()) == {"ns/a", "replacement of ns/a"}
+
+
+# -- the command line: exit 2, one line, before anything starts --------------------------------
+@pytest.mark.parametrize(
+    ("argv", "msg"),
+    [
+        (["replay", "--timeline", "{tl}", "--speed", "0"], "--speed 0"),
+        (["replay", "--timeline", "{tl}", "--speed", "10", "--pause-at", "2h"], "--pause-at"),
+        (["replay", "--timeline", "{tl}", "--repeat", "0"], "--repeat 0"),
+        (["replay", "{tl}", "--speed", "10"], "need --timeline"),
+        (["record", "--context", "c", "--since", "30m", "--output-file", "{out}"], "a watch sees"),
+        (["record", "--context", "c", "--until", "25h", "--output-file", "{out}"], "24 h"),
+    ],
+)
+def test_bad_window_inputs_exit_2_with_one_line(tmp_path: Path, argv: list[str], msg: str) -> None:
+    tl = _tl([]).write(tmp_path / "t.jsonl")
+    args = [a.format(tl=tl, out=tmp_path / "o.jsonl") for a in argv]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_desched.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KUBECONFIG": "/dev/null"},
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert msg in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_the_record_and_replay_options_parse() -> None:
+    from pytest_desched.replay.cli import add_parsers
+
+    ap = argparse.ArgumentParser(prog="desched")
+    add_parsers(ap.add_subparsers(dest="command", required=True))
+    a = ap.parse_args(["replay", "--timeline", "t", "--speed", "10", "--pause-at", "5m"])
+    assert (a.timeline, a.speed, a.pause_at, a.repeat) == ("t", "10", "5m", 1)
