@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Per-object costs of a replay (issue 29, deliverable 4): MiB and ms per node and per pod,
+for each component, from three replays of generated clusters of different shapes.
+
+Each shape is one `bench/replay_scale.py` run (a fresh embedded cluster, etcd restore, one
+real round); a component's peak memory (VmHWM) and each phase's time are fitted as
+`base + per_node x nodes + per_pod x pods` through the three points (exactly determined:
+the base shape, more nodes, more pods). The figures size a cluster that does not fit one
+machine (docs/replay-at-scale.md); under load the times are upper bounds, so the load
+average is recorded with each run.
+
+    python bench/object_costs.py [--base 100,1000] [--nodes 600] [--pods 6000] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_shape(nodes: int, pods: int, work: Path) -> dict[str, Any]:
+    out = work / f"scale-{nodes}-{pods}.json"
+    load = os.getloadavg()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "replay_scale.py"),
+            "--nodes",
+            str(nodes),
+            "--pods",
+            str(pods),
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        check=False,
+    )
+    if proc.returncode != 0 or not out.is_file():
+        raise SystemExit(f"replay_scale.py --nodes {nodes} --pods {pods} exited {proc.returncode}")
+    doc = json.loads(out.read_text())
+    doc["load_avg_before"] = load
+    doc["load_avg_after"] = os.getloadavg()
+    return doc
+
+
+def figures(doc: dict[str, Any]) -> dict[str, float]:
+    """The fitted quantities of one run: peak MiB per component, seconds per phase."""
+    f: dict[str, float] = {}
+    for k, v in (doc.get("peak_memory_mib") or {}).items():
+        f[f"MiB {k}"] = float(v)
+    s = doc.get("seconds") or {}
+    for k, v in (s.get("restore_parts") or {}).items():
+        f[f"s restore.{k}"] = float(v)
+    for k in ("restore", "round (Job created -> finished)", "descheduler cycle (its own log)"):
+        if isinstance(s.get(k), int | float):
+            f[f"s {k}"] = float(s[k])
+    return f
+
+
+def fit(points: list[tuple[int, int, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """base + per_node x N + per_pod x P through (base, more nodes, more pods)."""
+    (n0, p0, f0), (n1, p1, f1), (n2, p2, f2) = points
+    assert p1 == p0 and n2 == n0, "the second shape adds nodes only, the third pods only"
+    out: dict[str, dict[str, float]] = {}
+    for k in f0:
+        if k not in f1 or k not in f2:
+            continue
+        per_node = (f1[k] - f0[k]) / (n1 - n0)
+        per_pod = (f2[k] - f0[k]) / (p2 - p0)
+        scale = 1000.0 if k.startswith("s ") else 1.0  # seconds -> ms
+        unit = "ms" if k.startswith("s ") else "MiB"
+        out[k[2:] if k.startswith("s ") else k[4:]] = {
+            "unit": unit,
+            "base": round(f0[k] - per_node * n0 - per_pod * p0, 2)
+            if unit == "MiB"
+            else round(f0[k], 2),
+            "per_node": round(per_node * scale, 4),
+            "per_pod": round(per_pod * scale, 4),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--base", default="100,1000", help="nodes,pods of the base shape")
+    ap.add_argument("--nodes", type=int, default=600, help="nodes of the second shape")
+    ap.add_argument("--pods", type=int, default=6000, help="pods of the third shape")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    n0, p0 = (int(x) for x in args.base.split(","))
+    work = Path(tempfile.mkdtemp(prefix="desched-object-costs-"))
+    shapes = [(n0, p0), (args.nodes, p0), (n0, args.pods)]
+    runs = [run_shape(n, p, work) for n, p in shapes]
+    result = {
+        "command": "python bench/object_costs.py " + " ".join(argv or sys.argv[1:]),
+        "shapes": [
+            {
+                "nodes": n,
+                "pods": p,
+                "load_avg_before": r["load_avg_before"],
+                "load_avg_after": r["load_avg_after"],
+                "figures": figures(r),
+            }
+            for (n, p), r in zip(shapes, runs, strict=True)
+        ],
+        "per_object": fit([(n, p, figures(r)) for (n, p), r in zip(shapes, runs, strict=True)]),
+    }
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
