@@ -82,6 +82,8 @@ def run_suite(workdir: Path, sequential: bool = False) -> dict[str, Any]:
         try:
             report = session.close()
             out["namespaces_gone"] = report.get("namespaces_gone")
+            out["namespaces_discarded"] = report.get("namespaces_discarded")
+            out["cluster_deleted"] = report.get("cluster_deleted")
             left = [
                 f"{k}: {v.get('leftovers')}"
                 for k, v in report.items()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.config import DeschedConfig, build_config
-from pytest_desched.errors import ConfigError
+from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
     _sigterm_to_interrupt,
     interrupts_unwind,
@@ -689,11 +689,18 @@ class DeschedSession:
             and not keep
         )
         reaper = getattr(self._cluster, "namespace_reaper", None)  # None: no cluster yet
-        if reaper is not None and reaper.pending and not keep and not whole:
-            # The final leftover scan: every lab namespace deleted in the background is gone
-            # (lab/reaper.py); one that is not fails the session, named. It mostly waits on
-            # the namespace controller's 5 s delay, so the report and the releases' removal
-            # go on meanwhile; the cluster is stopped only after it ended.
+        # A cluster deleted whole at the end (the embedded provider's, not kept) takes its
+        # lab namespaces with it, and its checked deletion (no process, no folder left) is
+        # the cleanup proof: waiting for those namespaces first would prove nothing.
+        discarded = not keep and not whole and self._discards_cluster(self._provider, self._cluster)
+        if reaper is not None and reaper.pending and (discarded or whole):
+            out["namespaces_discarded"] = reaper.pending
+        elif reaper is not None and reaper.pending:
+            # The final leftover scan on a cluster that stays (kept, kind, existing): every
+            # lab namespace deleted in the background is gone (lab/reaper.py); one that is
+            # not fails the session, named. It mostly waits on the namespace controller's
+            # 5 s delay, so the report and the releases' removal go on meanwhile; the
+            # cluster is stopped only after it ended.
             def final_scan() -> None:
                 with self.phase("teardown.namespaces"):
                     try:
@@ -727,6 +734,8 @@ class DeschedSession:
                 self._provider.keep = keep
                 with self.phase("teardown.cluster"):
                     self._provider.stop()
+                if discarded:
+                    self._check_discarded(self._provider, out, left)
                 self._note_teardown(self._provider, keep)
                 if keep:
                     out["kept"] = self._provider.resume_hint()
@@ -734,6 +743,29 @@ class DeschedSession:
         if left:
             raise left[0]
         return out
+
+    @staticmethod
+    def _discards_cluster(provider: Provider | None, cluster: Cluster | None) -> bool:
+        """Whether stop() deletes this cluster whole and checks the deletion itself."""
+        return (
+            provider is not None
+            and cluster is not None
+            and getattr(cluster, "created", True)
+            and bool(getattr(provider, "deletion_is_cleanup_proof", False))
+        )
+
+    @staticmethod
+    def _check_discarded(
+        provider: Provider, out: dict[str, Any], left: list[BaseException]
+    ) -> None:
+        """The discarded cluster's deletion, as checked by stop(): the session's cleanup proof."""
+        verified = getattr(provider, "teardown", None)
+        if not isinstance(verified, dict) or verified.get("deleted") is None:
+            left.append(ProviderError(f"{provider.name} cluster: its deletion was not checked"))
+            return
+        out["cluster_deleted"] = verified["text"]
+        if verified["left"]:
+            left.append(ProviderError(verified["text"]))
 
     def _note_teardown(self, provider: Provider, keep: bool) -> None:
         """What the exit line after a signal says about this session's cluster."""

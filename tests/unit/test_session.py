@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -21,7 +22,7 @@ import pytest
 import pytest_desched.descheduler.cleanup as cleanup
 from pytest_desched.config import build_config
 from pytest_desched.descheduler.policy import Policy, PolicyError, load_default
-from pytest_desched.errors import ConfigError
+from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.experiments import ExperimentContext, ExperimentResult, lab_policy
 from pytest_desched.session import DeschedSession, interrupts_unwind
 
@@ -420,3 +421,90 @@ def test_interrupts_unwind_leaves_other_threads_alone() -> None:
     t.start()
     t.join()
     assert seen == [before]
+
+
+# -- the final lab-namespace scan: only where the cluster stays ----------------------------
+class FakeReaper:
+    def __init__(self, log: list[str]) -> None:
+        self.log, self.pending = log, ["descheduler-lab", "descheduler-lab-2"]
+
+    def wait_all(self) -> list[str]:
+        self.log.append("scan")
+        gone, self.pending = self.pending, []
+        return gone
+
+
+class DeletingProvider(FakeProvider):
+    """Deletes whole and checks it, as EmbeddedProvider.stop does; `left` fakes a leak."""
+
+    name = "embedded"
+    deletion_is_cleanup_proof = True
+
+    def __init__(self, log: list[str], left: bool = False) -> None:
+        super().__init__(log)
+        self.left = left
+        self.teardown: dict[str, Any] | None = None
+
+    def stop(self) -> None:
+        super().stop()
+        if not self.keep:
+            text = "embedded cluster c: 1 processes ([42]) left" if self.left else "c deleted"
+            self.teardown = {"deleted": True, "left": self.left, "text": text}
+
+
+def _with_reaper(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider: FakeProvider, created: bool = True
+) -> tuple[DeschedSession, list[str]]:
+    from pytest_desched import interrupts
+
+    interrupts.reset()  # the signal tests above leave theirs: no signal arrived here
+    s, log, _ = _staged(tmp_path, "on-failure", monkeypatch)
+    provider.log = log
+    s._provider = provider  # type: ignore[assignment]
+    cluster = StrictCluster()
+    cluster.namespace_reaper = FakeReaper(log)  # type: ignore[attr-defined]
+    cluster.created = created  # type: ignore[attr-defined]
+    s._cluster = cluster  # type: ignore[assignment]
+    return s, log
+
+
+def test_a_discarded_embedded_cluster_is_not_scanned_its_checked_deletion_is_the_proof(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, log = _with_reaper(tmp_path, monkeypatch, DeletingProvider([]))
+    out = s.close()
+    assert "scan" not in log, log  # no wait for namespaces that go with the cluster
+    assert log == ["cleanup", "cluster"]
+    assert out["namespaces_discarded"] == ["descheduler-lab", "descheduler-lab-2"]
+    assert out["cluster_deleted"] == "c deleted"
+    assert "teardown.namespaces" not in s.timings
+
+
+def test_a_discarded_cluster_whose_deletion_left_processes_fails_the_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s, log = _with_reaper(tmp_path, monkeypatch, DeletingProvider([], left=True))
+    with pytest.raises(ProviderError, match=r"1 processes \(\[42\]\) left"):
+        s.close()
+    assert "scan" not in log
+
+
+@pytest.mark.parametrize(
+    ("provider_kind", "keep", "created"),
+    [
+        ("kind", "never", True),  # kind's stop() does not check its deletion
+        ("existing", "never", False),  # a user's cluster stays
+        ("embedded", "always", True),  # a kept embedded cluster stays
+        ("embedded", "never", False),  # an embedded cluster this session did not create
+    ],
+)
+def test_the_final_scan_still_runs_where_the_cluster_stays_or_is_unchecked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, provider_kind: str, keep: str, created: bool
+) -> None:
+    provider = DeletingProvider([]) if provider_kind == "embedded" else FakeProvider([])
+    s, log = _with_reaper(tmp_path, monkeypatch, provider, created=created)
+    s.config = replace(s.config, keep=keep)
+    out = s.close()
+    assert log.index("scan") < log.index("cluster"), log  # the cluster stops after the scan
+    assert out["namespaces_gone"] == ["descheduler-lab", "descheduler-lab-2"]
+    assert "namespaces_discarded" not in out

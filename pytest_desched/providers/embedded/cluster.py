@@ -148,6 +148,9 @@ def owner_alive(record: dict) -> bool:
 
 class EmbeddedProvider(Provider):
     name = "embedded"
+    # stop() deletes the cluster whole and checks it (no process, no folder left): the
+    # session takes that as the cleanup proof of the labs inside (session._close).
+    deletion_is_cleanup_proof = True
 
     def __init__(
         self,
