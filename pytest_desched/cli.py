@@ -525,7 +525,9 @@ def parser() -> argparse.ArgumentParser:
         "--parallel",
         action="store_true",
         help="run the experiments side by side, a lane each (own namespace, nodes, release; "
-        "needs two workers per experiment: the embedded cluster gets them)",
+        "needs two workers per experiment: the embedded cluster gets them) where lanes pay: "
+        "the engine picks lanes or one after another from the CPU count and the load and "
+        "records which and why (session/execution.json)",
     )
     _add_config_options(r, "run")
     r.add_argument(

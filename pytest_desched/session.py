@@ -503,8 +503,13 @@ class DeschedSession:
         self,
         plan: Sequence[tuple[str | type[Experiment], str | None]],
         on_record: Callable[[dict[str, Any]], None] | None = None,
+        mode: str = "auto",
     ) -> list[ExperimentResult]:
         """Run experiments side by side on this cluster, one lane each (experiments/lanes.py).
+
+        Only where lanes pay: `mode="auto"` lets the engine choose lanes or one experiment
+        after another from the CPU count and the load (`decide_execution`); "always" and
+        "never" force it. The choice and why go to `info["execution"]` and the evidence.
 
         Each lane has its own namespace, source and target node, pool value and release, and
         its policy is held to its namespace; `check_lanes` refuses any plan where two
@@ -514,15 +519,23 @@ class DeschedSession:
         from concurrent.futures import Future, ThreadPoolExecutor
 
         from pytest_desched.experiments import lookup, run_experiment
-        from pytest_desched.experiments.lanes import check_lanes, plan_lanes, scope_to_lane
+        from pytest_desched.experiments.lanes import (
+            check_lanes,
+            decide_execution,
+            plan_lanes,
+            scope_to_lane,
+        )
 
         try:
             classes = [(lookup(e), v) for e, v in plan]
         except KeyError as exc:
             raise ConfigError(str(exc.args[0])) from None
-        if len(classes) == 1:
-            cls, variant = classes[0]
-            return [self.run(cls, variant, on_record)]
+        execution = decide_execution(len(classes), mode)
+        self.info["execution"] = execution
+        self.report(f"{len(classes)} experiment(s): {execution['why']}")
+        if execution["mode"] == "sequential":
+            self.evidence.write_json("session", "execution", execution)
+            return [self.run(cls, variant, on_record) for cls, variant in classes]
         cluster = self.cluster
         if cluster.policy_scope is not None:
             raise ConfigError(
@@ -554,6 +567,7 @@ class DeschedSession:
             ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
             ctxs.append(ctx)
         check_lanes(lanes, [c.policy for c in ctxs])
+        self.evidence.write_json("session", "execution", execution)
         # Every lane's release installs (suspended, dry run) beside the others and the lanes'
         # arrange steps; each lane's policy step waits for its own.
         pool = ThreadPoolExecutor(2 * len(classes), thread_name_prefix="desched-lane")

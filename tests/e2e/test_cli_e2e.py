@@ -187,6 +187,10 @@ def test_desched_run_parallel_runs_the_three_side_by_side(
     )
     assert run.code == 0, str(run)
     assert "6 Ready kwok workers" in run.err, run.err[-2000:]  # two per lane
+    # Lanes only where they pay: the engine's choice and why, said and recorded.
+    execution = json.loads((art / "session" / "execution.json").read_text())
+    assert execution["mode"] in ("lanes", "sequential") and execution["experiments"] == 3
+    assert f"3 experiment(s): {execution['mode']}: {execution['cpus']} CPUs" in run.err
     summary = json.loads((art / "run-summary.json").read_text())
     assert [(s["name"], s["variant"], s["outcome"]) for s in summary] == [
         (title, VARIANT, "pass")

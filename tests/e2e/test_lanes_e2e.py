@@ -81,7 +81,9 @@ def test_three_experiments_side_by_side_keep_their_evidence(
     desched_cluster_factory: Callable[..., DeschedSession],
 ) -> None:
     session = desched_cluster_factory(workers=6)
-    results = session.run_concurrently([(n, WORKAROUND) for n in ("positive", "nodefit", "pdb")])
+    plan = [(n, WORKAROUND) for n in ("positive", "nodefit", "pdb")]
+    results = session.run_concurrently(plan, mode="always")  # lanes even on a busy machine
+    assert session.info["execution"]["mode"] == "lanes", session.info["execution"]
     assert [r.outcome for r in results] == ["pass"] * 3, [r.message for r in results]
     records = [r.records[0] for r in results]
     namespaces = {rec["namespace"] for rec in records}
@@ -107,6 +109,8 @@ def test_the_session_refuses_lanes_that_do_not_fit_before_any_change(
     # The session's 3 workers fit one lane (a source and a target), not two.
     before = {n.metadata.name for n in desched_session.cluster.core.list_namespace().items}
     with pytest.raises(ConfigError, match="need 4 workers"):
-        desched_session.run_concurrently([("positive", WORKAROUND), ("pdb", WORKAROUND)])
+        desched_session.run_concurrently(
+            [("positive", WORKAROUND), ("pdb", WORKAROUND)], mode="always"
+        )
     after = {n.metadata.name for n in desched_session.cluster.core.list_namespace().items}
     assert after == before
