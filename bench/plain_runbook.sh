@@ -11,8 +11,9 @@
 # sources: nodes.yaml, deployment.yaml, pdb.yaml, values-first-install.yaml and
 # values-workaround.yaml. Tools and names come from the environment (see "Inputs" below).
 #
-# TEARDOWN=namespace (default) ends each experiment with `kubectl delete namespace --wait`;
-# TEARDOWN=pods-first deletes the Deployment with its pods before, as the plugin does.
+# TEARDOWN=pods-first (default, the fastest correct form) deletes the Deployment with its
+# pods before `kubectl delete namespace --wait`, as the plugin does; TEARDOWN=namespace
+# deletes the namespace with its pods inside (the namespace controller needs two passes).
 #
 # stderr carries one "[timing] STEP SECONDS (at SECONDS)" line per step and one
 # "[check] ok ID" per passed check; a failed check prints "[check] FAILED ID: why" and the
@@ -34,7 +35,7 @@ REPLICAS=${REPLICAS:-3}
 POOL=${POOL_LABEL:-descheduler.example.com/pool}
 POOL_VALUE=${POOL_VALUE:-rebalance-lab}
 TIMEOUT=${WAIT_TIMEOUT:-60s}                  # every kubectl wait
-TEARDOWN=${TEARDOWN:-namespace}               # lab teardown: namespace | pods-first (see teardown_lab)
+TEARDOWN=${TEARDOWN:-pods-first}              # lab teardown: namespace | pods-first (see teardown_lab)
 read -r -a NODES <<<"$WORKERS"
 SRC=${NODES[0]} DST=${NODES[1]}               # label moves from the source to the target
 IN=$WORKDIR/inputs

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """One run of the suite through the plugin's engine: the figure compared with the plain script.
 
-Bring-up of a fresh embedded cluster (6 kwok workers: a source and a target per lane), the
-chart's first install (suspended, dry run), the runbook's three experiments with the
-#1882 workaround policy side by side (`DeschedSession.run_concurrently`: one lane, namespace,
-node pair and release each), and teardown: every release removed, the final scan proving
-every lab namespace gone, the cluster deleted. Every check of every experiment must pass.
+Bring-up of a fresh embedded cluster, the chart's first install (suspended, dry run), the
+runbook's three experiments with the #1882 workaround policy, and teardown: every release
+removed, the cluster deleted and its deletion checked (no process, no folder: the cleanup
+proof of the lab namespaces inside, see DeschedSession._close). Every check of every
+experiment must pass.
 
-    python bench/plugin_suite.py OUT.json [--sequential]
+    python bench/plugin_suite.py OUT.json [--mode auto|lanes|sequential]
 
-`--sequential` runs the three experiments one after another (same lab and release per run).
+`--mode auto` (default) lets the engine choose as `DeschedSession.run_concurrently` does
+(experiments/lanes.py `decide_execution`: lanes only with a core to spare per lane), decided
+before bring-up so a sequential suite gets 3 workers and lanes 6; the choice is recorded.
+`lanes`: side by side (one lane, namespace, node pair and release each); `sequential`: one
+after another (same release, a fresh namespace each).
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ def log(msg: str) -> None:
     print(f"[plugin {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def run_suite(workdir: Path, sequential: bool = False) -> dict[str, Any]:
+def run_suite(workdir: Path, mode: str = "auto") -> dict[str, Any]:
     """The suite once; `ok` only when every experiment passed and nothing was left behind."""
     from pytest_desched.config import build_config
+    from pytest_desched.experiments.lanes import decide_execution
     from pytest_desched.session import DeschedSession
+
+    asked = {"lanes": "always", "sequential": "never"}.get(mode, mode)
+    execution = decide_execution(len(SUITE), asked)
+    sequential = execution["mode"] == "sequential"
 
     config = build_config(
         {
@@ -47,7 +56,7 @@ def run_suite(workdir: Path, sequential: bool = False) -> dict[str, Any]:
         run_dir=workdir,
         artifacts=workdir / "artifacts",
     )
-    out: dict[str, Any] = {"mode": "sequential" if sequential else "concurrent", "errors": []}
+    out: dict[str, Any] = {"mode": execution["mode"], "execution": execution, "errors": []}
     marks: dict[str, float] = {}
     session = DeschedSession(config, report=log)
     t0 = time.monotonic()
@@ -59,7 +68,7 @@ def run_suite(workdir: Path, sequential: bool = False) -> dict[str, Any]:
             marks["installed"] = time.monotonic() - t0
             results = [session.run(name, WORKAROUND) for name in SUITE]
         else:  # every lane's release installs (suspended, dry run) at the same time
-            results = session.run_concurrently([(name, WORKAROUND) for name in SUITE])
+            results = session.run_concurrently([(n, WORKAROUND) for n in SUITE], mode="always")
         marks["experiments_done"] = time.monotonic() - t0
         out["experiments"] = [
             {
@@ -103,10 +112,10 @@ def run_suite(workdir: Path, sequential: bool = False) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--sequential", action="store_true")
+    ap.add_argument("--mode", choices=("auto", "lanes", "sequential"), default="auto")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="desched-suite-") as tmp:
-        data = run_suite(Path(tmp), args.sequential)
+        data = run_suite(Path(tmp), args.mode)
     args.out.write_text(json.dumps(data, indent=2, default=str) + "\n")
     log(f"suite {'ok' if data['ok'] else 'FAILED'} in {data['wall_s']}s: {data['errors'] or ''}")
     return 0 if data["ok"] else 1

@@ -1,0 +1,68 @@
+"""The floor of the suite's work, and the ratios against it (pure arithmetic, unit-tested).
+
+The floor is what the suite cannot do without on this machine, measured by the plain
+script's own steps in the same invocation (bench/plain_runbook.sh prints one `[timing]` line
+per step): a bare `kwokctl create cluster --wait` and its 3 nodes Ready, one `helm install`,
+the three rounds from `kubectl create job` to the descheduler's exit, and one namespace
+deletion where the work needs one (a cluster that stays; a discarded embedded cluster's
+namespaces go with it). Everything else either side does (checks, labels, the Deployment,
+the policy upgrade, teardown) is above the floor.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+EXPERIMENTS = ("positive", "nodefit", "pdb")
+# floor part -> the script's steps that make it (summed; a round is the Job's creation
+# through the descheduler's exit, the script's `.round` and `.round.descheduler` steps)
+PARTS: dict[str, tuple[str, ...]] = {
+    "bring_up": ("bring-up.kwokctl-create", "bring-up.nodes"),
+    "install": ("install.helm-install",),
+    **{f"round.{e}": (f"{e}.round", f"{e}.round.descheduler") for e in EXPERIMENTS},
+}
+NAMESPACE_STEPS = tuple(f"{e}.teardown.namespace" for e in EXPERIMENTS)
+
+
+def step_times(steps: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The script's `[timing]` steps as {step: seconds} (a repeated step is summed)."""
+    out: dict[str, float] = {}
+    for s in steps:
+        out[s["step"]] = out.get(s["step"], 0.0) + float(s["s"])
+    return out
+
+
+def floor_of(steps: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """One script run's floor parts; KeyError names a step the run did not time."""
+    t = step_times(steps)
+    missing = [s for part in PARTS.values() for s in part if s not in t]
+    missing += [s for s in NAMESPACE_STEPS if s not in t]
+    if missing:
+        raise KeyError(f"the plain script timed no step {missing[0]!r}")
+    out = {part: round(sum(t[s] for s in names), 3) for part, names in PARTS.items()}
+    out["rounds"] = round(sum(out[f"round.{e}"] for e in EXPERIMENTS), 3)
+    out["namespace_deletion"] = round(min(t[s] for s in NAMESPACE_STEPS), 3)
+    out["floor"] = round(out["bring_up"] + out["install"] + out["rounds"], 3)
+    out["floor_with_namespace"] = round(out["floor"] + out["namespace_deletion"], 3)
+    return out
+
+
+def median_floor(runs: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The median of every floor part over the script's runs."""
+    if not runs:
+        return {}
+    return {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
+
+
+def ratio(numerator: Sequence[float], denominator: Sequence[float] | float) -> float | None:
+    """median(numerator) / median(denominator), rounded; None without data."""
+    if not numerator:
+        return None
+    den = denominator if isinstance(denominator, float | int) else None
+    if den is None:
+        if not denominator:
+            return None
+        den = statistics.median(denominator)  # type: ignore[arg-type]
+    return round(statistics.median(numerator) / den, 3) if den else None
