@@ -96,7 +96,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         tr.line(f"chart {info['chart']}")
     for entry in results:
         tr.line(show(summary_line({k: v for k, v in entry.items() if k != "result"})))
-    for k in ("cleanup", "emergency_stop"):
+    for k in ("cleanup", "emergency_stop", "cluster_deleted"):
         if info.get(k):
             tr.line(show(f"{k}: {info[k]}"))
     if info.get("kept"):

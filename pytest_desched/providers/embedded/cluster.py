@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,13 +27,18 @@ from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider
+from pytest_desched.providers.embedded.bring_up import (
+    API_CLASSES,
+    Beside,
+    kubeconfig_written,
+    kwokctl_create_args,
+)
 from pytest_desched.providers.embedded.kubelet import (
     StandInKubelet,
     register_image,
     state_dir,
     supervisor_argv,
 )
-from pytest_desched.tools.resources import manifest_path
 from pytest_desched.tools.toolchain import Toolchain, file_lock
 
 if TYPE_CHECKING:
@@ -148,8 +154,7 @@ def owner_alive(record: dict) -> bool:
 
 class EmbeddedProvider(Provider):
     name = "embedded"
-    # stop() deletes the cluster whole and checks it (no process, no folder left): the
-    # session takes that as the cleanup proof of the labs inside (session._close).
+    # stop() deletes the cluster whole, checked: the labs' cleanup proof (session._close)
     deletion_is_cleanup_proof = True
 
     def __init__(
@@ -217,7 +222,7 @@ class EmbeddedProvider(Provider):
     def start(self) -> Cluster:
         t0 = time.monotonic()
         reap_stale(self.toolchain, self.root, self.report)
-        bins = self.toolchain.ensure([*CONTROL_PLANE_TOOLS, "kwokctl", "kubectl", "helm"])
+        bins = self.toolchain.ensure([*CONTROL_PLANE_TOOLS, "kwokctl"])  # what kwokctl needs
         self.timings["tools_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         become_subreaper()
@@ -228,61 +233,19 @@ class EmbeddedProvider(Provider):
         owners = self.root / "owners"
         owners.mkdir(exist_ok=True)
         (owners / f"{self.cluster_name}.json").write_text(json.dumps(owner))
-        create = [
-            "create",
-            "cluster",
-            "--name",
-            self.cluster_name,
-            "--runtime",
-            "binary",
-            "--kubeconfig",
-            "",
-            "-c",
-            str(manifest_path("kwok-stages.yaml")),
-            "--kube-apiserver-binary",
-            str(bins["kube-apiserver"]),
-            "--kube-controller-manager-binary",
-            str(bins["kube-controller-manager"]),
-            "--kube-scheduler-binary",
-            str(bins["kube-scheduler"]),
-            "--kwok-controller-binary",
-            str(bins["kwok"]),
-            "--etcd-binary",
-            str(bins["etcd"]),
-            # kube-controller-manager at its default 20 QPS needs ~5 s to empty a namespace
-            "--disable-qps-limits",
-            # kwok's Logs objects let `kubectl logs` read a finished round pod's output
-            "--enable-crds=Logs",
-            # the API server's own record of every eviction request (pytest_desched.providers.audit_log);
-            # kwokctl writes it to <cluster>/logs/audit.log
-            "--kube-audit-policy",
-            str(manifest_path("audit-policy.yaml")),
-            # kwok manages only nodes carrying KWOK_NODE_ANNOTATION (every node made here
-            # does), not all nodes: taking the annotation off stops that node's heartbeat,
-            # so a fault can hold it NotReady (kwok's node-initialize Stage would re-ready a
-            # node it manages at once). See providers/embedded/faults.py.
-            "--extra-args",
-            "kwok-controller=manage-all-nodes=false",
-            "--extra-args",
-            f"kwok-controller=manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-            "--wait",
-            f"{int(self.wait_timeout)}s",
-        ]
-        # kwokctl picks free ports when it creates a cluster; two creations at once (xdist
-        # workers) can pick the same ones, so creations are serialized across processes.
-        with file_lock(self.root / "create.lock"):
-            try:
-                self._kwokctl(*create, timeout=self.wait_timeout + 60)
-            except (subprocess.TimeoutExpired, CommandError) as exc:
-                tails = []  # the cluster dir is removed on failure: keep what its logs said
-                for log in sorted((self.cluster_dir / "logs").glob("*.log")):
-                    lines = log.read_text(errors="replace").splitlines()[-3:]
-                    tails.append(f"--- {log.name}\n" + "\n".join(line[:300] for line in lines))
-                raise ProviderError(
-                    f"kwokctl could not start cluster {self.cluster_name} within "
-                    f"{self.wait_timeout + 60:.0f}s: {str(exc)[-600:]}\n" + "\n".join(tails)
-                ) from None
+        create = kwokctl_create_args(
+            self.cluster_name, bins, int(self.wait_timeout), KWOK_NODE_ANNOTATION
+        )
+        # While kwokctl brings the control plane up (mostly waiting), the rest of the
+        # bring-up's own work goes on beside it (_beside_kwokctl).
+        side = Beside(self._beside_kwokctl, name="desched-bring-up")
+        try:
+            self._create(create)
+        finally:
+            kubelet = side.join()  # after kwokctl (failed or not); the side's error raises
         self.timings["control_plane_s"] = time.monotonic() - t1
+        from pytest_desched.kube import WaitTimeout, bound_requests, wait_nodes_ready
+
         if self.kubeconfig_dir is not None:
             self.kubeconfig_dir.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.kubeconfig, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -306,13 +269,12 @@ class EmbeddedProvider(Provider):
             else f"embedded: kwokctl created no audit log at {self.audit_log}",
         )
         t2 = time.monotonic()
-        from pytest_desched.kube import WaitTimeout, bound_requests, wait_nodes_ready
-
         # This provider's faults (faults.py) stop etcd and kube-apiserver: a call must fail
         # within seconds then, not hang on the API server's own 60 s request timeout.
         bound_requests(cluster.api_client)
 
-        kubelet = self._start_kubelet(bins_descheduler=self.toolchain.path("descheduler"))
+        if kubelet is None:  # kwokctl wrote its kubeconfig only at the end
+            kubelet = self._start_kubelet(self.toolchain.path("descheduler"))
         for i, n in enumerate(names):
             cluster.core.create_node(node_manifest(n, f"zone-{'abc'[i % 3]}", self.node_spec))
         try:
@@ -330,6 +292,40 @@ class EmbeddedProvider(Provider):
         self.cluster = cluster
         return cluster
 
+    def _beside_kwokctl(self, done: threading.Event) -> subprocess.Popen[bytes] | None:
+        """The other tools, the API client's imports, and the stand-in kubelet's start (its
+        Python and imports) once kwokctl wrote the kubeconfig; the kubelet retries until the
+        API server answers. None: kwokctl ended first (start() then starts the kubelet)."""
+        self.toolchain.ensure(["kubectl", "helm", "descheduler"])
+        from kubernetes import client
+
+        import pytest_desched.kube  # noqa: F401
+
+        for api in API_CLASSES:  # kubernetes 37 builds each API's models on first use (seconds)
+            getattr(client, api)
+        kubeconfig = self.cluster_dir / "kubeconfig.yaml"
+        while not kubeconfig_written(kubeconfig):
+            if done.wait(0.02):  # kwokctl ended: its outcome decides in start()
+                return None
+        return self._start_kubelet(self.toolchain.path("descheduler"))
+
+    def _create(self, create: list[str]) -> None:
+        """`kwokctl create cluster`; ProviderError with the components' last log lines."""
+        # kwokctl picks free ports when it creates a cluster; two creations at once (xdist
+        # workers) can pick the same ones, so creations are serialized across processes.
+        with file_lock(self.root / "create.lock"):
+            try:
+                self._kwokctl(*create, timeout=self.wait_timeout + 60)
+            except (subprocess.TimeoutExpired, CommandError) as exc:
+                tails = []  # the cluster dir is removed on failure: keep what its logs said
+                for log in sorted((self.cluster_dir / "logs").glob("*.log")):
+                    lines = log.read_text(errors="replace").splitlines()[-3:]
+                    tails.append(f"--- {log.name}\n" + "\n".join(line[:300] for line in lines))
+                raise ProviderError(
+                    f"kwokctl could not start cluster {self.cluster_name} within "
+                    f"{self.wait_timeout + 60:.0f}s: {str(exc)[-600:]}\n" + "\n".join(tails)
+                ) from None
+
     def component_report(self, component: str, lines: int = 5) -> str:
         """Whether a kwokctl-run component is alive, and its log's last lines (diagnostics)."""
         pid_file = self.cluster_dir / "pids" / f"{component}.pid"
@@ -343,7 +339,7 @@ class EmbeddedProvider(Provider):
         tail = log.read_text(errors="replace").splitlines()[-lines:] if log.is_file() else []
         return state + "; last log lines:\n" + "\n".join(t[:300] for t in tail)
 
-    def _start_kubelet(self, bins_descheduler: Path) -> subprocess.Popen[bytes]:
+    def _start_kubelet(self, descheduler: Path) -> subprocess.Popen[bytes]:
         """The cluster's supervised stand-in kubelet: runs every descheduler Job's pod.
 
         It lives as long as the cluster (a kept one too) in a session of its own; its command
@@ -355,7 +351,7 @@ class EmbeddedProvider(Provider):
 
         version = self.toolchain.groups["descheduler"].version  # a release may add its own
         image = descheduler_image(self.toolchain.versions, version)
-        register_image(self.cluster_dir, image, bins_descheduler)
+        register_image(self.cluster_dir, image, descheduler)
         with open(sdir / "kubelet.log", "ab") as log:
             proc = subprocess.Popen(
                 supervisor_argv(self.cluster_dir / "kubeconfig.yaml", self.cluster_dir),

@@ -1,0 +1,100 @@
+"""Bring-up pieces: kwokctl's create command line, and work run beside it in a thread."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from pytest_desched.tools.resources import manifest_path
+
+T = TypeVar("T")
+# The API clients a session uses right after bring-up (Cluster.core, apps, batch, policy).
+API_CLASSES = ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api")
+
+
+class Beside(Generic[T]):
+    """Runs `work(stop)` in a daemon thread at once; `stop` is set when the caller is done.
+
+    The caller's own work stays in the calling thread, so a Ctrl-C there interrupts it as
+    before (a subprocess it waits on is killed); `join` then hands back the side's result, or
+    raises the side's exception in the caller.
+    """
+
+    def __init__(self, work: Callable[[threading.Event], T], name: str) -> None:
+        self.stop = threading.Event()
+        self._result: T | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, work: Callable[[threading.Event], T]) -> None:
+        try:
+            self._result = work(self.stop)
+        except BaseException as exc:  # handed to the caller at join
+            self._error = exc
+
+    def join(self) -> T | None:
+        """Tell the side the caller is done, wait for it, and return (or raise) its outcome."""
+        self.stop.set()
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+
+def kubeconfig_written(path: Path) -> bool:
+    """kwokctl has written the cluster's kubeconfig whole (the kubelet then can load it)."""
+    import yaml
+
+    try:
+        return bool((yaml.safe_load(path.read_text()) or {}).get("current-context"))
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+
+
+def kwokctl_create_args(
+    name: str, bins: Mapping[str, Path], wait_s: int, annotation: str
+) -> list[str]:
+    """`kwokctl create cluster` as the embedded provider runs it (binary runtime, our tools)."""
+    return [
+        "create",
+        "cluster",
+        "--name",
+        name,
+        "--runtime",
+        "binary",
+        "--kubeconfig",
+        "",
+        "-c",
+        str(manifest_path("kwok-stages.yaml")),
+        "--kube-apiserver-binary",
+        str(bins["kube-apiserver"]),
+        "--kube-controller-manager-binary",
+        str(bins["kube-controller-manager"]),
+        "--kube-scheduler-binary",
+        str(bins["kube-scheduler"]),
+        "--kwok-controller-binary",
+        str(bins["kwok"]),
+        "--etcd-binary",
+        str(bins["etcd"]),
+        # kube-controller-manager at its default 20 QPS needs ~5 s to empty a namespace
+        "--disable-qps-limits",
+        # kwok's Logs objects let `kubectl logs` read a finished round pod's output
+        "--enable-crds=Logs",
+        # the API server's own record of every eviction request (pytest_desched.providers.audit_log);
+        # kwokctl writes it to <cluster>/logs/audit.log
+        "--kube-audit-policy",
+        str(manifest_path("audit-policy.yaml")),
+        # kwok manages only nodes carrying KWOK_NODE_ANNOTATION (every node made here
+        # does), not all nodes: taking the annotation off stops that node's heartbeat,
+        # so a fault can hold it NotReady (kwok's node-initialize Stage would re-ready a
+        # node it manages at once). See providers/embedded/faults.py.
+        "--extra-args",
+        "kwok-controller=manage-all-nodes=false",
+        "--extra-args",
+        f"kwok-controller=manage-nodes-with-annotation-selector={annotation}=fake",
+        "--wait",
+        f"{wait_s}s",
+    ]
