@@ -3,12 +3,13 @@
     desched tools [TOOL ...] [--descheduler-version V]   build or find the pinned binaries
     desched up [--workers N] ...                           a kept cluster with the release
     desched down [NAME ...] [--all]                        delete kept embedded clusters
-    desched run [EXPERIMENT ...] [--variant V] ...         experiments, with the same evidence
+    desched run [EXPERIMENT ...] [--variant V] [--cycles K] experiments, with the same evidence
     desched lint [FILE...] [-f VALUES...] [--fail-on F]    the policy that will run, linted
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
     desched snapshot --context NAME --output-file snap.yaml   a read-only cluster snapshot
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
     desched list                                           the experiments, variants, strategies
+    desched explain POD --record FILE                      a pod's fate in every cycle, and why
     desched version (or --version)                         this tool, its pins, the descheduler
 
 Every subcommand takes `-o text|json|yaml|md` (lint also sarif): machine-readable output on
@@ -251,9 +252,13 @@ def cmd_down(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from pytest_desched.evidence.summary import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
+    from pytest_desched.experiments.cycles import check_cycles
     from pytest_desched.session import DeschedSession
 
     names = args.experiments or ["positive", "nodefit", "pdb"]
+    cycles = check_cycles(args.cycles, "--cycles")  # before any cluster
+    if args.parallel and (cycles > 1 or args.no_loop):
+        raise ConfigError("--cycles/--no-loop with --parallel: not supported; drop --parallel")
     for n in names:
         try:
             lookup(n)
@@ -277,7 +282,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                 on_record=lambda rec: by_name[_experiment_of(rec, names)].append(rec),
             )
         else:
-            ran = [session.run(n, variant=args.variant, on_record=by_name[n].append) for n in names]
+            more = {"cycles": cycles} if cycles > 1 else {}
+            more |= {"no_loop": True} if args.no_loop else {}
+            ran = [
+                session.run(n, variant=args.variant, on_record=by_name[n].append, **more)
+                for n in names
+            ]
         for n, result in zip(names, ran, strict=True):
             rounds = by_name[n]
             session.failed |= result.outcome in ("fail", "error")
@@ -469,6 +479,14 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from pytest_desched.evidence.explain import explain, load, to_text
+
+    x = explain(args.pod, load(args.record))
+    out.emit(out.render(x, args.output, text=lambda: to_text(x)))
+    return EXIT_OK
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from pytest_desched.experiments.catalogue import catalogue
 
@@ -528,6 +546,18 @@ def parser() -> argparse.ArgumentParser:
         "needs two workers per experiment: the embedded cluster gets them) where lanes pay: "
         "the engine picks lanes or one after another from the CPU count and the load and "
         "records which and why (session/execution.json)",
+    )
+    r.add_argument(
+        "--cycles",
+        default=1,
+        metavar="K",
+        help="K descheduling cycles (1..50): K Jobs from the suspended CronJob, the lab settled "
+        "between them; every fate per cycle in the record",
+    )
+    r.add_argument(
+        "--no-loop",
+        action="store_true",
+        help="fail the experiment when the eviction-loop detector finds a loop in the K cycles",
     )
     _add_config_options(r, "run")
     r.add_argument(
@@ -594,6 +624,16 @@ def parser() -> argparse.ArgumentParser:
         help="charts and policies only: no cluster, no experiments (a CI pre-check)",
     )
     out.add_output(c, default="md", aliases={"--json": "json"})
+    ex = command("explain", cmd_explain, "one pod's fate in every cycle, its layer and reason")
+    ex.add_argument("pod", metavar="POD", help="pod name or namespace/name")
+    ex.add_argument(
+        "--record",
+        required=True,
+        metavar="FILE",
+        help="cycles.json, an experiment's evidence folder, a <round>.json record, or a replay "
+        "ledger (desched replay ... -o json)",
+    )
+    out.add_output(ex)
     from pytest_desched.replay.cli import add_parsers  # desched snapshot / desched replay
 
     add_parsers(sub)

@@ -404,6 +404,8 @@ class DeschedSession:
         why: str = "caller override",
         release: Release | None = None,
         defer_release: bool = False,
+        cycles: int = 1,
+        no_loop: bool = False,
     ) -> ExperimentContext:
         """An ExperimentContext, every input checked before anything changes.
 
@@ -414,7 +416,12 @@ class DeschedSession:
         from pytest_desched.descheduler.chart import Release as _Release
         from pytest_desched.descheduler.policy import Policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
+        from pytest_desched.experiments.cycles import check_cycles
         from pytest_desched.lab.inputs import LabInputError, check_lab_inputs
+
+        cycles = check_cycles(cycles)  # K in 1..50, before anything (a namespace) is taken
+        if not isinstance(no_loop, bool):
+            raise ConfigError(f"no_loop {no_loop!r}: give true or false")
 
         # defer_release: the caller sets `prepare_release` (run_concurrently installs the
         # releases while the labs are arranged); nothing reads ctx.release before it ran.
@@ -467,6 +474,8 @@ class DeschedSession:
             keep_lab=False,
             policy_label=label,
             inputs=self.inputs.evidence(),
+            cycles=cycles,
+            no_loop=no_loop,
         )
 
     def fresh_namespace(self) -> str:

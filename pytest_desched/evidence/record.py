@@ -92,6 +92,9 @@ class RoundRecord:
     # The user's inputs (descheduler.inputs): which policy and Helm values files ran (file
     # names and sha256 digests, never contents) and the lab's flags on top of them.
     inputs: dict[str, Any] | None = None
+    # In a multi-cycle run (experiments/cycles.py): this round's cycle, its number `cycle` of
+    # `of`, every lab pod's fate, who left which node and who appeared where.
+    cycle: dict[str, Any] | None = None
 
     @property
     def events_by_reason(self) -> dict[str, list[str]]:

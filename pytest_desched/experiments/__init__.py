@@ -49,6 +49,7 @@ __all__ = [
     "assertions",
     "lab_policy",
     "lookup",
+    "loops",
     "minpodage",
     "nodefit",
     "pdb",
@@ -58,3 +59,6 @@ __all__ = [
     "strategies",
     "strategy_policy",
 ]
+
+# After the runbook's and the strategies' experiments: `desched list` shows them in this order.
+from pytest_desched.experiments import loops

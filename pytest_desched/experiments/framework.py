@@ -138,6 +138,10 @@ class ExperimentResult:
     duration_s: float = 0.0
     classification: dict[str, Any] = field(default_factory=dict)
     known_bugs: dict[str, str] = field(default_factory=dict)
+    # Multi-cycle runs (experiments/cycles.py): each cycle's fates and the loop detector's
+    # verdict (evidence/loops.py LoopVerdict.to_dict()); one entry for a one-cycle run.
+    cycles: list[dict[str, Any]] = field(default_factory=list)
+    loops: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[Check]:
@@ -172,6 +176,8 @@ class ExperimentResult:
             "notes": self.notes,
             "classification": self.classification,
             "known_bugs": self.known_bugs,
+            "cycles": len(self.cycles),
+            "loops": self.loops,
         }
 
 
@@ -213,6 +219,10 @@ class ExperimentContext:
     # Which policy and Helm values the user gave (descheduler.inputs.UserInputs.evidence():
     # file names and sha256 digests, the lab's flags on top); every round record carries it.
     inputs: dict[str, Any] | None = None
+    # K descheduling cycles (experiments/cycles.py: K Jobs, the lab settled between them) and
+    # whether "no eviction loop in K cycles" is a check of this run.
+    cycles: int = 1
+    no_loop: bool = False
 
     def lab(self) -> Lab:
         from pytest_desched.tools.versions import load_versions
@@ -687,6 +697,7 @@ class Experiment:
     title: ClassVar[str] = ""  # the records' name: "positive-affinity-migration"
     default_variant: ClassVar[str] = "runbook"
     keep_min_pod_age: ClassVar[bool] = False  # run with the runbook's unmodified minPodAge
+    default_cycles: ClassVar[int] = 1  # K when the caller asks for none (experiments/cycles.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -713,6 +724,12 @@ class Experiment:
     def assess(self) -> None:
         """Add checks; set each round view's `replacement` and `extra` for its record."""
 
+    def between_cycles(self, cycle: int) -> None:
+        """A multi-cycle run calls this before cycle 2..K (lab changes between cycles)."""
+
+    def after_cycles(self) -> None:
+        """After the last cycle and the loop verdict (`result.cycles`, `result.loops`)."""
+
 
 def lookup(experiment: str | type[Experiment]) -> type[Experiment]:
     """A registered experiment by name, or an Experiment subclass as it is."""
@@ -731,13 +748,16 @@ def run_experiment(
     On anything but a pass or an expected failure the executor is stopped first (runbook:
     emergency stop) and the lab's logs, events and pods are kept as artifacts.
     """
+    from pytest_desched.experiments.cycles import run_cycles
+
     cls = lookup(experiment)
     r = Runner(ctx, cls.title or cls.name, variant or cls.default_variant)
     exp = cls(r)
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("arrange", lambda: _arrange_beside_policy(r, exp)),
         ("act", exp.act),
-        ("assess", lambda: (exp.assess(), r.check_no_rollout())),
+        ("assess", exp.assess),
+        ("cycles", lambda: (run_cycles(r, exp), r.check_no_rollout())),
         ("record", lambda: [r.record(view) for view in r.views]),
         ("classify", r.finish),
     ]

@@ -41,14 +41,24 @@ class ObjectSteps(NodeSteps):
     """The runbook's spread-demo Deployment and `apply(...)` of lab objects as values."""
 
     # -- the runbook's workload ---------------------------------------------
-    def deployment_manifest(self, affinity: bool = True) -> dict[str, Any]:
-        """The runbook's spread-demo: pause pods, opt-in label, required affinity to the pool."""
+    def deployment_manifest(self, affinity: bool = True, preferred: bool = False) -> dict[str, Any]:
+        """The runbook's spread-demo: pause pods, opt-in label, required affinity to the pool
+        (`preferred`: the same term as preferredDuringScheduling, weight 100, upstream #1707)."""
         labels = {"app": self.app, OPT_IN_LABEL: "true"}
         spec: dict[str, Any] = {
             "containers": [{"name": "pause", "image": self.image}],
             "terminationGracePeriodSeconds": 30,
         }
-        if affinity:
+        if affinity and preferred:
+            term = {"key": POOL_LABEL, "operator": "In", "values": [self.pool]}
+            spec["affinity"] = {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "preference": {"matchExpressions": [term]}}
+                    ]
+                }
+            }
+        elif affinity:
             spec["affinity"] = {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -73,9 +83,9 @@ class ObjectSteps(NodeSteps):
             },
         }
 
-    def deploy(self, affinity: bool = True) -> Snapshot:
+    def deploy(self, affinity: bool = True, preferred: bool = False) -> Snapshot:
         self.cluster.apps.create_namespaced_deployment(
-            self.namespace, self.deployment_manifest(affinity)
+            self.namespace, self.deployment_manifest(affinity, preferred)
         )
         self._objects.append(("Deployment", self.namespace, self.app))
         return self.wait_ready(self.replicas)

@@ -300,6 +300,7 @@ def test_a_pass_keeps_the_executor_and_records_the_policy(
         "arrange",
         "act",
         "assess",
+        "cycles",  # cycles 2..K (none here) and the no-rollout check over all of them
         "record",
         "classify",
         "lab_teardown",

@@ -1,0 +1,196 @@
+"""`desched explain POD`: one pod's fate in every cycle, the deciding layer and the reason.
+
+Reads what a run left, with no cluster: an experiment's `cycles.json` (experiments/cycles.py),
+its evidence folder, one round record (`<round>.json`), or a replay ledger (`desched replay
+... -o json`). Every row comes from the descheduler's own log as the record parsed it; a
+cycle with no log line about the pod says so (no strategy selected it) instead of guessing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_desched.errors import ConfigError
+
+NOT_PICKED = "no log line names it: no strategy selected it"
+
+
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--record {path}: cannot read it ({exc.__class__.__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"--record {path}: not JSON (line {exc.lineno}); give cycles.json, a <round>.json "
+            "record or a replay ledger (desched replay ... -o json)"
+        ) from None
+
+
+def _entry_of_record(rec: Mapping[str, Any], n: int) -> dict[str, Any]:
+    """A round record as a cycle entry (its `cycle` when a multi-cycle run wrote it)."""
+    if isinstance(rec.get("cycle"), Mapping):
+        return dict(rec["cycle"])
+    fates = [
+        {
+            "pod": d.get("namespace", "") + "/" + d.get("name", ""),
+            "node": d.get("node"),
+            **{k: d.get(k) for k in ("fate", "layer", "strategy", "reason", "status_code")},
+            "checks": d.get("checks") or [],
+            "message": d.get("message"),
+        }
+        for d in rec.get("decisions") or []
+    ]
+    return {
+        "cycle": n,
+        "round": rec.get("round_name"),
+        "deciding_layer": rec.get("deciding_layer"),
+        "fates": fates,
+    }
+
+
+def _entries_of_ledger(led: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rounds = led.get("rounds") or []
+    entries = []
+    for i, rnd in enumerate(rounds or [{}]):
+        fates = []
+        for row in led.get("rows") or []:
+            fs = row.get("fates") or []
+            if i < len(fs):
+                f = fs[i]
+                fates.append(
+                    {
+                        "pod": row.get("pod"),
+                        "node": row.get("node"),
+                        "fate": f.get("fate"),
+                        "layer": f.get("layer"),
+                        "strategy": f.get("strategy"),
+                        "reason": f.get("detail") or None,
+                        "status_code": f.get("status_code"),
+                        "checks": f.get("checks") or [],
+                        "owner_ref": row.get("owner"),
+                    }
+                )
+        entries.append({"cycle": i + 1, "round": (rnd or {}).get("name"), "fates": fates})
+    return entries
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """{"source", "experiment", "cycles": [entries], "loops"} from any file a run leaves."""
+    p = Path(path)
+    if p.is_dir():
+        if (p / "cycles.json").is_file():
+            return load(p / "cycles.json")
+        recs = [_read(f) for f in sorted(p.glob("*.json"))]
+        recs = [r for r in recs if isinstance(r, Mapping) and "round_name" in r]
+        if not recs:
+            raise ConfigError(f"--record {p}: no cycles.json and no round record in it")
+        recs.sort(key=lambda r: r.get("started_s") or 0)
+        entries = [_entry_of_record(r, i) for i, r in enumerate(recs, 1)]
+        return {"source": str(p), "experiment": recs[0].get("experiment"), "cycles": entries}
+    data = _read(p)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"--record {p}: a JSON {type(data).__name__}, not a record object")
+    if isinstance(data.get("cycles"), list):
+        return {"source": str(p), **data}
+    if "round_name" in data:
+        entry = _entry_of_record(data, 1)
+        return {"source": str(p), "experiment": data.get("experiment"), "cycles": [entry]}
+    led = data.get("ledger") if isinstance(data.get("ledger"), Mapping) else data
+    if isinstance(led.get("rows"), list):
+        return {"source": str(p), "experiment": "replay", "cycles": _entries_of_ledger(led)}
+    raise ConfigError(
+        f"--record {p}: neither cycles.json, a round record nor a replay ledger; give one of them"
+    )
+
+
+def _match(pod: str, key: str) -> bool:
+    return key == pod or key.rsplit("/", 1)[-1] == pod
+
+
+def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod's row in every cycle; a one-line ConfigError when no cycle knows the pod."""
+    cycles = run.get("cycles") or []
+    known: list[str] = []
+    key = None
+    for c in cycles:
+        for group in ("fates", "pods_before", "pods_after", "arrived"):
+            for x in c.get(group) or []:
+                k = x.get("pod") or x.get("key")
+                if k and k not in known:
+                    known.append(k)
+                if k and key is None and _match(pod, k):
+                    key = k
+    if key is None:
+        few = ", ".join(known[:6]) + (" ..." if len(known) > 6 else "")
+        raise ConfigError(f"pod {pod!r}: not in {run.get('source')}; pods there: {few or 'none'}")
+    rows, owner, gone_in = [], None, None
+    for c in cycles:
+        n = c.get("cycle")
+        fate = next((f for f in c.get("fates") or [] if f.get("pod") == key), None)
+        before = next((p for p in c.get("pods_before") or [] if p.get("key") == key), None)
+        owner = owner or (before or {}).get("owner_ref") or (fate or {}).get("owner_ref")
+        row: dict[str, Any] = {"cycle": n, "round": c.get("round")}
+        if fate is not None:
+            why = fate.get("reason") or ""
+            if fate.get("checks"):
+                why = (why + " " if why else "") + "checks: " + ", ".join(fate["checks"])
+            if fate.get("status_code"):
+                why = f"HTTP {fate['status_code']} " + why
+            row |= {
+                "node": fate.get("node") or (before or {}).get("node"),
+                "fate": fate.get("fate"),
+                "layer": fate.get("layer"),
+                "strategy": fate.get("strategy"),
+                "reason": why.strip() or fate.get("message") or "",
+            }
+            if fate.get("fate") == "evicted":
+                gone_in = n
+                new = [
+                    f"{a['key']} on {a.get('node')}"
+                    for a in c.get("arrived") or []
+                    if owner and a.get("owner_ref") == owner
+                ]
+                if new:
+                    row["reason"] += (
+                        ("; " if row["reason"] else "") + "replaced by " + ", ".join(new)
+                    )
+        elif before is not None:
+            row |= {"node": before.get("node"), "fate": "not-picked", "layer": "policy"}
+            row["reason"] = NOT_PICKED
+        elif gone_in is not None:
+            row |= {"fate": "gone", "reason": f"evicted in cycle {gone_in}"}
+        elif "pods_before" not in c:
+            row |= {"fate": "not-picked", "layer": "policy", "reason": NOT_PICKED}
+        else:
+            arrived = next((a for a in c.get("arrived") or [] if a.get("key") == key), None)
+            row |= {"fate": "absent", "reason": "not in the lab before this cycle"}
+            if arrived:
+                row["reason"] = f"created during this cycle on {arrived.get('node')}"
+        rows.append(row)
+    return {
+        "pod": key,
+        "owner": owner,
+        "experiment": run.get("experiment"),
+        "source": run.get("source"),
+        "cycles": rows,
+        "loops": run.get("loops") or {},
+    }
+
+
+def to_text(x: Mapping[str, Any]) -> str:
+    """One screen: a header, one line a cycle, the loop verdict."""
+    from pytest_desched.render import table
+
+    cols = {"cycle": "CYCLE", "node": "NODE", "fate": "FATE", "layer": "DECIDING LAYER"}
+    cols |= {"strategy": "STRATEGY", "reason": "REASON"}
+    head = f"pod {x['pod']}" + (f" (owner {x['owner']})" if x.get("owner") else "")
+    head += f" in {x.get('experiment') or '?'}, {len(x['cycles'])} cycle(s), from {x['source']}"
+    lines = [head, table(x["cycles"], cols, "text")]
+    loops = x.get("loops") or {}
+    if loops:
+        lines.append(f"loop detector: {loops.get('summary')}")
+    return "\n".join(lines)

@@ -1,0 +1,199 @@
+"""Multi-cycle runs: K descheduling cycles as K Jobs from the suspended CronJob, and each fate.
+
+Why K Jobs and not one long-running descheduler with `--descheduling-interval`: the runbook
+allows evictions only through Jobs created from the suspended CronJob, and the chart renders
+no interval (one cycle per Job, CONTEXT.md); a Job per cycle gives each cycle its own log,
+Job UID, audit window and record, so every fate is tied to its cycle by construction, not by
+splitting one log on timestamps. It is also the faster path here: between two Jobs the lab
+waits only until it has settled (the replacements Ready, the PDB's status caught up, what a
+CronJob's next tick would find), where an interval is a fixed sleep the descheduler takes.
+
+The experiment's own `act`/`assess` run (and judge) cycle 1; cycles 2..K follow with the
+experiment's `between_cycles(n)` hook before each, then the loop detector
+(evidence/loops.py) reads every cycle. `ExperimentContext.no_loop` makes "no eviction loop
+in K cycles" a check.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched.descheduler.decisions import Fate, decide
+from pytest_desched.errors import ConfigError, WaitTimeout
+from pytest_desched.evidence.loops import cycles_from_records, detect
+from pytest_desched.kube import wait_for
+
+if TYPE_CHECKING:
+    from pytest_desched.experiments.framework import Experiment, RoundView, Runner
+    from pytest_desched.lab import Snapshot
+    from pytest_desched.lab.snapshot import PodInfo
+
+MIN_CYCLES, MAX_CYCLES = 1, 50
+
+
+def check_cycles(value: Any, name: str = "cycles") -> int:
+    """K as an int in 1..50, or a one-line ConfigError (before anything changes)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConfigError(f"{name} {value!r}: not a number; give K in {MIN_CYCLES}..{MAX_CYCLES}")
+    try:
+        k = int(value)
+    except ValueError:
+        raise ConfigError(
+            f"{name} {value!r}: not a number; give K in {MIN_CYCLES}..{MAX_CYCLES}"
+        ) from None
+    if not MIN_CYCLES <= k <= MAX_CYCLES:
+        raise ConfigError(
+            f"{name} {k}: out of range; give K in {MIN_CYCLES}..{MAX_CYCLES} "
+            "(each cycle is one descheduler Job)"
+        )
+    return k
+
+
+def owner_ref(p: PodInfo) -> str:
+    """What a replacement shares with the pod it replaces: namespace/Kind/name of its owner."""
+    return f"{p.namespace}/{p.owner_kind or '-'}/{p.owner or p.name}"
+
+
+def pod_row(p: PodInfo) -> dict[str, Any]:
+    return {
+        "key": p.key,
+        "uid": p.uid,
+        "node": p.node,
+        "owner_ref": owner_ref(p),
+        "ready": p.ready,
+        "phase": p.phase,
+    }
+
+
+def observe(
+    cycle: int, view: RoundView, after: Snapshot, settled: bool | None, note: str = ""
+) -> dict[str, Any]:
+    """One cycle's entry: every lab pod's fate (deciding layer, strategy, reason), who left
+    which node, who appeared where, and the pods before and after."""
+    before = {p.key: p for p in view.before.live}
+    before_uids = {p.uid for p in view.before.pods}
+    fates = [
+        {
+            "pod": d.key,
+            "uid": before[d.key].uid if d.key in before else None,
+            "node": d.node or (before[d.key].node if d.key in before else None),
+            "fate": d.fate.value,
+            "layer": d.layer.value,
+            "strategy": d.strategy,
+            "reason": d.reason,
+            "status_code": d.status_code,
+            "checks": list(d.checks),
+            "message": d.message,
+        }
+        for d in view.decisions
+    ]
+    evicted = [
+        pod_row(before[d.key])
+        for d in view.decisions
+        if d.fate == Fate.EVICTED and d.key in before  # else: only in `fates`
+    ]
+    arrived = [pod_row(p) for p in after.live if p.uid not in before_uids]
+    verdict = decide(view.decisions, view.rnd.result.skipped)
+    return {
+        "cycle": cycle,
+        "round": view.rnd.name,
+        "job_uid": view.rnd.job_uid,
+        "verdict": verdict.verdict,
+        "deciding_layer": verdict.label,
+        "skipped": view.rnd.result.skipped,
+        "fates": fates,
+        "evicted": evicted,
+        "arrived": arrived,
+        "pods_before": [pod_row(p) for p in view.before.live],
+        "pods_after": [pod_row(p) for p in after.live],
+        "settled": settled,
+        "note": note,
+    }
+
+
+def settle(runner: Runner, before: Snapshot, timeout: float) -> tuple[Snapshot, bool, str]:
+    """Wait until the lab is what the next CronJob tick would find: as many live pods as
+    before the round, none terminating, no more Pending than before, and the PDB's status
+    caught up with the Ready pods it covers. Not settling is recorded, never hidden."""
+    lab = runner.lab
+    want, pending = len(before.live), len(before.pending())
+
+    def done(s: Snapshot) -> bool:
+        if any(p.deleting for p in s.pods) or len(s.live) < want or len(s.pending()) > pending:
+            return False
+        pdb = s.pdb
+        if pdb is None:
+            return True
+        covered = [p for p in s.ready() if p.workload == lab.app]
+        return pdb["observedGeneration"] == pdb["generation"] and pdb["currentHealthy"] == len(
+            covered
+        )
+
+    def seen(s: Snapshot) -> str:
+        return (
+            f"pods {[(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods]}, pdb {s.pdb}"
+        )
+
+    try:
+        return (
+            wait_for("the lab to settle between cycles", lab.snapshot, done, timeout, seen),
+            True,
+            "",
+        )
+    except WaitTimeout as exc:
+        return lab.snapshot(), False, str(exc)
+
+
+def run_cycles(runner: Runner, exp: Experiment) -> None:
+    """Cycles 2..K after the experiment's own, each fate kept; then the loop verdict."""
+    ctx, result = runner.ctx, runner.result
+    k = ctx.cycles if ctx.cycles > 1 else max(1, exp.default_cycles)
+    own = list(runner.views)  # the experiment's own rounds are cycles 1..m
+    if not own:
+        return
+    entries: list[dict[str, Any]] = []
+    if k > 1:  # the CronJob keeps 3 finished Jobs (successfulJobsHistoryLimit): read each now
+        for view in own:
+            view.rnd.settle(ctx.cluster)
+    for i, view in enumerate(own, 1):
+        if i < len(own):
+            after, ok, note = own[i].before, None, ""
+        elif k > len(own):
+            after, ok, note = settle(runner, view.before, ctx.recovery_timeout)
+        else:
+            after, ok, note = runner.lab.snapshot(), None, ""
+        entries.append(observe(i, view, after, ok, note))
+    base = own[0].rnd.name
+    for n in range(len(own) + 1, k + 1):
+        exp.between_cycles(n)
+        runner.stop_recording()  # the previous cycle's watches: each cycle has its own
+        t0 = time.monotonic()
+        view = runner.run_round(f"{base}-c{n}")
+        after, ok, note = settle(runner, view.before, ctx.recovery_timeout)
+        view.rnd.settle(ctx.cluster)  # before a later cycle's Job pushes it out of the history
+        entries.append(observe(n, view, after, ok, note))
+        result.timings[f"cycle_{n}"] = round(time.monotonic() - t0, 3)
+    verdict = detect(cycles_from_records(entries))
+    result.cycles = entries
+    result.loops = verdict.to_dict()
+    if k > 1:  # a one-cycle run keeps its records and count as they were
+        result.evictions = sum(len(e["evicted"]) for e in entries)
+        for view, entry in zip(runner.views, entries, strict=False):
+            view.extra["cycle"] = {**entry, "of": k}
+        result.notes.append(f"{k} cycles: {verdict.summary()}")
+    if k > 1 and ctx.evidence is not None:  # `desched explain POD --record .../cycles.json`
+        ctx.evidence.write_json(
+            runner.label,
+            "cycles",
+            {"experiment": runner.label, "cycles": entries, "loops": result.loops},
+            max_bytes=4 << 20,
+        )
+    if ctx.no_loop:
+        runner.check(
+            "no-eviction-loop",
+            f"no eviction loop in {k} cycle(s) (evidence/loops.py)",
+            verdict.silent,
+            verdict.summary(),
+        )
+    exp.after_cycles()

@@ -1,0 +1,166 @@
+"""K is refused outside 1..50 before anything changes; `desched explain` reads what runs leave."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_desched import cli
+from pytest_desched.errors import ConfigError
+from pytest_desched.evidence.explain import explain, load, to_text
+from pytest_desched.experiments.cycles import check_cycles
+
+RS = "lab/ReplicaSet/spread-demo-1"
+
+
+@pytest.mark.parametrize("bad", [0, -1, 51, "x", None, True, 2.5])
+def test_cycles_out_of_range_or_not_a_number_is_refused(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"give K in 1\.\.50") as info:
+        check_cycles(bad)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("good", [1, 5, 50, "7"])
+def test_cycles_in_range(good: object) -> None:
+    assert check_cycles(good) == int(good)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("k", ["0", "51", "many"])
+def test_desched_run_refuses_bad_cycles_with_exit_2_and_one_line(
+    k: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert cli.main(["run", "--cycles", k, "--artifacts", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--cycles" in err[0] and "1..50" in err[0], err
+    assert not (tmp_path / "a").exists()  # nothing was made
+
+
+def pod(name: str, node: str) -> dict[str, object]:
+    return {"key": f"lab/{name}", "uid": f"u-{name}", "node": node, "owner_ref": RS}
+
+
+def fate(name: str, node: str, f: str, layer: str, **kw: object) -> dict[str, object]:
+    return {"pod": f"lab/{name}", "node": node, "fate": f, "layer": layer, **kw}
+
+
+CYCLES = {
+    "experiment": "positive-affinity-migration[pdb-lister-workaround]",
+    "cycles": [
+        {
+            "cycle": 1,
+            "round": "descheduler-positive",
+            "fates": [
+                fate(
+                    "a", "w1", "evicted", "api-server", strategy="RemovePodsViolatingNodeAffinity"
+                ),
+                fate("b", "w1", "limited", "eviction-limits", reason="maximum per namespace"),
+            ],
+            "pods_before": [pod("a", "w1"), pod("b", "w1")],
+            "evicted": [pod("a", "w1")],
+            "arrived": [pod("x", "w2")],
+        },
+        {
+            "cycle": 2,
+            "round": "descheduler-positive-c2",
+            "fates": [fate("x", "w2", "nodefit", "evictor-prefilter-nodefit", reason="no fit")],
+            "pods_before": [pod("b", "w1"), pod("x", "w2")],
+            "evicted": [],
+            "arrived": [],
+        },
+    ],
+    "loops": {"silent": True, "summary": "no eviction loop in 2 cycle(s)"},
+}
+
+
+def test_explain_shows_each_cycle_with_layer_strategy_and_reason(tmp_path: Path) -> None:
+    f = tmp_path / "cycles.json"
+    f.write_text(json.dumps(CYCLES))
+    a = explain("a", load(f))
+    assert [(r["cycle"], r["fate"], r.get("layer")) for r in a["cycles"]] == [
+        (1, "evicted", "api-server"),
+        (2, "gone", None),
+    ]
+    assert a["cycles"][0]["reason"] == "replaced by lab/x on w2"
+    assert a["owner"] == RS
+    b = explain("lab/b", load(tmp_path))  # the evidence folder: its cycles.json
+    assert [(r["fate"], r["layer"]) for r in b["cycles"]] == [
+        ("limited", "eviction-limits"),
+        ("not-picked", "policy"),
+    ]
+    x = explain("x", load(f))
+    assert [r["fate"] for r in x["cycles"]] == ["absent", "nodefit"]
+    assert x["cycles"][0]["reason"] == "created during this cycle on w2"
+    text = to_text(a).splitlines()
+    assert text[0].startswith("pod lab/a (owner lab/ReplicaSet/spread-demo-1)")
+    assert text[-1] == "loop detector: no eviction loop in 2 cycle(s)"
+    assert len(text) <= 24  # one screen
+
+
+def test_explain_reads_a_plain_round_record_and_a_replay_ledger(tmp_path: Path) -> None:
+    rec = tmp_path / "r.json"
+    rec.write_text(
+        json.dumps(
+            {
+                "experiment": "e",
+                "round_name": "r1",
+                "decisions": [
+                    {
+                        "namespace": "lab",
+                        "name": "a",
+                        "fate": "refused",
+                        "layer": "api-server",
+                        "status_code": 429,
+                        "reason": "TooManyRequests",
+                        "checks": [],
+                    }
+                ],
+            }
+        )
+    )
+    [row] = explain("a", load(rec))["cycles"]
+    assert (row["fate"], row["layer"], row["reason"]) == (
+        "refused",
+        "api-server",
+        "HTTP 429 TooManyRequests",
+    )
+    led = tmp_path / "ledger.json"
+    led.write_text(
+        json.dumps(
+            {
+                "source": "log",
+                "rounds": [{"name": "r1"}, {"name": "r2"}],
+                "rows": [
+                    {
+                        "pod": "lab/a",
+                        "node": "w1",
+                        "fates": [
+                            {
+                                "fate": "filtered",
+                                "layer": "evictor-filter",
+                                "checks": ["minPodAge"],
+                            },
+                            {"fate": "evicted", "layer": "api-server", "strategy": "PodLifeTime"},
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    rows = explain("a", load(led))["cycles"]
+    assert [(r["cycle"], r["fate"]) for r in rows] == [(1, "filtered"), (2, "evicted")]
+    assert rows[0]["reason"] == "checks: minPodAge"
+
+
+def test_explain_bad_input_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    f = tmp_path / "cycles.json"
+    f.write_text(json.dumps(CYCLES))
+    assert cli.main(["explain", "nope", "--record", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'nope'" in err[0] and "lab/a" in err[0], err
+    (tmp_path / "bad.json").write_text("{not json")
+    assert cli.main(["explain", "a", "--record", str(tmp_path / "bad.json")]) == 2
+    assert cli.main(["explain", "a", "--record", str(tmp_path / "missing.json")]) == 2
