@@ -135,6 +135,7 @@ def check_inputs(
     names it in messages and results.
     """
     from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.replay.capacity import check_capacity
     from pytest_desched.replay.plan import plan_restore
 
     if isinstance(snapshot_path, Snapshot):
@@ -144,6 +145,7 @@ def check_inputs(
         snap = Snapshot.load(path)
     if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
         raise ConfigError(f"rounds={rounds!r}: an integer from 1 to {max_rounds}")
+    check_capacity(snap, str(path))  # one this machine cannot hold: before the (slow) plan
     plan_restore(snap)  # a snapshot the restore would refuse is refused now
     text = None
     if log is not None:

@@ -424,3 +424,61 @@ def test_inside_refuses_a_path_that_leaves_its_folder(tmp_path: Path, parts: tup
     with pytest.raises(InputError):
         inside(tmp_path, *parts)
     assert inside(tmp_path, "bin", "v0.36.0") == tmp_path / "bin" / "v0.36.0"
+
+
+# ------------------------------------------------ snapshots beyond what the machine holds ---
+
+
+@pytest.mark.parametrize(
+    ("env", "words"),
+    [
+        ({"DESCHED_REPLAY_MEMORY_MIB": "1"}, "11 objects need about 2 MiB"),
+        ({"DESCHED_REPLAY_KIB_PER_OBJECT": str(64 * 1024 * 1024)}, "than the"),
+        ({"DESCHED_REPLAY_KIB_PER_OBJECT": "lots"}, "not a number"),
+        ({"DESCHED_REPLAY_MEMORY_MIB": "-5"}, "not positive"),
+    ],
+    ids=["small-budget", "per-object-measured-elsewhere", "bad-rate", "bad-budget"],
+)
+def test_a_snapshot_the_machine_cannot_restore_is_refused_before_anything(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str],
+    words: str,
+) -> None:
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    nodes = [{**NODE, "metadata": {"name": f"n{i}"}} for i in range(10)]
+    err = _refused(
+        tmp_path,
+        monkeypatch,
+        capsys,
+        ["replay", "{f}"],
+        _snap({"nodes": nodes, "pods": [_pod(spec={"nodeName": "n1"})]}),
+        words,
+    )
+    if "need about" in err:
+        assert "KiB per object (measured, bench/RESULTS.md)" in err and "available" in err
+
+
+def test_the_estimate_is_the_measured_rate_times_the_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_desched.replay.capacity import (
+        KIB_PER_OBJECT,
+        available_bytes,
+        check_capacity,
+        estimate_bytes,
+    )
+    from pytest_desched.replay.format import Snapshot
+
+    monkeypatch.delenv("DESCHED_REPLAY_KIB_PER_OBJECT", raising=False)
+    monkeypatch.delenv("DESCHED_REPLAY_MEMORY_MIB", raising=False)
+    snap = Snapshot(header={}, policy=None, objects={"nodes": [NODE] * 3, "pods": [_pod()] * 7})
+    assert estimate_bytes(snap) == (10, 10 * KIB_PER_OBJECT * 1024)
+    assert 170 <= KIB_PER_OBJECT <= 200  # the bench's 10,000-pod peak: keep it the measurement
+    check_capacity(snap, "small")  # a small snapshot fits any machine that runs the tests
+    assert available_bytes() > 10 * KIB_PER_OBJECT * 1024
+    monkeypatch.setenv("DESCHED_REPLAY_MEMORY_MIB", "0.001")
+    with pytest.raises(Exception, match="10 objects need about"):
+        check_capacity(snap, "small")
