@@ -637,6 +637,9 @@ def parser() -> argparse.ArgumentParser:
     from pytest_desched.replay.cli import add_parsers  # desched snapshot / desched replay
 
     add_parsers(sub)
+    from pytest_desched.fidelity.cli import add_parser as add_fidelity  # desched fidelity
+
+    add_fidelity(sub, _add_config_options)
     return ap
 
 

@@ -95,6 +95,9 @@ class RoundRecord:
     # In a multi-cycle run (experiments/cycles.py): this round's cycle, its number `cycle` of
     # `of`, every lab pod's fate, who left which node and who appeared where.
     cycle: dict[str, Any] | None = None
+    # A fidelity run's real round (fidelity/engine.py): its pods compared with the dry-run
+    # round's of the same state, every difference with its explanation (fidelity/compare.py).
+    fidelity: dict[str, Any] | None = None
 
     @property
     def events_by_reason(self) -> dict[str, list[str]]:

@@ -748,16 +748,37 @@ def run_experiment(
     On anything but a pass or an expected failure the executor is stopped first (runbook:
     emergency stop) and the lab's logs, events and pods are kept as artifacts.
     """
-    from pytest_desched.experiments.cycles import run_cycles
-
     cls = lookup(experiment)
     r = Runner(ctx, cls.title or cls.name, variant or cls.default_variant)
-    exp = cls(r)
+    return drive(r, cls(r))
+
+
+def drive(
+    r: Runner,
+    exp: Experiment,
+    *,
+    assess: bool = True,
+    before_record: Callable[[], Any] | None = None,
+) -> ExperimentResult:
+    """The declared steps of `exp` on `r` (run_experiment's body; see it).
+
+    `assess=False` runs the rounds without the experiment's own checks (a dry-run half of a
+    fidelity run, fidelity/engine.py); `before_record` runs after assess, while the lab is
+    still up, so what it adds to the round views' `extra` lands in their records.
+    """
+    from pytest_desched.experiments.cycles import run_cycles
+
+    ctx = r.ctx
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("arrange", lambda: _arrange_beside_policy(r, exp)),
         ("act", exp.act),
-        ("assess", exp.assess),
-        ("cycles", lambda: (run_cycles(r, exp), r.check_no_rollout())),
+    ]
+    if assess:
+        steps.append(("assess", exp.assess))
+        steps.append(("cycles", lambda: (run_cycles(r, exp), r.check_no_rollout())))
+    if before_record is not None:
+        steps.append(("before_record", before_record))
+    steps += [
         ("record", lambda: [r.record(view) for view in r.views]),
         ("classify", r.finish),
     ]

@@ -38,6 +38,7 @@ CAP_FIELDS = {
     "total": "maxNoOfPodsToEvictTotal",
 }
 BUG_1917 = "descheduler#1917"
+BUG_1882 = "descheduler#1882"
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,11 @@ class PodFate:
     key: str = ""
     namespace: str = ""
 
+    def same_as(self) -> tuple[str, str | None]:
+        """What must match across the halves: the fate as shown (a filter's checks, a
+        refusal's code) and, for an eviction, the strategy that made it."""
+        return self.shown(), self.strategy if self.fate == EVICT else None
+
     def shown(self) -> str:
         if self.fate == "refused" and self.status_code:
             return f"refused({self.status_code})"
@@ -87,6 +93,10 @@ class Half:
     pending: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     signatures: Mapping[str, str] = field(default_factory=dict)
     skipped: str | None = None
+    # Dry run only: the same binary's settled cycle on the same unchanged lab (mirror_probe.py)
+    # and how it ran; what the Job's cycle missed and this one predicts is #1917's.
+    settled: tuple[PodFate, ...] | None = None
+    settled_how: str = ""
 
     def evictions(self, scope: str, of: PodFate) -> int:
         """Evictions counted against `of`'s cap of kind `scope` (node, namespace or total)."""
@@ -119,10 +129,7 @@ class Row:
         d, r = self.dry, self.real
         if d is None or r is None:
             return True
-        if (d.fate, d.strategy if d.fate == EVICT else None) != (
-            r.fate,
-            r.strategy if r.fate == EVICT else None,
-        ):
+        if d.same_as() != r.same_as():
             return True
         return bool(self.pending)  # evicted in both halves, then Pending in the real one
 
@@ -272,29 +279,45 @@ def _rbac_403(row: Row, dry: Half, real: Half) -> str | None:
     )
 
 
+def _in_scope(scope: str, a: PodFate, b: PodFate) -> bool:
+    return scope == "total" or (a.node == b.node if scope == "node" else a.namespace == b.namespace)
+
+
 def _caps(row: Row, dry: Half, real: Half) -> str | None:
-    """One half stopped the pod at a cap that the other half's evictions never filled."""
+    """One half stopped the pod at a cap that the other half's evictions never filled.
+
+    Stopped means `limited`, or left unnamed after a `limited` pod of the same cap's scope: a
+    strategy stops walking a node (or the cluster) at the first cap error, v0.36.0's plugins
+    `break` there. The other half must have reached the eviction step for its pod.
+    """
     d, r = row.dry, row.real
-    if d is None or r is None or "limited" not in (d.fate, r.fate) or d.fate == r.fate:
+    if d is None or r is None or d.fate == r.fate:
         return None
-    limited, other = (dry, real) if d.fate == "limited" else (real, dry)
-    pod = d if d.fate == "limited" else r
-    other_pod = r if pod is d else d
-    if other_pod.fate not in (EVICT, "refused"):
-        return None  # the other half never reached the eviction step for it: not a cap
-    for scope in CAP_KEYS:
-        cap = limited.caps.get(scope)
-        if cap is None:
+    for capped, other, pod, twin in ((dry, real, d, r), (real, dry, r, d)):
+        if pod.fate not in ("limited", UNTOUCHED) or twin.fate not in (EVICT, "refused"):
             continue
-        filled = limited.evictions(scope, pod)
-        there = other.evictions(scope, other_pod) - (other_pod.fate == EVICT)  # besides it
-        if filled >= cap > there:
-            return (
-                f"eviction-limits: {CAP_FIELDS[scope]}={cap} was filled by {filled} "
-                f"{'would-be ' if limited.mode == 'dry-run' else ''}eviction(s) in the "
-                f"{limited.mode} half and by {there} in the {other.mode} half (a dry run counts "
-                "every would-be eviction, a real run only those the API server accepted)"
-            )
+        for scope in CAP_KEYS:
+            cap = capped.caps.get(scope)
+            if cap is None:
+                continue
+            if pod.fate == UNTOUCHED and not any(
+                f.fate == "limited" and _in_scope(scope, f, pod) for f in capped.fates
+            ):
+                continue
+            filled = capped.evictions(scope, pod)
+            there = other.evictions(scope, twin) - (twin.fate == EVICT)  # besides it
+            if filled >= cap > there:
+                stop = (
+                    "the strategy stopped there, so this pod is named nowhere; "
+                    if pod.fate == UNTOUCHED
+                    else ""
+                )
+                return (
+                    f"eviction-limits: {CAP_FIELDS[scope]}={cap} was filled by {filled} "
+                    f"{'would-be ' if capped.mode == 'dry-run' else ''}eviction(s) in the "
+                    f"{capped.mode} half and by {there} in the {other.mode} half; {stop}a dry run "
+                    "counts every would-be eviction, a real run only those the API server accepted"
+                )
     return None
 
 
@@ -320,11 +343,27 @@ def _known_1917(row: Row, dry: Half, real: Half) -> str | None:
     return f"known bug {BUG_1917} (signature proven in the dry-run round): {ev}"
 
 
+def _known_1882(row: Row, dry: Half, real: Half) -> str | None:
+    """The real run filtered the pod by PodsWithoutPDB, #1882's signature proven in its round:
+    v0.36.0's real PDB lister is never started, while the dry run's mirror lister is."""
+    r = row.real
+    if r is None or r.fate != "filtered" or r.checks != ("PodsWithoutPDB",):
+        return None
+    ev = real.signatures.get(BUG_1882)
+    if not ev:
+        return None
+    return (
+        f"known bug {BUG_1882} (signature proven in the real round): {ev}; the dry run reads "
+        "PDBs from its own mirror, whose lister is started, so it does not show the bug"
+    )
+
+
 EXPLAINERS: tuple[tuple[str, Explainer], ...] = (
     ("api-server(pdb-429)", _pdb_429),
     ("api-server(rbac-403)", _rbac_403),
     ("eviction-limits", _caps),
     ("scheduler", _pending),
+    (BUG_1882, _known_1882),
     (BUG_1917, _known_1917),
 )
 
@@ -348,11 +387,7 @@ def _pair(dry: list[PodFate], real: list[PodFate]) -> list[tuple[PodFate | None,
     rest: list[PodFate] = []
     for d in dry:
         same = next(
-            (
-                r
-                for r in left
-                if (r.fate, r.strategy, r.status_code) == (d.fate, d.strategy, d.status_code)
-            ),
+            (r for r in left if r.same_as() == d.same_as()),
             None,
         )
         if same is None:
@@ -384,6 +419,8 @@ def compare(dry: Half, real: Half) -> FidelityResult:
             if row.differs:
                 row = _explain(row, dry, real)
             rows.append(row)
+    if dry.settled is not None and any(not r.explained for r in rows):
+        rows = _against_settled(rows, dry, real)
     real_ev = [r for r in rows if r.real and r.real.fate == EVICT]
     return FidelityResult(
         rows=tuple(rows),
@@ -395,6 +432,42 @@ def compare(dry: Half, real: Half) -> FidelityResult:
         real_evictions=len(real_ev),
         dry_evictions=sum(1 for r in rows if r.dry and r.dry.fate == EVICT),
     )
+
+
+def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:
+    """Unexplained rows the settled cycle accounts for: #1917, proven.
+
+    Only when the settled cycle's fates differ from the Job's cycle (the mirror changed the
+    answer) and, for the pod, the settled cycle's own comparison with the real half holds
+    (the same fate, or a difference a hidden layer explains, such as a cap its would-be
+    evictions filled): the bug then explains only the mirror's part.
+    """
+    from dataclasses import replace
+
+    settled = dry.settled or ()
+    if sorted(f.shown() for f in settled) == sorted(f.shown() for f in dry.fates):
+        return rows  # the settled cycle said what the Job's did: the mirror changed nothing
+    alt = compare(replace(dry, fates=settled, settled=None), real)
+    by_real = {r.real.key: r for r in alt.rows if r.real is not None}
+    out = []
+    for row in rows:
+        a = by_real.get(row.real.key) if row.real is not None and not row.explained else None
+        d = row.dry
+        if a is None or a.dry is None or d is None or not a.explained:
+            out.append(row)
+            continue
+        if RANK[a.dry.fate] < RANK[d.fate]:
+            out.append(row)  # the settled cycle got less far: not the mirror's doing
+            continue
+        then = f", then {a.explained_by}" if a.differs else ""
+        proof = (
+            f"known bug {BUG_1917}: the Job's dry-run cycle said {d.shown()} for this pod (its "
+            f"mirror of the cluster was incomplete), the same binary's settled dry-run cycle on "
+            f"the unchanged lab says {a.dry.shown()} ({dry.settled_how})"
+            + (f"; {a.proof}" if a.differs else "")
+        )
+        out.append(Row(row.identity, row.node, d, row.real, BUG_1917 + then, proof, row.pending))
+    return out
 
 
 # -- the table -----------------------------------------------------------------------------
@@ -429,3 +502,14 @@ def table_rows(result: FidelityResult, everything: bool = False) -> list[dict[st
 def as_dict(obj: Any) -> dict[str, Any]:
     """A dataclass of this module as plain data (for records)."""
     return asdict(obj)
+
+
+def merge(results: Iterable[FidelityResult]) -> FidelityResult:
+    """Several rounds' comparisons as one (their rows in order, their counts summed)."""
+    rs = list(results)
+    return FidelityResult(
+        rows=tuple(row for r in rs for row in r.rows),
+        predicted=sum(r.predicted for r in rs),
+        real_evictions=sum(r.real_evictions for r in rs),
+        dry_evictions=sum(r.dry_evictions for r in rs),
+    )

@@ -180,3 +180,72 @@ def test_a_pod_named_twice_keeps_its_furthest_fate() -> None:
     fates = fates_of(dp, [_d(dp[0], Fate.FILTERED), _d(dp[0], Fate.DRY_RUN)], "dry-run")
     assert fates[0].fate == "evict"
     assert fates_of(dp, [_d(dp[0], Fate.EVICTED)], "dry-run")[0].fate == "error"
+
+
+def test_pdb_at_zero_as_v0_36_0_logs_it() -> None:
+    """v0.36.0's dry run: one would-be eviction fills the node cap, the next pod is limited
+    and the strategy stops walking the node (the third is named nowhere); for real: 3 x 429."""
+    dp, rp = _pods("lab-a"), _pods("lab-b")
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED)])
+    real = _half("real", rp, [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0)
+    res = compare(dry, real)
+    assert res.ok, [r.to_dict() for r in res.unexplained]
+    unnamed = next(r for r in res.rows if r.dry.fate == "untouched")
+    assert unnamed.explained_by == "eviction-limits" and "stopped there" in unnamed.proof
+
+
+def test_untouched_is_not_a_cap_without_a_limited_pod_in_its_scope() -> None:
+    dp, rp = _pods("lab-a", 2), _pods("lab-b", 2)
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
+    real = _half("real", rp, [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0)
+    res = compare(dry, real)
+    assert [r.dry.fate for r in res.unexplained] == ["untouched"]
+
+
+def _settled(pods, decisions):  # type: ignore[no-untyped-def]
+    return fates_of(pods, decisions, "dry-run")
+
+
+def test_1917_proven_by_the_settled_cycle_then_the_429() -> None:
+    """The Job's cycle saw no pod (incomplete mirror); the same binary's settled cycle on the
+    unchanged lab predicts evict + limited; against the real 429s those are hidden layers."""
+    dp, rp = _pods("lab-a"), _pods("lab-b")
+    settled = _settled(dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED)])
+    dry = _half("dry-run", dp, [], settled=settled, settled_how="3 cycles")
+    real = _half("real", rp, [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0)
+    res = compare(dry, real)
+    assert res.ok, [r.to_dict() for r in res.unexplained]
+    assert {r.explained_by for r in res.differences} == {
+        f"{BUG_1917}, then api-server(pdb-429)",
+        f"{BUG_1917}, then eviction-limits",
+    }
+    assert all("settled dry-run cycle" in r.proof for r in res.differences)
+
+
+def test_the_settled_cycle_excuses_nothing_it_does_not_predict() -> None:
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    same = _settled(dp, [])  # the settled cycle names the pod nowhere either: not the mirror
+    dry = _half("dry-run", dp, [], settled=same, settled_how="3 cycles")
+    real = _half("real", rp, [_d(rp[0], Fate.EVICTED)])
+    assert not compare(dry, real).ok
+    wrong = _settled(dp, [_d(dp[0], Fate.FILTERED)])  # got further, yet still not the real fate
+    dry = _half("dry-run", dp, [], settled=wrong, settled_how="3 cycles")
+    assert not compare(dry, real).ok
+
+
+def test_1882_in_the_real_round_explains_what_dry_run_predicted() -> None:
+    """The runbook's policy at v0.36.0: the dry run's mirror PDB lister works, so it predicts
+    an eviction; the real run filters every pod by PodsWithoutPDB (#1882, proven)."""
+    from dataclasses import replace
+
+    dp, rp = _pods("lab-a"), _pods("lab-b")
+    dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED)])
+    filtered = [replace(_d(p, Fate.FILTERED), checks=["PodsWithoutPDB"]) for p in rp]
+    unproven = _half("real", rp, filtered)
+    assert len(compare(dry, unproven).unexplained) == 3  # no signature: no excuse
+    real = _half("real", rp, filtered, signatures={"descheduler#1882": "every pod filtered"})
+    res = compare(dry, real)
+    assert res.ok and {r.explained_by for r in res.differences} == {"descheduler#1882"}
+    other = [replace(_d(p, Fate.FILTERED), checks=["minReplicas"]) for p in rp]
+    wrong = _half("real", rp, other, signatures={"descheduler#1882": "x"})
+    assert not compare(dry, wrong).ok  # another check is not the bug's

@@ -1,0 +1,97 @@
+"""`desched fidelity`: built-in experiments (or yours) run in dry run and for real, compared.
+
+    desched fidelity [--experiment NAME ...] [--policy FILE] [--values FILE] [-o FORMAT]
+
+Prints, per experiment, "dry-run predicted N of M real evictions; K differences, each
+explained" and the per-pod table. Exit 0 every comparison held, 1 a difference unexplained or
+a half failed, 2 bad input (nothing changed), 3 no toolchain or cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from pytest_desched import render as out
+from pytest_desched.log import say
+
+EXIT_OK, EXIT_FAILED = 0, 1
+SHOWN = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
+
+
+def add_parser(sub: Any, add_config_options: Any) -> None:
+    p = sub.add_parser(
+        "fidelity", help="does dry run predict the real run? the same state run both ways"
+    )
+    p.set_defaults(func=cmd_fidelity, parser=p)
+    p.add_argument(
+        "--experiment",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="a built-in fidelity experiment (positive, nodefit, pdb, pdb-zero, "
+        "topology-spread) or any registered experiment; repeatable (default: the runbook's three)",
+    )
+    p.add_argument("--variant", default=None, help="policy variant (runbook, ...)")
+    add_config_options(p, "run")
+    out.add_output(p)
+
+
+def text_of(outcome: Any) -> str:
+    """One experiment's block: its line, then the table of every pod either half decided."""
+    from pytest_desched.fidelity.compare import COLUMNS, table_rows
+
+    head = f"{outcome.name}[{outcome.real.variant}]  {SHOWN[outcome.outcome]}"
+    c = outcome.comparison
+    if c is None:
+        return f"{head}  {outcome.message}"
+    lines = [
+        f"{head}  {c.line()}",
+        out.table(table_rows(c), {k: k for k in COLUMNS}, "text"),
+    ]
+    lines += [
+        f"  {r.identity} on {r.node}: {r.explained_by}: {r.proof}" for r in c.differences if r.proof
+    ]
+    if outcome.outcome != "pass" and outcome.message:
+        lines.append(outcome.message)
+    return "\n".join(lines)
+
+
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    from pytest_desched.cli import _config
+    from pytest_desched.errors import ConfigError
+    from pytest_desched.experiments.framework import VARIANTS
+    from pytest_desched.fidelity.cases import DEFAULT, lookup_case
+    from pytest_desched.fidelity.engine import run_fidelity
+    from pytest_desched.session import DeschedSession
+
+    cases = [lookup_case(n) for n in (args.experiment or DEFAULT)]  # before any cluster
+    if args.variant is not None and args.variant not in VARIANTS:
+        raise ConfigError(f"--variant {args.variant!r}: unknown; use one of {', '.join(VARIANTS)}")
+    config = _config(args)
+    results = []
+    with DeschedSession(config, report=say) as session:
+        for case in cases:
+            o = run_fidelity(
+                session, case.experiment, args.variant or case.variant, name=f"fidelity-{case.name}"
+            )
+            session.failed |= o.outcome != "pass"
+            results.append(o)
+            if args.output == "text":
+                out.emit(text_of(o))
+    summary = config.artifacts / "fidelity-summary.json"
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    data = [o.summary() for o in results]
+    summary.write_text(json.dumps(data, indent=1, default=str))
+    say(f"evidence: {config.artifacts} (summary {summary.name})")
+    report = getattr(session, "info", {}).get("report")
+    if report:
+        say(f"report: {report}")
+    if args.output != "text":
+        out.emit(
+            out.render(
+                {"fidelity": data}, args.output, md=lambda: "\n\n".join(text_of(o) for o in results)
+            )
+        )
+    return EXIT_FAILED if any(o.outcome != "pass" for o in results) else EXIT_OK

@@ -1,0 +1,331 @@
+"""Run one fidelity experiment: the same lab state once in dry run, once for real, compared.
+
+Both halves run in one cluster at the same descheduler version and policy, one after the
+other, each in a lab namespace of its own built by the same experiment's arrange step (so
+their pod sets never overlap; the first lab's node labels are restored before the second is
+built). The dry-run half runs the rounds without the experiment's own checks (a dry run evicts
+nothing they could assert on); the real half is the experiment as `desched run` runs it, plus
+one check, `dry-run-fidelity`, made from fidelity/compare.py and carried by its round records.
+Every input (both halves' policies, their scope) is checked before the first change.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_desched.errors import ConfigError
+from pytest_desched.experiments.framework import Check, Runner, drive, lookup
+from pytest_desched.fidelity.compare import (
+    FidelityResult,
+    Half,
+    Mode,
+    PodFate,
+    PodRef,
+    compare,
+    fates_of,
+    identity_of,
+    merge,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pytest_desched.experiments.framework import ExperimentResult, RoundView
+    from pytest_desched.session import DeschedSession
+
+Outcome = Literal["pass", "fail", "error"]
+DRY_SUFFIX = "+dry-run"  # the dry-run half's records are filed under `name[variant+dry-run]`
+CHECK_ID = "dry-run-fidelity"
+# The dry-run half's own checks that may fail without spoiling the comparison: a skipped
+# cycle is evidence (#1917's signature), not a broken state.
+DRY_TOLERATED = frozenset({"round-not-skipped"})
+
+
+class DryRunRunner(Runner):
+    """A Runner whose policy goes on with dry run on (the only thing a dry-run half changes)."""
+
+    def ensure_policy(self) -> None:
+        rel, pol = self.ctx.release, self.ctx.policy
+        if rel.policy is None or rel.policy.digest() != pol.digest() or rel.dry_run is not True:
+            rel.apply_policy(pol, dry_run=True)
+        self.result.policy_digest = pol.digest()
+        self.result.overrides = list(pol.overrides)
+
+
+@dataclass
+class FidelityOutcome:
+    """A fidelity run: both halves' results, the comparison, and one verdict."""
+
+    name: str
+    dry: ExperimentResult
+    real: ExperimentResult
+    comparison: FidelityResult | None
+    outcome: Outcome = "pass"
+    message: str = ""
+    duration_s: float = 0.0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.real.label
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "outcome": self.outcome,
+            "message": self.message,
+            "summary": self.comparison.line() if self.comparison else None,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "dry_run": {"label": self.dry.label, "outcome": self.dry.outcome},
+            "real": {"label": self.real.label, "outcome": self.real.outcome},
+            "duration_s": round(self.duration_s, 2),
+            "timings": self.timings,
+        }
+
+
+def scope_problems(dry: Runner, real: Runner) -> list[str]:
+    """Where the two halves' policies differ once each lab namespace reads `<lab>`.
+
+    The halves must run one policy: a difference (a namespace list naming one half's lab,
+    a cap, a plugin) would make the comparison say nothing about dry run.
+    """
+
+    def norm(r: Runner) -> dict[str, Any]:
+        text = json.dumps(r.ctx.policy.to_dict(), sort_keys=True)
+        return json.loads(text.replace(json.dumps(r.ctx.namespace), '"<lab>"'))
+
+    a, b = norm(dry), norm(real)
+    if a == b:
+        return []
+    out: list[str] = []
+    _diff(a, b, "", out)
+    return out or ["the policies differ"]
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            _diff(a.get(k), b.get(k), f"{path}.{k}" if path else str(k), out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif a != b:
+        out.append(f"{path}: dry run {a!r}, real {b!r}")
+
+
+def half_of(r: Runner, v: RoundView, mode: Mode) -> Half:
+    """One round of one half as compare() reads it (the lab must still be up)."""
+    from pytest_desched.descheduler.known_bugs import signatures
+
+    lab_ns = r.ctx.namespace
+
+    def ident(p: Any) -> str:
+        return identity_of(p.namespace, lab_ns, p.workload, p.owner, p.name)
+
+    pods = [PodRef(p.key, ident(p), p.node, p.namespace) for p in v.before.live]
+    pending: dict[str, tuple[str, ...]] = {}
+    if mode == "real":
+        for p in r.lab.snapshot().pending():
+            pending[ident(p)] = (*pending.get(ident(p), ()), p.name)
+    pdb = v.before.pdb
+    return Half(
+        mode,
+        fates_of(pods, v.decisions, mode),
+        caps=dict(r.ctx.policy.limits),
+        pdb_disruptions_allowed=pdb.get("disruptionsAllowed") if pdb else None,
+        pending=pending,
+        signatures=signatures(r.facts) if r.facts is not None else {},
+        skipped=v.rnd.result.skipped,
+    )
+
+
+def run_fidelity(
+    session: DeschedSession,
+    experiment: str,
+    variant: str | None = None,
+    *,
+    name: str | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    namespaces: tuple[str, str] | None = None,
+    **params: Any,
+) -> FidelityOutcome:
+    """Both halves of `experiment` on the session's cluster; never raises on a failure.
+
+    The real half runs first (the experiment as `desched run` runs it), then the dry-run half
+    on a lab built the same way: its round records carry the comparison, and when the Job's
+    dry-run cycle fell short of the real one the mirror probe runs on its lab before teardown.
+    `namespaces`: the real and the dry-run half's lab namespaces (default: fresh ones).
+    ConfigError (exit 2) before any change when the halves' policies differ in scope.
+    """
+    t0 = time.monotonic()
+    cls = lookup(experiment)
+    variant = variant or cls.default_variant
+    if cls.keep_min_pod_age:
+        params.setdefault("keep_min_pod_age", True)
+    title = cls.title or cls.name
+    if "namespace" in params:
+        raise ConfigError("fidelity runs two labs: give namespaces=(real, dry), not namespace=")
+    if namespaces is not None and (len(namespaces) != 2 or namespaces[0] == namespaces[1]):
+        raise ConfigError(f"fidelity namespaces {namespaces!r}: give two different namespaces")
+    runners: list[Runner] = []
+    for i, runner_cls in enumerate((Runner, DryRunRunner)):
+        ns = namespaces[i] if namespaces is not None else None
+        ctx = session.context(variant=variant, namespace=ns, **params)
+        ctx.on_record = on_record
+        runners.append(runner_cls(ctx, title, variant))
+    real, dry = runners
+    real_exp, dry_exp = cls(real), cls(dry)  # a strategy experiment builds its policy here
+    dry.result.variant += DRY_SUFFIX
+    problems = scope_problems(dry, real)
+    if problems:
+        raise ConfigError(
+            f"fidelity {cls.name}: the dry-run half's policy differs in scope from the real "
+            f"half's ({'; '.join(problems)}); give a policy that does not name the lab "
+            "namespace, so both halves run the same one"
+        )
+    out = FidelityOutcome(name or f"fidelity-{cls.name}", dry.result, real.result, None)
+    real_halves: list[Half] = []
+
+    def capture_real() -> None:  # while the real lab is up: its Pending pods
+        real_halves.extend(half_of(real, v, "real") for v in real.views)
+
+    with session.phase(f"fidelity.{cls.name}[{variant}].real"):
+        drive(real, real_exp, before_record=capture_real)
+    session._record_result(real.result, cls.name)
+    if real.result.outcome == "error" or not real_halves:
+        out.outcome, out.message = "error", f"real half: {real.result.message}"
+    else:
+        with session.phase(f"fidelity.{cls.name}[{variant}].dry-run"):
+            drive(dry, dry_exp, assess=False, before_record=lambda: _compare(out, dry, real_halves))
+        session._record_result(dry.result, cls.name)
+        _judge(out, dry, real)
+        if session.report_entries:  # the HTML report shows the comparison with the dry half
+            session.report_entries[-1]["summary"]["fidelity"] = out.summary()
+    out.duration_s = time.monotonic() - t0
+    out.timings = {
+        **{f"real.{k}": v for k, v in real.result.timings.items()},
+        **{f"dry.{k}": v for k, v in dry.result.timings.items()},
+    }
+    return out
+
+
+def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None:
+    """The dry-run half's rounds against the real ones; the probe when the Job's fell short."""
+    from dataclasses import replace
+
+    halves = [half_of(dry, v, "dry-run") for v in dry.views]
+    results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
+    probed: dict[str, Any] | None = None
+    if any(not res.ok for res in results):
+        want = max(sum(f.fate != "untouched" for f in h.fates) for h in real_halves)
+        settled = _settled(dry, want)
+        if settled is not None:
+            fates, how = settled
+            probed = {"how": how, "settled": [f.shown() for f in fates]}
+            halves = [replace(h, settled=fates, settled_how=how) for h in halves]
+            results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
+    out.comparison = c = merge(results)
+    for v, res in zip(dry.views, results, strict=False):
+        v.extra["fidelity"] = {**res.to_dict(), "mirror_probe": probed}
+        v.extra.setdefault("notes", []).extend(dry.result.notes)
+    problems = [f"{len(dry.views)} dry-run round(s), {len(real_halves)} real"]
+    if len(dry.views) == len(real_halves):
+        problems = [
+            f"round {i}: the pods (identity, node) or the PDB differ"
+            for i, (d, r) in enumerate(zip(halves, real_halves, strict=True))
+            if _shape(d) != _shape(r)
+        ]
+    dry.check(
+        "same-state",
+        "both halves held the same pods (identity, node) and PDB status before each round",
+        not problems,
+        "; ".join(problems),
+    )
+    bugs = sorted(
+        {
+            b
+            for r in c.differences
+            for b in (r.explained_by or "").replace(",", " ").split()
+            if b.startswith("descheduler#")
+        }
+    )
+    dry.result.checks.append(
+        Check(
+            CHECK_ID,
+            "every difference between the dry-run and the real round is explained",
+            c.ok,
+            c.line()
+            + "".join(
+                f"; UNEXPLAINED {r.identity} on {r.node}: dry run "
+                f"{r.dry.shown() if r.dry else '(missing)'}, real "
+                f"{r.real.shown() if r.real else '(missing)'}"
+                for r in c.unexplained
+            ),
+            known_bug=", ".join(bugs) or None,
+        )
+    )
+
+
+def _shape(h: Half) -> tuple[list[tuple[str, str]], int | None]:
+    return sorted((f.identity, f.node or "") for f in h.fates), h.pdb_disruptions_allowed
+
+
+def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...], str] | None:
+    """The mirror probe's settled cycle as fates of the dry lab's pods, on an unchanged lab;
+    None where it cannot run (no local binary) or the lab changed meanwhile (said in notes)."""
+    from pytest_desched.fidelity.mirror_probe import probe
+
+    rel, cluster = dry.ctx.release, dry.ctx.cluster
+    if cluster.job_executor != "embedded" or rel.binary is None or not dry.views:
+        dry.result.notes.append(
+            f"dry-run mirror not probed: the {cluster.provider} provider runs round pods from "
+            "images (no local binary to run with an interval)"
+        )
+        return None
+    v = dry.views[-1]
+    before = v.before.uids
+    keys = {x.key for x in v.before.live}
+    p = probe(
+        rel.binary,
+        cluster.kubeconfig,
+        rel.live_policy_yaml(),
+        dry.ctx.descheduler_version,
+        keys,
+        want,
+    )
+    dry.result.notes.append(f"dry-run mirror probe: {p.how}")
+    if p.settled is None or dry.lab.snapshot().uids != before:
+        dry.result.notes.append("mirror probe unusable: no complete cycle, or the lab changed")
+        return None
+    refs = [
+        PodRef(
+            x.key,
+            identity_of(x.namespace, dry.ctx.namespace, x.workload, x.owner, x.name),
+            x.node,
+            x.namespace,
+        )
+        for x in v.before.live
+    ]
+    return fates_of(refs, p.settled.decisions, "dry-run"), p.how
+
+
+def _judge(out: FidelityOutcome, dry: Runner, real: Runner) -> None:
+    """pass: the comparison holds and both halves did what they must; else fail or error."""
+    broken = [c for c in dry.result.failed if c.id not in DRY_TOLERATED | {CHECK_ID}]
+    if dry.result.outcome == "error":
+        out.outcome, out.message = "error", f"dry-run half: {dry.result.message}"
+    elif out.comparison is None:
+        out.outcome, out.message = "error", "the halves were not compared"
+    elif not out.comparison.ok:
+        out.outcome, out.message = "fail", dry.result.message or out.comparison.line()
+    elif broken:
+        out.outcome = "fail"
+        out.message = "dry-run half failed: " + "; ".join(f"[{c.id}] {c.detail}" for c in broken)
+    elif real.result.outcome == "fail":
+        out.outcome, out.message = "fail", real.result.message
+    else:  # pass, or an expected failure of the real half (a proven known bug)
+        out.outcome = "pass"
+        out.message = out.comparison.line()
