@@ -1,10 +1,14 @@
-"""Eviction-loop experiments over K cycles: upstream #1707's setup, and a constructed loop.
+"""Eviction-loop experiments over K cycles: upstream #1707's setup, its loop, a constructed one.
 
 `preferred-affinity-1707` runs RemovePodsViolatingNodeAffinity with
 preferredDuringSchedulingIgnoredDuringExecution (upstream #1707) on two nodes: the source,
 which misses the preference, and the target, which fits it. It records what the pinned
 descheduler and kube-scheduler really do over K cycles, and the loop detector's verdict on
 it, whichever way it goes (`result.notes`, each record's `cycle`, `cycles.json`).
+
+`preferred-1707-unfit` is the same with the node that fits the preference cordoned and a
+third worker open: the descheduler keeps evicting (its preference check ignores fit), and
+the detector must report the loop.
 
 `loop-constructed` makes a loop on purpose, with the runbook's own policy: cycle 1
 moves a pod source -> target (the positive experiment), then the lab moves the pool label
@@ -17,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from pytest_desched.descheduler.decisions import Fate
+from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.framework import Experiment, decisions_table
 
 if TYPE_CHECKING:
@@ -44,6 +49,7 @@ class PreferredAffinityLoop(Experiment):
     title = "preferred-affinity-loop-1707"
     default_variant = "pdb-lister-workaround"  # the runbook variant evicts nothing (#1882)
     default_cycles: ClassVar[int] = 4
+    preferred_unfit: ClassVar[bool] = False  # the node that fits the preference is cordoned
 
     def __init__(self, runner: Runner) -> None:
         super().__init__(runner)
@@ -52,10 +58,15 @@ class PreferredAffinityLoop(Experiment):
 
     def arrange(self) -> None:
         lab, src, dst = self.lab, self.ctx.source, self.ctx.target
+        others = [w for w in self.ctx.cluster.workers if w not in (src, dst)]
+        if self.preferred_unfit and not others:
+            raise ConfigError(
+                f"{self.name} needs a third worker (the preferred node is cordoned, the pods "
+                "need somewhere else to go); run with --workers 3 or more"
+            )
         lab.create_namespace()
-        for w in self.ctx.cluster.workers:
-            if w not in (src, dst):
-                lab.cordon(w)
+        for w in others if not self.preferred_unfit else []:
+            lab.cordon(w)
         lab.label_node(src)
         with lab.only_on(src):  # every pod starts where the preference is, then it moves
             s0 = lab.deploy(preferred=True)
@@ -67,6 +78,8 @@ class PreferredAffinityLoop(Experiment):
         )
         lab.label_node(dst)
         lab.unlabel_node(src)
+        if self.preferred_unfit:
+            lab.cordon(dst)
         lab.create_pdb(min_available=self.ctx.replicas - 1)
         lab.wait_pdb(1)
         self.s1 = lab.snapshot()
@@ -94,9 +107,10 @@ class PreferredAffinityLoop(Experiment):
             if c["evicted"]
         ]
         final = self.lab.snapshot().by_node()
+        fits = "fits it but is cordoned" if self.preferred_unfit else "fits it"
         truth = (
             f"#1707 at descheduler {self.ctx.descheduler_version}, preferred node affinity, "
-            f"{src} misses the preference and {dst} fits it, {len(res.cycles)} cycles; "
+            f"{src} misses the preference and {dst} {fits}, {len(res.cycles)} cycles; "
             f"evicted from -> replacements on: {'; '.join(moves) or 'no eviction'}; "
             f"final distribution {final}; loop detector: {res.loops.get('summary')}"
         )
@@ -107,6 +121,39 @@ class PreferredAffinityLoop(Experiment):
             "every cycle ran as its own Job and is recorded with its fates and the verdict",
             len(jobs) == len(res.cycles) > 1 and "silent" in res.loops,
             truth,
+        )
+
+
+class PreferredUnfitLoop(PreferredAffinityLoop):
+    """Upstream #1707's loop at the pinned version: the node that fits the preference is
+    cordoned, so every replacement lands on a node that misses it and is evicted again; the
+    loop detector must report it over K cycles (default 6).
+
+    Why v0.36.0 loops here (removepodsviolatingnodeaffinity/node_affinity.go and
+    descheduler/node/node.go at v0.36.0): the preferred check compares the pod's node with the
+    best preference weight over all nodes (GetBestNodeWeightGivenPodPreferredAffinity), fit
+    or not, and nodeFit only asks whether *some* other node fits (the third worker does).
+    """
+
+    name = "preferred-1707-unfit"
+    title = "preferred-affinity-loop-1707-unfit"
+    default_cycles: ClassVar[int] = 6
+    preferred_unfit: ClassVar[bool] = True
+
+    def after_cycles(self) -> None:
+        super().after_cycles()
+        res = self.r.result
+        self.r.check(
+            "never-converges",
+            "every cycle evicts a pod again: no replacement can reach the preferred node",
+            all(len(c["evicted"]) == 1 for c in res.cycles),
+            str([len(c["evicted"]) for c in res.cycles]),
+        )
+        self.r.check(
+            "loop-detected",
+            "the loop detector reports the owner's pods coming back",
+            not res.loops.get("silent", True),
+            str(res.loops.get("summary")),
         )
 
 

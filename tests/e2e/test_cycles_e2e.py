@@ -86,3 +86,21 @@ def test_preferred_affinity_1707_at_the_pinned_version(desched_experiment):
     assert len(set(landed)) == 1 and set(landed) != set(left), (left, landed)
     assert res.loops["silent"] is True, res.loops
     assert "no eviction loop in 4 cycle(s)" in truth
+
+
+def test_preferred_1707_with_the_preferred_node_unfit_loops_at_the_pinned_version(
+    desched_experiment, desched_cluster
+):
+    res = desched_experiment("preferred-1707-unfit")
+    truth = next(n for n in res.notes if n.startswith("#1707 at descheduler"))
+    print(truth)
+    # v0.36.0 (measured): the preference check ignores fit, nodeFit is satisfied by the third
+    # worker, so one pod is evicted every cycle and its replacement never reaches the
+    # preferred node; the detector reports the owner
+    assert [len(c["evicted"]) for c in res.cycles] == [1] * 6, res.cycles
+    preferred = desched_cluster.workers[1]  # the context's default target
+    landed = {a["node"] for c in res.cycles for a in c["arrived"]}
+    assert landed and preferred not in landed, (preferred, landed)
+    assert f"{preferred} fits it but is cordoned" in truth
+    [loop] = res.loops["loops"]
+    assert len(loop["cycles"]) >= 2 and loop["steps"], loop
