@@ -397,3 +397,57 @@ def test_the_record_and_replay_options_parse() -> None:
     add_parsers(ap.add_subparsers(dest="command", required=True))
     a = ap.parse_args(["replay", "--timeline", "t", "--speed", "10", "--pause-at", "5m"])
     assert (a.timeline, a.speed, a.pause_at, a.repeat) == ("t", "10", "5m", 1)
+
+
+# -- the driver: changes in window time, rounds at theirs, a pause stops both -------------------
+def test_driver_applies_in_order_waits_for_rounds_and_pauses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from pytest_desched.replay import apply as apply_mod
+    from pytest_desched.replay.timeline_run import TimelineDriver
+
+    base = _tl([])
+    node = base.snapshot.nodes[0]["metadata"]["name"]
+    changes = [
+        Change(t, "patch", "Node", node, None, patch={"metadata": {"labels": {"step": str(t)}}})
+        for t in (1.0, 2.0, 40.0)
+    ]
+    path = _tl(changes, window=60).write(tmp_path / "t.jsonl")
+    tl, plan = check_timeline(path, 200, pause_at="30s", every="20s")
+    seen: list[tuple[float, float]] = []
+    paused = threading.Event()
+    release = threading.Event()
+
+    def fake_apply(api: object, c: Change) -> str:
+        seen.append((c.t, driver.clock.window_t()))
+        return "applied"
+
+    def resume(t: float) -> None:
+        paused.set()
+        assert release.wait(10)
+
+    monkeypatch.setattr(apply_mod, "apply_change", fake_apply)
+    driver = TimelineDriver(tl, plan, report=lambda m: None, resume=resume)
+
+    class Cluster:
+        api_client = object()
+        kubeconfig = "kc"
+
+    extra = driver.before_round(1, Cluster())
+    assert extra["scheduled_t"] == 20 and extra["window_t"] >= 20
+    assert paused.wait(10)  # the clock stopped at 30 s: the change at 40 s has not happened
+    assert [t for t, _ in seen] == [1.0, 2.0] and driver.clock.window_t() == pytest.approx(
+        30, abs=1
+    )
+    release.set()
+    extra = driver.before_round(2, Cluster())
+    assert extra["window_t"] >= 40
+    done = driver.finish()
+    assert [t for t, _ in seen] == [1.0, 2.0, 40.0]
+    assert all(at >= t for t, at in seen)  # never before its moment
+    assert done["applied_changes"] == {"applied": 3} and done["pauses"][0]["at_s"] == pytest.approx(
+        30, abs=1
+    )
+    assert [r["scheduled_t"] for r in done["rounds"]] == [20, 40]
