@@ -4,12 +4,12 @@ for each component, from three replays of generated clusters of different shapes
 
 Each shape is one `bench/replay_scale.py` run (a fresh embedded cluster, etcd restore, one
 real round); a component's peak memory (VmHWM) and each phase's time are fitted as
-`base + per_node x nodes + per_pod x pods` through the three points (exactly determined:
-the base shape, more nodes, more pods). The figures size a cluster that does not fit one
+`base + per_node x nodes + per_pod x pods` through the three points (exactly determined,
+from each run's actual counts: the base shape, more nodes, more pods). The figures size a cluster that does not fit one
 machine (docs/replay-at-scale.md); under load the times are upper bounds, so the load
 average is recorded with each run.
 
-    python bench/object_costs.py [--base 100,1000] [--nodes 600] [--pods 6000] [--out FILE]
+    python bench/object_costs.py [--base 200,2000] [--nodes 1000] [--pods 5000] [--out FILE]
 """
 
 from __future__ import annotations
@@ -65,23 +65,37 @@ def figures(doc: dict[str, Any]) -> dict[str, float]:
     return f
 
 
+def _solve3(m: list[list[float]], y: list[float]) -> list[float]:
+    """Cramer's rule for three equations."""
+
+    def det(a: list[list[float]]) -> float:
+        return (
+            a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1])
+            - a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0])
+            + a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0])
+        )
+
+    d = det(m)
+    out = []
+    for col in range(3):
+        mc = [[*row[:col], y[i], *row[col + 1 :]] for i, row in enumerate(m)]
+        out.append(det(mc) / d)
+    return out
+
+
 def fit(points: list[tuple[int, int, dict[str, float]]]) -> dict[str, dict[str, float]]:
-    """base + per_node x N + per_pod x P through (base, more nodes, more pods)."""
-    (n0, p0, f0), (n1, p1, f1), (n2, p2, f2) = points
-    assert p1 == p0 and n2 == n0, "the second shape adds nodes only, the third pods only"
+    """base + per_node x N + per_pod x P through three runs (their actual counts)."""
+    m = [[1.0, float(n), float(p)] for n, p, _ in points]
     out: dict[str, dict[str, float]] = {}
-    for k in f0:
-        if k not in f1 or k not in f2:
+    for k in points[0][2]:
+        if not all(k in f for _, _, f in points):
             continue
-        per_node = (f1[k] - f0[k]) / (n1 - n0)
-        per_pod = (f2[k] - f0[k]) / (p2 - p0)
-        scale = 1000.0 if k.startswith("s ") else 1.0  # seconds -> ms
-        unit = "ms" if k.startswith("s ") else "MiB"
-        out[k[2:] if k.startswith("s ") else k[4:]] = {
-            "unit": unit,
-            "base": round(f0[k] - per_node * n0 - per_pod * p0, 2)
-            if unit == "MiB"
-            else round(f0[k], 2),
+        base, per_node, per_pod = _solve3(m, [f[k] for _, _, f in points])
+        ms = k.startswith("s ")
+        scale = 1000.0 if ms else 1.0  # seconds -> ms
+        out[k[2:] if ms else k[4:]] = {
+            "unit": "ms" if ms else "MiB",
+            "base": round(base * scale, 1),
             "per_node": round(per_node * scale, 4),
             "per_pod": round(per_pod * scale, 4),
         }
@@ -90,15 +104,16 @@ def fit(points: list[tuple[int, int, dict[str, float]]]) -> dict[str, dict[str, 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", default="100,1000", help="nodes,pods of the base shape")
-    ap.add_argument("--nodes", type=int, default=600, help="nodes of the second shape")
-    ap.add_argument("--pods", type=int, default=6000, help="pods of the third shape")
+    ap.add_argument("--base", default="200,2000", help="nodes,pods of the base shape")
+    ap.add_argument("--nodes", type=int, default=1000, help="nodes of the second shape")
+    ap.add_argument("--pods", type=int, default=5000, help="pods of the third shape")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     n0, p0 = (int(x) for x in args.base.split(","))
     work = Path(tempfile.mkdtemp(prefix="desched-object-costs-"))
     shapes = [(n0, p0), (args.nodes, p0), (n0, args.pods)]
     runs = [run_shape(n, p, work) for n, p in shapes]
+    counts = [(r["cluster"]["nodes"], r["cluster"]["pods"]) for r in runs]
     result = {
         "command": "python bench/object_costs.py " + " ".join(argv or sys.argv[1:]),
         "shapes": [
@@ -109,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
                 "load_avg_after": r["load_avg_after"],
                 "figures": figures(r),
             }
-            for (n, p), r in zip(shapes, runs, strict=True)
+            for (n, p), r in zip(counts, runs, strict=True)
         ],
-        "per_object": fit([(n, p, figures(r)) for (n, p), r in zip(shapes, runs, strict=True)]),
+        "per_object": fit([(n, p, figures(r)) for (n, p), r in zip(counts, runs, strict=True)]),
     }
     text = json.dumps(result, indent=1)
     print(text)
