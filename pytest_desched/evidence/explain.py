@@ -101,7 +101,11 @@ def load(path: str | Path) -> dict[str, Any]:
         return {"source": str(p), "experiment": data.get("experiment"), "cycles": [entry]}
     led = data.get("ledger") if isinstance(data.get("ledger"), Mapping) else data
     if isinstance(led.get("rows"), list):
-        return {"source": str(p), "experiment": "replay", "cycles": _entries_of_ledger(led)}
+        from pytest_desched.evidence.loops import cycles_from_ledger, detect
+
+        loops = detect(cycles_from_ledger(led)).to_dict()
+        entries = _entries_of_ledger(led)
+        return {"source": str(p), "experiment": "replay", "cycles": entries, "loops": loops}
     raise ConfigError(
         f"--record {p}: neither cycles.json, a round record nor a replay ledger; give one of them"
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import dropwhile
 from typing import Any
 
 
@@ -173,3 +174,32 @@ def cycle_obs(cycle: Mapping[str, Any]) -> CycleObs:
 
 def cycles_from_records(cycles: Iterable[Mapping[str, Any]]) -> list[CycleObs]:
     return [cycle_obs(c) for c in cycles]
+
+
+def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
+    """A replay ledger (`Ledger.to_dict()`, `desched replay ... -o json`) as a cycle history.
+
+    Round i's evicted pods are the rows whose fate in round i is `evicted` (on the row's
+    node); its arrivals are the rows created after round i (fate `new` up to round i, the
+    engine's replacements). The owner is the row's (Kind/name) in the pod's namespace.
+    """
+    rows = [r for r in ledger.get("rows") or [] if isinstance(r, Mapping)]
+    n = len(ledger.get("rounds") or []) or max((len(r.get("fates") or []) for r in rows), default=0)
+
+    def at(r: Mapping[str, Any]) -> PodAt:
+        pod = str(r.get("pod") or "")
+        ns = pod.split("/", 1)[0] if "/" in pod else ""
+        return PodAt(pod, "", f"{ns}/{r.get('owner') or pod}", r.get("node"))
+
+    out = []
+    for i in range(1, n + 1):
+        evicted, arrived = [], []
+        for r in rows:
+            fates = [str((f or {}).get("fate")) for f in r.get("fates") or []]
+            if len(fates) >= i and fates[i - 1] == "evicted":
+                evicted.append(at(r))
+            news = len(fates) - len(list(dropwhile(lambda f: f == "new", fates)))
+            if news == i:  # "new" in rounds 1..i: created after round i
+                arrived.append(at(r))
+        out.append(CycleObs(i, tuple(evicted), tuple(arrived)))
+    return out

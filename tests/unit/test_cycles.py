@@ -164,3 +164,39 @@ def test_explain_bad_input_is_one_line_exit_2(
     (tmp_path / "bad.json").write_text("{not json")
     assert cli.main(["explain", "a", "--record", str(tmp_path / "bad.json")]) == 2
     assert cli.main(["explain", "a", "--record", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_replay_ledger_over_rounds_feeds_the_loop_detector(tmp_path: Path) -> None:
+    from pytest_desched.evidence.loops import cycles_from_ledger, detect
+
+    def row(pod: str, node: str, *fates: str) -> dict[str, object]:
+        return {
+            "pod": f"lab/{pod}",
+            "node": node,
+            "owner": "ReplicaSet/web-1",
+            "fates": [{"fate": f, "layer": None} for f in fates],
+        }
+
+    ledger = {
+        "source": "replay",
+        "rounds": [{"name": "r1"}, {"name": "r2"}],
+        "rows": [
+            row("a", "w1", "evicted", "gone"),
+            row("b", "w1", "new", "evicted"),  # a's replacement, back on w1, evicted in round 2
+            row("c", "w1", "new", "new"),  # b's replacement, on w1 again
+            row("d", "w2", "not-picked", "not-picked"),
+        ],
+    }
+    [loop] = detect(cycles_from_ledger(ledger)).loops
+    assert (loop.owner, loop.kind, loop.cycles, loop.nodes) == (
+        "lab/ReplicaSet/web-1",
+        "bounce",
+        [1, 2],
+        ["w1"],
+    )
+    ledger["rows"][2]["node"] = "w2"  # the second replacement moved on: one bounce only
+    assert detect(cycles_from_ledger(ledger)).silent
+    f = tmp_path / "replay.json"
+    f.write_text(json.dumps({"ledger": ledger}))
+    text = to_text(explain("b", load(f))).splitlines()
+    assert text[-1].startswith("no eviction loop in 2 cycle(s)", len("loop detector: ")), text
