@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import ChartRef, Release
     from pytest_desched.descheduler.inputs import UserInputs
     from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.evidence.views_ahead import ViewsAhead
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster, Provider
@@ -87,6 +88,7 @@ class DeschedSession:
         self._namespaces_used: set[str] = set()  # lab namespaces handed out (fresh_namespace)
         # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows
         self.report_entries: list[dict[str, Any]] = []
+        self._views_ahead: ViewsAhead | None = None  # their charts, drawn as they come
 
     # -- phases --------------------------------------------------------------------------
     @contextmanager
@@ -494,9 +496,15 @@ class DeschedSession:
         return name
 
     def _record_result(self, result: ExperimentResult, name: str) -> None:
-        self.report_entries.append(  # the HTML report's input, written at close()
-            {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
-        )
+        entry = {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
+        self.report_entries.append(entry)  # the HTML report's input, written at close()
+        try:  # its charts drawn now, beside the next experiment (evidence/views_ahead.py)
+            from pytest_desched.evidence.views_ahead import ViewsAhead
+
+            self._views_ahead = self._views_ahead or ViewsAhead()
+            self._views_ahead.submit(len(self.report_entries) - 1, entry, self.redactor)
+        except Exception:  # drawn at close() instead, where a failure is said
+            pass
         for k, v in result.timings.items():
             self.timings[f"experiment.{name}[{result.variant}].{k}"] = v
 
@@ -652,13 +660,19 @@ class DeschedSession:
         from pytest_desched.evidence.report import write_report
 
         shown = {k: self.info.get(k) for k in ("provider", "server", "chart") if k in self.info}
+        ahead, self._views_ahead = self._views_ahead, None
         try:
             with self.phase("report"):
-                path = write_report(self.report_path, self.report_entries, self.redactor, shown)
+                path = write_report(
+                    self.report_path, self.report_entries, self.redactor, shown, ahead
+                )
         except Exception as exc:
             self.info["report_error"] = f"{type(exc).__name__}: {exc}"
             self.report(f"could not write the HTML report: {self.info['report_error']}")
             return None
+        finally:
+            if ahead is not None:
+                ahead.close()
         self.info["report"] = str(path)
         return path
 

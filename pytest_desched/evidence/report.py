@@ -13,15 +13,19 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
 from pytest_desched.redaction import Redactor
+
+if TYPE_CHECKING:
+    from pytest_desched.evidence.views_ahead import ViewsAhead
 
 REPORT_NAME = "report.html"
 
@@ -51,6 +55,11 @@ _XML_PROLOGUE = re.compile(r"\A.*?(?=<svg)", re.S)
 def _plain(obj: Any) -> Any:
     """JSON-native data (as the records on disk), so redaction sees every string."""
     return json.loads(json.dumps(obj, default=str))
+
+
+# pyplot keeps global state: one chart at a time in the process (sessions of a canary's two
+# tracks, and a session's background views, may draw at once).
+_PYPLOT = threading.Lock()
 
 
 def _svg(fig: Any, salt: str) -> Markup:
@@ -325,26 +334,37 @@ def _round_view(rec: Mapping[str, Any], salt: str) -> dict[str, Any]:
     """What the template needs of one round record, charts included."""
     timeline = rec.get("timeline") or []
     series = rec.get("pdb_series") or []
+    with _PYPLOT:
+        dist = distribution_chart(
+            rec.get("distribution_before") or {}, rec.get("distribution_after") or {}, salt
+        )
+        spans = timeline_chart(timeline, (rec.get("started_s"), rec.get("ended_s")), salt)
+        pdb = pdb_chart(series, salt)
     return {
         "rec": rec,
-        "distribution_svg": distribution_chart(
-            rec.get("distribution_before") or {}, rec.get("distribution_after") or {}, salt
-        ),
-        "timeline_svg": timeline_chart(timeline, (rec.get("started_s"), rec.get("ended_s")), salt),
-        "pdb_svg": pdb_chart(series, salt),
+        "distribution_svg": dist,
+        "timeline_svg": spans,
+        "pdb_svg": pdb,
         "requests": [e for e in timeline if e.get("what") == "eviction-request"],
         "pdb_min_allowed": min((s["disruptionsAllowed"] for s in series), default=None),
         "pdb_min_healthy": min((s["currentHealthy"] for s in series), default=None),
     }
 
 
+def entry_views(entry: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
+    """The round views (charts drawn) of the `index`-th already-redacted entry."""
+    return [_round_view(r, f"e{index}r{j}") for j, r in enumerate(entry.get("rounds") or [])]
+
+
 def report_context(
-    entries: Iterable[Mapping[str, Any]], info: Mapping[str, Any] | None = None
+    entries: Iterable[Mapping[str, Any]],
+    info: Mapping[str, Any] | None = None,
+    ahead: ViewsAhead | None = None,
 ) -> dict[str, Any]:
     """The template's data from already-redacted entries ({name, summary, rounds})."""
     experiments = []
     for i, entry in enumerate(entries):
-        rounds = [_round_view(r, f"e{i}r{j}") for j, r in enumerate(entry.get("rounds") or [])]
+        rounds = ahead.views(i, entry) if ahead is not None else entry_views(entry, i)
         for j, rv in enumerate(rounds):
             rv["id"] = f"exp-{i}-r{j}"
         experiments.append({"id": f"exp-{i}", **entry, "round_views": rounds})
@@ -366,12 +386,13 @@ def render_report(
     entries: Iterable[Mapping[str, Any]],
     redactor: Redactor | None = None,
     info: Mapping[str, Any] | None = None,
+    ahead: ViewsAhead | None = None,
 ) -> str:
     """The page as HTML text; everything shown passes through `redactor` first."""
     red = redactor or Redactor.disabled()
     data = red.redact(_plain({"entries": list(entries), "info": dict(info or {})}))
     template = _environment().get_template("report.html.j2")
-    return template.render(**report_context(data["entries"], data["info"]))
+    return template.render(**report_context(data["entries"], data["info"], ahead))
 
 
 def _write_atomically(path: Path, html: str) -> Path:
@@ -389,9 +410,10 @@ def write_report(
     entries: Iterable[Mapping[str, Any]],
     redactor: Redactor | None = None,
     info: Mapping[str, Any] | None = None,
+    ahead: ViewsAhead | None = None,
 ) -> Path:
     """Render and write the page atomically."""
-    return _write_atomically(path, render_report(entries, redactor, info))
+    return _write_atomically(path, render_report(entries, redactor, info, ahead))
 
 
 # --- the canary's page -------------------------------------------------------------------------
