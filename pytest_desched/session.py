@@ -748,10 +748,12 @@ class DeschedSession:
 
             scan = threading.Thread(target=final_scan, name="desched-final-scan", daemon=True)
             scan.start()
+        # The HTML report is drawn beside the releases' removal and the cluster's deletion
+        # (they mostly wait on helm and kwokctl); it needs the redactor, not the cluster.
+        # Interrupted too: the experiments that finished are evidence (none: nothing written).
+        report = threading.Thread(target=self.write_report, name="desched-report", daemon=True)
+        report.start()
         try:
-            # before teardown: the redactor still knows the names. Interrupted too: the
-            # experiments that finished are evidence (none finished: nothing is written).
-            self.write_report()
             releases = [r for r in (self._release, *self._lane_releases.values()) if r]
             releases = [r for r in releases if r.installed]
             if whole and releases:
@@ -776,6 +778,7 @@ class DeschedSession:
                 self._note_teardown(self._provider, keep)
                 if keep:
                     out["kept"] = self._provider.resume_hint()
+            report.join()
         self.info.update(out)
         if left:
             raise left[0]
