@@ -16,6 +16,7 @@ import subprocess
 import tarfile
 import tempfile
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -469,7 +470,18 @@ class Release:
 
     # -- steps ------------------------------------------------------------
     def show_values(self) -> Path:
-        out = self.cluster.helm("show", "values", str(self.chart.path)).stdout
+        # The chart's values file is part of its .tgz: kept beside it under the .tgz's
+        # digest, so a pinned chart's `helm show values` runs once per machine.
+        cached = self.chart.path.with_name(f".{self.chart.path.name}.{self.chart.digest}.values")
+        if self.chart.path.is_file() and cached.is_file():
+            out = cached.read_text()
+        else:
+            out = self.cluster.helm("show", "values", str(self.chart.path)).stdout
+            if self.chart.path.is_file():
+                with contextlib.suppress(OSError):  # a read-only chart folder: no cache
+                    tmp = cached.with_name(f"{cached.name}.{os.getpid()}.tmp")
+                    tmp.write_text(out)
+                    tmp.replace(cached)
         p = _write_scrubbed(self.workdir / "descheduler-values.yaml", out)
         self.values = yaml.safe_load(out) or {}
         return p
@@ -598,8 +610,10 @@ class Release:
     def install_first(self) -> list[str]:
         """First install: suspended and dry-run, defaults from `helm show values`."""
         self.check_version_runs_here()
-        self._refuse_foreign_release()
-        self.show_values()
+        with ThreadPoolExecutor(1) as pool:  # two independent reads: helm status, show values
+            refused = pool.submit(self._refuse_foreign_release)
+            self.show_values()
+            refused.result()
         rendered, docs, text = self._render(dry_run=True, policy=None)
         checks = check_render(docs, dry_run=True, image=self.image)
         self.run_preflight(docs, text)
@@ -632,9 +646,8 @@ class Release:
         """The runbook's pre-flight before the first install; kept on the release and on disk."""
         from pytest_desched.descheduler.preflight import run_preflight
 
-        diff = self.diff(text)  # nothing is installed yet: every object shows as created
-        self.preflight = run_preflight(
-            self.cluster, docs, diff, self.namespace, self.target_namespace
+        self.preflight = run_preflight(  # diff: nothing is installed, every object is new
+            self.cluster, docs, lambda: self.diff(text), self.namespace, self.target_namespace
         )
         (self.workdir / "preflight.json").write_text(json.dumps(self.preflight, indent=1))
         ans = self.preflight.get("can_i_evict", {}).get("answer")

@@ -9,6 +9,7 @@ round record carries it); a step that cannot be answered says why instead of gue
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.redaction import scrub_secrets
@@ -85,29 +86,46 @@ def diff_objects(diff: str) -> list[str]:
 def run_preflight(
     cluster: Cluster,
     docs: list[dict[str, Any]],
-    diff: str,
+    diff: str | Callable[[], str],
     release_namespace: str,
     target_namespace: str | None,
 ) -> dict[str, Any]:
-    """All pre-flight answers as plain JSON data (`docs`: the render the install will apply)."""
+    """All pre-flight answers as plain JSON data (`docs`: the render the install will apply).
+
+    `diff` is the `kubectl diff` text, or the call that makes it. The questions are
+    independent reads (kubectl's and the API server's), so they are asked at the same time:
+    each mostly waits on a round trip; the answers are the same as one after another.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     sas = [d["metadata"]["name"] for d in docs if d.get("kind") == "ServiceAccount"]
-    result: dict[str, Any] = {
-        "versions": versions(cluster),
-        "target_namespace": target_namespace,
-        "diff_objects": diff_objects(diff),
-        "diff_lines": len(diff.splitlines()),
-        "diff": diff[:DIFF_MAX_CHARS],
-    }
+    with ThreadPoolExecutor(4, thread_name_prefix="desched-preflight") as pool:
+        asked_diff = pool.submit(diff) if callable(diff) else None
+        asked_versions = pool.submit(versions, cluster)
+        asked_evict = (
+            pool.submit(can_i_evict, cluster, sas[0], release_namespace, target_namespace)
+            if target_namespace and sas
+            else None
+        )
+        asked_pdbs = pool.submit(pdbs, cluster, target_namespace) if target_namespace else None
+        text = asked_diff.result() if asked_diff is not None else str(diff)
+        result: dict[str, Any] = {
+            "versions": asked_versions.result(),
+            "target_namespace": target_namespace,
+            "diff_objects": diff_objects(text),
+            "diff_lines": len(text.splitlines()),
+            "diff": text[:DIFF_MAX_CHARS],
+        }
     if target_namespace:
         result["can_i_evict"] = (
-            can_i_evict(cluster, sas[0], release_namespace, target_namespace)
-            if sas
+            asked_evict.result()
+            if asked_evict is not None
             else {"answer": "the render creates no ServiceAccount", "allowed": None}
         )
         from kubernetes.client.rest import ApiException
 
         try:
-            result["pdbs"] = pdbs(cluster, target_namespace)
+            result["pdbs"] = asked_pdbs.result() if asked_pdbs is not None else []
         except ApiException as exc:
             result["pdbs"] = {"error": f"{exc.status} {exc.reason}"}
     else:
