@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_desched.replay.genbase import POOL_LABEL
     from pytest_desched.replay.generator import Shape, generate
     from pytest_desched.session import interrupts_unwind
-    from pytest_desched.tools.toolchain import default_cache_dir
+    from pytest_desched.tools.locate import default_cache_dir
 
     work = Path(tempfile.mkdtemp(prefix="desched-bench-replay-"))
     t0 = time.monotonic()

@@ -646,7 +646,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--rounds, --runs and --pytest-runs must be >= 0")
     signal.signal(signal.SIGTERM, _sigterm)  # SIGTERM unwinds like Ctrl-C: everything torn down
 
-    from pytest_desched.tools.toolchain import TOOL_GROUP, Toolchain
+    from pytest_desched.tools.groups import TOOL_GROUP
+    from pytest_desched.tools.toolchain import Toolchain
 
     data: dict[str, Any] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),

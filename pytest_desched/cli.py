@@ -35,14 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched import render as out
-from pytest_desched.artifacts_dir import claim
 from pytest_desched.config import (
     OPTION_ENV,
-    OPTION_GROUPS,
-    OPTIONS,
-    build_config,
+    add_config_options,
     cli_flag,
-    commands_of,
+    config_from_args,
     resolve,
     respell,
 )
@@ -59,27 +56,6 @@ def _error(msg: str) -> None:
     say(f"error: {printable(msg)}")
 
 
-def _add_config_options(ap: argparse.ArgumentParser, command: str | None = None) -> None:
-    """The plugin's options that `command` takes, without their prefix, grouped for --help;
-    an option whose spelling the command already has for itself is left to the command."""
-    taken = set(ap._option_string_actions)
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for flag, env, kw in OPTIONS:
-        short = cli_flag(flag)
-        if (command and command not in commands_of(flag)) or short in taken:
-            continue
-        title = OPTION_GROUPS.get(flag, "input options")
-        if title not in groups:
-            groups[title] = ap.add_argument_group(title)
-        kw = dict(kw)
-        default = kw.pop("default", False if kw.get("action") == "store_true" else None)
-        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
-        if kw.get("action") != "store_true":
-            kw["default"] = None  # unset, so an explicit value beats the environment
-            kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))
-        groups[title].add_argument(short, dest=flag, **kw)
-
-
 def _spelling(parser: argparse.ArgumentParser | None) -> Any:
     """How this subcommand's errors name a plugin option: the flag it takes, else the env var."""
     have = set(parser._option_string_actions) if parser else set()
@@ -91,14 +67,6 @@ def _spelling(parser: argparse.ArgumentParser | None) -> Any:
     return spell
 
 
-def _config(args: argparse.Namespace, **fields: Any) -> Any:
-    values = {flag: getattr(args, flag, None) for flag, _, _ in OPTIONS}
-    config = build_config(values, **fields)
-    if not resolve("--desched-artifacts", values["--desched-artifacts"]):
-        claim(config.artifacts)  # ./desched-artifacts/<stamp>-<id>/ and `latest`
-    return config
-
-
 def cmd_tools(args: argparse.Namespace) -> int:
     import time
 
@@ -107,7 +75,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
     cand = None
     if args.candidate:
-        from pytest_desched.descheduler.candidate import parse_candidate
+        from pytest_desched.tools.candidate import parse_candidate
 
         cand = parse_candidate(args.candidate)
     cache = resolve("--desched-cache-dir", args.cache_dir)
@@ -145,7 +113,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     from pytest_desched import interrupts
     from pytest_desched.providers.embedded.cluster import write_up_owner
     from pytest_desched.session import DeschedSession
-    from pytest_desched.tools.toolchain import default_cache_dir
+    from pytest_desched.tools.locate import default_cache_dir
 
     cache = Path(
         resolve("--desched-cache-dir", getattr(args, "--desched-cache-dir", None))
@@ -158,7 +126,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     config = session = None
     finished = False
     try:
-        config = _config(args, keep="always", run_dir=run_dir)
+        config = config_from_args(args, keep="always", run_dir=run_dir)
         session = DeschedSession(config, report=say)
         name = getattr(session.provider, "cluster_name", None)
         if name:  # known before anything starts: `desched down NAME` finds this folder
@@ -268,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.variant is not None and args.variant not in VARIANTS:  # before any cluster
         raise ConfigError(f"--variant {args.variant!r}: unknown; use one of {', '.join(VARIANTS)}")
-    config = _config(args)
+    config = config_from_args(args)
     if args.parallel and len(names) > 1 and config.workers < 2 * len(names):
         # two workers per lane (a source and a target); only the embedded cluster grows
         config = config.with_(workers=2 * len(names))
@@ -353,7 +321,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         check_file(f, what="policy, values or ConfigMap")
     cand = None
     if args.candidate:  # the candidate's own policy checker, built from its source
-        from pytest_desched.descheduler.candidate import parse_candidate
+        from pytest_desched.tools.candidate import parse_candidate
 
         cand = parse_candidate(args.candidate)
     bins = parse_bins(resolve("--desched-bin", args.bin))  # e.g. policycheck=PATH, no Go
@@ -394,7 +362,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
     """Both tracks, the diff, the verdict; the Markdown report on stdout (or JSON)."""
     from pytest_desched.canary.engine import run_canary
 
-    config = _config(args)
+    config = config_from_args(args)
     candidate = getattr(config, "candidate", None)
     if not candidate:
         raise ConfigError(
@@ -529,7 +497,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--bin", default=None, metavar="TOOL=PATH,...", help="use these binaries")
     out.add_output(t)
     u = command("up", cmd_up, "bring up a kept cluster with the release installed")
-    _add_config_options(u, "up")
+    add_config_options(u, "up")
     out.add_output(u)
     d = command("down", cmd_down, "delete kept embedded clusters (list them without names)")
     d.add_argument("names", nargs="*")
@@ -559,7 +527,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fail the experiment when the eviction-loop detector finds a loop in the K cycles",
     )
-    _add_config_options(r, "run")
+    add_config_options(r, "run")
     r.add_argument(
         "--descheduler",
         dest="--desched-descheduler-version",
@@ -608,7 +576,7 @@ def parser() -> argparse.ArgumentParser:
         aliases={"--format": None},
     )
     c = command("canary", cmd_canary, "a candidate descheduler/chart against the baseline")
-    _add_config_options(c, "canary")  # includes --candidate and --candidate-chart
+    add_config_options(c, "canary")  # includes --candidate and --candidate-chart
     c.add_argument("--expect", default=None, metavar="FILE", help="explanations of changes")
     c.add_argument(
         "--experiment",
@@ -639,7 +607,7 @@ def parser() -> argparse.ArgumentParser:
     add_parsers(sub)
     from pytest_desched.fidelity.cli import add_parser as add_fidelity  # desched fidelity
 
-    add_fidelity(sub, _add_config_options)
+    add_fidelity(sub, add_config_options)
     return ap
 
 

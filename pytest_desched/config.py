@@ -7,6 +7,7 @@ explicit value always wins over the environment variable, which wins over the de
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import tempfile
@@ -14,24 +15,40 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_desched.artifacts_dir import default_run_dir
-from pytest_desched.errors import ConfigError
-
-if TYPE_CHECKING:
-    from pytest_desched.descheduler.candidate import Candidate
+from pytest_desched import names
+from pytest_desched.artifacts_dir import claim, default_run_dir
+from pytest_desched.errors import ConfigError, LabInputError
+from pytest_desched.tools.candidate import Candidate, parse_candidate
+from pytest_desched.tools.groups import TOOL_GROUP
 
 __all__ = [
     "OPTIONS",
+    "PROVIDERS",
     "ConfigError",
     "DeschedConfig",
+    "add_config_options",
     "build_config",
     "cli_flag",
+    "config_from_args",
     "ini_key",
     "resolve",
     "respell",
+    "unknown_provider",
 ]
+
+# The providers a run may name (`auto` picks one); keep in step with providers.REGISTRY.
+PROVIDERS = ("auto", "embedded", "kind", "existing")
+
+
+def unknown_provider(name: object) -> str:
+    """The one message for a provider name that is none of PROVIDERS."""
+    return (
+        f"unknown provider {name!r}; use one of {', '.join(PROVIDERS)} "
+        "(--desched-provider or DESCHED_PROVIDER)"
+    )
+
 
 OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -318,7 +335,7 @@ class DeschedConfig:
     namespace: str = "descheduler-lab"
     release: str = "descheduler"
     descheduler_version: str | None = None
-    # The upgrade canary's candidate and its chart, as specs (descheduler.candidate); parsed
+    # The upgrade canary's candidate and its chart, as specs (tools.candidate); parsed
     # and checked by validate(), the parsed form is `parsed_candidate()`.
     candidate: str | None = None
     candidate_chart: str | None = None
@@ -357,8 +374,6 @@ def _spec_stamp(spec: str | None) -> tuple[Any, ...]:
 
 def _parse_candidate_cached(spec: str | None, chart: str | None) -> Candidate:
     """parse_candidate, once per spec and file state (a tarball read costs ~0.5 s)."""
-    from pytest_desched.descheduler.candidate import parse_candidate
-
     key = (spec, chart, _spec_stamp(spec), _spec_stamp(f"x:{chart}" if chart else None))
     if key not in _CANDIDATES:
         _CANDIDATES[key] = parse_candidate(spec, chart)
@@ -370,8 +385,6 @@ _CANDIDATES: dict[tuple[Any, ...], Candidate] = {}
 
 def parse_bins(raw: str | None) -> dict[str, Path]:
     """`kubectl=/usr/bin/kubectl,helm=/opt/helm` -> {tool: path}; a bad entry is an error."""
-    from pytest_desched.tools.toolchain import TOOL_GROUP
-
     out: dict[str, Path] = {}
     for item in filter(None, (raw or "").split(",")):
         tool, sep, path = item.partition("=")
@@ -389,25 +402,17 @@ def parse_bins(raw: str | None) -> dict[str, Path]:
 
 def validate(c: DeschedConfig) -> DeschedConfig:
     """Every cheap input check, before the first cluster change."""
-    from pytest_desched.lab.inputs import LabInputError, check_namespace
-    from pytest_desched.providers.base import PROVIDERS
-
     if c.provider not in PROVIDERS:
-        raise ConfigError(
-            f"unknown provider {c.provider!r}; use one of {', '.join(PROVIDERS)} "
-            "(--desched-provider or DESCHED_PROVIDER)"
-        )
+        raise ConfigError(unknown_provider(c.provider))
     if not isinstance(c.workers, int) or c.workers < 2:
         raise ConfigError(
             f"{named('--desched-workers')} must be an integer >= 2, got {c.workers!r} "
             "(the descheduler skips smaller clusters)"
         )
     try:
-        check_namespace(c.namespace)
+        names.check_namespace(c.namespace)
     except LabInputError as exc:
         raise ConfigError(f"{named('--desched-namespace')}: {exc}") from None
-    from pytest_desched import names
-
     names.check("namespace", c.namespace, "", named("--desched-namespace"))
     names.check("release", c.release, "", named("--desched-release"))
     if c.descheduler_version is not None:
@@ -520,3 +525,34 @@ def build_config(
         run_dir=run_dir,
     )
     return validate(replace(config, **fields)) if fields else validate(config)
+
+
+# -- the `desched` command's face of the options ------------------------------
+def add_config_options(ap: argparse.ArgumentParser, command: str | None = None) -> None:
+    """The plugin's options that `command` takes, without their prefix, grouped for --help;
+    an option whose spelling the command already has for itself is left to the command."""
+    taken = set(ap._option_string_actions)
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for flag, env, kw in OPTIONS:
+        short = cli_flag(flag)
+        if (command and command not in commands_of(flag)) or short in taken:
+            continue
+        title = OPTION_GROUPS.get(flag, "input options")
+        if title not in groups:
+            groups[title] = ap.add_argument_group(title)
+        kw = dict(kw)
+        default = kw.pop("default", False if kw.get("action") == "store_true" else None)
+        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
+        if kw.get("action") != "store_true":
+            kw["default"] = None  # unset, so an explicit value beats the environment
+            kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))
+        groups[title].add_argument(short, dest=flag, **kw)
+
+
+def config_from_args(args: argparse.Namespace, **fields: Any) -> DeschedConfig:
+    """The configuration a `desched` subcommand's parsed arguments give (and its run folder)."""
+    values = {flag: getattr(args, flag, None) for flag, _, _ in OPTIONS}
+    config = build_config(values, **fields)
+    if not resolve("--desched-artifacts", values["--desched-artifacts"]):
+        claim(config.artifacts)  # ./desched-artifacts/<stamp>-<id>/ and `latest`
+    return config

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
 
-if TYPE_CHECKING:
-    from pytest_desched.experiments.framework import ExperimentResult
+
+class FailedResult(Protocol):
+    """What a failure carries to its reporter (experiments.framework.ExperimentResult)."""
+
+    error: str | None
+    artifacts: dict[str, str]
 
 
 class DeschedError(Exception):
@@ -139,7 +143,7 @@ class ExperimentFailed(DeschedError, AssertionError):
     the complete result, artifacts included.
     """
 
-    def __init__(self, message: str, result: ExperimentResult | None = None) -> None:
+    def __init__(self, message: str, result: FailedResult | None = None) -> None:
         super().__init__(message)
         self.result = result
 

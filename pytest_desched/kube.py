@@ -7,16 +7,42 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from pytest_desched.errors import WaitTimeout
+from pytest_desched.errors import DeschedError, RoundError, WaitTimeout
 
 if TYPE_CHECKING:
-    from pytest_desched.providers.base import Cluster
+    from kubernetes import client
 
 T = TypeVar("T")
+
+
+class HasApi(Protocol):
+    """What these helpers read of a cluster (providers.base.Cluster, a floor above)."""
+
+    @property
+    def api_client(self) -> client.ApiClient: ...
+
+    @property
+    def core(self) -> client.CoreV1Api: ...
+
+
+class CuttableWatch(Protocol):
+    """A background watch a fault may cut (the lab recorder's), as a dropped connection would."""
+
+    def disconnect(self, kind: str) -> bool: ...
+
+
+# (namespace, watch) of every background watch open now: how a fault injector reaches a
+# round's recorder without importing the lab (which sits above the providers).
+LIVE_WATCHES: list[tuple[str, CuttableWatch]] = []
+
+
+def live_watches(namespace: str | None = None) -> list[CuttableWatch]:
+    """The background watches open now (in `namespace`)."""
+    return [w for ns, w in list(LIVE_WATCHES) if namespace is None or ns == namespace]
 
 
 def wait_for(
@@ -148,7 +174,7 @@ def node_ready(node: Any) -> bool:
     return False
 
 
-def wait_nodes_ready(cluster: Cluster, names: list[str], timeout: float = 60) -> None:
+def wait_nodes_ready(cluster: HasApi, names: list[str], timeout: float = 60) -> None:
     def ready(nodes: list[Any]) -> dict[str, bool]:
         by_name = {n.metadata.name: n for n in nodes}
         return {name: name in by_name and node_ready(by_name[name]) for name in names}
@@ -239,7 +265,7 @@ def api_failure(exc: BaseException) -> str | None:
     return None
 
 
-def api_health(cluster: Cluster, timeout: float = 6.0) -> str:
+def api_health(cluster: HasApi, timeout: float = 6.0) -> str:
     """One line on the API server's state from its /readyz?verbose, bounded by `timeout`.
 
     Names the failing checks (e.g. `etcd`), so an error says which component is down.
@@ -267,14 +293,12 @@ def api_health(cluster: Cluster, timeout: float = 6.0) -> str:
 
 
 @contextmanager
-def api_unavailable(cluster: Cluster, doing: str) -> Iterator[None]:
+def api_unavailable(cluster: HasApi, doing: str) -> Iterator[None]:
     """Re-raise an API-server failure inside the block as a RoundError naming the server.
 
     The message says what was being done, how the request failed and what /readyz says now;
     errors that are not the API server's (4xx, the engine's own) pass through unchanged.
     """
-    from pytest_desched.errors import DeschedError, RoundError
-
     try:
         yield
     except DeschedError:
@@ -310,14 +334,10 @@ class UnscheduledGuard:
     """Ends a wait on a Job whose pod stayed unscheduled for `limit` seconds (RoundError)."""
 
     def __init__(self, what: str, limit: float = ROUND_POD_SCHEDULE_TIMEOUT_S) -> None:
-        import time
-
         self.what, self.limit, self.clock = what, limit, time.monotonic
         self.first: dict[str, float] = {}
 
     def check(self, pods: list[Any]) -> None:
-        from pytest_desched.errors import RoundError
-
         now = self.clock()
         for p in pods:
             phase = p.status.phase if p.status else None

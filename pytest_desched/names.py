@@ -11,15 +11,25 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pytest_desched.errors import InputError
+from pytest_desched.errors import InputError, LabInputError
 
-__all__ = ["DNS_LABEL", "PATH_SEGMENT", "RELEASE", "check", "inside"]
+__all__ = [
+    "DNS_LABEL",
+    "PATH_SEGMENT",
+    "RELEASE",
+    "RESERVED_NAMESPACES",
+    "check",
+    "check_namespace",
+    "inside",
+]
 
 # A path segment: starts with a letter or digit, then letters, digits and . _ + - ; no "..".
 # Covers release tags (v0.36.0, v0.36.0-rc.1+build), commits (hex), branches (master).
 PATH_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,127}")
 DNS_LABEL = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?")  # RFC 1123 label, 63
 RELEASE = re.compile(r"[a-z0-9](?:[-a-z0-9]{0,51}[a-z0-9])?")  # helm: a label of <= 53
+# Namespaces a lab must never be: the cluster's own, and `kube-` is reserved for Kubernetes.
+RESERVED_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 
 _KINDS: dict[str, tuple[re.Pattern[str], str]] = {
     "version": (PATH_SEGMENT, "a release tag (v0.36.0) or a commit"),
@@ -52,3 +62,28 @@ def inside(root: Path, *parts: str) -> Path:
     if not path.resolve().is_relative_to(root.resolve()):
         raise InputError(str(root), where, "leaves its folder", "use a plain name")
     return path
+
+
+def check_namespace(name: object, release_namespace: str | None = None) -> str:
+    """The lab namespace if it is one a lab may create; LabInputError naming the fix if not."""
+    fix = "pick another with --desched-namespace (or namespace=...)"
+    if not isinstance(name, str) or not name:
+        raise LabInputError(f"lab namespace {name!r} must be a non-empty string; {fix}")
+    reserved = {*RESERVED_NAMESPACES, *([release_namespace] if release_namespace else [])}
+    if name in reserved or name.startswith("kube-"):
+        raise LabInputError(
+            f"lab namespace {name!r} is reserved ({', '.join(sorted(reserved))}, kube-*; the "
+            f"release lives in {release_namespace or 'kube-system'}) and a lab deletes its "
+            f"namespace afterwards; {fix}"
+        )
+    if len(name) > 63:
+        raise LabInputError(
+            f"lab namespace {name[:20]!r}... is {len(name)} characters; a namespace name has at "
+            f"most 63 (RFC 1123 label); {fix}"
+        )
+    if not DNS_LABEL.fullmatch(name):
+        raise LabInputError(
+            f"lab namespace {name!r} is not a valid RFC 1123 label (lower-case letters, digits "
+            f"and '-', starting and ending with a letter or digit); {fix}"
+        )
+    return name

@@ -28,7 +28,6 @@ from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and fr
 from pytest_desched.log import Reporter, say
 
 if TYPE_CHECKING:
-    from pytest_desched.descheduler.candidate import Candidate
     from pytest_desched.descheduler.chart import ChartRef, Release
     from pytest_desched.descheduler.inputs import UserInputs
     from pytest_desched.descheduler.policy import Policy
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster, Provider
     from pytest_desched.redaction import Redactor
+    from pytest_desched.tools.candidate import Candidate
     from pytest_desched.tools.toolchain import Toolchain
 
 
@@ -416,7 +416,7 @@ class DeschedSession:
         a caller's own policy is filed under its own name, not a built-in variant's.
         """
         from pytest_desched.descheduler.chart import Release as _Release
-        from pytest_desched.descheduler.policy import Policy
+        from pytest_desched.descheduler.policy import Policy, scope_policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
         from pytest_desched.experiments.cycles import check_cycles
         from pytest_desched.lab.inputs import LabInputError, check_lab_inputs
@@ -459,8 +459,8 @@ class DeschedSession:
             label = None if policy is None else f"custom-{pol.digest()[:8]}"
         for path, value in (overrides or {}).items():
             pol = pol.override(path, value, why=why)
-        pol = cluster.scope_policy(pol, ns)  # existing clusters: the lab only
-        if user is not None and cluster.policy_scope is None:
+        pol = scope_policy(cluster, pol, ns)  # existing clusters: the lab only
+        if user is not None and cluster.lab_node_selector is None:
             pol = _user_policy_scope().apply(pol, ns)  # a throwaway cluster: the lab namespace
         pol.validate()
         return ExperimentContext(
@@ -554,7 +554,7 @@ class DeschedSession:
             self.evidence.write_json("session", "execution", execution)
             return [self.run(cls, variant, on_record) for cls, variant in classes]
         cluster = self.cluster
-        if cluster.policy_scope is not None:
+        if cluster.lab_node_selector is not None:
             raise ConfigError(
                 f"{cluster.provider} cluster {cluster.name}: experiments run one at a time here "
                 "(lanes need nodes and releases of their own); use run() per experiment"

@@ -269,7 +269,7 @@ def run_canary(
     `behaviour=False` is the static-only canary (charts and policies, no cluster): what CI
     can check before anything runs; its verdict judges the static differences alone.
     """
-    from pytest_desched.descheduler.candidate import parse_candidate
+    from pytest_desched.tools.candidate import parse_candidate
 
     t0 = time.monotonic()
     if not (static or behaviour):

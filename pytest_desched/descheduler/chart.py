@@ -23,16 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pytest_desched.descheduler.policy import Policy, digest_of_rendered
+from pytest_desched.descheduler.policy import Policy, check_policy_scope, digest_of_rendered
 from pytest_desched.errors import CommandError, ConfigError, ToolError, UnsafeRender
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import helm_env, run
 from pytest_desched.redaction import scrub_secrets
-from pytest_desched.tools.toolchain import go_env
+from pytest_desched.tools.gobuild import go_env
+from pytest_desched.tools.versions import descheduler_image
 
 if TYPE_CHECKING:
-    from pytest_desched.descheduler.candidate import Candidate
     from pytest_desched.providers.base import Cluster
+    from pytest_desched.tools.candidate import Candidate
     from pytest_desched.tools.toolchain import Toolchain
     from pytest_desched.tools.versions import Versions
 
@@ -203,7 +204,7 @@ def obtain_candidate_chart(
     appVersion unless pinned; a directory likewise; a .tgz as is; `repo:VERSION` from the
     Helm repo, where an unreachable repo is a ToolError (no fallback to the pinned chart).
     """
-    from pytest_desched.descheduler.candidate import parse_chart_spec, resolve_source, tree_digest
+    from pytest_desched.tools.candidate import parse_chart_spec, resolve_source, tree_digest
 
     assert candidate.chart is not None
     spec = parse_chart_spec(candidate.chart, candidate.kind)
@@ -271,7 +272,7 @@ def obtain_candidate_chart(
         f"-{k}{v}" for k, v in (("v", spec.version), ("a", spec.app_version)) if v is not None
     )
     out_dir = cache / f"{spec.kind}-{content[:16]}{pins}"
-    from pytest_desched.tools.toolchain import file_lock
+    from pytest_desched.tools.locate import file_lock
 
     with file_lock(toolchain.cache_dir / "locks" / f"chart-{out_dir.name}.lock"):
         found = sorted(out_dir.glob("*.tgz")) if out_dir.is_dir() else []
@@ -405,13 +406,6 @@ def check_render(
 
 
 RELEASE_TAG = re.compile(r"v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?")
-
-
-def descheduler_image(versions: Versions, version: str) -> str:
-    """The image of a descheduler version: the pinned reference, or the same repo at its tag."""
-    if version == versions.descheduler.version:
-        return versions.descheduler_image
-    return f"{versions.descheduler_image.rsplit(':', 1)[0]}:{version}"
 
 
 @dataclass
@@ -688,7 +682,7 @@ class Release:
                 "lint": [f"{f.rule} {f.name}: {f.path}: {f.message}" for f in findings],
             }
         if not dry_run:  # a cluster that is not ours: only a policy scoped to the lab may evict
-            self.cluster.check_policy_scope(policy)
+            check_policy_scope(self.cluster, policy)
         _, docs, text = self._render(dry_run=dry_run, policy=policy)
         checks = check_render(docs, dry_run=dry_run, image=self.image, policy=policy)
         diff = self.diff(text)

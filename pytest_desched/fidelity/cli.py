@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from pytest_desched import render as out
+from pytest_desched.config import config_from_args
 from pytest_desched.log import say
 
 EXIT_OK, EXIT_FAILED = 0, 1
@@ -59,7 +60,6 @@ def text_of(outcome: Any) -> str:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from pytest_desched.cli import _config
     from pytest_desched.errors import ConfigError
     from pytest_desched.experiments.framework import VARIANTS
     from pytest_desched.fidelity.cases import DEFAULT, lookup_case
@@ -69,7 +69,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     cases = [lookup_case(n) for n in (args.experiment or DEFAULT)]  # before any cluster
     if args.variant is not None and args.variant not in VARIANTS:
         raise ConfigError(f"--variant {args.variant!r}: unknown; use one of {', '.join(VARIANTS)}")
-    config = _config(args)
+    config = config_from_args(args)
     results = []
     with DeschedSession(config, report=say) as session:
         for case in cases:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.kube import LIVE_WATCHES
 from pytest_desched.lab.snapshot import PodInfo
 
 if TYPE_CHECKING:
@@ -77,14 +78,6 @@ class Recorder:
             ),
             None,
         )
-
-
-_LIVE: list[tuple[str, Recorder]] = []  # (namespace, recorder) of every record_lab block
-
-
-def live_recorders(namespace: str | None = None) -> list[Recorder]:
-    """The recorders watching now (in `namespace`): how a fault injector reaches a round's."""
-    return [rec for ns, rec in list(_LIVE) if namespace is None or ns == namespace]
 
 
 @contextmanager
@@ -151,11 +144,11 @@ def record_lab(
     for t in threads:
         t.start()
     entry = (namespaces[0], rec)
-    _LIVE.append(entry)
+    LIVE_WATCHES.append(entry)  # a fault injector reaches it there (kube.live_watches)
     try:
         yield rec
     finally:
-        _LIVE.remove(entry)
+        LIVE_WATCHES.remove(entry)
         stop.set()
         for w in watches:
             w.stop()

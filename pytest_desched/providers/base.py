@@ -10,19 +10,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.config import PROVIDERS, unknown_provider
 from pytest_desched.errors import ProviderError
 from pytest_desched.proc import helm_env, run
 from pytest_desched.providers.audit_log import unreadable_reason
 from pytest_desched.providers.jobs import JobRunner
+from pytest_desched.providers.reaper import NamespaceReaper
 
 if TYPE_CHECKING:
     from kubernetes import client
 
-    from pytest_desched.descheduler.policy import Policy, PolicyScope
-    from pytest_desched.lab.reaper import NamespaceReaper
     from pytest_desched.tools.toolchain import Toolchain
 
-PROVIDERS = ("auto", "embedded", "kind", "existing")  # keep in step with providers.REGISTRY
 
 # Nodes an experiment may label and drain must carry this label on an existing cluster.
 OPT_IN_LABEL = "descheduler.example.com/lab-node"
@@ -50,8 +49,9 @@ class Cluster:
     audit_log: Path | None = None
     audit_unavailable_why: str | None = None
     # Set by a provider whose cluster is not ours (existing): every policy applied outside
-    # dry-run must stay inside the lab namespace and the opted-in nodes. None: no limit.
-    policy_scope: PolicyScope | None = None
+    # dry-run must stay inside the lab namespace and the nodes this `key=value` selects
+    # (descheduler.policy.scope reads it). None: a throwaway cluster, no limit.
+    lab_node_selector: str | None = None
     # kubectl's and helm's discovery/http cache (KUBECACHEDIR): the run's own directory when the
     # provider knows it; otherwise under `workdir`. Never ~/.kube/cache.
     kube_cache_dir: Path | None = None
@@ -68,8 +68,6 @@ class Cluster:
     @cached_property
     def namespace_reaper(self) -> NamespaceReaper:
         """Lab namespaces deleted in the background; the session's final scan waits for them."""
-        from pytest_desched.lab.reaper import NamespaceReaper
-
         return NamespaceReaper(self)
 
     # -- API ------------------------------------------------------------
@@ -113,21 +111,6 @@ class Cluster:
         from kubernetes import client
 
         return client.VersionApi(self.api_client).get_code().git_version
-
-    # -- policy scope (the provider's rule, applied in one place) -------------
-    def scope_policy(self, policy: Policy, namespace: str) -> Policy:
-        """The policy as it may run on this cluster: narrowed to the lab when scoped."""
-        return policy if self.policy_scope is None else self.policy_scope.apply(policy, namespace)
-
-    def check_policy_scope(self, policy: Policy | None) -> None:
-        """PolicyError unless `policy` stays inside this cluster's scope (before any change)."""
-        if self.policy_scope is None:
-            return
-        problems = self.policy_scope.problems(policy)
-        if problems:
-            from pytest_desched.descheduler.policy import PolicyError
-
-            raise PolicyError(problems, f"{self.provider} cluster {self.name} (lab scope)")
 
     # -- CLI runners (argument lists, explicit KUBECONFIG, never ~/.kube/config) --
     def env(self) -> dict[str, str]:
@@ -202,10 +185,7 @@ def choose_provider(requested: str, docker_answers: bool | None = None) -> str:
     """Resolve `auto`: kind when a Docker engine answers, else the embedded cluster."""
     requested = (requested or "auto").strip().lower()
     if requested not in PROVIDERS:
-        raise ProviderError(
-            f"unknown provider {requested!r}; use one of {', '.join(PROVIDERS)} "
-            f"(--desched-provider or DESCHED_PROVIDER)"
-        )
+        raise ProviderError(unknown_provider(requested))
     if requested != "auto":
         return requested
     if docker_answers is None:

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.descheduler.policy import PolicyScope
 from pytest_desched.kube import node_annotations, node_labels, node_name
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
@@ -169,8 +168,8 @@ class ExistingProvider(Provider):
             ) from exc
         cluster.workers = require_opted_in(nodes, context)
         # Not our cluster: every policy applied outside dry-run is held to the lab namespace
-        # and the opted-in nodes (Cluster.scope_policy / check_policy_scope).
-        cluster.policy_scope = PolicyScope(node_selector=f"{OPT_IN_LABEL}=true")
+        # and the opted-in nodes (descheduler.policy.scope: scope_policy / check_policy_scope).
+        cluster.lab_node_selector = f"{OPT_IN_LABEL}=true"
         cluster.info.update(nodes_total=len(nodes), opted_in=list(cluster.workers))
         if cluster.workers and all(
             _is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers

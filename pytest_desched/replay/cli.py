@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import say
 
@@ -49,7 +50,8 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
     """The pinned kwokctl for the exporter: built only when asked for by name, else if cached."""
     if exporter == "client":
         return None
-    from pytest_desched.tools.toolchain import TOOL_GROUP, Toolchain
+    from pytest_desched.tools.groups import TOOL_GROUP
+    from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain(cache_dir=cache_dir, report=say)
     cached = tc.bin_dir(tc.groups[TOOL_GROUP["kwokctl"]]) / "kwokctl"
@@ -142,7 +144,6 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _timeline_replay(args: argparse.Namespace) -> int:
     """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
-    from pytest_desched.cli import _config
     from pytest_desched.replay.timeline_run import check_timeline, replay_timeline
 
     speed = args.speed if args.speed is not None else 1
@@ -231,11 +232,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out = _ledger_out(ledger, args.output, ledger.to_markdown, ledger.to_dict())
         _emit(out, args.output_file)
         return 0
-    from pytest_desched.cli import _config
     from pytest_desched.replay.engine import replay
 
     def one(i: int) -> Any:
-        config = _config(args, provider="embedded")
+        config = config_from_args(args, provider="embedded")
         if args.repeat > 1:
             run_dir = config.run_dir / f"repeat-{i}"
             config = config.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")
@@ -255,7 +255,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """Register `snapshot` and `replay` on the main `desched` subparsers."""
-    from pytest_desched.cli import _add_config_options
     from pytest_desched.render import add_output
 
     s = sub.add_parser("snapshot", help="snapshot a cluster read-only (no Secrets) for replay")
@@ -305,5 +304,5 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
     r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")
     add_output(r, default="md", output_file=True, legacy_file=True, aliases={"--format": None})
-    _add_config_options(r, "replay")
+    add_config_options(r, "replay")
     r.set_defaults(func=cmd_replay)

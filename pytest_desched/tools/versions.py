@@ -98,3 +98,10 @@ def parse_versions(data: dict[str, Any]) -> Versions:
 def load_versions(path: Path | None = None) -> Versions:
     p = path or manifest_path("versions.yaml")
     return parse_versions(yaml.safe_load(p.read_text()))
+
+
+def descheduler_image(versions: Versions, version: str) -> str:
+    """The image of a descheduler version: the pinned reference, or the same repo at its tag."""
+    if version == versions.descheduler.version:
+        return versions.descheduler_image
+    return f"{versions.descheduler_image.rsplit(':', 1)[0]}:{version}"

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.descheduler.candidate import Candidate, parse_candidate, tarball_commit
 from pytest_desched.descheduler.chart import (
     check_render,
     find,
@@ -31,7 +30,9 @@ from pytest_desched.descheduler.chart import (
 )
 from pytest_desched.descheduler.policy.checker import PolicyChecker
 from pytest_desched.proc import helm_env, run
-from pytest_desched.tools.toolchain import Toolchain, probe_version
+from pytest_desched.tools.candidate import Candidate, parse_candidate, tarball_commit
+from pytest_desched.tools.locate import probe_version
+from pytest_desched.tools.toolchain import Toolchain
 from tests.upstream import REPO as REPO_ROOT
 from tests.upstream import SNAPSHOTS, tarball
 

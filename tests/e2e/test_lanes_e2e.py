@@ -13,7 +13,7 @@ import pytest
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.lab import Lab
-from pytest_desched.lab.reaper import NamespacesLeft
+from pytest_desched.providers.reaper import NamespacesLeft
 from pytest_desched.session import DeschedSession
 
 pytestmark = pytest.mark.desched_selftest

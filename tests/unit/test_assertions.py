@@ -254,7 +254,7 @@ def test_each_strategy_experiment_runs_a_valid_policy_of_its_own(name: str) -> N
     caller = lab_policy("pdb-lister-workaround").override(override[0], override[1], why=override[2])
     namespaces = [SimpleNamespace(metadata=SimpleNamespace(name=n)) for n in (NS, "kube-system")]
     cluster = SimpleNamespace(
-        scope_policy=lambda p, ns: p,
+        lab_node_selector=None,
         core=SimpleNamespace(list_namespace=lambda: SimpleNamespace(items=namespaces)),
         workers=["w1", "w2", "w3"],
     )

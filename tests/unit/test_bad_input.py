@@ -23,7 +23,9 @@ from pytest_desched.descheduler.policy import (
     Policy,
     PolicyError,
     PolicyScope,
+    check_policy_scope,
     load_default,
+    scope_policy,
 )
 from pytest_desched.descheduler.rounds import RoundError
 from pytest_desched.errors import ImplicitKubeconfig, RoundFailed
@@ -35,7 +37,7 @@ from pytest_desched.lab import (
     check_namespace,
 )
 from pytest_desched.proc import helm_env, require_explicit_kubeconfig, run
-from pytest_desched.providers.base import OPT_IN_LABEL, Cluster
+from pytest_desched.providers.base import OPT_IN_LABEL
 from pytest_desched.providers.embedded.kubelet import wait_runs, write_facts
 from pytest_desched.providers.jobs import PodRun, error_lines, failed_pod, utcnow
 from pytest_desched.redaction import scrub_secrets
@@ -327,16 +329,13 @@ class FakeReleaseCluster:
 
     created, provider, name = True, "embedded", "fake"
 
-    def __init__(self, scope: PolicyScope | None = None) -> None:
-        self.policy_scope = scope
+    def __init__(self, selector: str | None = None) -> None:
+        self.lab_node_selector = selector
         self.calls: list[tuple[str, ...]] = []
         self.private: list[tuple[Path, int]] = []
         self.live: list[dict[str, Any]] = render(dry_run=True)
         self.batch = SimpleNamespace(read_namespaced_cron_job=self._cronjob)
         self.core = SimpleNamespace(read_namespaced_config_map=self._configmap)
-
-    check_policy_scope = Cluster.check_policy_scope
-    scope_policy = Cluster.scope_policy
 
     def _docs(self, args: tuple[str, ...]) -> list[dict[str, Any]]:
         values: dict[str, Any] = {}  # helm's order, a later file's top-level key wins
@@ -554,14 +553,14 @@ def test_scope_refuses_plugins_that_cannot_be_held_to_a_namespace() -> None:
 
 
 def test_embedded_cluster_scopes_nothing() -> None:
-    cluster = FakeReleaseCluster(scope=None)
+    cluster = FakeReleaseCluster(selector=None)
     pol = load_default()
-    assert cluster.scope_policy(pol, "lab") is pol
-    cluster.check_policy_scope(None)  # no scope: the chart default may run
+    assert scope_policy(cluster, pol, "lab") is pol
+    check_policy_scope(cluster, None)  # no scope: the chart default may run
 
 
 def test_scoped_cluster_refuses_an_unscoped_policy_before_any_command(tmp_path: Path) -> None:
-    cluster = FakeReleaseCluster(scope=SCOPE)
+    cluster = FakeReleaseCluster(selector=f"{OPT_IN_LABEL}=true")
     rel = _release(tmp_path, cluster)
     with pytest.raises(PolicyError, match="could evict outside the lab"):
         rel.apply_policy(load_default().override(
@@ -571,5 +570,5 @@ def test_scoped_cluster_refuses_an_unscoped_policy_before_any_command(tmp_path: 
         rel.apply_policy(None, dry_run=False)
     assert cluster.calls == []
     rel.apply_policy(None, dry_run=True)  # dry run evicts nothing: allowed
-    step = rel.apply_policy(cluster.scope_policy(load_default(), "lab"))
-    assert step["policy_digest"] == cluster.scope_policy(load_default(), "lab").digest()
+    step = rel.apply_policy(scope_policy(cluster, load_default(), "lab"))
+    assert step["policy_digest"] == scope_policy(cluster, load_default(), "lab").digest()

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.config import build_config
-from pytest_desched.descheduler import candidate as cand_mod
-from pytest_desched.descheduler.candidate import (
+from pytest_desched.errors import ConfigError, ToolError
+from pytest_desched.tools import candidate as cand_mod
+from pytest_desched.tools.candidate import (
     Candidate,
     derive_label,
     parse_candidate,
@@ -29,15 +30,9 @@ from pytest_desched.descheduler.candidate import (
     source_cache_dir,
     tarball_commit,
 )
-from pytest_desched.errors import ConfigError, ToolError
-from pytest_desched.tools.toolchain import (
-    POLICYCHECK_SOURCE,
-    Toolchain,
-    candidate_groups,
-    copy_helper,
-    missing_packages,
-    tree_go_env,
-)
+from pytest_desched.tools.gobuild import copy_helper, missing_packages, tree_go_env
+from pytest_desched.tools.groups import POLICYCHECK_SOURCE, candidate_groups
+from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import load_versions
 
 V = load_versions()

@@ -21,7 +21,7 @@ import pytest
 
 import pytest_desched.descheduler.cleanup as cleanup
 from pytest_desched.config import build_config
-from pytest_desched.descheduler.policy import Policy, PolicyError, load_default
+from pytest_desched.descheduler.policy import PolicyError, load_default
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.experiments import ExperimentContext, ExperimentResult, lab_policy
 from pytest_desched.session import DeschedSession, interrupts_unwind
@@ -49,11 +49,12 @@ class StrictCluster:
 
     def __init__(self, workers: list[str] | None = None) -> None:
         self.workers = list(WORKERS if workers is None else workers)
-        self.scoped: list[str] = []
+        self.scoped = 0  # how often a policy was held to this cluster's scope
 
-    def scope_policy(self, policy: Policy, namespace: str) -> Policy:
-        self.scoped.append(namespace)
-        return policy
+    @property
+    def lab_node_selector(self) -> None:
+        """A throwaway cluster: no scope (descheduler.policy.scope reads it once a policy)."""
+        self.scoped += 1
 
 
 class StrictRelease:
@@ -168,7 +169,7 @@ def test_context_refuses_bad_input_before_any_change(
     with pytest.raises(ConfigError, match=match) as ei:
         session.context(**kw)
     assert "\n" not in str(ei.value)  # one line
-    assert session._cluster.scoped == []  # type: ignore[union-attr]  # no policy was made
+    assert session._cluster.scoped == 0  # type: ignore[union-attr]  # no policy was made
     assert session._evidence is None
     assert not session.config.artifacts.exists()
     assert session._provider is None
@@ -214,7 +215,7 @@ def test_context_defaults_come_from_the_config_and_workers(session: DeschedSessi
     assert ctx.keep_lab is False
     assert ctx.log_dir == session.config.run_dir / "round-logs"
     assert ctx.evidence is session.evidence
-    assert session._cluster.scoped == ["descheduler-lab"]  # type: ignore[union-attr]
+    assert session._cluster.scoped == 1  # type: ignore[union-attr]
 
 
 def test_context_overrides_are_recorded_with_why(session: DeschedSession) -> None:
@@ -232,7 +233,7 @@ def test_context_overrides_are_recorded_with_why(session: DeschedSession) -> Non
     assert (last["path"], last["new"], last["why"]) == ("maxNoOfPodsToEvictTotal", 1, "unit test")
     base = lab_policy("pdb-lister-workaround")
     assert ctx.policy.overrides[:-1] == base.overrides
-    assert session._cluster.scoped == ["lab-x"]  # type: ignore[union-attr]
+    assert session._cluster.scoped == 1  # type: ignore[union-attr]
 
 
 def test_custom_policy_gets_a_label_from_its_digest(session: DeschedSession) -> None:
@@ -393,7 +394,7 @@ def test_run_refuses_an_unknown_experiment_before_any_change(session: DeschedSes
     with pytest.raises(KeyError, match="unknown experiment 'nosuch'; known: "):
         session.run("nosuch")
     assert session._evidence is None
-    assert session._cluster.scoped == []  # type: ignore[union-attr]
+    assert session._cluster.scoped == 0  # type: ignore[union-attr]
 
 
 # -- SIGTERM --------------------------------------------------------------------------------

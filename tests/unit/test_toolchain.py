@@ -13,19 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.tools import toolchain as tc_mod
-from pytest_desched.tools.toolchain import (
-    TOOL_GROUP,
+from pytest_desched.errors import ToolError
+from pytest_desched.tools.gobuild import go_env, wrapper_gomod
+from pytest_desched.tools.groups import TOOL_GROUP, build_groups
+from pytest_desched.tools.locate import (
     VERSION_PROBES,
-    Toolchain,
-    ToolError,
-    build_groups,
     default_cache_dir,
     probe_version,
     select_binary,
     version_matches,
-    wrapper_gomod,
 )
+from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import load_versions
 
 V = load_versions()
@@ -567,7 +565,7 @@ def test_build_without_go_says_how_to_fix(tmp_path: Path, monkeypatch: pytest.Mo
 
 def test_go_env_pins_local_toolchain(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GOTOOLCHAIN", "auto")
-    env = tc_mod.go_env()
+    env = go_env()
     assert env["GOTOOLCHAIN"] == "local"
     assert env["CGO_ENABLED"] == "0"
     assert "-mod=mod" in env["GOFLAGS"]

@@ -31,7 +31,7 @@ def chart_label(chart: Path, version: str, source: str) -> dict[str, str]:
     if chart.is_file():
         meta, digest = chart_meta(chart), sha256_file(chart)
     else:
-        from pytest_desched.descheduler.candidate import tree_digest
+        from pytest_desched.tools.candidate import tree_digest
 
         meta = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8")) or {}
         digest = tree_digest(chart)

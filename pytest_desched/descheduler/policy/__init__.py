@@ -31,7 +31,7 @@ from pytest_desched.descheduler.policy.model import (
     digest_of_rendered,
     load_default,
 )
-from pytest_desched.descheduler.policy.scope import PolicyScope
+from pytest_desched.descheduler.policy.scope import PolicyScope, check_policy_scope, scope_policy
 from pytest_desched.errors import PolicyError
 
 __all__ = [
@@ -45,10 +45,12 @@ __all__ = [
     "PolicyError",
     "PolicyScope",
     "canonical_json",
+    "check_policy_scope",
     "checker_for",
     "digest_of_rendered",
     "facts_for",
     "load_default",
+    "scope_policy",
 ]
 
 

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.model import Policy
 from pytest_desched.errors import PolicyError
 
-__all__ = ["PolicyScope", "evicting_plugins"]
+if TYPE_CHECKING:
+    from pytest_desched.providers.base import Cluster
+
+__all__ = ["PolicyScope", "check_policy_scope", "cluster_scope", "evicting_plugins", "scope_policy"]
 
 
 def evicting_plugins(doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
@@ -90,7 +93,7 @@ class PolicyScope:
         if policy is None:
             return [
                 "the chart's default policy acts on every namespace and node; on an existing "
-                "cluster only a policy scoped to the lab runs outside dry-run (Cluster.scope_policy)"
+                "cluster only a policy scoped to the lab runs outside dry-run (scope_policy)"
             ]
         doc = policy.to_dict()
         out = []
@@ -107,3 +110,24 @@ class PolicyScope:
                     "list; it could evict outside the lab"
                 )
         return out
+
+
+# -- a cluster's scope: the provider says which nodes (Cluster.lab_node_selector) ---------
+def cluster_scope(cluster: Cluster) -> PolicyScope | None:
+    """The scope `cluster`'s provider asks for; None on a throwaway cluster (no limit)."""
+    selector = cluster.lab_node_selector
+    return None if selector is None else PolicyScope(node_selector=selector)
+
+
+def scope_policy(cluster: Cluster, policy: Policy, namespace: str) -> Policy:
+    """The policy as it may run on `cluster`: narrowed to the lab when the cluster is scoped."""
+    scope = cluster_scope(cluster)
+    return policy if scope is None else scope.apply(policy, namespace)
+
+
+def check_policy_scope(cluster: Cluster, policy: Policy | None) -> None:
+    """PolicyError unless `policy` stays inside `cluster`'s scope (before any change)."""
+    scope = cluster_scope(cluster)
+    problems = [] if scope is None else scope.problems(policy)
+    if problems:
+        raise PolicyError(problems, f"{cluster.provider} cluster {cluster.name} (lab scope)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_desched.descheduler.policy import Policy
+from pytest_desched.descheduler.policy import Policy, scope_policy
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.assertions import Expect
 from pytest_desched.experiments.framework import Experiment, lab_policy
@@ -126,13 +126,13 @@ class StrategyExperiment(Experiment):
         scope rule applied, validated before anything changes."""
         ctx = runner.ctx
         base = lab_policy(self.default_variant, self.keep_min_pod_age)
-        base = ctx.cluster.scope_policy(base, ctx.namespace)
+        base = scope_policy(ctx.cluster, base, ctx.namespace)
         ours = {(o["path"], repr(o["new"]), o["why"]) for o in base.overrides}
         pol = self.policy()
         for o in ctx.policy.overrides:
             if (o["path"], repr(o["new"]), o["why"]) not in ours:
                 pol = pol.override(o["path"], o["new"], why=o["why"])
-        pol = ctx.cluster.scope_policy(pol, ctx.namespace)
+        pol = scope_policy(ctx.cluster, pol, ctx.namespace)
         return pol.validate()
 
     # -- steps' helpers ----------------------------------------------------------------------

@@ -39,7 +39,9 @@ from pytest_desched.providers.embedded.kubelet import (
     state_dir,
     supervisor_argv,
 )
-from pytest_desched.tools.toolchain import Toolchain, file_lock
+from pytest_desched.tools.locate import file_lock
+from pytest_desched.tools.toolchain import Toolchain
+from pytest_desched.tools.versions import descheduler_image
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -347,8 +349,6 @@ class EmbeddedProvider(Provider):
         """
         sdir = state_dir(self.cluster_dir)
         sdir.mkdir(parents=True, exist_ok=True)
-        from pytest_desched.descheduler.chart import descheduler_image
-
         version = self.toolchain.groups["descheduler"].version  # a release may add its own
         image = descheduler_image(self.toolchain.versions, version)
         register_image(self.cluster_dir, image, descheduler)

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import DeschedError
-from pytest_desched.kube import api_health, node_ready, wait_for
+from pytest_desched.kube import api_health, live_watches, node_ready, wait_for
 from pytest_desched.proc import run
 from pytest_desched.providers.audit_log import AuditWindow
 from pytest_desched.providers.embedded.cluster import (
@@ -47,7 +47,7 @@ from pytest_desched.providers.embedded.cluster import (
     kwokctl_env,
 )
 from pytest_desched.providers.embedded.kubelet import state_dir
-from pytest_desched.tools.toolchain import file_lock
+from pytest_desched.tools.locate import file_lock
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
@@ -401,9 +401,7 @@ class Faults:
         Each recorder's stream is cut once, as soon as it is open (a watch reconnects every
         second); FaultError-free only when every recorder watching at the start was cut.
         """
-        from pytest_desched.lab.recorder import live_recorders
-
-        pending = live_recorders(namespace)
+        pending = live_watches(namespace)
         if not pending:
             raise FaultError(f"no recorder is watching {namespace}")
 

@@ -17,7 +17,9 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import ToolError
-from pytest_desched.tools.toolchain import Group, Toolchain, _kube_ldflags, go_env
+from pytest_desched.tools.gobuild import go_env
+from pytest_desched.tools.groups import Group, _kube_ldflags
+from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import Versions, load_versions
 
 HERE = Path(__file__).resolve().parent

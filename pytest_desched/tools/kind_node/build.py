@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pytest_desched.errors import ToolError
 from pytest_desched.log import Reporter, tagged
+from pytest_desched.tools.gobuild import go_env
 from pytest_desched.tools.kind_node import archive
 from pytest_desched.tools.kind_node.archive import ImageSpec
 from pytest_desched.tools.kind_node.binaries import (
@@ -40,7 +41,8 @@ from pytest_desched.tools.kind_node.binaries import (
     build_pause,
     node_groups,
 )
-from pytest_desched.tools.toolchain import Toolchain, file_lock, go_env
+from pytest_desched.tools.locate import file_lock
+from pytest_desched.tools.toolchain import Toolchain
 
 BASE_REPO = "desched.local/kind-base"
 KEY_LABEL = "io.github.pytest-desched.kind-node-key"

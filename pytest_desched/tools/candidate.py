@@ -39,6 +39,8 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.tools.locate import file_lock, probe_version
+from pytest_desched.tools.versions import load_versions
 
 __all__ = [
     "CANDIDATE_KINDS",
@@ -156,8 +158,6 @@ def _fail(spec: str, why: str, fix: str) -> ConfigError:
 
 
 def _pinned_version() -> str:
-    from pytest_desched.tools.versions import load_versions
-
     return load_versions().descheduler.version
 
 
@@ -400,8 +400,6 @@ def _parse_source(spec: str, rest: str) -> Candidate:
 
 
 def _parse_binary(spec: str, rest: str) -> Candidate:
-    from pytest_desched.tools.toolchain import probe_version
-
     if not rest:
         raise _fail(spec, "no path after binary:", "write binary:PATH")
     path = Path(rest).expanduser().resolve()
@@ -566,8 +564,6 @@ def resolve_source(cand: Candidate, cache_dir: Path, report: Any = None) -> Cand
     """
     if cand.kind != "source" or cand.path is None:
         return cand
-    from pytest_desched.tools.toolchain import file_lock
-
     dest = source_cache_dir(cache_dir, cand)
     done = dest / ".complete"
     with file_lock(cache_dir / "locks" / f"{dest.name}.lock"):

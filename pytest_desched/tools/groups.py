@@ -1,0 +1,185 @@
+"""The build recipe of each tool: a Go module at a version, its main packages and ldflags.
+
+Pinned tools come from `versions.yaml`; a canary candidate replaces only the descheduler and
+the policy checker (`candidate_groups`). `TOOL_GROUP` names the group that builds a tool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pytest_desched.errors import ToolError
+from pytest_desched.tools.locate import version_matches
+from pytest_desched.tools.versions import Versions
+
+if TYPE_CHECKING:
+    from pytest_desched.tools.candidate import Candidate
+
+
+@dataclass(frozen=True)
+class Group:
+    """One `go build` invocation: a module at a version and the main packages it yields."""
+
+    name: str
+    module: str
+    version: str
+    packages: dict[str, str]  # binary name -> main package
+    ldflags: tuple[str, ...] = ()
+    # The project's own Go source (main package) built inside the wrapper, against `module`.
+    source_dir: Path | None = None
+    # A candidate source tree's key (commit or sha256-...): built inside that tree, not a wrapper.
+    tree_key: str = ""
+
+    @property
+    def source_digest(self) -> str:
+        """Short sha256 of the project's own Go source: a changed helper is a new build."""
+        if self.source_dir is None:
+            return ""
+        h = hashlib.sha256()
+        for f in sorted(self.source_dir.glob("*.go")):
+            h.update(f.name.encode() + b"\0" + f.read_bytes())
+        return h.hexdigest()[:12]
+
+    @property
+    def key(self) -> str:
+        base = f"{self.name}-{self.version}"
+        if self.tree_key:
+            base += f"-src{self.tree_key[:12]}"
+        if self.source_dir is not None:
+            base += f"-{self.source_digest}"
+        return base
+
+    @property
+    def dir_name(self) -> str:
+        """The cache folder under bin/<name>/: version, source tree and helper source."""
+        return self.key[len(self.name) + 1 :]
+
+
+def _kube_ldflags(version: str) -> tuple[str, ...]:
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags: list[str] = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+            f"-X {pkg}.buildDate=1970-01-01T00:00:00Z",
+        ]
+    return tuple(flags)
+
+
+POLICYCHECK_PACKAGE = "desched.local/wrapper/policycheck"
+POLICYCHECK_SOURCE = Path(__file__).resolve().parent / "policycheck"
+
+
+def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[str, Group]:
+    """The build recipe of each pinned tool; `descheduler_version` builds another release or commit."""
+    k, dv = v.kubernetes, descheduler_version or v.descheduler.version
+    return {
+        "kubernetes": Group(
+            "kubernetes",
+            k.module,
+            k.version,
+            {b: f"{k.module}/cmd/{b}" for b in k.binaries},
+            _kube_ldflags(k.version),
+        ),
+        "etcd": Group("etcd", v.etcd.module, v.etcd.version, {"etcd": v.etcd.module}),
+        "kwok": Group(
+            "kwok",
+            v.kwok.module,
+            v.kwok.version,
+            {b: f"{v.kwok.module}/cmd/{b}" for b in v.kwok.binaries},
+            (f"-X {v.kwok.module}/pkg/consts.Version={v.kwok.version.lstrip('v')}",),
+        ),
+        "descheduler": Group(
+            "descheduler",
+            v.descheduler.module,
+            dv,
+            {"descheduler": f"{v.descheduler.module}/cmd/descheduler"},
+            (f"-X {v.descheduler.module}/pkg/version.version={dv}",),
+        ),
+        "helm": Group(
+            "helm",
+            v.helm.module,
+            v.helm.version,
+            {"helm": f"{v.helm.module}/cmd/helm"},
+            (f"-X {v.helm.module}/internal/version.version={v.helm.version}",),
+        ),
+        "kind": Group("kind", v.kind.module, v.kind.version, {"kind": v.kind.module}),
+        # The project's policy checker, built against the descheduler source under test.
+        "policycheck": Group(
+            "policycheck",
+            v.descheduler.module,
+            dv,
+            {"policycheck": POLICYCHECK_PACKAGE},
+            (f"-X {v.descheduler.module}/pkg/version.version={dv}",),
+            POLICYCHECK_SOURCE,
+        ),
+    }
+
+
+# The helper's package inside a candidate's source tree (copied there at build time).
+POLICYCHECK_TREE_DIR = "cmd/desched-policycheck"
+
+
+def candidate_groups(v: Versions, cand: Candidate) -> tuple[dict[str, Group], dict[str, str]]:
+    """The build recipes with a candidate's descheduler and policy checker; notes say what differs.
+
+    Every other group stays the baseline's. A `binary:` of another version has no source to
+    build the policy checker against, so the checks keep the baseline's rules (a note says so).
+    """
+    notes: dict[str, str] = {}
+    if cand.kind in ("version", "image"):  # a Go module tag (an image's tag names its source)
+        return build_groups(v, cand.version), notes
+    groups = build_groups(v)
+    if cand.kind == "source":
+        if not cand.module or not cand.source_key:
+            raise ToolError(f"candidate {cand.ref}: parse it with parse_candidate first")
+        ldflags = (f"-X {cand.module}/pkg/version.version={cand.version}",)
+        groups["descheduler"] = Group(
+            "descheduler",
+            cand.module,
+            cand.version,
+            {"descheduler": "./cmd/descheduler"},
+            ldflags,
+            tree_key=cand.source_key,
+        )
+        groups["policycheck"] = Group(
+            "policycheck",
+            cand.module,
+            cand.version,
+            {"policycheck": f"./{POLICYCHECK_TREE_DIR}"},
+            ldflags,
+            POLICYCHECK_SOURCE,
+            tree_key=cand.source_key,
+        )
+    elif cand.kind == "binary":
+        pinned = v.descheduler.version
+        if version_matches(cand.version, pinned):
+            return groups, notes
+        groups["descheduler"] = dataclasses.replace(groups["descheduler"], version=cand.version)
+        notes["policycheck"] = (
+            f"the candidate binary reports {cand.version} and comes without its source: the "
+            f"policy checks use the baseline's ({pinned}) rules"
+        )
+    return groups, notes
+
+
+TOOL_GROUP = {
+    "kube-apiserver": "kubernetes",
+    "kube-controller-manager": "kubernetes",
+    "kube-scheduler": "kubernetes",
+    "kubectl": "kubernetes",
+    "etcd": "etcd",
+    "kwok": "kwok",
+    "kwokctl": "kwok",
+    "descheduler": "descheduler",
+    "helm": "helm",
+    "kind": "kind",
+    "policycheck": "policycheck",
+}

@@ -1,0 +1,103 @@
+"""Where tools live and how one is recognised: the cache folder, its lock, version probes.
+
+A binary is taken as it is (explicit option, PATH, cache) only when it reports the pinned
+version; `select_binary` says which, or that it must be built.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pytest_desched.errors import ToolError
+
+
+def default_cache_dir() -> Path:
+    """$DESCHED_CACHE_DIR, else $XDG_CACHE_HOME/pytest-desched, else ~/.cache/pytest-desched."""
+    if os.environ.get("DESCHED_CACHE_DIR"):
+        return Path(os.environ["DESCHED_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pytest-desched"
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock shared by every process (xdist workers, parallel runs) on this host."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# How to ask a binary for its version: argv tail and a regex whose group 1 is the version.
+VERSION_PROBES: dict[str, tuple[list[str], str]] = {
+    "kube-apiserver": (["--version"], r"Kubernetes (v[\w.\-+]+)"),
+    "kube-controller-manager": (["--version"], r"Kubernetes (v[\w.\-+]+)"),
+    "kube-scheduler": (["--version"], r"Kubernetes (v[\w.\-+]+)"),
+    "kubectl": (["version", "--client", "-o", "json"], r'"gitVersion":\s*"(v[^"]+)"'),
+    "etcd": (["--version"], r"etcd Version: ([\w.\-+]+)"),
+    "kwok": (["--version"], r"version v?([\w.\-+]+)"),
+    "kwokctl": (["--version"], r"version v?([\w.\-+]+)"),
+    "descheduler": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
+    "helm": (["version", "--short"], r"(v[\w.\-]+)"),
+    "kind": (["version"], r"kind (v[\w.\-]+)"),
+    "policycheck": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
+}
+
+
+def _norm(version: str) -> str:
+    return version.strip().lstrip("v").split("+")[0]
+
+
+def probe_version(tool: str, path: Path) -> str | None:
+    """The version a binary reports about itself, or None when it cannot say."""
+    args, pattern = VERSION_PROBES[tool]
+    env = dict(os.environ, KUBECONFIG=os.devnull)  # a version probe reads no kubeconfig
+    try:
+        out = subprocess.run(
+            [str(path), *args], capture_output=True, text=True, timeout=30, check=False, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(pattern, out.stdout + out.stderr)
+    return m.group(1) if m else None
+
+
+def version_matches(found: str | None, wanted: str) -> bool:
+    return found is not None and _norm(found) == _norm(wanted)
+
+
+def select_binary(
+    tool: str,
+    wanted: str,
+    explicit: Path | None,
+    on_path: Path | None,
+    cached: Path | None,
+    probe: Callable[[str, Path], str | None] = probe_version,
+) -> tuple[Path | None, str]:
+    """Pick the binary to use, in order: explicit option, PATH, cache; (None, why) means build.
+
+    An explicit binary with the wrong version is an error (the user asked for it);
+    a wrong version on PATH is skipped with a note, since PATH is not a request.
+    """
+    if explicit is not None:
+        found = probe(tool, explicit)
+        if not version_matches(found, wanted):
+            raise ToolError(
+                f"{tool}: {explicit} reports version {found or 'unknown'}, pinned is {wanted}; "
+                f"point the option at a {wanted} binary or drop it to build one"
+            )
+        return explicit, "explicit"
+    if on_path is not None and version_matches(probe(tool, on_path), wanted):
+        return on_path, "PATH"
+    if cached is not None and cached.is_file() and os.access(cached, os.X_OK):
+        return cached, "cache"
+    return None, "build"
