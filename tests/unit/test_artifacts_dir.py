@@ -90,10 +90,10 @@ def test_xdist_workers_share_the_run_id_and_never_collide(
 
 
 def test_cli_claims_a_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_desched.cli import _config
+    from pytest_desched.config import config_from_args
 
     monkeypatch.chdir(tmp_path)
-    config = _config(argparse.Namespace())
+    config = config_from_args(argparse.Namespace())
     assert config.artifacts.is_dir()
     assert config.artifacts.parent == tmp_path / ROOT_NAME
     assert (tmp_path / ROOT_NAME / LATEST).resolve() == config.artifacts.resolve()

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_desched import cli
-from pytest_desched.config import OPTIONS, commands_of
+from pytest_desched.config import OPTIONS, commands_of, config_from_args
 from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
 from pytest_desched.experiments import REGISTRY, ExperimentResult
 
@@ -128,7 +128,7 @@ def test_help_never_shows_the_plugin_prefix(sub: str, capsys: pytest.CaptureFixt
 # -- options resolve like the plugin's -----------------------------------------------------
 def _config(argv: list[str]) -> Any:
     args = cli.parser().parse_args(argv)
-    return cli._config(args)
+    return config_from_args(args)
 
 
 def test_options_map_onto_the_plugin_config(cache: Path, tmp_path: Path) -> None:
