@@ -19,6 +19,7 @@ from typing import Any
 
 from pytest_desched import names
 from pytest_desched.artifacts_dir import claim, default_run_dir
+from pytest_desched.capabilities import capabilities_of
 from pytest_desched.errors import ConfigError, LabInputError
 from pytest_desched.tools.candidate import Candidate, parse_candidate
 from pytest_desched.tools.groups import TOOL_GROUP
@@ -417,7 +418,8 @@ def validate(c: DeschedConfig) -> DeschedConfig:
     names.check("release", c.release, "", named("--desched-release"))
     if c.descheduler_version is not None:
         names.check("version", c.descheduler_version, "", named("--desched-descheduler-version"))
-    if c.kind_cluster is not None and c.provider != "kind":
+    caps = capabilities_of(c.provider)
+    if c.kind_cluster is not None and not (caps and caps.adopts_named_cluster):
         raise ConfigError(
             f"--desched-kind-cluster {c.kind_cluster} needs the kind provider, not "
             f"{c.provider!r}; drop --desched-provider {c.provider} (the option implies kind)"
@@ -456,18 +458,12 @@ def check_candidate(c: DeschedConfig) -> Candidate | None:
             f"--desched-descheduler-version {c.descheduler_version} and --desched-candidate "
             f"{cand.ref} both pick the descheduler; give only --desched-candidate"
         )
-    if cand.kind == "image" and c.provider == "embedded":
-        raise ConfigError(
-            f"--desched-candidate {cand.ref}: the embedded provider runs no images (its stand-in "
-            "kubelet runs locally built binaries); use --desched-provider kind or existing, or "
-            "give the candidate as version:, source: or binary:"
-        )
-    if cand.kind in ("source", "binary") and c.provider in ("kind", "existing"):
-        raise ConfigError(
-            f"--desched-candidate {cand.ref}: a local build has no published image and the "
-            f"{c.provider} provider runs round pods from images; use --desched-provider "
-            "embedded (it runs the built binary), or push an image and pass image:REPO:TAG"
-        )
+    caps = capabilities_of(c.provider)  # None for auto: the session asks once it is chosen
+    why = caps and caps.candidate_refusal(
+        f"--desched-candidate {cand.ref}", cand.kind == "image", cand.has_published_image
+    )
+    if why:
+        raise ConfigError(why)
     return cand
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.config import DeschedConfig, build_config
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
@@ -165,17 +166,11 @@ class DeschedSession:
         cand = self.candidate
         if cand is None or cand.pinned:
             return
-        if cand.kind == "image" and provider == "embedded":
-            raise ConfigError(
-                f"candidate {cand.ref}: the embedded provider runs no images (its stand-in "
-                "kubelet runs locally built binaries); use --desched-provider kind or existing, "
-                "or give the candidate as version:, source: or binary:"
-            )
-        if not cand.has_published_image and provider != "embedded":
-            raise ConfigError(
-                f"candidate {cand.ref}: a local build has no published image and the {provider} "
-                "provider runs round pods from images; use --desched-provider embedded"
-            )
+        why = CAPABILITIES[provider].candidate_refusal(
+            f"candidate {cand.ref}", cand.kind == "image", cand.has_published_image
+        )
+        if why:
+            raise ConfigError(why)
 
     def chart(self, cand: Candidate | None = None) -> ChartRef:
         """The chart a release installs: the pinned one, or the candidate's own."""
@@ -324,7 +319,7 @@ class DeschedSession:
                 rel.image_ref = cand.image
             rel.toolchain = toolchain  # the policy checker of this descheduler
             rel.policycheck_version = toolchain.wanted_version("policycheck")
-            if cluster.job_executor == "embedded":  # the stand-in kubelet runs this binary
+            if cluster.capabilities.runs_local_binary:  # the stand-in kubelet runs this binary
                 rel.check_version_runs_here()  # an image candidate is refused before a build
                 rel.binary = toolchain.path("descheduler")
             rel.target_namespace = self.config.namespace  # the pre-flight's can-i and PDBs
@@ -700,7 +695,7 @@ class DeschedSession:
             if provider is not None and self._cluster_may_run(provider):
                 who = (
                     "the next run's reaper deletes it (its owner is gone)"
-                    if getattr(provider, "name", "") == "embedded"
+                    if provider.capabilities.reaps_leftovers
                     else f"delete it with the {getattr(provider, 'name', '')} provider's own tool"
                 )
                 interrupts.left_behind.append(f"{what}: cleanup abandoned; {who}")

@@ -24,6 +24,7 @@ from pytest_desched.canary.tracks import (
     run_tracks,
 )
 from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import tagged
@@ -68,9 +69,10 @@ def track_configs(
     apply to it: its tracks are configured as embedded ones (a `source:` candidate is fine
     under `--desched-provider kind`, and nothing touches an existing cluster).
     """
-    if not behaviour and config.provider != "embedded":
+    if not behaviour:
         config = config.with_(provider="embedded")
-    if config.provider == "existing":
+    caps = capabilities_of(config.provider)
+    if caps is not None and caps.shared:
         # Two versions must never evict from the same pod set: the engine refuses it here
         # rather than relying on the user to pass --dry-run to one of them.
         raise ConfigError(

@@ -151,8 +151,8 @@ def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
     from pytest_desched.experiments import lab_policy
 
     rel, cluster = session.release, session.cluster
-    if cluster.job_executor != "embedded" or rel.binary is None:
-        out.metrics_why = f"the {cluster.provider} provider runs round pods from images"
+    if not cluster.capabilities.runs_local_binary or rel.binary is None:
+        out.metrics_why = cluster.capabilities.local_binary_gap
         return
     with session.phase("metrics-probe"):
         try:

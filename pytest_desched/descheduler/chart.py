@@ -537,28 +537,25 @@ class Release:
 
     def check_version_runs_here(self) -> None:
         """A non-pinned version must really run: on kubelet clusters only as a published image."""
-        embedded = self.cluster.job_executor == "embedded"
+        caps = self.cluster.capabilities
         if self.image_ref:
-            if embedded:
-                raise ConfigError(
-                    f"image {self.image_ref}: the embedded provider runs no images (its stand-in "
-                    "kubelet runs locally built binaries); use --desched-provider kind or "
-                    "existing, or give the candidate as version:, source: or binary:"
-                )
+            why = caps.image_refusal(f"image {self.image_ref}")
+            if why:
+                raise ConfigError(why)
             return
-        if self.pinned or embedded:
+        if self.pinned or caps.runs_local_binary:
             return  # the embedded stand-in kubelet runs the binary built for this version
         if self.image_published is False:
             raise ConfigError(
                 f"descheduler {self.descheduler_version} is a local build and has no published "
-                f"image, and the {self.cluster.provider} provider runs round pods from images: "
+                f"image, and {caps.local_binary_gap}: "
                 "run this candidate on the embedded provider (it runs the binary), or give an "
                 "image of it with --desched-candidate image:REPOSITORY:TAG"
             )
         if self.image_published is None and not RELEASE_TAG.fullmatch(self.descheduler_version):
             raise ConfigError(
                 f"descheduler version {self.descheduler_version!r} has no published image, and "
-                f"the {self.cluster.provider} provider runs round pods from images: use a "
+                f"{caps.local_binary_gap}: use a "
                 "released tag (vX.Y.Z, image "
                 f"{self.versions.descheduler_image.rsplit(':', 1)[0]}:vX.Y.Z) or the embedded "
                 "provider, which runs the binary built from that source"

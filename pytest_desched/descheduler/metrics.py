@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.providers.jobs import IN_CLUSTER
+
 if TYPE_CHECKING:
     from pytest_desched.descheduler.rounds import Round
 
@@ -69,7 +71,7 @@ def evicted_total(series: dict[str, list[dict[str, Any]]], result: str = "succes
 
 def round_metrics(rnd: Round) -> dict[str, Any]:
     """The record's `metrics` field: scraped values with a completeness check, or why not."""
-    if rnd.executor != "embedded":
+    if rnd.executor == IN_CLUSTER:
         return {
             "available": False,
             "why": "the round pod's metrics port is not reachable from the test host "

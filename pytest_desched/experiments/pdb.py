@@ -130,10 +130,10 @@ class NegativePDB(Experiment):
         from pytest_desched.descheduler.event_probe import delivered_when_outliving
 
         rel, cluster = self.ctx.release, self.ctx.cluster
-        if cluster.job_executor != "embedded" or rel.binary is None:
+        if not cluster.capabilities.runs_local_binary or rel.binary is None:
             self.r.result.notes.append(
-                "EvictionFailed delivery not proven by a long-running process: the "
-                f"{cluster.provider} provider runs round pods from images"
+                "EvictionFailed delivery not proven by a long-running process: "
+                + cluster.capabilities.local_binary_gap
             )
             return None
 

@@ -10,11 +10,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.capabilities import CAPABILITIES, Capabilities
 from pytest_desched.config import PROVIDERS, unknown_provider
 from pytest_desched.errors import ProviderError
 from pytest_desched.proc import helm_env, run
 from pytest_desched.providers.audit_log import unreadable_reason
-from pytest_desched.providers.jobs import JobRunner
+from pytest_desched.providers.jobs import IN_CLUSTER, JobRunner
 from pytest_desched.providers.reaper import NamespaceReaper
 
 if TYPE_CHECKING:
@@ -59,7 +60,12 @@ class Cluster:
     @property
     def job_executor(self) -> str:
         """Who runs round pods: the job runner's name ("embedded"), or "in-cluster"."""
-        return self.job_runner.name if self.job_runner is not None else "in-cluster"
+        return self.job_runner.name if self.job_runner is not None else IN_CLUSTER
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this cluster's provider can do (the rules ask this, never its name)."""
+        return CAPABILITIES[self.provider]
 
     def __post_init__(self) -> None:
         if self.audit_log is None and self.audit_unavailable_why is None:
@@ -141,6 +147,7 @@ class Provider(ABC):
     """Context manager giving a `Cluster`; `stop` removes only what `start` created."""
 
     name: str = "base"
+    capabilities: Capabilities  # the provider's row of capabilities.CAPABILITIES
 
     @abstractmethod
     def start(self) -> Cluster: ...

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.kube import node_annotations, node_labels, node_name
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
@@ -133,6 +134,7 @@ class ExistingProvider(Provider):
     """Hands out a `Cluster` for a named context of a kubeconfig; creates and deletes nothing."""
 
     name = "existing"
+    capabilities = CAPABILITIES["existing"]
 
     def __init__(
         self, kubeconfig: Path | None, context: str | None, toolchain: Toolchain, allow: bool

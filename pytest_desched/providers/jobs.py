@@ -21,6 +21,9 @@ from pytest_desched.redaction import scrub_secrets
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
+# Who runs round pods when no JobRunner does: the cluster's own kubelets (Round.executor).
+IN_CLUSTER = "in-cluster"
+
 ERROR_LINES = 5  # how many of the log's last error lines a RoundFailed quotes
 
 

@@ -30,6 +30,7 @@ from tenacity import (
     wait_fixed,
 )
 
+from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.proc import run
@@ -279,6 +280,7 @@ class KindProvider(Provider):
     """
 
     name = "kind"
+    capabilities = CAPABILITIES["kind"]
     ready_timeout = 300.0
     poll_interval = 2.0
 

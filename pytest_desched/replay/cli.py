@@ -160,7 +160,7 @@ def _timeline_replay(args: argparse.Namespace) -> int:
         threading.Event().wait(pause_for or 0)
 
     def one(i: int) -> Any:
-        config = _config(args, provider="embedded")
+        config = config_from_args(args, provider="embedded")
         if args.repeat > 1:
             run_dir = config.run_dir / f"repeat-{i}"
             config = config.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.capabilities import capabilities_of
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
@@ -210,7 +211,8 @@ def replay(
     if ages not in AGES:
         raise ConfigError(f"ages={ages!r}: use one of {AGES}")
     config = config or build_config({"--desched-provider": "embedded"})
-    if config.provider not in ("embedded", "auto"):
+    caps = capabilities_of(config.provider)  # None: auto, which replay resolves to embedded
+    if caps is not None and not caps.restores_etcd:
         raise ConfigError(
             f"replay restores onto a fresh embedded cluster; provider {config.provider!r} "
             "is not one (use --provider embedded)"

@@ -19,6 +19,7 @@ from pytest_desched.canary.engine import (
 from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.tracks import TrackResult, run_track, run_tracks
 from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.experiments import ExperimentResult
 
 NS = "descheduler-lab"
@@ -124,7 +125,9 @@ class _Session:
         self.release = type(
             "R", (), {"descheduler_version": "v9", "chart": type("Ch", (), {"evidence": dict})()}
         )()
-        self.cluster = type("Cl", (), {"workers": ["w1"], "job_executor": "x", "provider": "x"})()
+        self.cluster = type(
+            "Cl", (), {"workers": ["w1"], "provider": "kind", "capabilities": CAPABILITIES["kind"]}
+        )()
 
     def run(self, exp: str, variant: str) -> ExperimentResult:
         return ExperimentResult(exp, variant, "error", STARTUP_ERROR)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import run
@@ -156,6 +157,7 @@ def owner_alive(record: dict) -> bool:
 
 class EmbeddedProvider(Provider):
     name = "embedded"
+    capabilities = CAPABILITIES["embedded"]
     # stop() deletes the cluster whole, checked: the labs' cleanup proof (session._close)
     deletion_is_cleanup_proof = True
 

@@ -1,0 +1,108 @@
+"""What each provider can do, asked by capability: the one table and one message per rule.
+
+Ground floor: the front ends (config, session, canary, replay) ask it before a cluster
+exists, so it knows providers by name only here; each provider class carries its row
+(`Provider.capabilities`), and a cluster its provider's (`Cluster.capabilities`). A fourth
+provider adds one row, not a comparison in every front end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CAPABILITIES", "Capabilities", "capabilities_of"]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """One provider's abilities; each rule that depends on one asks here."""
+
+    provider: str
+    # Round pods run a locally built descheduler binary (the embedded stand-in kubelet), so a
+    # version with no published image, or a long-running probe process, can run.
+    runs_local_binary: bool
+    # A kubelet runs round pods from images (an image candidate can run; a local build cannot).
+    loads_images: bool
+    # The API server's audit log is readable from the test process.
+    audit_log: bool
+    # Faults can be injected: the engine owns the cluster's processes.
+    faults: bool
+    # The cluster is the run's own: started, and deleted or left to the next run's reaper.
+    discardable: bool
+    # Someone else's cluster: policies held to the lab, one experiment at a time, never deleted.
+    shared: bool = False
+    # A replay snapshot can be restored into its etcd (a fresh cluster the engine runs).
+    restores_etcd: bool = False
+    # A cluster whose cleanup was abandoned is deleted by the next run's reaper.
+    reaps_leftovers: bool = False
+    # The user may name a cluster of its own to run on (--desched-kind-cluster).
+    adopts_named_cluster: bool = False
+
+    def image_refusal(self, what: str) -> str | None:
+        """Why an image (`what`: the candidate or image named) cannot run here; None if it can."""
+        if self.loads_images:
+            return None
+        return (
+            f"{what}: the {self.provider} provider runs no images (its stand-in kubelet runs "
+            "locally built binaries); use --desched-provider kind or existing, or give the "
+            "candidate as version:, source: or binary:"
+        )
+
+    def local_build_refusal(self, what: str) -> str | None:
+        """Why a build with no published image (`what`) cannot run here; None if it can."""
+        if self.runs_local_binary:
+            return None
+        return (
+            f"{what}: a local build has no published image and the {self.provider} provider "
+            "runs round pods from images; use --desched-provider embedded (it runs the built "
+            "binary), or push an image and pass --desched-candidate image:REPOSITORY:TAG"
+        )
+
+    def candidate_refusal(self, what: str, is_image: bool, has_published_image: bool) -> str | None:
+        """The one rule for where a candidate runs: an image needs a kubelet that runs images,
+        a local build a provider that runs the binary. None: it runs here."""
+        if is_image:
+            return self.image_refusal(what)
+        return None if has_published_image else self.local_build_refusal(what)
+
+    @property
+    def local_binary_gap(self) -> str:
+        """What a record says where a check needs a local binary this provider does not run."""
+        return f"the {self.provider} provider runs round pods from images"
+
+
+CAPABILITIES: dict[str, Capabilities] = {
+    "embedded": Capabilities(
+        "embedded",
+        runs_local_binary=True,
+        loads_images=False,
+        audit_log=True,
+        faults=True,
+        discardable=True,
+        restores_etcd=True,
+        reaps_leftovers=True,
+    ),
+    "kind": Capabilities(
+        "kind",
+        runs_local_binary=False,
+        loads_images=True,
+        audit_log=False,
+        faults=False,
+        discardable=True,
+        adopts_named_cluster=True,
+    ),
+    "existing": Capabilities(
+        "existing",
+        runs_local_binary=False,
+        loads_images=True,
+        audit_log=False,
+        faults=False,
+        discardable=False,
+        shared=True,
+    ),
+}
+
+
+def capabilities_of(provider: str) -> Capabilities | None:
+    """The row of a provider named by the user; None for `auto` (known once it is chosen)."""
+    return CAPABILITIES.get(provider)
