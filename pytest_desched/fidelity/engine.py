@@ -279,10 +279,10 @@ def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...], str] | None:
     from pytest_desched.fidelity.mirror_probe import probe
 
     rel, cluster = dry.ctx.release, dry.ctx.cluster
-    if cluster.job_executor != "embedded" or rel.binary is None or not dry.views:
+    if not cluster.capabilities.runs_local_binary or rel.binary is None or not dry.views:
         dry.result.notes.append(
-            f"dry-run mirror not probed: the {cluster.provider} provider runs round pods from "
-            "images (no local binary to run with an interval)"
+            f"dry-run mirror not probed: {cluster.capabilities.local_binary_gap} "
+            "(no local binary to run with an interval)"
         )
         return None
     v = dry.views[-1]

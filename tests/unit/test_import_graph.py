@@ -28,9 +28,9 @@ FLOORS: list[set[str]] = [
     {"descheduler"},  # the release, policies, rounds
     {"lab"},
     {"evidence"},
-    {"experiments", "fidelity"},  # fidelity: dry-run vs real rounds, for experiments
+    {"experiments"},
     {"session"},
-    {"canary", "replay"},  # the front-end engines
+    {"canary", "replay", "fidelity"},  # the front-end engines
     {"plugin", "cli"},  # the front ends
 ]
 FLOOR = {unit: i for i, units in enumerate(FLOORS) for unit in units}
