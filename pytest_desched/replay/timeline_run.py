@@ -145,6 +145,7 @@ class TimelineDriver:
         self._threads: list[threading.Thread] = []
         self._cluster: Any = None
         self._lock = threading.Lock()
+        self._progress = threading.Condition(self._lock)
 
     # engine hooks
     def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
@@ -187,7 +188,13 @@ class TimelineDriver:
         self.rounds[-1]["window_t_end"] = round(end_t, 2)
         return {"window_t_end": round(end_t, 2), "evictions_at": moments}
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, drain_s: float = 30) -> dict[str, Any]:
+        """Stop the clock once every change already due is applied (bounded), then report."""
+        due = sum(1 for c in self.tl.changes if c.t <= self.clock.window_t())
+        deadline = time.monotonic() + drain_s
+        with self._progress:
+            while len(self.outcomes) < due and time.monotonic() < deadline:
+                self._progress.wait(0.2)
         self.clock.stop()
         for t in self._threads:
             t.join(timeout=60)
@@ -223,7 +230,8 @@ class TimelineDriver:
                 outcome = apply_change(api, c)
             except Exception as exc:  # a change that fails never stops the replay
                 outcome = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-            with self._lock:
+            with self._progress:
+                self._progress.notify_all()
                 self.outcomes.append(
                     {
                         "t": c.t,
