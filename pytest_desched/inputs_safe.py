@@ -261,7 +261,7 @@ def _scan(text: str, source: str, max_documents: int) -> None:
         elif isinstance(ev, yaml.AliasEvent):
             if ev.anchor in open_anchors:
                 raise refuse(ev.start_mark, f"alias *{ev.anchor} inside its own anchor", _FIX)
-            add(sizes.get(ev.anchor, 1), ev.start_mark)
+            add(sizes.get(ev.anchor or "", 1), ev.start_mark)
         elif isinstance(ev, yaml.CollectionStartEvent):
             written += 1
             if len(stack) >= MAX_DEPTH:

@@ -84,9 +84,9 @@ def interrupts_unwind() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
+        for signum, handler in previous.items():
             with suppress(ValueError, TypeError):
-                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 @contextmanager
@@ -150,7 +150,7 @@ class WorkerStop:
             n = ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(self._ident), ctypes.py_object(KeyboardInterrupt)
             )
-            return n == 1
+            return int(n) == 1
 
     def cleaning_up(self) -> None:
         # An interrupt sent just before the lock was ours fires in here, at most once.

@@ -68,7 +68,7 @@ def wait_for(
         ):
             with a:
                 ok = attempt()
-            if not a.retry_state.outcome.failed:
+            if a.retry_state.outcome is not None and not a.retry_state.outcome.failed:
                 a.retry_state.set_result(ok)
     except RetryError:
         raise WaitTimeout(

@@ -17,23 +17,30 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
 
 LOGGER_NAME = "desched"
 Reporter = Callable[[str], None]  # the one type of a progress callback
 
 
-class _CurrentStderr(logging.StreamHandler):
+if TYPE_CHECKING:
+    _StderrHandler = logging.StreamHandler[TextIO]
+else:
+    _StderrHandler = logging.StreamHandler
+
+
+class _CurrentStderr(_StderrHandler):
     """A StreamHandler on whatever `sys.stderr` is now (pytest capture swaps it)."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
-    def stream(self):
+    @property
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value) -> None:
+    def stream(self, _value: TextIO) -> None:
         pass
 
 

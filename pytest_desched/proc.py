@@ -87,4 +87,5 @@ def free_port() -> int:
     """A loopback port free right now (a round's or a probe's metrics port)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port

@@ -162,8 +162,8 @@ def compare(
     else:
         exp, wild = _expected_codes(result)
         for key in sorted(set(exp) | set(view.pods)):
-            want = exp.get(key, Counter())
-            got = Counter(view.pods[key].codes) if key in view.pods else Counter()
+            want: Counter[int | None] = Counter(exp.get(key, Counter()))
+            got: Counter[int | None] = Counter(view.pods[key].codes if key in view.pods else [])
             missing, extra = want - got, got - want
             for code in sorted(missing, key=str):
                 what = "evicted" if code == 201 else f"refused with {code}"

@@ -224,7 +224,7 @@ def source_info(path: Path) -> SourceInfo:
     cmd/descheduler) or the tarball cannot be read.
     """
     spec = f"source:{path}"
-    wanted = {
+    wanted: dict[str, str | None] = {
         "go.mod": None,
         "pkg/version/version.go": None,
         f"charts/{CHART_NAME}/Chart.yaml": None,
@@ -243,15 +243,15 @@ def source_info(path: Path) -> SourceInfo:
         try:
             with tarfile.open(path) as tf:
                 names: list[str] = []
-                members = {}
+                members: dict[str, tarfile.TarInfo] = {}
                 for m in tf:
                     names.append(m.name)
                     members[m.name.rstrip("/")] = m
                 root = _tar_root(names)
                 pre = f"{root}/" if root else ""
                 for rel in wanted:
-                    m = members.get(pre + rel)
-                    fh = tf.extractfile(m) if m is not None and m.isfile() else None
+                    member = members.get(pre + rel)
+                    fh = tf.extractfile(member) if member is not None and member.isfile() else None
                     wanted[rel] = fh.read().decode(errors="replace") if fh else None
                 has_cmd = f"{pre}cmd/descheduler" in members
                 has_vendor = f"{pre}vendor/modules.txt" in members
