@@ -1,6 +1,7 @@
 """`desched fidelity`: built-in experiments (or yours) run in dry run and for real, compared.
 
     desched fidelity [--experiment NAME ...] [--policy FILE] [--values FILE] [-o FORMAT]
+    desched fidelity snapshot.yaml [--policy FILE]     (a replay snapshot restored twice)
 
 Prints, per experiment, "dry-run predicted N of M real evictions; K differences, each
 explained" and the per-pod table. Exit 0 every comparison held, 1 a difference unexplained or
@@ -34,6 +35,13 @@ def add_parser(sub: Any, add_config_options: Any) -> None:
         help="a built-in fidelity experiment (positive, nodefit, pdb, pdb-zero, "
         "topology-spread) or any registered experiment; repeatable (default: the runbook's three)",
     )
+    p.add_argument(
+        "snapshot",
+        nargs="?",
+        default=None,
+        help="a `desched snapshot` file: restored twice (real, then dry run) instead of the "
+        "built-in experiments",
+    )
     p.add_argument("--variant", default=None, help="policy variant (runbook, ...)")
     add_config_options(p, "run")
     out.add_output(p)
@@ -43,7 +51,7 @@ def text_of(outcome: Any) -> str:
     """One experiment's block: its line, then the table of every pod either half decided."""
     from pytest_desched.fidelity.compare import COLUMNS, table_rows
 
-    head = f"{outcome.name}[{outcome.real.variant}]  {SHOWN[outcome.outcome]}"
+    head = f"{outcome.head}  {SHOWN[outcome.outcome]}"
     c = outcome.comparison
     if c is None:
         return f"{head}  {outcome.message}"
@@ -51,9 +59,7 @@ def text_of(outcome: Any) -> str:
         f"{head}  {c.line()}",
         out.table(table_rows(c), {k: k for k in COLUMNS}, "text"),
     ]
-    lines += [
-        f"  {r.identity} on {r.node}: {r.explained_by}: {r.proof}" for r in c.differences if r.proof
-    ]
+    lines += [f"  {r.identity} on {r.node}: {r.proof}" for r in c.differences if r.proof]
     if outcome.outcome != "pass" and outcome.message:
         lines.append(outcome.message)
     return "\n".join(lines)
@@ -66,6 +72,10 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     from pytest_desched.fidelity.engine import run_fidelity
     from pytest_desched.session import DeschedSession
 
+    if args.snapshot is not None:
+        if args.experiment or args.variant:
+            raise ConfigError("desched fidelity SNAPSHOT takes no --experiment or --variant")
+        return _snapshot(args)
     cases = [lookup_case(n) for n in (args.experiment or DEFAULT)]  # before any cluster
     if args.variant is not None and args.variant not in VARIANTS:
         raise ConfigError(f"--variant {args.variant!r}: unknown; use one of {', '.join(VARIANTS)}")
@@ -95,3 +105,18 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
             )
         )
     return EXIT_FAILED if any(o.outcome != "pass" for o in results) else EXIT_OK
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    from pytest_desched.cli import _config
+    from pytest_desched.fidelity.snapshot import run_snapshot_fidelity
+
+    config = _config(args)
+    version = getattr(args, "--desched-descheduler-version", None)
+    o = run_snapshot_fidelity(args.snapshot, config, config.policy, version)
+    if args.output == "text":
+        out.emit(text_of(o))
+    else:
+        out.emit(out.render({"fidelity": [o.summary()]}, args.output, md=lambda: text_of(o)))
+    say(f"evidence: {config.artifacts} (fidelity.json; the halves' replays under real/, dry-run/)")
+    return EXIT_OK if o.outcome == "pass" else EXIT_FAILED

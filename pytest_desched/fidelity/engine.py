@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -33,11 +34,13 @@ from pytest_desched.fidelity.compare import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pytest_desched.descheduler.chart import Release
     from pytest_desched.experiments.framework import ExperimentResult, RoundView
     from pytest_desched.session import DeschedSession
 
 Outcome = Literal["pass", "fail", "error"]
-DRY_SUFFIX = "+dry-run"  # the dry-run half's records are filed under `name[variant+dry-run]`
+DRY_SUFFIX = "+dry-run"
+DRY_RELEASE_SUFFIX = "-dryrun"  # the dry-run half's own release on a throwaway cluster  # the dry-run half's records are filed under `name[variant+dry-run]`
 CHECK_ID = "dry-run-fidelity"
 # The dry-run half's own checks that may fail without spoiling the comparison: a skipped
 # cycle is evidence (#1917's signature), not a broken state.
@@ -71,6 +74,10 @@ class FidelityOutcome:
     @property
     def label(self) -> str:
         return self.real.label
+
+    @property
+    def head(self) -> str:
+        return f"{self.name}[{self.real.variant}]"
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -170,10 +177,14 @@ def run_fidelity(
         raise ConfigError("fidelity runs two labs: give namespaces=(real, dry), not namespace=")
     if namespaces is not None and (len(namespaces) != 2 or namespaces[0] == namespaces[1]):
         raise ConfigError(f"fidelity namespaces {namespaces!r}: give two different namespaces")
+    # On a throwaway cluster the dry-run half gets a release of its own, installed (suspended,
+    # dry run, the same policy) while the real half runs: its policy step is then a no-op.
+    own_release = session.cluster.policy_scope is None
     runners: list[Runner] = []
     for i, runner_cls in enumerate((Runner, DryRunRunner)):
         ns = namespaces[i] if namespaces is not None else None
-        ctx = session.context(variant=variant, namespace=ns, **params)
+        defer = own_release and runner_cls is DryRunRunner
+        ctx = session.context(variant=variant, namespace=ns, defer_release=defer, **params)
         ctx.on_record = on_record
         runners.append(runner_cls(ctx, title, variant))
     real, dry = runners
@@ -187,6 +198,38 @@ def run_fidelity(
             "namespace, so both halves run the same one"
         )
     out = FidelityOutcome(name or f"fidelity-{cls.name}", dry.result, real.result, None)
+    with ThreadPoolExecutor(1, thread_name_prefix="desched-dry-release") as pool:
+        if own_release:
+            dry.ctx.prepare_release = pool.submit(_dry_release, session, dry).result
+        _halves(session, out, cls, variant, real, real_exp, dry, dry_exp)
+    out.duration_s = time.monotonic() - t0
+    out.timings = {
+        **{f"real.{k}": v for k, v in real.result.timings.items()},
+        **{f"dry.{k}": v for k, v in dry.result.timings.items()},
+    }
+    return out
+
+
+def _dry_release(session: DeschedSession, dry: Runner) -> Release:
+    """The dry-run half's own release with its policy on, dry run (see run_fidelity)."""
+    rel = session.lane_release(session.config.release + DRY_RELEASE_SUFFIX)
+    pol = dry.ctx.policy
+    if rel.policy is None or rel.policy.digest() != pol.digest() or rel.dry_run is not True:
+        rel.apply_policy(pol, dry_run=True)
+    return rel
+
+
+def _halves(
+    session: DeschedSession,
+    out: FidelityOutcome,
+    cls: Any,
+    variant: str,
+    real: Runner,
+    real_exp: Any,
+    dry: Runner,
+    dry_exp: Any,
+) -> None:
+    """The real half, then the dry-run half compared with it (the verdict goes on `out`)."""
     real_halves: list[Half] = []
 
     def capture_real() -> None:  # while the real lab is up: its Pending pods
@@ -204,12 +247,6 @@ def run_fidelity(
         _judge(out, dry, real)
         if session.report_entries:  # the HTML report shows the comparison with the dry half
             session.report_entries[-1]["summary"]["fidelity"] = out.summary()
-    out.duration_s = time.monotonic() - t0
-    out.timings = {
-        **{f"real.{k}": v for k, v in real.result.timings.items()},
-        **{f"dry.{k}": v for k, v in dry.result.timings.items()},
-    }
-    return out
 
 
 def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None:

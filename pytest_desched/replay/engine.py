@@ -193,6 +193,7 @@ def replay(
     source: str | None = None,
     after_round: AfterRound | None = None,
     finish: Finish | None = None,
+    dry_run: bool = False,
 ) -> ReplayResult:
     """Replay a snapshot; see the module docstring. Usable without pytest.
 
@@ -202,7 +203,8 @@ def replay(
     compare round 1 with. `before_round(i, cluster)` runs before round i (a timeline's
     changes, `replay.timeline_run`); what it returns joins that round's `extra`, and so
     does what `after_round(i, round, fates)` returns; `finish()` runs after the last round,
-    before the cluster goes, and its answer is `result.timeline`.
+    before the cluster goes, and its answer is `result.timeline`. `dry_run=True` runs the
+    rounds in dry run (the dry-run half of `desched fidelity snapshot.yaml`).
     """
     from pytest_desched.config import build_config
     from pytest_desched.session import DeschedSession
@@ -239,6 +241,7 @@ def replay(
             before_round,
             after_round,
             finish,
+            dry_run,
         )
         result.timings = {**timings, **session.timings, **result.timings}
         _write(session, result)
@@ -257,6 +260,7 @@ def _run(
     before_round: BeforeRound | None = None,
     after_round: AfterRound | None = None,
     finish: Finish | None = None,
+    dry_run: bool = False,
 ) -> ReplayResult:
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.errors import RoundError
@@ -268,7 +272,7 @@ def _run(
     timings: dict[str, float] = {}
     release.values.update(runner_values())  # round pods on the runner node, nowhere else
     with session.phase("replay.apply_policy"):
-        release.apply_policy(inp.policy, dry_run=False)
+        release.apply_policy(inp.policy, dry_run=dry_run)
     with session.phase("replay.restore"):
         restored = restore(
             cluster, inp.snap, ages=ages, method=method, timeout=restore_timeout, report=report

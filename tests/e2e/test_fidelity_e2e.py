@@ -137,3 +137,37 @@ def test_desched_fidelity_command(desched_toolchain, tmp_path):
     bad = _desched(desched_toolchain.cache_dir, tmp_path, "fidelity", "--experiment", "nope")
     assert bad.code == 2 and "unknown fidelity experiment 'nope'" in bad.err, bad
     assert "Traceback" not in bad.err
+
+
+def test_desched_fidelity_snapshot(desched_toolchain, tmp_path):
+    """A replay snapshot restored twice (real, then dry run): #1805's 429 among the rows, every
+    difference explained; a policy that reaches no pod of it is refused before any cluster."""
+    import json
+
+    from pytest_desched.replay.incidents import pdb_drain
+
+    snap = pdb_drain().snapshot.write(tmp_path / "pdb-drain.yaml")
+    art = tmp_path / "snap"
+    run = _desched(
+        desched_toolchain.cache_dir, tmp_path, "fidelity", str(snap), "--artifacts", str(art)
+    )
+    assert run.code == 0, run
+    data = json.loads((art / "fidelity.json").read_text())
+    rows = data["comparison"]["rows"]
+    assert any(r["real"] == "refused(429)" for r in rows), rows
+    assert all(r["explained_by"] for r in rows if r["differs"]), rows
+    assert (art / "real" / "replay" / "replay.json").is_file()
+    assert (art / "dry-run" / "replay" / "replay.json").is_file()
+    policy = tmp_path / "elsewhere.yaml"
+    policy.write_text(
+        "apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles:\n- name: p\n"
+        "  pluginConfig:\n  - name: DefaultEvictor\n    args: {}\n"
+        "  - name: RemovePodsViolatingNodeTaints\n    args:\n"
+        "      namespaces: {include: [no-such-namespace]}\n"
+        "  plugins:\n    deschedule: {enabled: [RemovePodsViolatingNodeTaints]}\n"
+    )
+    bad = _desched(
+        desched_toolchain.cache_dir, tmp_path, "fidelity", str(snap), "--policy", str(policy)
+    )
+    assert bad.code == 2 and "no pod of the snapshot is in the policy's scope" in bad.err, bad
+    assert "embedded cluster" not in bad.err  # refused before any cluster

@@ -1,0 +1,214 @@
+"""`desched fidelity snapshot.yaml`: one replay snapshot restored twice, real and dry run.
+
+Each half is a replay (replay/engine.py) on a fresh embedded cluster restored from the same
+snapshot, at the same descheduler version and policy: first for real, then in dry run. Pods
+keep their names in both, so a pod's identity is its namespace and owner (else its name) and
+round 1's fates are compared by fidelity/compare.py. Refused before any cluster: a snapshot
+with no pod in the policy's scope (nothing to compare).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pytest_desched.errors import ConfigError
+from pytest_desched.fidelity.compare import FidelityResult, Half, Mode, PodRef, compare, fates_of
+
+if TYPE_CHECKING:
+    from pytest_desched.config import DeschedConfig
+    from pytest_desched.descheduler.policy import Policy
+
+Outcome = Literal["pass", "fail", "error"]
+
+
+@dataclass
+class SnapshotFidelity:
+    """The two replays' round 1 compared; `head` is the command's first line."""
+
+    name: str
+    comparison: FidelityResult | None
+    outcome: Outcome = "pass"
+    message: str = ""
+    duration_s: float = 0.0
+    artifacts: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def head(self) -> str:
+        return self.name
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "outcome": self.outcome,
+            "message": self.message,
+            "summary": self.comparison.line() if self.comparison else None,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "duration_s": round(self.duration_s, 2),
+            "artifacts": self.artifacts,
+        }
+
+
+def in_scope(pods: list[dict[str, Any]], policy: Policy) -> list[str]:
+    """The snapshot's pods (namespace/name) some evicting plugin of `policy` may act on."""
+    from pytest_desched.descheduler.policy.scope import evicting_plugins
+
+    scopes = []
+    for i, _, name in evicting_plugins(policy.to_dict()):
+        try:
+            args = policy.plugin_args(name, i)
+        except KeyError:
+            args = {}
+        ns = args.get("namespaces") or {}
+        exclude = set(ns.get("exclude") or []) | set(
+            (args.get("evictableNamespaces") or {}).get("exclude") or []
+        )
+        scopes.append((ns.get("include"), exclude))
+    out = []
+    for p in pods:
+        meta = p.get("metadata") or {}
+        n = meta.get("namespace") or ""
+        if any((inc is None or n in inc) and n not in exc for inc, exc in scopes):
+            out.append(f"{n}/{meta.get('name')}")
+    return out
+
+
+def _refs(result: Any) -> list[PodRef]:
+    """The restored snapshot pods, by namespace and owner (names are the same in both)."""
+    restored = set(result.restored_pods)
+    out = []
+    for r in result.ledger.rows:
+        if r.origin != "snapshot" or r.pod not in restored:
+            continue
+        ns, name = r.pod.split("/", 1)
+        out.append(PodRef(r.pod, f"{ns}/{r.owner or name}", r.node, ns))
+    return out
+
+
+def _probe(box: dict[str, Any], real: dict[str, Any], policy: Policy, keys: list[str]) -> Any:
+    """The mirror probe on the dry-run half's cluster when its round fell short of the real
+    one's (fewer pods decided); None where it cannot run or is not needed."""
+    from pytest_desched.fidelity.mirror_probe import probe
+
+    cluster, rnd, real_rnd = box.get("cluster"), box.get("round"), real.get("round")
+    if cluster is None or rnd is None or real_rnd is None:
+        return None
+    want = len({d.key for d in real_rnd.result.decisions} & set(keys))
+    if len({d.key for d in rnd.result.decisions} & set(keys)) >= want:
+        return None
+    tc = getattr(cluster, "toolchain", None)
+    if cluster.job_executor != "embedded" or tc is None:
+        return None
+    return probe(
+        tc.path("descheduler"),
+        cluster.kubeconfig,
+        policy.to_yaml(),
+        tc.groups["descheduler"].version,
+        set(keys),
+        want,
+    )
+
+
+def _half(mode: Mode, result: Any, seen: dict[str, Any], policy: Policy, pdb: int | None) -> Half:
+    from pytest_desched.descheduler.known_bugs import RoundFacts, signatures
+
+    rows = [r for r in result.ledger.rows if r.origin == "snapshot"]
+    refs = _refs(result)
+    pending: dict[str, tuple[str, ...]] = {}
+    ident = {ref.key: ref.identity for ref in refs}
+    for r in rows:
+        if r.pod in ident and r.fates and getattr(r.fates[0], "replacement", None) == "pending":
+            pending[ident[r.pod]] = (*pending.get(ident[r.pod], ()), r.pod)
+    rnd = seen["round"]
+    facts = RoundFacts(
+        "replay",
+        result.descheduler,
+        frozenset(),
+        decisions=tuple(rnd.result.decisions),
+        log=rnd.logs,
+        ready_nodes=seen.get("ready_nodes", 0),
+    )
+    return Half(
+        mode,
+        fates_of(refs, rnd.result.decisions, mode),
+        caps=dict(policy.limits),
+        pdb_disruptions_allowed=pdb,
+        pending=pending,
+        signatures=signatures(facts),
+        skipped=rnd.result.skipped,
+    )
+
+
+def run_snapshot_fidelity(
+    path: str | Path,
+    config: DeschedConfig,
+    policy: Any = None,
+    descheduler: str | None = None,
+) -> SnapshotFidelity:
+    """Both replays of `path`; ConfigError (exit 2) before any cluster on bad input."""
+    from pytest_desched.kube import node_ready
+    from pytest_desched.replay.engine import check_inputs, replay
+
+    t0 = time.monotonic()
+    inp = check_inputs(path, descheduler, policy, 1, None, 20, None)
+    scoped = in_scope(inp.snap.pods, inp.policy)
+    if not scoped:
+        raise ConfigError(
+            f"{path}: no pod of the snapshot is in the policy's scope ({inp.policy.source}); "
+            "dry run and the real run would both decide nothing: take a snapshot of the "
+            "namespaces the policy acts on, or give a policy that includes them"
+        )
+    pdbs = [
+        (p.get("status") or {}).get("disruptionsAllowed")
+        for p in inp.snap.items("podDisruptionBudgets")
+    ]
+    pdb = min((x for x in pdbs if isinstance(x, int)), default=None)
+    out = SnapshotFidelity(f"fidelity-snapshot[{Path(path).name}]", None)
+    seen: dict[str, dict[str, Any]] = {"real": {}, "dry-run": {}}
+    results = {}
+    for mode in ("real", "dry-run"):
+        box = seen[mode]
+
+        def before(i: int, cluster: Any, box: dict[str, Any] = box) -> dict[str, Any]:
+            box["ready_nodes"] = sum(node_ready(n) for n in cluster.core.list_node().items)
+            box["cluster"] = cluster
+            return {}
+
+        def after(
+            i: int, rnd: Any, fates: Any, box: dict[str, Any] = box, mode: str = mode
+        ) -> dict[str, Any]:
+            box.setdefault("round", rnd)
+            if mode == "dry-run" and i == 1:  # the cluster is still up: probe it if need be
+                box["probe"] = _probe(box, seen["real"], inp.policy, scoped)
+            return {"mirror_probe": box["probe"].how} if box.get("probe") else {}
+
+        cfg = config.with_(artifacts=config.artifacts / mode)
+        results[mode] = replay(
+            path,
+            descheduler,
+            inp.policy,
+            config=cfg,
+            before_round=before,
+            after_round=after,
+            dry_run=mode == "dry-run",
+        )
+        out.artifacts[mode] = str(cfg.artifacts)
+    dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, pdb)
+    p = seen["dry-run"].get("probe")
+    if p is not None and p.settled is not None:
+        from dataclasses import replace
+
+        settled = fates_of(_refs(results["dry-run"]), p.settled.decisions, "dry-run")
+        dry = replace(dry, settled=settled, settled_how=p.how)
+    real = _half("real", results["real"], seen["real"], inp.policy, pdb)
+    out.comparison = c = compare(dry, real)
+    out.outcome = "pass" if c.ok else "fail"
+    out.message = c.line()
+    out.duration_s = time.monotonic() - t0
+    target = config.artifacts / "fidelity.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(out.summary(), indent=1, default=str))
+    return out
