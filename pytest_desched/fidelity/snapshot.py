@@ -100,7 +100,7 @@ def _probe(box: dict[str, Any], real: dict[str, Any], policy: Policy, keys: list
     if len({d.key for d in rnd.result.decisions} & set(keys)) >= want:
         return None
     tc = getattr(cluster, "toolchain", None)
-    if cluster.job_executor != "embedded" or tc is None:
+    if not cluster.capabilities.runs_local_binary or tc is None:
         return None
     return probe(
         tc.path("descheduler"),
