@@ -108,10 +108,9 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    from pytest_desched.cli import _config
     from pytest_desched.fidelity.snapshot import run_snapshot_fidelity
 
-    config = _config(args)
+    config = config_from_args(args)
     version = getattr(args, "--desched-descheduler-version", None)
     o = run_snapshot_fidelity(args.snapshot, config, config.policy, version)
     if args.output == "text":
