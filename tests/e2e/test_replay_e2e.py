@@ -210,7 +210,7 @@ def _reader_kubeconfig(cluster: Any, path: Path) -> str:
 def test_snapshot_is_read_only_and_holds_no_secret(
     desched_settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_desched.providers.embedded import cluster as embedded
+    from pytest_desched.providers.embedded import bring_up as embedded
     from pytest_desched.replay.generator import generate
     from pytest_desched.replay.restore import restore
     from pytest_desched.session import DeschedSession
