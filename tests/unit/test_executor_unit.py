@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.providers.embedded.kubelet import materialize_volumes, rewrite_args
+from pytest_desched.providers.embedded.pod_run import materialize_volumes, rewrite_args
 
 CHART_ARGS = [
     "--policy-config-file=/policy-dir/policy.yaml",

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from pytest_desched.descheduler.decisions import RoundResult
 from pytest_desched.descheduler.metrics import parse_prometheus, round_metrics
-from pytest_desched.providers.embedded.kubelet import MetricsScrape
+from pytest_desched.providers.jobs import MetricsScrape
 
 TEXT = """# HELP descheduler_pods_evicted_total Number of total evicted pods
 # TYPE descheduler_pods_evicted_total counter

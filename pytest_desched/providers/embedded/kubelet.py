@@ -1,426 +1,39 @@
-"""Run a descheduler round pod for the embedded cluster, where kwok nodes run nothing.
+"""The supervised stand-in kubelet: one process per embedded cluster runs every round pod.
 
-This is the part of a kubelet the embedded cluster lacks, limited to what a round pod
-needs: the pod's own command and args, its ConfigMap volumes as files, its
-ServiceAccount identity (a pod-bound token from the TokenRequest API, so the API server
-enforces the chart's RBAC), and the real exit status written back to the pod, from
-which the real Job controller decides the Job's outcome.
+kwok nodes run nothing, so this process watches Job pods cluster-wide and runs each
+descheduler pod once on the host (`pod_run`: its volumes, identity, binary and status),
+however its Job was created; `StandInKubelet` is the JobRunner the engine asks.
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import json
 import os
 import shutil
 import signal
-import subprocess
-import tempfile
-import time
+import sys
+import threading
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import yaml
-
-from pytest_desched.proc import free_port
-from pytest_desched.providers.jobs import (
-    MetricsScrape,
-    PodRun,
-    end_failed_round,
-    utcnow,
+from pytest_desched.errors import RoundError
+from pytest_desched.kube import (
+    UnscheduledGuard,
+    WaitTimeout,
+    bound_requests,
+    owned_by_job,
+    wait_for,
 )
+from pytest_desched.providers.base import Cluster
+from pytest_desched.providers.embedded.pod_run import run_pod, until_api_answers, write_terminated
+from pytest_desched.providers.jobs import MetricsScrape, PodRun, end_failed_round, utcnow
 
-if TYPE_CHECKING:
-    from pytest_desched.providers.base import Cluster
-
-TERMINATION_MESSAGE_MAX = 4096  # a kubelet caps termination messages at 4 KiB
 # Annotation on round pods: kwok leaves them Running and the plugin runs them (see kwok-stages.yaml).
 EXECUTOR_ANNOTATION = "desched.pytest.io/executor"
-
-
-class MetricsPoller:
-    """Scrape https://127.0.0.1:PORT/metrics of a round process once its cycle has ended.
-
-    The descheduler serves /metrics on its secure port without authentication (v0.36.0
-    cmd/descheduler/app/server.go) but only while the one-shot process lives. Scraping
-    throughout the run would race with (and delay) its own server shutdown, so this tails
-    the log and scrapes once, right after the cycle's totals line; callers still check the
-    scrape counted the finished loop before trusting it.
-    """
-
-    CYCLE_DONE = b'"msg":"Number of evictions/requests"'
-
-    def __init__(
-        self, port: int, proc: subprocess.Popen[str], log_path: Path, interval: float = 0.002
-    ) -> None:
-        import threading
-
-        self.port, self.proc, self.log_path, self.interval = port, proc, log_path, interval
-        self.result = MetricsScrape()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> MetricsPoller:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-
-    def _cycle_done(self) -> bool:
-        try:
-            return self.CYCLE_DONE in self.log_path.read_bytes()
-        except OSError:
-            return False
-
-    def _run(self) -> None:
-        import http.client
-        import ssl
-
-        while not self._cycle_done():
-            if self.proc.poll() is not None or self._stop.wait(self.interval):
-                self.result.last_status = "exited before its cycle ended"
-                return
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE  # the process's self-signed loopback certificate
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=ctx, timeout=0.2)
-        self.result.attempts += 1
-        try:
-            conn.request("GET", "/metrics", headers={"Connection": "close"})
-            resp = conn.getresponse()
-            body = resp.read().decode(errors="replace")
-            self.result.last_status = str(resp.status)
-            if resp.status == 200:
-                self.result.last_text = body
-                self.result.successes += 1
-                self.result.last_at = time.monotonic()
-        except Exception as exc:  # the server already stopped
-            self.result.last_status = type(exc).__name__
-        finally:
-            conn.close()
-
-
-def materialize_volumes(cluster: Cluster, pod: Any, root: Path) -> dict[str, Path]:
-    """Write the pod's ConfigMap volumes to files; returns mountPath -> local dir."""
-    ns = pod.metadata.namespace
-    vols = {v.name: v for v in pod.spec.volumes or []}
-    mounts: dict[str, Path] = {}
-    for m in pod.spec.containers[0].volume_mounts or []:
-        vol = vols.get(m.name)
-        if vol is None or vol.config_map is None:
-            continue  # projected SA token volumes are replaced by the TokenRequest kubeconfig
-        cm = cluster.core.read_namespaced_config_map(vol.config_map.name, ns)
-        local = root / "volumes" / m.name
-        local.mkdir(parents=True, exist_ok=True)
-        items = vol.config_map.items or [
-            type("I", (), {"key": k, "path": k}) for k in (cm.data or {})
-        ]
-        for it in items:
-            (local / it.path).write_text((cm.data or {})[it.key])
-        mounts[m.mount_path.rstrip("/")] = local
-    return mounts
-
-
-def rewrite_args(args: list[str], mounts: dict[str, Path]) -> list[str]:
-    """Point paths under a mount at the local copy of that volume."""
-    out = []
-    for a in args:
-        flag, eq, value = a.partition("=") if a.startswith("-") else ("", "", a)
-        for mount, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-            if value.startswith(mount + "/"):
-                value = str(local) + value[len(mount) :]
-                break
-        out.append(f"{flag}{eq}{value}" if eq or flag else value)
-    return out
-
-
-def sa_kubeconfig(cluster: Cluster, pod: Any, path: Path, ttl: int = 600) -> None:
-    """A kubeconfig holding a token bound to this pod, for its ServiceAccount (file mode 0600)."""
-    from kubernetes import client
-
-    sa = pod.spec.service_account_name or "default"
-    req = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(
-            audiences=[],
-            expiration_seconds=ttl,
-            bound_object_ref=client.V1BoundObjectReference(
-                api_version="v1", kind="Pod", name=pod.metadata.name, uid=pod.metadata.uid
-            ),
-        )
-    )
-    token = cluster.core.create_namespaced_service_account_token(sa, pod.metadata.namespace, req)
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    ctx_name = cluster.context or admin.get("current-context")
-    ctx = next(c["context"] for c in admin["contexts"] if c["name"] == ctx_name)
-    clus = next(c["cluster"] for c in admin["clusters"] if c["name"] == ctx["cluster"])
-    clus = {
-        k: v
-        for k, v in clus.items()
-        if k in ("server", "certificate-authority-data", "certificate-authority")
-    }
-    if "certificate-authority" in clus:  # make it self-contained
-        ca = Path(clus["certificate-authority"])
-        if not ca.is_absolute():
-            ca = cluster.kubeconfig.parent / ca
-        import base64
-
-        clus["certificate-authority-data"] = base64.b64encode(ca.read_bytes()).decode()
-        del clus["certificate-authority"]
-    kc = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": clus}],
-        "users": [
-            {
-                "name": f"system:serviceaccount:{pod.metadata.namespace}:{sa}",
-                "user": {"token": token.status.token},
-            }
-        ],
-        "contexts": [
-            {
-                "name": "c",
-                "context": {
-                    "cluster": "c",
-                    "user": f"system:serviceaccount:{pod.metadata.namespace}:{sa}",
-                },
-            }
-        ],
-        "current-context": "c",
-    }
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        yaml.safe_dump(kc, fh)
-
-
-def run_pod(
-    cluster: Cluster,
-    pod: Any,
-    binary: Path,
-    log_dir: Path,
-    timeout: float = 300,
-    on_finished: Callable[[PodRun], None] | None = None,
-) -> PodRun:
-    """Run the real descheduler for `pod` and write its terminated status back to the pod.
-
-    `on_finished` sees the run before the pod's status says it ended, so whoever waits for
-    that status can rely on what the hook wrote (the supervised kubelet's facts file).
-    """
-    c = pod.spec.containers[0]
-    # Under the cluster's own dir when it has one: a killed run's token file goes with the reaped cluster.
-    work = Path(tempfile.mkdtemp(prefix="desched-pod-", dir=cluster.workdir))
-    notes: list[str] = []
-    started = utcnow()
-    proc: subprocess.Popen[str] | None = None
-    try:
-        mounts = materialize_volumes(cluster, pod, work)
-        args = rewrite_args(list(c.args or []), mounts)
-        kubeconfig = work / "sa-kubeconfig.yaml"
-        sa_kubeconfig(cluster, pod, kubeconfig)
-        # In a pod the API server is found in-cluster and the metrics port lives in the
-        # pod's own network namespace; on the host both must be explicit.
-        port = free_port()
-        local_args = [
-            f"--client-connection-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-        ]
-        notes.append(f"image {c.image} command {c.command} run as local binary {binary.name}")
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(work)}
-        for e in c.env or []:
-            if e.value is not None:
-                env[e.name] = e.value
-        argv = [str(binary), *args, *local_args]
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = log_dir / f"{pod.metadata.name}.log"
-        write_running(cluster, pod, started)
-        with open(log_path, "w") as logf:
-            proc = subprocess.Popen(
-                argv,
-                stdout=logf,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=work,
-                start_new_session=True,
-                text=True,
-            )
-            with MetricsPoller(port, proc, log_path) as poller:
-                try:
-                    rc = proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    rc = proc.wait()
-                    notes.append(f"killed after {timeout:.0f}s")
-                if rc < 0:  # as a container runtime reports it: 128 + the signal's number
-                    notes.append(f"killed by signal {signal.Signals(-rc).name} (exit {128 - rc})")
-                    rc = 128 - rc
-        log = log_path.read_text()
-        finished = utcnow()
-        shown = [
-            a
-            if not a.startswith("--client-connection-kubeconfig")
-            else "--client-connection-kubeconfig=<pod SA token>"
-            for a in argv
-        ]
-        why = publish_logs(cluster, pod, log, started, log_dir)
-        if why:
-            notes.append(why)
-        run = PodRun(
-            pod.metadata.namespace,
-            pod.metadata.name,
-            pod.metadata.uid,
-            pod.spec.service_account_name or "default",
-            shown,
-            rc,
-            started,
-            finished,
-            log,
-            log_path,
-            notes,
-            poller.result,
-        )
-        if on_finished is not None:
-            on_finished(run)
-        _until_api_answers(lambda: write_terminated(cluster, pod, rc, log, started, finished))
-        return run
-    except BaseException:
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
-
-
-def _until_api_answers(write: Callable[[], Any], timeout: float = 120) -> Any:
-    """Retry a status write while the API server is down, as a kubelet keeps retrying.
-
-    Without it a round whose process ended during an API-server or etcd outage would stay
-    Running forever, and its Job would never finish once the control plane is back.
-    """
-    from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
-
-    from pytest_desched.kube import api_failure
-
-    for attempt in Retrying(
-        stop=stop_after_delay(timeout),
-        wait=wait_exponential(multiplier=0.1, max=2),
-        retry=retry_if_exception(lambda exc: api_failure(exc) is not None),
-        reraise=True,
-    ):
-        with attempt:
-            return write()
-    return None
-
-
-def publish_logs(
-    cluster: Cluster, pod: Any, log: str, started: dt.datetime, log_dir: Path
-) -> str | None:
-    """Make `kubectl logs` work for the pod: a CRI-format file and a kwok `Logs` object.
-
-    Returns None when published, else why not (kept in the run's notes, never fatal).
-    """
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-
-    c = pod.spec.containers[0]
-    ts = started.strftime("%Y-%m-%dT%H:%M:%S.%f000Z")
-    cri = log_dir / f"{pod.metadata.name}.cri.log"
-    cri.write_text("".join(f"{ts} stdout F {line}\n" for line in log.splitlines()))
-    body = {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Logs",
-        "metadata": {"name": pod.metadata.name, "namespace": pod.metadata.namespace},
-        "spec": {"logs": [{"containers": [c.name], "logsFile": str(cri.resolve())}]},
-    }
-    try:
-        client.CustomObjectsApi(cluster.api_client).create_namespaced_custom_object(
-            "kwok.x-k8s.io", "v1alpha1", pod.metadata.namespace, "logs", body
-        )
-    except ApiException as exc:
-        return f"kubectl logs unavailable: kwok Logs object not created ({exc.status} {exc.reason})"
-    except Exception as exc:  # the API server is down: the run's status matters more
-        from pytest_desched.kube import api_failure
-
-        if (why := api_failure(exc)) is None:
-            raise
-        return f"kubectl logs unavailable: kwok Logs object not created ({why})"
-    return None
-
-
-def write_running(cluster: Cluster, pod: Any, started: dt.datetime) -> None:
-    """Mark the pod Running as a kubelet would (kwok leaves descheduler pods to us)."""
-    c = pod.spec.containers[0]
-    at = started.strftime("%Y-%m-%dT%H:%M:%SZ")
-    body = {
-        "status": {
-            "phase": "Running",
-            "startTime": at,
-            "conditions": [
-                {"type": t, "status": "True", "lastTransitionTime": at}
-                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
-            ],
-            "containerStatuses": [
-                {
-                    "name": c.name,
-                    "image": c.image,
-                    "imageID": "",
-                    "ready": True,
-                    "restartCount": 0,
-                    "started": True,
-                    "state": {"running": {"startedAt": at}},
-                }
-            ],
-        }
-    }
-    cluster.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, body)
-
-
-def write_terminated(
-    cluster: Cluster, pod: Any, rc: int, log: str, started: dt.datetime, finished: dt.datetime
-) -> None:
-    c = pod.spec.containers[0]
-    msg = log[-TERMINATION_MESSAGE_MAX:] if rc != 0 else ""
-    body = {
-        "status": {
-            "phase": "Succeeded" if rc == 0 else "Failed",
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "False",
-                    "reason": "PodCompleted" if rc == 0 else "PodFailed",
-                    "lastTransitionTime": finished.isoformat(),
-                },
-                {
-                    "type": "ContainersReady",
-                    "status": "False",
-                    "reason": "PodCompleted" if rc == 0 else "PodFailed",
-                    "lastTransitionTime": finished.isoformat(),
-                },
-            ],
-            "containerStatuses": [
-                {
-                    "name": c.name,
-                    "image": c.image,
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "started": False,
-                    "state": {
-                        "terminated": {
-                            "exitCode": rc,
-                            "reason": "Completed" if rc == 0 else "Error",
-                            "message": msg,
-                            "startedAt": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                            "finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        }
-                    },
-                }
-            ],
-        }
-    }
-    cluster.core.patch_namespaced_pod_status(pod.metadata.name, pod.metadata.namespace, body)
 
 
 # -- the supervised stand-in kubelet -------------------------------------------------------
@@ -446,8 +59,6 @@ def images_file(cluster_dir: Path) -> Path:
 
 def register_image(cluster_dir: Path, image: str, binary: Path) -> None:
     """Let the supervised kubelet run pods of `image` with `binary` (atomic, merge)."""
-    import json
-
     path = images_file(cluster_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     images = read_images(cluster_dir)
@@ -460,8 +71,6 @@ def register_image(cluster_dir: Path, image: str, binary: Path) -> None:
 
 
 def read_images(cluster_dir: Path) -> dict[str, str]:
-    import json
-
     try:
         return dict(json.loads(images_file(cluster_dir).read_text()))
     except (OSError, ValueError):
@@ -510,9 +119,6 @@ def facts_path(cluster_dir: Path, uid: str, kind: str = "json") -> Path:
 
 def write_facts(cluster_dir: Path, run: PodRun) -> Path:
     """The PodRun as JSON, written atomically before the pod's status says it ended."""
-    import json
-    from dataclasses import asdict
-
     path = facts_path(cluster_dir, run.uid)
     path.parent.mkdir(parents=True, exist_ok=True)
     doc = asdict(run)
@@ -525,8 +131,6 @@ def write_facts(cluster_dir: Path, run: PodRun) -> Path:
 
 
 def read_facts(cluster_dir: Path, uid: str) -> PodRun | None:
-    import json
-
     try:
         doc = json.loads(facts_path(cluster_dir, uid).read_text())
     except (OSError, ValueError):
@@ -542,8 +146,6 @@ class Supervisor:
     """Watch Job pods cluster-wide; run each descheduler pod once, in a thread of its own."""
 
     def __init__(self, cluster: Cluster, cluster_dir: Path, log: Callable[[str], None]) -> None:
-        import threading
-
         self.cluster, self.cluster_dir, self.log = cluster, cluster_dir, log
         self.seen: set[str] = set()
         self.lock = threading.Lock()
@@ -551,8 +153,6 @@ class Supervisor:
 
     def handle(self, pod: Any) -> str:
         """Dispatch one pod event; returns what was decided (for the log and tests)."""
-        import threading
-
         action, detail = classify(pod, read_images(self.cluster_dir))
         uid = pod.metadata.uid
         with self.lock:
@@ -607,10 +207,10 @@ class Supervisor:
         def finished(run: PodRun) -> None:
             if run.exit_code != 0 and plugin_round and job:
                 # The plugin's rounds fail fast (RoundFailed): no retry pod may start meanwhile.
-                from kubernetes.client.rest import ApiException
+                from kubernetes.client.rest import ApiException  # heavy: kept off import
 
                 try:
-                    _until_api_answers(
+                    until_api_answers(
                         lambda: self.cluster.batch.patch_namespaced_job(
                             job, ns, {"spec": {"backoffLimit": 0}}
                         )
@@ -650,13 +250,13 @@ class Supervisor:
             )
             try:
                 finished(fail)
-                _until_api_answers(lambda: write_terminated(self.cluster, pod, 1, why, now, now))
+                until_api_answers(lambda: write_terminated(self.cluster, pod, 1, why, now, now))
             except Exception as exc2:
                 self.log(f"{ns}/{name}: could not record the failure: {exc2}")
 
     def serve(self, stop: Any, ready: Path, timeout_s: int = 30) -> None:
         """List then watch Job pods until `stop` is set or the cluster's directory is gone."""
-        from kubernetes import watch
+        from kubernetes import watch  # heavy (the client): kept off import
         from kubernetes.client.rest import ApiException
 
         core = self.cluster.core
@@ -692,8 +292,6 @@ class Supervisor:
 
 
 def supervisor_argv(kubeconfig: Path, cluster_dir: Path) -> list[str]:
-    import sys
-
     return [
         sys.executable,
         "-m",
@@ -707,11 +305,6 @@ def supervisor_argv(kubeconfig: Path, cluster_dir: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """The supervised process: `python -m pytest_desched.providers.embedded.kubelet`."""
-    import argparse
-    import threading
-
-    from pytest_desched.providers.base import Cluster
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kubeconfig", type=Path, required=True)
     ap.add_argument("--cluster-dir", type=Path, required=True)
@@ -732,8 +325,6 @@ def main(argv: list[str] | None = None) -> int:
         workdir=args.cluster_dir,
         audit_unavailable_why="not used by the stand-in kubelet",
     )
-    from pytest_desched.kube import bound_requests
-
     bound_requests(cluster.api_client)  # a dead control plane fails a call, never hangs it
     log(f"stand-in kubelet for {args.cluster_dir.name} (pid {os.getpid()})")
     Supervisor(cluster, args.cluster_dir, log).serve(stop, sdir / "ready")
@@ -755,9 +346,6 @@ def wait_runs(
     exited 0 (its status written back) ends the wait; the Job controller marks the Job
     Complete up to its 1 s sync batch later, which the caller checks then (Round.settle).
     """
-    from pytest_desched.errors import RoundError
-    from pytest_desched.kube import UnscheduledGuard, WaitTimeout, owned_by_job, wait_for
-
     cdir = cluster.workdir
     assert cdir is not None, "the embedded cluster has a directory"
     runs: dict[str, PodRun] = {}
