@@ -14,249 +14,31 @@ runbook evictor's opt-in label, so the runbook's own policy sees lab workloads t
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
-from pytest_desched.lab.inputs import OPT_IN_LABEL, LabConfigError
+from pytest_desched.lab.budgets import PodDisruptionBudget, PriorityClass
+from pytest_desched.lab.inputs import OPT_IN_LABEL
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
-
-LAB_STORAGE_CLASS = "desched-lab"  # statically provisioned: the lab creates pre-bound PVs
-DEFAULT_IMAGE = "registry.k8s.io/pause:3.10"
-HOSTNAME_KEY = "kubernetes.io/hostname"
-ZONE_KEY = "topology.kubernetes.io/zone"
-
-TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
-_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_MAX_USER_PRIORITY = 1_000_000_000  # above this PriorityClass values are reserved for system-*
-
-
-# --- input checks (raise LabConfigError naming the input and the fix) ----------------------
-def _fail(what: str, problem: str, fix: str) -> LabConfigError:
-    return LabConfigError(f"{what}: {problem}; {fix}")
-
-
-def _name(what: str, name: Any) -> str:
-    if not isinstance(name, str) or len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
-        raise _fail(
-            what,
-            f"name {name!r} is not an RFC 1123 label",
-            "use at most 63 lower-case letters, digits and '-', starting and ending with a "
-            "letter or digit (it is also a label value)",
-        )
-    return name
-
-
-def _label_key(what: str, key: Any) -> str:
-    prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", None)
-    ok = (
-        isinstance(name, str)
-        and len(name) <= 63
-        and bool(_LABEL_NAME.fullmatch(name))
-        and (
-            not prefix
-            or (len(prefix) <= 253 and all(_DNS1123_LABEL.fullmatch(p) for p in prefix.split(".")))
-        )
-    )
-    if not ok:
-        raise _fail(
-            what, f"label key {key!r} is invalid", "use [dns-prefix/]name, name <= 63 chars"
-        )
-    return key
-
-
-def _labels(what: str, labels: Any) -> dict[str, str]:
-    if not isinstance(labels, Mapping):
-        raise _fail(what, f"labels must be a mapping, got {type(labels).__name__}", "pass a dict")
-    for k, v in labels.items():
-        _label_key(what, k)
-        if not isinstance(v, str) or len(v) > 63 or not _LABEL_VALUE.fullmatch(v):
-            raise _fail(
-                what, f"label {k}={v!r} has an invalid value", "use a string of <= 63 chars"
-            )
-    return dict(labels)
-
-
-def _quantity(what: str, value: Any) -> str:
-    from kubernetes.utils.quantity import parse_quantity
-
-    try:
-        if isinstance(value, bool):
-            raise ValueError
-        parse_quantity(value)
-    except (ValueError, TypeError, ArithmeticError):
-        raise _fail(
-            what, f"{value!r} is not a Kubernetes quantity", "write e.g. '500m' or '2Gi'"
-        ) from None
-    return str(value)
-
-
-def _int(what: str, value: Any, low: int, high: int | None = None) -> int:
-    if (
-        not isinstance(value, int)
-        or isinstance(value, bool)
-        or value < low
-        or (high is not None and value > high)
-    ):
-        bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise _fail(what, f"must be an integer {bound}, got {value!r}", "pass an int")
-    return value
-
-
-def _one_of(what: str, value: Any, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise _fail(what, f"{value!r} is not allowed", f"use one of {list(allowed)}")
-    return value
-
-
-def _tuple(value: Any) -> tuple[Any, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
-        return (value,)
-    return tuple(value)
-
-
-# --- pod-level values ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Taint:
-    """A node taint; `toleration()` is the matching toleration."""
-
-    key: str
-    value: str | None = None
-    effect: str = "NoSchedule"
-
-    def __post_init__(self) -> None:
-        _label_key(f"Taint {self.key!r}", self.key)
-        _one_of(f"Taint {self.key!r} effect", self.effect, TAINT_EFFECTS)
-        if self.value is not None:
-            _labels(f"Taint {self.key!r}", {"v": self.value})
-
-    def manifest(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"key": self.key, "effect": self.effect}
-        if self.value is not None:
-            out["value"] = self.value
-        return out
-
-    def toleration(self) -> Toleration:
-        if self.value is None:
-            return Toleration(self.key, "Exists", effect=self.effect)
-        return Toleration(self.key, "Equal", self.value, self.effect)
-
-
-@dataclass(frozen=True)
-class Toleration:
-    """A pod toleration (`Toleration()` with no key tolerates everything)."""
-
-    key: str | None = None
-    operator: str = "Exists"
-    value: str | None = None
-    effect: str | None = None
-
-    def __post_init__(self) -> None:
-        what = f"Toleration {self.key!r}"
-        _one_of(f"{what} operator", self.operator, ("Exists", "Equal"))
-        if self.effect is not None:
-            _one_of(f"{what} effect", self.effect, TAINT_EFFECTS)
-        if self.operator == "Exists" and self.value is not None:
-            raise _fail(what, "operator Exists takes no value", "drop value or use 'Equal'")
-        if self.operator == "Equal" and not self.key:
-            raise _fail(what, "operator Equal needs a key", "give key= or use 'Exists'")
-
-    def manifest(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"operator": self.operator}
-        for k in ("key", "value", "effect"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        return out
-
-
-@dataclass(frozen=True)
-class TopologySpread:
-    """A topologySpreadConstraint; `match_labels=None` selects the workload's own pods."""
-
-    topology_key: str = ZONE_KEY
-    max_skew: int = 1
-    when_unsatisfiable: str = "DoNotSchedule"
-    match_labels: Mapping[str, str] | None = None
-    node_affinity_policy: str | None = None  # Honor (default) | Ignore
-    node_taints_policy: str | None = None  # Ignore (default) | Honor
-    min_domains: int | None = None
-
-    def __post_init__(self) -> None:
-        what = f"TopologySpread {self.topology_key!r}"
-        _label_key(what, self.topology_key)
-        _int(f"{what} max_skew", self.max_skew, 1)
-        _one_of(
-            f"{what} when_unsatisfiable",
-            self.when_unsatisfiable,
-            ("DoNotSchedule", "ScheduleAnyway"),
-        )
-        for k in ("node_affinity_policy", "node_taints_policy"):
-            if getattr(self, k) is not None:
-                _one_of(f"{what} {k}", getattr(self, k), ("Honor", "Ignore"))
-        if self.match_labels is not None:
-            object.__setattr__(self, "match_labels", _labels(what, self.match_labels))
-        if self.min_domains is not None:
-            _int(f"{what} min_domains", self.min_domains, 1)
-
-    def manifest(self, own: Mapping[str, str]) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "maxSkew": self.max_skew,
-            "topologyKey": self.topology_key,
-            "whenUnsatisfiable": self.when_unsatisfiable,
-            "labelSelector": {"matchLabels": dict(self.match_labels or own)},
-        }
-        if self.node_affinity_policy:
-            out["nodeAffinityPolicy"] = self.node_affinity_policy
-        if self.node_taints_policy:
-            out["nodeTaintsPolicy"] = self.node_taints_policy
-        if self.min_domains is not None:
-            out["minDomains"] = self.min_domains
-        return out
-
-
-@dataclass(frozen=True)
-class AntiAffinity:
-    """Pod anti-affinity to pods with `match_labels` (`AntiAffinity.to("db")` for a workload)."""
-
-    match_labels: Mapping[str, str]
-    topology_key: str = HOSTNAME_KEY
-    required: bool = True
-    weight: int = 100
-
-    def __post_init__(self) -> None:
-        what = f"AntiAffinity {dict(self.match_labels) if isinstance(self.match_labels, Mapping) else self.match_labels!r}"
-        object.__setattr__(self, "match_labels", _labels(what, self.match_labels))
-        if not self.match_labels:
-            raise _fail(what, "match_labels is empty", "name the labels of the pods to avoid")
-        _label_key(what, self.topology_key)
-        _int(f"{what} weight", self.weight, 1, 100)
-
-    @classmethod
-    def to(cls, workload: str, **kw: Any) -> AntiAffinity:
-        return cls({WORKLOAD_LABEL: workload}, **kw)
-
-    def term(self) -> dict[str, Any]:
-        return {
-            "labelSelector": {"matchLabels": dict(self.match_labels)},
-            "topologyKey": self.topology_key,
-        }
-
-
-@dataclass(frozen=True)
-class VolumeClaim:
-    """A StatefulSet volumeClaimTemplate, bound to a PV the lab provisions itself."""
-
-    name: str = "data"
-    size: str = "1Gi"
-
-    def __post_init__(self) -> None:
-        _name(f"VolumeClaim {self.name!r}", self.name)
-        _quantity(f"VolumeClaim {self.name!r} size", self.size)
+from pytest_desched.lab.values import (
+    DEFAULT_IMAGE,
+    HOSTNAME_KEY,
+    LAB_STORAGE_CLASS,
+    ZONE_KEY,
+    AntiAffinity,
+    Taint,
+    Toleration,
+    TopologySpread,
+    VolumeClaim,
+    _fail,
+    _int,
+    _label_key,
+    _labels,
+    _name,
+    _quantity,
+    _tuple,
+)
 
 
 # --- workloads -----------------------------------------------------------------------------
@@ -660,98 +442,6 @@ class Pod(Workload):
 
     def expected_pods(self) -> int | None:
         return 1
-
-
-# --- other namespaced and cluster-scoped objects -------------------------------------------
-@dataclass(frozen=True)
-class PodDisruptionBudget:
-    """A PDB over one workload's pods (`selects=`) or over `match_labels`."""
-
-    name: str
-    _: KW_ONLY
-    selects: str | None = None
-    match_labels: Mapping[str, str] | None = None
-    min_available: int | str | None = None
-    max_unavailable: int | str | None = None
-    namespace: str | None = None
-
-    kind: ClassVar[str] = "PodDisruptionBudget"
-
-    def __post_init__(self) -> None:
-        what = f"PodDisruptionBudget {self.name!r}"
-        _name(what, self.name)
-        if (self.selects is None) == (self.match_labels is None):
-            raise _fail(what, "select pods by exactly one of selects= or match_labels=", "pass one")
-        if self.selects is not None:
-            _name(f"{what} selects", self.selects)
-        else:
-            object.__setattr__(self, "match_labels", _labels(what, self.match_labels))
-        if (self.min_available is None) == (self.max_unavailable is None):
-            raise _fail(what, "set exactly one of min_available and max_unavailable", "pass one")
-        for k in ("min_available", "max_unavailable"):
-            v = getattr(self, k)
-            if v is None:
-                continue
-            if isinstance(v, str):
-                if not re.fullmatch(r"\d{1,3}%", v) or int(v[:-1]) > 100:
-                    raise _fail(f"{what} {k}", f"{v!r} is not a percentage", "write e.g. '50%'")
-            else:
-                _int(f"{what} {k}", v, 0)
-        if self.namespace is not None:
-            _name(f"{what} namespace", self.namespace)
-
-    def manifest(self, namespace: str) -> dict[str, Any]:
-        labels = dict(self.match_labels or {WORKLOAD_LABEL: self.selects})
-        spec: dict[str, Any] = {"selector": {"matchLabels": labels}}
-        if self.min_available is not None:
-            spec["minAvailable"] = self.min_available
-        else:
-            spec["maxUnavailable"] = self.max_unavailable
-        return {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": self.name, "namespace": self.namespace or namespace},
-            "spec": spec,
-        }
-
-
-@dataclass(frozen=True)
-class PriorityClass:
-    """A cluster-scoped PriorityClass the lab deletes again (priorityThreshold experiments)."""
-
-    name: str
-    value: int
-    _: KW_ONLY
-    preemption_policy: str | None = None
-    description: str = "pytest-desched lab"
-
-    kind: ClassVar[str] = "PriorityClass"
-
-    def __post_init__(self) -> None:
-        what = f"PriorityClass {self.name!r}"
-        _name(what, self.name)
-        if self.name.startswith("system-"):
-            raise _fail(what, "system- names are reserved", "pick another name")
-        _int(f"{what} value", self.value, -2_147_483_648, _MAX_USER_PRIORITY)
-        if self.preemption_policy is not None:
-            _one_of(
-                f"{what} preemption_policy",
-                self.preemption_policy,
-                ("PreemptLowerPriority", "Never"),
-            )
-
-    def manifest(self, managed: Mapping[str, str] | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "apiVersion": "scheduling.k8s.io/v1",
-            "kind": "PriorityClass",
-            "metadata": {"name": self.name, "labels": dict(managed or {})},
-            "value": self.value,
-            "globalDefault": False,
-            "description": self.description,
-        }
-        if self.preemption_policy:
-            out["preemptionPolicy"] = self.preemption_policy
-        return out
 
 
 LabObject = Workload | PodDisruptionBudget | PriorityClass
