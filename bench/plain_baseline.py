@@ -88,7 +88,8 @@ def prepare_inputs(
     workdir: Path, toolchain: Any, cluster_name: str, workers: int = 3, replicas: int = 3
 ) -> dict[str, str]:
     """Write the script's inputs into workdir/inputs; returns the script's environment."""
-    from pytest_desched.descheduler.chart import Release, obtain_chart
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.descheduler.chart_source import obtain_chart
     from pytest_desched.experiments.framework import lab_policy
     from pytest_desched.lab import POOL_LABEL, Lab
     from pytest_desched.lab.inputs import POOL_VALUE

@@ -29,7 +29,8 @@ from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and fr
 from pytest_desched.log import Reporter, say
 
 if TYPE_CHECKING:
-    from pytest_desched.descheduler.chart import ChartRef, Release
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.descheduler.chart_source import ChartRef
     from pytest_desched.descheduler.inputs import UserInputs
     from pytest_desched.descheduler.policy import Policy
     from pytest_desched.evidence.views_ahead import ViewsAhead
@@ -174,7 +175,7 @@ class DeschedSession:
 
     def chart(self, cand: Candidate | None = None) -> ChartRef:
         """The chart a release installs: the pinned one, or the candidate's own."""
-        from pytest_desched.descheduler.chart import obtain_chart
+        from pytest_desched.descheduler.chart_source import obtain_chart
 
         return obtain_chart(
             self.toolchain,

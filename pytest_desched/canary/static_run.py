@@ -22,13 +22,13 @@ from pytest_desched.canary.static import (
 
 if TYPE_CHECKING:
     from pytest_desched.canary.tracks import TrackResult
-    from pytest_desched.descheduler.chart import ChartRef
+    from pytest_desched.descheduler.chart_source import ChartRef
     from pytest_desched.session import DeschedSession
 
 
 def track_chart(session: DeschedSession) -> ChartRef:
     """The chart the track's release will install (cached; the same call install makes)."""
-    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.chart_source import obtain_chart
 
     tc = session.toolchain
     return obtain_chart(
@@ -46,10 +46,10 @@ def compare_statically(
     variants: Sequence[str],
     report: Callable[[str], None],
 ) -> StaticComparison:
-    from pytest_desched.descheduler.chart import helm_env
     from pytest_desched.descheduler.policy.checker import checker_for
     from pytest_desched.descheduler.policy.lint import lint_policy_doc
     from pytest_desched.experiments import lab_policy
+    from pytest_desched.proc import helm_env
 
     b_chart, c_chart = track_chart(baseline), track_chart(candidate)
     b_tc, c_tc = baseline.toolchain, candidate.toolchain

@@ -127,7 +127,7 @@ class UserInputs:
 
 
 def _args_of(docs: list[dict[str, Any]]) -> list[str]:
-    from pytest_desched.descheduler.chart import cronjob_args, find
+    from pytest_desched.descheduler.render_checks import cronjob_args, find
 
     cjs = find(docs, "CronJob")
     return cronjob_args(cjs[0]) if len(cjs) == 1 else []

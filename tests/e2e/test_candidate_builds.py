@@ -21,14 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.descheduler.chart import (
-    check_render,
-    find,
-    obtain_chart,
-    parse_manifests,
-    sha256_file,
-)
+from pytest_desched.descheduler.chart_source import obtain_chart, sha256_file
 from pytest_desched.descheduler.policy.checker import PolicyChecker
+from pytest_desched.descheduler.render_checks import check_render, find, parse_manifests
 from pytest_desched.proc import helm_env, run
 from pytest_desched.tools.candidate import Candidate, parse_candidate, tarball_commit
 from pytest_desched.tools.locate import probe_version

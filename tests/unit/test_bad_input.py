@@ -17,7 +17,8 @@ import pytest
 import yaml
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.descheduler.chart import ChartRef, Release, private_file
+from pytest_desched.descheduler.chart import Release, private_file
+from pytest_desched.descheduler.chart_source import ChartRef
 from pytest_desched.descheduler.policy import (
     NAMESPACED_PLUGINS,
     Policy,
@@ -478,7 +479,7 @@ def test_trying_a_policy_keeps_dry_run_on(tmp_path: Path) -> None:
     cluster = FakeReleaseCluster()
     rel = _release(tmp_path, cluster)
     rel.apply_policy(load_default(), dry_run=False)
-    from pytest_desched.descheduler.chart import cronjob_args
+    from pytest_desched.descheduler.render_checks import cronjob_args
 
     assert "--dry-run=false" in cronjob_args(cluster._find("CronJob"))
     rel.apply_policy(load_default())  # a later call that only tries a policy

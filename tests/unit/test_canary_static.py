@@ -36,7 +36,7 @@ from pytest_desched.canary.static import (
     effective_protections,
     render_chart,
 )
-from pytest_desched.descheduler.chart import obtain_chart
+from pytest_desched.descheduler.chart_source import obtain_chart
 from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import Finding
 from pytest_desched.proc import helm_env

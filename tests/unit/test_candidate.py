@@ -812,7 +812,7 @@ def _helm_calls(tmp_path: Path) -> list[str]:
 def test_repo_chart_unreachable_is_an_error_never_another_chart(
     tmp_path: Path, helm_tc: Toolchain
 ) -> None:
-    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.chart_source import obtain_chart
 
     cand = parse_candidate("version:v0.37.0", chart="repo:0.37.0")
     with pytest.raises(ToolError) as ei:
@@ -829,7 +829,7 @@ def test_repo_chart_unreachable_is_an_error_never_another_chart(
 def test_tree_chart_keeps_its_versions_and_says_where_it_came_from(
     tmp_path: Path, helm_tc: Toolchain
 ) -> None:
-    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.chart_source import obtain_chart
 
     files = tree_files(app_version="0.36.5")
     t = make_tarball(tmp_path / "src.tar.gz", files)
@@ -856,7 +856,7 @@ def test_tree_chart_keeps_its_versions_and_says_where_it_came_from(
 
 
 def test_dir_and_tgz_charts(tmp_path: Path, helm_tc: Toolchain) -> None:
-    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.chart_source import obtain_chart
 
     d = make_dir(
         tmp_path / "mychart",
@@ -879,7 +879,7 @@ def test_dir_and_tgz_charts(tmp_path: Path, helm_tc: Toolchain) -> None:
 def test_no_candidate_chart_keeps_the_baseline_rule(
     tmp_path: Path, helm_tc: Toolchain, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_desched.descheduler import chart as chart_mod
+    from pytest_desched.descheduler import chart_source as chart_mod
 
     called: list[str] = []
     monkeypatch.setattr(
@@ -896,7 +896,8 @@ def test_no_candidate_chart_keeps_the_baseline_rule(
 
 # -- the release of a candidate: image, flags, where it may run ---------------------------------
 def _release(tmp_path: Path, provider: str, version: str, **fields: object):
-    from pytest_desched.descheduler.chart import ChartRef, Release
+    from pytest_desched.descheduler.chart import Release
+    from pytest_desched.descheduler.chart_source import ChartRef
     from pytest_desched.providers.base import Cluster
     from pytest_desched.providers.embedded.kubelet import StandInKubelet
 

@@ -13,13 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_desched.descheduler.chart import (
-    UnsafeRender,
-    check_render,
-    cronjob_args,
-    parse_manifests,
-)
 from pytest_desched.descheduler.policy import load_default
+from pytest_desched.descheduler.render_checks import check_render, cronjob_args, parse_manifests
+from pytest_desched.errors import UnsafeRender
 from pytest_desched.tools.versions import load_versions
 
 IMAGE = load_versions().descheduler_image

@@ -9,7 +9,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_desched.descheduler.chart import ChartRef, Release
+from pytest_desched.descheduler.chart import Release
+from pytest_desched.descheduler.chart_source import ChartRef
 from pytest_desched.descheduler.preflight import run_preflight
 from pytest_desched.tools.versions import load_versions
 

@@ -136,7 +136,7 @@ def test_values_files_are_coalesced_by_helm_in_helms_order(tmp_path: Path) -> No
 def test_another_chart_tree_is_rendered_with_chart(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.chart_source import obtain_chart
     from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain()

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.descheduler.chart import ChartRef, Release
+from pytest_desched.descheduler.chart import Release
+from pytest_desched.descheduler.chart_source import ChartRef
 from pytest_desched.descheduler.policy import load_default
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments import ExperimentContext

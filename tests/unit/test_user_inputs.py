@@ -17,13 +17,14 @@ import yaml
 
 from pytest_desched import cli
 from pytest_desched.config import build_config
-from pytest_desched.descheduler.chart import find, private_file
+from pytest_desched.descheduler.chart import private_file
 from pytest_desched.descheduler.inputs import (
     check_user_inputs,
     lab_set_flags,
     read_input,
     unsafe_value_lines,
 )
+from pytest_desched.descheduler.render_checks import find
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments import lab_policy
 from pytest_desched.session import DeschedSession
@@ -239,8 +240,9 @@ def test_lower_verbosity_is_raised_and_shown(tmp_path: Path) -> None:
 def test_release_passes_values_as_f_files_and_policy_replaces_theirs(tmp_path: Path) -> None:
     """The release's render: the user's -f files, then `deschedulerPolicy: null`, then ours;
     the real helm then renders exactly our policy (no key of the values' policy leaks in)."""
-    from pytest_desched.descheduler.chart import obtain_chart, parse_manifests
+    from pytest_desched.descheduler.chart_source import obtain_chart
     from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.descheduler.render_checks import parse_manifests
     from pytest_desched.proc import helm_env, run
     from pytest_desched.tools.toolchain import Toolchain
 

@@ -12,13 +12,9 @@ import yaml
 from pytest_desched.canary.static.difference import CLUSTER_API_VERSIONS, Difference
 from pytest_desched.canary.static.manifests import compare_manifests
 from pytest_desched.canary.static.values import compare_values
-from pytest_desched.descheduler.chart import (
-    LAB_CMD_OPTIONS,
-    chart_meta,
-    parse_manifests,
-    private_file,
-    sha256_file,
-)
+from pytest_desched.descheduler.chart import LAB_CMD_OPTIONS, private_file
+from pytest_desched.descheduler.chart_source import chart_meta, sha256_file
+from pytest_desched.descheduler.render_checks import parse_manifests
 from pytest_desched.proc import run
 
 

@@ -181,7 +181,7 @@ def pinned_renderer(
     The chart and helm are resolved on the first values file only: policies and ConfigMaps
     need neither.
     """
-    from pytest_desched.descheduler.chart import obtain_chart
+    from pytest_desched.descheduler.chart_source import obtain_chart
     from pytest_desched.descheduler.policy.values import render_values
     from pytest_desched.log import say
     from pytest_desched.proc import helm_env

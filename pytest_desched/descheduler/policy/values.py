@@ -155,7 +155,7 @@ def render_values(
     timeout: float = 120,
 ) -> RenderedValues:
     """`helm template descheduler CHART -f A -f B ...`; ConfigError with helm's own reason."""
-    from pytest_desched.descheduler.chart import find, parse_manifests
+    from pytest_desched.descheduler.render_checks import find, parse_manifests
     from pytest_desched.proc import run
 
     cmd = [str(helm), "template", "descheduler", str(chart)]
