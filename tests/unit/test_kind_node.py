@@ -20,8 +20,8 @@ from pytest_desched.providers.kind import (
     render_kind_config,
 )
 from pytest_desched.tools.kind_node import archive
-from pytest_desched.tools.kind_node.build import _go_string_expr, kind_go_constants
 from pytest_desched.tools.kind_node.engine import VM_RUNTIME, bounding_lacks
+from pytest_desched.tools.kind_node.go_constants import _go_string_expr, kind_go_constants
 
 WRAPPER = Path(__file__).resolve().parents[2] / "pytest_desched/tools/kind_node/runc_vm_wrapper.py"
 

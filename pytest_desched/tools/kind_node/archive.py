@@ -168,3 +168,17 @@ def write_archive(spec: ImageSpec, dest: Path) -> str:
         add_bytes("manifest.json", json.dumps(manifest).encode())
     tmp.replace(dest)
     return f"sha256:{image_id}"
+
+
+def archive_tags(path: Path) -> list[str]:
+    with tarfile.open(path) as tar:
+        fh = tar.extractfile("manifest.json")
+        assert fh is not None
+        return [t for m in json.load(fh) for t in m.get("RepoTags") or []]
+
+
+def archive_config_digest(path: Path) -> str:
+    with tarfile.open(path) as tar:
+        fh = tar.extractfile("manifest.json")
+        assert fh is not None
+        return "sha256:" + json.load(fh)[0]["Config"].removesuffix(".json")

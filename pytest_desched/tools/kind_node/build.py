@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -34,13 +33,15 @@ from pytest_desched.errors import ToolError
 from pytest_desched.log import Reporter, tagged
 from pytest_desched.tools.gobuild import go_env
 from pytest_desched.tools.kind_node import archive
-from pytest_desched.tools.kind_node.archive import ImageSpec
+from pytest_desched.tools.kind_node.archive import ImageSpec, archive_config_digest, archive_tags
 from pytest_desched.tools.kind_node.binaries import (
     Pins,
     build_go,
     build_pause,
     node_groups,
 )
+from pytest_desched.tools.kind_node.engine import docker_has, docker_image_id, docker_label
+from pytest_desched.tools.kind_node.go_constants import kind_go_constants
 from pytest_desched.tools.locate import file_lock
 from pytest_desched.tools.toolchain import Toolchain
 
@@ -97,53 +98,6 @@ def run(cmd: list[str], report: Reporter | None = None, **kw) -> subprocess.Comp
 def module_dir(module: str, version: str) -> Path:
     res = run(["go", "mod", "download", "-json", f"{module}@{version}"], env=go_env(), cwd="/")
     return Path(json.loads(res.stdout)["Dir"])
-
-
-# --- kind's node-image constants, read from the kind module at build time -------------------
-
-_CONST_RE = re.compile(r"^const\s+(\w+)\s*=\s*", re.M)
-
-
-def _go_string_expr(src: str, start: int, consts: dict[str, str]) -> str:
-    """Evaluate `"a" + `b` + name` (string literals and known constants) starting at `start`."""
-    out, i = [], start
-    while True:
-        while src[i] in " \t":
-            i += 1
-        if src[i] == "`":
-            end = src.index("`", i + 1)
-            out.append(src[i + 1 : end])
-            i = end + 1
-        elif src[i] == '"':
-            m = re.compile(r'"((?:[^"\\]|\\.)*)"').match(src, i)
-            assert m is not None
-            out.append(json.loads(m.group(0)))
-            i = m.end()
-        else:
-            m = re.compile(r"\w+").match(src, i)
-            if not m or m.group(0) not in consts:
-                raise ToolError(f"cannot evaluate Go expression near {src[i : i + 40]!r}")
-            out.append(consts[m.group(0)])
-            i = m.end()
-        j = i
-        while j < len(src) and src[j] in " \t":
-            j += 1
-        if j < len(src) and src[j] == "+":
-            i = j + 1
-            while src[i] in " \t\n":
-                i += 1
-            continue
-        return "".join(out)
-
-
-def kind_go_constants(kind_dir: Path) -> dict[str, str]:
-    """The string constants of kind's pkg/build/nodeimage (CNI/storage manifests, images)."""
-    consts: dict[str, str] = {}
-    for name in ("const_cni.go", "const_storage.go", "defaults.go"):
-        src = (kind_dir / "pkg/build/nodeimage" / name).read_text()
-        for m in _CONST_RE.finditer(src):
-            consts[m.group(1)] = _go_string_expr(src, m.end(), consts)
-    return consts
 
 
 # --- the build --------------------------------------------------------------------------
@@ -601,45 +555,3 @@ class NodeImageBuild:
         desched = self.load_descheduler(images)
         self.report(f"kind node image ready in {time.monotonic() - started:.0f}s")
         return {"node_image": node, "base_image": base, "descheduler_image": desched}
-
-
-def archive_tags(path: Path) -> list[str]:
-    import tarfile
-
-    with tarfile.open(path) as tar:
-        fh = tar.extractfile("manifest.json")
-        assert fh is not None
-        return [t for m in json.load(fh) for t in m.get("RepoTags") or []]
-
-
-def archive_config_digest(path: Path) -> str:
-    import tarfile
-
-    with tarfile.open(path) as tar:
-        fh = tar.extractfile("manifest.json")
-        assert fh is not None
-        return "sha256:" + json.load(fh)[0]["Config"].removesuffix(".json")
-
-
-def docker_image_id(ref: str) -> str | None:
-    res = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Id}}", ref],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return res.stdout.strip() if res.returncode == 0 else None
-
-
-def docker_has(ref: str) -> bool:
-    return docker_image_id(ref) is not None
-
-
-def docker_label(ref: str, label: str) -> str | None:
-    res = subprocess.run(
-        ["docker", "image", "inspect", "--format", f'{{{{index .Config.Labels "{label}"}}}}', ref],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return res.stdout.strip() if res.returncode == 0 else None

@@ -189,3 +189,27 @@ def stop_engine(report: Reporter = _report) -> bool:
         time.sleep(0.5)
     report(f"stopped dockerd (pid {pid})")
     return True
+
+
+def docker_image_id(ref: str) -> str | None:
+    res = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def docker_has(ref: str) -> bool:
+    return docker_image_id(ref) is not None
+
+
+def docker_label(ref: str, label: str) -> str | None:
+    res = subprocess.run(
+        ["docker", "image", "inspect", "--format", f'{{{{index .Config.Labels "{label}"}}}}', ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return res.stdout.strip() if res.returncode == 0 else None
