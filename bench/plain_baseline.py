@@ -115,8 +115,12 @@ def prepare_inputs(
     lab.create_pdb(min_available=2)  # arrange_violation's; the pdb experiment patches it
     (inputs / "pdb.yaml").write_text(yaml.safe_dump(api.bodies[-1], sort_keys=False))
 
-    # The helm values Release renders: `helm show values` + the lab's cmdOptions, then the
-    # workaround policy on top (the --set suspend / dry-run flags are the script's own).
+    # The helm values Release passes: the lab's cmdOptions (its `--set` flags, as a file),
+    # then for the workaround policy its two files, `deschedulerPolicy: null` (helm drops the
+    # chart's own policy map) and the policy (the --set suspend / dry-run flags are the
+    # script's own).
+    from pytest_desched.descheduler.chart import LAB_CMD_OPTIONS
+
     chart = obtain_chart(toolchain, versions, report=lambda _msg: None)
     rel = Release(
         _HelmOnly(toolchain.path("helm"), workdir / "helm"),  # type: ignore[arg-type]
@@ -127,10 +131,13 @@ def prepare_inputs(
     )
     rel.workdir.mkdir(parents=True, exist_ok=True)
     rel.show_values()
-    with rel._values_file(None) as values:
-        shutil.copyfile(values, inputs / "values-first-install.yaml")
-    with rel._values_file(lab_policy(WORKAROUND)) as values:
-        shutil.copyfile(values, inputs / "values-workaround.yaml")
+    (inputs / "values-first-install.yaml").write_text(
+        yaml.safe_dump({"cmdOptions": dict(LAB_CMD_OPTIONS)}, sort_keys=False)
+    )
+    with rel._values_file(lab_policy(WORKAROUND)) as files:
+        null_policy, policy = files[-2:]
+        shutil.copyfile(null_policy, inputs / "values-null-policy.yaml")
+        shutil.copyfile(policy, inputs / "values-workaround.yaml")
 
     paths = toolchain.ensure(list(TOOLS))
     env = {t.upper().replace("-", "_"): str(p) for t, p in paths.items()}

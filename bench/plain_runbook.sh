@@ -8,8 +8,8 @@
 #   bash bench/plain_runbook.sh WORKDIR
 #
 # WORKDIR/inputs holds what bench/plain_baseline.py wrote from the plugin's own Python
-# sources: nodes.yaml, deployment.yaml, pdb.yaml, values-first-install.yaml and
-# values-workaround.yaml. Tools and names come from the environment (see "Inputs" below).
+# sources: nodes.yaml, deployment.yaml, pdb.yaml, values-first-install.yaml (the lab's
+# cmdOptions), values-null-policy.yaml and values-workaround.yaml (the policy). Tools and names come from the environment (see "Inputs" below).
 #
 # TEARDOWN=pods-first (default, the fastest correct form) deletes the Deployment with its
 # pods before `kubectl delete namespace --wait`, as the plugin does; TEARDOWN=namespace
@@ -156,7 +156,8 @@ check install/suspended-dry-run "CronJob $CRONJOB not suspended with --dry-run=t
   cronjob_is --dry-run=true
 
 step install.helm-upgrade-policy
-helm upgrade "$RELEASE" "$CHART" --namespace "$RELEASE_NS" -f "$IN/values-workaround.yaml" \
+helm upgrade "$RELEASE" "$CHART" --namespace "$RELEASE_NS" -f "$IN/values-first-install.yaml" \
+  -f "$IN/values-null-policy.yaml" -f "$IN/values-workaround.yaml" \
   --set suspend=true --set cmdOptions.dry-run=false --wait >&3
 check install/suspended-dry-run-off "CronJob $CRONJOB not suspended with --dry-run=false" \
   cronjob_is --dry-run=false
@@ -219,12 +220,14 @@ run_round() {  # a Job from the suspended CronJob, its pod run here as a kubelet
   AUDIT0=$(audit_lines)
   [[ $(kubectl get cronjob "$CRONJOB" -n "$RELEASE_NS" -o jsonpath='{.spec.suspend}') == true ]] ||
     fail "$exp/cronjob-suspended" "CronJob $CRONJOB is not suspended: no round"
+  step "$exp.round.schedule"  # the Job created until its pod is scheduled (part of the floor)
   kubectl create job --from=cronjob/"$CRONJOB" "$job" -n "$RELEASE_NS" >&3
   # kwok leaves the descheduler's pod alone (kwok-stages.yaml): once it is scheduled, run it.
   read -r pod uid sa image < <(kubectl wait --for=create --for=condition=PodScheduled pod \
     -l "batch.kubernetes.io/job-name=$job" -n "$RELEASE_NS" --timeout="$TIMEOUT" \
     -o jsonpath='{.metadata.name} {.metadata.uid} {.spec.serviceAccountName} {.spec.containers[0].image}{"\n"}')
   [[ -n ${image:-} ]] || fail "$exp/job-pod" "no scheduled pod for Job $job"
+  step "$exp.round.prepare"  # what the pod would mount, its identity, its status Running
   # What the pod would mount and run: the policy from the ConfigMap, the CronJob's args.
   kubectl get configmap "$CONFIGMAP" -n "$RELEASE_NS" -o jsonpath='{.data.policy\.yaml}' \
     >"$dir/policy-dir/policy.yaml"

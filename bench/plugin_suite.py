@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -102,6 +103,8 @@ def run_suite(workdir: Path, mode: str = "auto") -> dict[str, Any]:
         except Exception as exc:  # the final namespace scan raises here
             out["errors"].append(f"teardown: {type(exc).__name__}: {str(exc)[:800]}")
     marks["torn_down"] = time.monotonic() - t0
+    me = resource.getrusage(resource.RUSAGE_SELF)  # this Python process alone, every thread
+    out["self_cpu_s"] = round(me.ru_utime + me.ru_stime, 3)
     out["wall_s"] = round(marks["torn_down"], 3)
     out["marks_s"] = {k: round(v, 3) for k, v in marks.items()}
     out["timings"] = dict(session.timings)

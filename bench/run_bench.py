@@ -23,7 +23,7 @@ max, the load at each round's start, and the ratio of the medians, whatever it i
 
 The floor of the suite's work on this machine comes from the script's own steps in the same
 rounds (bench/floor.py): bare kwokctl create to 3 Ready nodes, one helm install, the three
-rounds' Job-to-exit times, and one namespace deletion where the work needs one. The plugin's
+rounds (Job created to pod scheduled, and the descheduler's run), and one namespace deletion where the work needs one. The plugin's
 median wall is shown against it.
 
     python bench/run_bench.py [--rounds 5] [--runs 1] [--pytest-runs 0]
@@ -324,6 +324,7 @@ def plugin_round(i: int, workdir: Path, mode: str = "auto") -> dict[str, Any]:
         "wall_s": suite["wall_s"],  # provider start -> final namespace scan -> cluster gone
         "process_wall_s": round(process_wall, 3),  # + interpreter start and imports
         "cpu_s": usage["cpu_s"],
+        "self_cpu_s": suite.get("self_cpu_s"),  # the Python process alone (imports included)
         "marks_s": suite["marks_s"],
         "execution": suite.get("execution"),
         "namespaces_waited": suite.get("namespaces_gone") is not None,
@@ -412,9 +413,9 @@ def compare_with_plain(
 FLOOR_LABELS = {
     "bring_up": "floor: bare `kwokctl create --wait` + 3 nodes Ready",
     "install": "floor: one `helm install --wait`",
-    "round.positive": "floor: positive round, Job create → descheduler exit",
-    "round.nodefit": "floor: nodefit round, Job create → descheduler exit",
-    "round.pdb": "floor: pdb round, Job create → descheduler exit",
+    "round.positive": "floor: positive round, Job create → pod scheduled, + descheduler run",
+    "round.nodefit": "floor: nodefit round, Job create → pod scheduled, + descheduler run",
+    "round.pdb": "floor: pdb round, Job create → pod scheduled, + descheduler run",
     "namespace_deletion": "floor: one namespace deletion (pods first; fastest of 3)",
     "floor": "**floor: bring-up + install + 3 rounds**",
     "floor_with_namespace": "**floor + one namespace deletion**",
@@ -433,6 +434,10 @@ def versus_markdown(v: dict[str, Any]) -> list[str]:
         ),
         (f"plain script ({v['script_teardown']}): wall", [r.get("wall_s") for r in script]),
         ("plugin: CPU seconds (process and descendants)", [r.get("cpu_s") for r in plugin]),
+        (
+            "plugin: CPU seconds of its Python process alone",
+            [r.get("self_cpu_s") for r in plugin],
+        ),
         ("plain script: CPU seconds (script and descendants)", [r.get("cpu_s") for r in script]),
         ("load (1 min) at the plugin rounds' start", [r.get("load_1m_at_start") for r in plugin]),
         ("load (1 min) at the script rounds' start", [r.get("load_1m_at_start") for r in script]),

@@ -23,11 +23,13 @@ def _steps(**extra: float) -> list[dict[str, float | str]]:
         "install.helm-install": 1.25,
         "install.helm-upgrade-policy": 1.0,  # above the floor
         "positive.arrange": 3.0,  # above the floor
-        "positive.round": 0.5,
+        "positive.round": 0.1,  # above the floor: the suspend check
+        "positive.round.schedule": 0.5,
+        "positive.round.prepare": 0.9,  # above the floor: policy, token, status
         "positive.round.descheduler": 0.5,
-        "nodefit.round": 0.25,
+        "nodefit.round.schedule": 0.25,
         "nodefit.round.descheduler": 0.5,
-        "pdb.round": 0.25,
+        "pdb.round.schedule": 0.25,
         "pdb.round.descheduler": 0.75,
         "positive.teardown.namespace": 6.0,
         "nodefit.teardown.namespace": 5.5,
