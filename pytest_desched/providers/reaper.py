@@ -6,7 +6,9 @@ namespace spent most of its teardown there. A lab in background mode makes its n
 Terminating (from then on the API server refuses new objects in it, so no controller can
 bring a pod back), force-deletes its pods, and hands the namespace to its cluster's reaper.
 The session's final scan (`wait_all`) waits for every namespace handed over to be gone and
-fails, naming each one left and what it still holds, if one is not.
+fails, naming each one left and what it still holds, if one is not. It runs on clusters
+that stay (kept, kind, existing); a discarded embedded cluster's checked deletion is the
+proof instead (session._close).
 """
 
 from __future__ import annotations
