@@ -730,7 +730,7 @@ class DeschedSession:
             out["namespaces_discarded"] = reaper.pending
         elif reaper is not None and reaper.pending:
             # The final leftover scan on a cluster that stays (kept, kind, existing): every
-            # lab namespace deleted in the background is gone (lab/reaper.py); one that is
+            # lab namespace deleted in the background is gone (providers/reaper.py); one that is
             # not fails the session, named. It mostly waits on the namespace controller's
             # 5 s delay, so the report and the releases' removal go on meanwhile; the
             # cluster is stopped only after it ended.
