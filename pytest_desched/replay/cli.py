@@ -159,11 +159,10 @@ def _timeline_replay(args: argparse.Namespace) -> int:
         say(f"paused at t={t:.1f}s for {pause_for or 0:g} s (--pause-for; stdin is no terminal)")
         threading.Event().wait(pause_for or 0)
 
+    base = config_from_args(args, provider="embedded")
+
     def one(i: int) -> Any:
-        config = config_from_args(args, provider="embedded")
-        if args.repeat > 1:
-            run_dir = config.run_dir / f"repeat-{i}"
-            config = config.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")
+        config = _run_config(base, args.repeat, i)
         return replay_timeline(
             args.timeline,
             descheduler=args.descheduler,
@@ -175,6 +174,16 @@ def _timeline_replay(args: argparse.Namespace) -> int:
         )
 
     return _finish(args, one)
+
+
+def _run_config(base: Any, repeat: int, i: int) -> Any:
+    """Run i's configuration: with --repeat, one evidence root and a `repeat-i` folder each
+    under it (and under the run folder), so the runs never share or scatter their evidence."""
+    if repeat == 1:
+        return base
+    return base.with_(
+        run_dir=base.run_dir / f"repeat-{i}", artifacts=base.artifacts / f"repeat-{i}"
+    )
 
 
 def _finish(args: argparse.Namespace, one: Any) -> int:
@@ -234,11 +243,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 0
     from pytest_desched.replay.engine import replay
 
+    base = config_from_args(args, provider="embedded")
+
     def one(i: int) -> Any:
-        config = config_from_args(args, provider="embedded")
-        if args.repeat > 1:
-            run_dir = config.run_dir / f"repeat-{i}"
-            config = config.with_(run_dir=run_dir, artifacts=run_dir / "artifacts")
+        config = _run_config(base, args.repeat, i)
         return replay(
             args.snapshot,
             descheduler=args.descheduler,

@@ -462,3 +462,17 @@ def test_a_snapshot_the_machine_cannot_hold_is_refused_with_the_numbers() -> Non
     assert check_fits(1000, 10000, "snap.json", available=8192) < 8192
     with pytest.raises(ConfigError, match=r"20000 nodes and 400000 pods need at least \d+ MiB"):
         check_fits(20000, 400000, "snap.json", available=24000)
+
+
+def test_repeats_keep_their_evidence_under_the_chosen_folder(tmp_path: Path) -> None:
+    from pytest_desched.config import config_from_args
+    from pytest_desched.replay.cli import _run_config, add_parsers
+
+    ap = argparse.ArgumentParser(prog="desched")
+    add_parsers(ap.add_subparsers(dest="command", required=True))
+    args = ap.parse_args(["replay", "s.yaml", "--repeat", "3", "--artifacts", str(tmp_path)])
+    base = config_from_args(args, provider="embedded")
+    runs = [_run_config(base, 3, i) for i in (1, 2, 3)]
+    assert [c.artifacts for c in runs] == [tmp_path / f"repeat-{i}" for i in (1, 2, 3)]
+    assert len({c.run_dir for c in runs}) == 3
+    assert _run_config(base, 1, 1) is base
