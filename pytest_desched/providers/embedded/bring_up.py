@@ -44,6 +44,16 @@ class Beside(Generic[T]):
         return self._result
 
 
+def preload_api_client() -> None:
+    """Import the kubernetes client and build the API classes a session uses first."""
+    from kubernetes import client
+
+    import pytest_desched.kube  # noqa: F401
+
+    for api in API_CLASSES:  # kubernetes 37 builds each API's models on first use (seconds)
+        getattr(client, api)
+
+
 def kubeconfig_written(path: Path) -> bool:
     """kwokctl has written the cluster's kubeconfig whole (the kubelet then can load it)."""
     import yaml

@@ -29,10 +29,10 @@ from pytest_desched.log import Reporter, say
 from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider
 from pytest_desched.providers.embedded.bring_up import (
-    API_CLASSES,
     Beside,
     kubeconfig_written,
     kwokctl_create_args,
+    preload_api_client,
 )
 from pytest_desched.providers.embedded.kubelet import (
     StandInKubelet,
@@ -245,8 +245,11 @@ class EmbeddedProvider(Provider):
         side = Beside(self._beside_kwokctl, name="desched-bring-up")
         try:
             self._create(create)
-        finally:
-            kubelet = side.join()  # after kwokctl (failed or not); the side's error raises
+        except BaseException:  # kwokctl's failure (or Ctrl-C) is the one said
+            with contextlib.suppress(Exception):
+                side.join()
+            raise
+        kubelet = side.join()  # the side's own error raises here
         self.timings["control_plane_s"] = time.monotonic() - t1
         from pytest_desched.kube import WaitTimeout, bound_requests, wait_nodes_ready
 
@@ -300,13 +303,8 @@ class EmbeddedProvider(Provider):
         """The other tools, the API client's imports, and the stand-in kubelet's start (its
         Python and imports) once kwokctl wrote the kubeconfig; the kubelet retries until the
         API server answers. None: kwokctl ended first (start() then starts the kubelet)."""
-        self.toolchain.ensure(["kubectl", "helm", "descheduler"])
-        from kubernetes import client
-
-        import pytest_desched.kube  # noqa: F401
-
-        for api in API_CLASSES:  # kubernetes 37 builds each API's models on first use (seconds)
-            getattr(client, api)
+        self.toolchain.ensure(["kubectl", "helm"])  # as before: resolved, or built
+        preload_api_client()
         kubeconfig = self.cluster_dir / "kubeconfig.yaml"
         while not kubeconfig_written(kubeconfig):
             if done.wait(0.02):  # kwokctl ended: its outcome decides in start()
