@@ -13,7 +13,10 @@ one), `redact` (consistent renaming), `etcd` (bulk writes into the replay cluste
 (the driver) with `plan` (what to write, pure), `writes` (through the API), `etcd_restore`
 and `api_restore` (the two methods), `ledger` (fates, from any log, record or replay),
 `genbase` and `generator` (realistic clusters), `incidents` (the two incidents), `engine`
-(`replay()`), `cli` (`desched snapshot`, `desched replay`).
+(`replay()`), `cli` (`desched snapshot`, `record`, `replay`). In time: `timeline` (the file),
+`record` (watching a window: `replay.record.record`) and `audit_changes` (a window from an audit log), `clock` (window
+time), `apply` (one change onto the replay), `timeline_run` (`replay_timeline()`), `repeat`
+(N replays compared), `sizing` (the memory a replay needs, measured).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ _PUBLIC = {
     "pdb_drain": "pytest_desched.replay.incidents",
     "replay": "pytest_desched.replay.engine",
     "ReplayResult": "pytest_desched.replay.engine",
+    "Timeline": "pytest_desched.replay.timeline",
+    "replay_timeline": "pytest_desched.replay.timeline_run",
 }
 __all__ = sorted(_PUBLIC)
 
