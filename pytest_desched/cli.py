@@ -27,6 +27,7 @@ verified gone, what was kept, or what is left and who removes it).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -656,5 +657,24 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
 
 
+def entry() -> None:
+    """The `desched` console script: `main`, and after a signal an exit without finalization.
+
+    Once an interrupted command said what its cleanup verified, nothing is left to do, but the
+    interpreter's own shutdown (collecting every client, pool and cached object) took ~1.8 s
+    on a loaded 2-core machine, past the 2 s a SIGTERM is given. Output is flushed first.
+    """
+    rc = main()
+    if rc == EXIT_INTERRUPTED:
+        import logging
+
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(rc)
+    raise SystemExit(rc)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
+from pytest_desched import interrupts
 from pytest_desched.errors import DeschedError, RoundError, WaitTimeout
 
 if TYPE_CHECKING:
@@ -204,6 +205,18 @@ def pod_ready(pod: Any) -> bool:
 # what its /readyz says (etcd, ...), instead of a transport traceback or a bare timeout.
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 10.0
+# After a SIGINT/SIGTERM the command must end within seconds, and its cleanup may be talking
+# to a control plane that died (the reason it was interrupted, often): each request then gets
+# this deadline, and the first one that fails latches the server as gone, so the cleanup's
+# next requests fail at once instead of each waiting (`ApiGone`). The cluster's own deletion
+# does not need its API server; a kept cluster's leftovers are named by the cleanup.
+AFTER_SIGNAL_TIMEOUT_S = (0.5, 1.0)
+
+
+class ApiGone(ConnectionError):
+    """The API server did not answer after a signal; later requests are not even tried."""
+
+
 _WATCH_URL = re.compile(r"[?&](watch|follow)=(true|1)\b", re.IGNORECASE)
 
 
@@ -224,12 +237,27 @@ def bound_requests(
     inner = rest.request
 
     def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if interrupts.interrupted():
+            return after_signal(method, url, *args, **kwargs)
         if kwargs.get("_request_timeout") is None and not _WATCH_URL.search(url):
             kwargs["_request_timeout"] = (connect, read)
         return inner(method, url, *args, **kwargs)
 
+    def after_signal(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        if rest._desched_gone:
+            raise ApiGone(f"{method} {url.split('?')[0]}: {rest._desched_gone} (not retried)")
+        kwargs["_request_timeout"] = AFTER_SIGNAL_TIMEOUT_S
+        try:
+            return inner(method, url, *args, **kwargs)
+        except Exception as exc:
+            why = api_failure(exc)
+            if why is not None and "HTTP" not in why:  # a transport failure, not an answer
+                rest._desched_gone = f"the API server stopped answering after the signal ({why})"
+            raise
+
     rest.request = request
     rest._desched_bounded = (connect, read)
+    rest._desched_gone = ""
     pool = rest.pool_manager
     pool.connection_pool_kw["retries"] = urllib3.Retry(total=3, read=0, redirect=3)
     pool.clear()  # pools made before this keep their old retries otherwise

@@ -69,6 +69,13 @@ def read_input(flag: str, path: Path) -> InputFile:
         vf = read_values(path)
     except ConfigError as exc:
         raise ConfigError(f"{flag} {exc}") from None
+    if flag == "--values":  # a policy's own credentials are its lint's (DL rule), named there
+        from pytest_desched.descheduler.policy.safety import credential_problems
+
+        found = credential_problems(vf.doc)  # bounded data (inputs_safe): a safe walk
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            raise ConfigError(f"{flag} {path}: {found[0]}{more}")
     return InputFile(flag, path, hashlib.sha256(path.read_bytes()).hexdigest(), vf)
 
 

@@ -11,10 +11,19 @@ import pytest
 from pytest_desched.plugin import fixtures
 from pytest_desched.plugin.fixtures import *  # noqa: F403 (pytest finds fixtures by name here)
 from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
-from pytest_desched.plugin.reporting import pytest_runtest_makereport, pytest_terminal_summary
+from pytest_desched.plugin.reporting import (
+    pytest_keyboard_interrupt,
+    pytest_runtest_makereport,
+    pytest_terminal_summary,
+)
 from pytest_desched.plugin.state import state
 
-__all__ = [*fixtures.__all__, "pytest_runtest_makereport", "pytest_terminal_summary"]
+__all__ = [
+    *fixtures.__all__,
+    "pytest_keyboard_interrupt",
+    "pytest_runtest_makereport",
+    "pytest_terminal_summary",
+]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -482,3 +482,160 @@ def test_the_estimate_is_the_measured_rate_times_the_objects(
     monkeypatch.setenv("DESCHED_REPLAY_MEMORY_MIB", "0.001")
     with pytest.raises(Exception, match="10 objects need about"):
         check_capacity(snap, "small")
+
+
+# ------------------------------------------ planted credentials: refused, never written ---
+
+PLANTED = {
+    "url-token": "ghp_Plant3dUrlT0kenQq",
+    "url-password": "S3cretHookPassw0rdZz",
+    "bearer": "plantedBearerTok3nXyz",
+    "basic": "dXNlcjpwbGFudGVkQmFzaWNTZWNyZXQ",  # base64("user:plantedBasicSecret")
+}
+CRED_VALUES = {
+    "hook": f"https://hookuser:{PLANTED['url-password']}@hooks.example.com/notify",
+    "token-url": f"https://{PLANTED['url-token']}@git.example.com/x",
+    "auth": f"Authorization: Bearer {PLANTED['bearer']}",
+    "basic": f"Basic {PLANTED['basic']}",
+}
+CRED_POLICY = (
+    POLICY.replace("profiles: []\n", "")
+    + "metricsProviders:\n- source: Prometheus\n  prometheus:\n"
+    + f"    url: {CRED_VALUES['token-url']}\n"
+    + "profiles:\n- name: p\n  pluginConfig:\n  - name: DefaultEvictor\n"
+    + "    args: {nodeFit: true}\n"
+    + f"  - name: X\n    args: {{note: '{CRED_VALUES['auth']}', hook: '{CRED_VALUES['hook']}',"
+    + f" basic: '{CRED_VALUES['basic']}'}}\n"
+    + "  plugins:\n    balance: {enabled: [RemoveDuplicates]}\n"
+)
+CRED_HELM_VALUES = "podAnnotations:\n" + "".join(f"  {k}: '{v}'\n" for k, v in CRED_VALUES.items())
+
+
+def _cred_snapshot() -> str:
+    pod = _pod()
+    pod["metadata"]["annotations"] = dict(CRED_VALUES)
+    node = {**NODE, "metadata": {"name": "n1", "annotations": dict(CRED_VALUES)}}
+    return _snap({"nodes": [node], "pods": [pod]})
+
+
+# (id, argv; {pol} {vals} {snap} {log} {out} are planted files / an output path; exit code)
+CRED_RUNS: list[tuple[str, list[str], int]] = [
+    ("run-policy", ["run", "--policy", "{pol}"], 2),
+    ("run-values", ["run", "--values", "{vals}"], 2),
+    ("up-values", ["up", "--values", "{vals}"], 2),
+    (
+        "canary-values",
+        ["canary", "--candidate", "version:v0.36.0", "--static-only", "--values", "{vals}"],
+        2,
+    ),
+    ("replay-policy", ["replay", "{snap}", "--policy", "{pol}"], 2),
+    ("replay-values", ["replay", "{snap}", "--values", "{vals}"], 2),
+    ("lint-text", ["lint", "{pol}", "--output-file", "{out}"], 1),
+    ("lint-json", ["lint", "{pol}", "-o", "json", "--output-file", "{out}"], 1),
+    ("lint-sarif", ["lint", "{pol}", "-o", "sarif", "--output-file", "{out}"], 1),
+    ("lint-values", ["lint", "{vals}", "-o", "json"], None),
+    ("from-log", ["replay", "--from-log", "{log}", "-o", "json", "--output-file", "{out}"], 0),
+]
+
+
+@pytest.mark.parametrize(("argv", "rc"), [c[1:] for c in CRED_RUNS], ids=[c[0] for c in CRED_RUNS])
+def test_planted_credentials_never_reach_output_or_any_written_file(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    rc: int | None,
+) -> None:
+    import json
+
+    from pytest_desched.providers.embedded.cluster import EmbeddedProvider
+    from pytest_desched.tools.toolchain import default_cache_dir
+
+    def no_cluster(self: object) -> None:
+        raise AssertionError("a cluster was started")
+
+    monkeypatch.setattr(EmbeddedProvider, "start", no_cluster)
+    monkeypatch.delenv("DESCHED_DEBUG", raising=False)
+    arts, work, inputs = (tmp_path / d for d in ("arts", "work", "in"))
+    for d in (arts, work, inputs):
+        d.mkdir()
+    monkeypatch.setenv("DESCHED_ARTIFACTS", str(arts))
+    cache_logs = default_cache_dir() / "logs"  # the real cache (its built helpers): its logs
+    t0 = time.time()
+    monkeypatch.chdir(work)
+    files = {
+        "pol": (inputs / "pol.yaml", CRED_POLICY),
+        "vals": (inputs / "vals.yaml", CRED_HELM_VALUES),
+        "snap": (inputs / "snap.json", _cred_snapshot()),
+        "log": (
+            inputs / "incident.log",
+            "".join(
+                json.dumps(
+                    {
+                        "msg": "Evicted pod",
+                        "pod": {"name": "p", "namespace": "ns"},
+                        "reason": v,
+                        "strategy": "RemoveDuplicates",
+                    }
+                )
+                + "\n"
+                for v in CRED_VALUES.values()
+            ),
+        ),
+    }
+    for path, text in files.values():
+        path.write_text(text)
+    out = tmp_path / "result.out"
+    args = [a.format(out=out, **{k: p for k, (p, _) in files.items()}) for a in argv]
+    got = cli.main(args)
+    cap = capsys.readouterr()
+    if rc is not None:
+        assert got == rc, cap.err
+    if rc == 2:
+        assert cap.err.strip().splitlines()[-1].startswith("[desched] error:"), cap.err
+        assert "credential" in cap.err or "DL004" in cap.err, cap.err
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and not p.is_relative_to(inputs)]
+    written += [p for p in cache_logs.rglob("*") if p.is_file() and p.stat().st_mtime >= t0]
+    assert out in written or rc == 2 or "--output-file" not in argv
+    for name, secret in PLANTED.items():
+        assert secret not in cap.out and secret not in cap.err, f"{name} printed: {cap}"
+        for p in written:
+            assert secret not in p.read_text(errors="replace"), f"{name} written to {p}"
+
+
+@pytest.mark.parametrize("redact", [False, True], ids=["plain", "redact"])
+def test_snapshot_annotations_lose_the_credential_part_with_or_without_redact(
+    tmp_path: Path, redact: bool
+) -> None:
+    """What `desched snapshot` writes (assemble -> trim -> scrub; --redact on top)."""
+    from pytest_desched.replay.format import Snapshot
+    from pytest_desched.replay.redact import redact_snapshot
+    from pytest_desched.replay.snapshot import assemble
+
+    ann = {f"example.com/{k}": v for k, v in CRED_VALUES.items()}
+    raw = [
+        {"kind": "Node", **{**NODE, "metadata": {"name": "n1", "annotations": dict(ann)}}},
+        {"kind": "Pod", **_pod(metadata={"name": "p", "namespace": "ns", "annotations": ann})},
+        {
+            "kind": "Deployment",
+            "metadata": {"name": "d", "namespace": "ns", "annotations": dict(ann)},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"a": "b"}},
+                "template": {"metadata": {"annotations": dict(ann)}, "spec": _pod()["spec"]},
+            },
+        },
+    ]
+    objects, _ = assemble(raw, None, [])
+    snap = Snapshot(header={"takenAt": "2026-11-30T00:00:00Z"}, policy=None, objects=objects)
+    if redact:
+        snap = redact_snapshot(snap)
+    out = snap.write(tmp_path / "snap.yaml")
+    text = Path(out).read_text()
+    for name, secret in PLANTED.items():
+        assert secret not in text, (
+            f"{name} kept in the snapshot ({'--redact' if redact else 'plain'})"
+        )
+    if not redact:  # only the credential part goes: the rest of each value is kept
+        assert "hooks.example.com/notify" in text and "git.example.com/x" in text, text
+        assert text.count("<redacted>") >= 4 * 2, text

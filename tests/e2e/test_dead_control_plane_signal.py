@@ -1,0 +1,100 @@
+"""SIGTERM after the control plane died: the command still exits at once, and cleans up.
+
+The reason a user interrupts is often that the cluster broke. Here etcd (the API server then
+hangs every request) or kube-apiserver (every request is refused) is SIGKILLed mid-round, and
+then the command gets SIGTERM. Before the post-signal bound (kube.AFTER_SIGNAL_TIMEOUT_S)
+`desched run` took 22.5 s and ended with exit 1 and a MaxRetryError line: its lab teardown
+waited on the dead server. Now it must exit 130, say the cluster was deleted (0 processes,
+folder removed), and do it within the matrix's bound; `signal_to_exit_s` is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pytest_desched.kube import wait_for
+from tests.e2e.inner_run import start_inner
+from tests.e2e.test_interrupt import INNER, _embedded_inner_cluster, _live_cmdlines
+from tests.e2e.test_signal_matrix import (
+    SIGNAL_TO_EXIT_BOUND_S,
+    _assert_nothing_left,
+    _assert_says_verified,
+    _interrupt,
+    _round_running,
+    _wait_point,
+    run_cmd,  # noqa: F401 (the fixture, shared)
+)
+
+pytestmark = pytest.mark.desched_selftest
+
+
+def _kill_component(cluster: str, component: str) -> int:
+    """SIGKILL the cluster's `component` process (its binary lives in the cluster's folder)."""
+    victims = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if (cmd := p.info["cmdline"] or [])
+        and cluster in cmd[0]
+        and os.path.basename(cmd[0]) == component
+    ]
+    assert victims, f"no {component} process of {cluster}"
+    for p in victims:
+        p.kill()
+    psutil.wait_procs(victims, timeout=10)
+    return len(victims)
+
+
+@pytest.mark.parametrize("component", ["etcd", "kube-apiserver"])
+def test_run_exits_on_sigterm_after_its_control_plane_died(
+    run_cmd,  # noqa: F811
+    tmp_path: Path,
+    record_property,
+    component: str,
+) -> None:
+    cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
+    _wait_point(cmd, "desched run's round", _round_running)
+    [name] = cmd.clusters()
+    _kill_component(name, component)
+    took = _interrupt(cmd, signal.SIGTERM, record=record_property)
+    _assert_says_verified(cmd)
+    _assert_nothing_left(cmd)
+    assert "MaxRetryError" not in cmd.text() and "Traceback" not in cmd.text(), cmd.text()
+    assert took < SIGNAL_TO_EXIT_BOUND_S, cmd.text()
+
+
+def test_pytest_session_exits_on_sigterm_after_etcd_died(
+    tmp_path: Path, desched_toolchain, record_property
+) -> None:
+    cache = desched_toolchain.cache_dir
+    proc = start_inner(tmp_path, INNER, cache, "-q", "--desched-provider=embedded")
+    try:
+        name, cdir, _ = _embedded_inner_cluster(proc, cache)
+        wait_for(
+            "a round pod's folder in the inner cluster",
+            lambda: any(cdir.glob("desched-pod-*")) or proc.poll() is not None,
+            bool,
+            timeout=300,
+        )
+        assert proc.poll() is None, proc.communicate()[0][-3000:]
+        _kill_component(name, "etcd")
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)  # CI's cancel: the process alone
+        out, _ = proc.communicate(timeout=120)
+        took = round(time.monotonic() - t0, 2)
+        record_property("signal_to_exit_s", took)
+        print(f"pytest session, etcd dead: SIGTERM -> exit in {took}s")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode != 0, out[-3000:]
+    assert f"embedded cluster {name} deleted (0 processes, folder removed)" in out, out[-3000:]
+    assert not cdir.exists()
+    assert not {pid: c for pid, c in _live_cmdlines().items() if name in c}
+    assert took < SIGNAL_TO_EXIT_BOUND_S, out[-3000:]
