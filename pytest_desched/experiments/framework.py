@@ -788,6 +788,12 @@ def drive(
                 with r.timed(step):
                     fn()
         except Exception as exc:  # a step raised: an error, never an expected failure
+            from pytest_desched import interrupts
+
+            if interrupts.interrupted():  # a signal landed inside a library call, which
+                # wrapped it (pydantic: "ValidationError ... KeyboardInterrupt"): it unwinds
+                # as the interrupt it is, never as the experiment's error (exit 1)
+                raise KeyboardInterrupt(f"signal, surfaced as {type(exc).__name__}") from exc
             r.result.outcome = "error"
             r.result.error = "".join(traceback.format_exception(exc))
             r.result.message = f"{r.label} did not complete: {type(exc).__name__}: {exc}"
