@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from pytest_desched.tools.versions import Versions
 
 from pytest_desched.descheduler.chart_source import ChartRef
+from pytest_desched.descheduler.policy.lint import lint_or_refuse
+from pytest_desched.descheduler.preflight import run_preflight
 from pytest_desched.descheduler.render_checks import (
     RELEASE_TAG,
     check_render,
@@ -290,8 +292,6 @@ class Release:
 
     def run_preflight(self, docs: list[dict], text: str) -> dict[str, Any]:
         """The runbook's pre-flight before the first install; kept on the release and on disk."""
-        from pytest_desched.descheduler.preflight import run_preflight
-
         self.preflight = run_preflight(  # diff: nothing is installed, every object is new
             self.cluster, docs, lambda: self.diff(text), self.namespace, self.target_namespace
         )
@@ -320,8 +320,6 @@ class Release:
         lint: dict[str, Any] = {}
         if policy is not None:
             policy = Policy.coerce(policy).validate()
-            from pytest_desched.descheduler.policy.lint import lint_or_refuse
-
             # The descheduler's own verdict (policycheck, same version) and the runbook lint.
             findings, res = lint_or_refuse(
                 policy.to_dict(),

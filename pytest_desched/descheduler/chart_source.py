@@ -19,7 +19,9 @@ import yaml
 from pytest_desched.errors import CommandError, ConfigError, ToolError, UnsafeRender
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import helm_env, run
+from pytest_desched.tools.candidate import parse_chart_spec, resolve_source, tree_digest
 from pytest_desched.tools.gobuild import go_env
+from pytest_desched.tools.locate import file_lock
 
 if TYPE_CHECKING:
     from pytest_desched.tools.candidate import Candidate
@@ -168,8 +170,6 @@ def obtain_candidate_chart(
     appVersion unless pinned; a directory likewise; a .tgz as is; `repo:VERSION` from the
     Helm repo, where an unreachable repo is a ToolError (no fallback to the pinned chart).
     """
-    from pytest_desched.tools.candidate import parse_chart_spec, resolve_source, tree_digest
-
     assert candidate.chart is not None
     spec = parse_chart_spec(candidate.chart, candidate.kind)
     cache = toolchain.cache_dir / "charts" / "candidate"
@@ -236,8 +236,6 @@ def obtain_candidate_chart(
         f"-{k}{v}" for k, v in (("v", spec.version), ("a", spec.app_version)) if v is not None
     )
     out_dir = cache / f"{spec.kind}-{content[:16]}{pins}"
-    from pytest_desched.tools.locate import file_lock
-
     with file_lock(toolchain.cache_dir / "locks" / f"chart-{out_dir.name}.lock"):
         found = sorted(out_dir.glob("*.tgz")) if out_dir.is_dir() else []
         if not found:

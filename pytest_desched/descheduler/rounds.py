@@ -18,8 +18,16 @@ from pytest_desched.descheduler.audit import expected_requests
 from pytest_desched.descheduler.decisions import RoundResult
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.errors import RoundError
-from pytest_desched.kube import WaitTimeout, api_unavailable, wait_for
+from pytest_desched.kube import (
+    UnscheduledGuard,
+    WaitTimeout,
+    api_unavailable,
+    owned_by_job,
+    wait_for,
+    watch_until,
+)
 from pytest_desched.providers.audit_log import AuditWindow, EvictionRequest
+from pytest_desched.providers.jobs import failed_pod
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -88,8 +96,6 @@ class Round:
         status but maybe not yet the Job's condition: the Job controller batches pod updates
         for up to 1 s. On timeout the conditions seen stay as they are (`succeeded` False).
         """
-        from pytest_desched.kube import watch_until
-
         if self.settled:
             return self
 
@@ -267,9 +273,6 @@ def run_round(
 
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:
     """Wait for the Job's outcome; a pod that exited non-zero ends the round at once."""
-    from pytest_desched.kube import UnscheduledGuard
-    from pytest_desched.providers.jobs import failed_pod
-
     unscheduled = UnscheduledGuard(f"round Job {namespace}/{name}")
 
     def probe() -> dict[str, str]:
@@ -298,8 +301,6 @@ def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: floa
 def _job_pods(cluster: Cluster, name: str, namespace: str) -> list[Any]:
     """The Job's own pods; an earlier Job of the same name may still have some (kube.owned_by_job)."""
     from kubernetes.client.rest import ApiException
-
-    from pytest_desched.kube import owned_by_job
 
     try:
         job = cluster.batch.read_namespaced_job(name, namespace)

@@ -179,9 +179,7 @@ def run_fidelity(
         raise ConfigError(f"fidelity namespaces {namespaces!r}: give two different namespaces")
     # On a throwaway cluster the dry-run half gets a release of its own, installed (suspended,
     # dry run, the same policy) while the real half runs: its policy step is then a no-op.
-    from pytest_desched.descheduler.policy.scope import cluster_scope
-
-    own_release = cluster_scope(session.cluster) is None
+    own_release = session.cluster.capabilities.discardable
     runners: list[Runner] = []
     for i, runner_cls in enumerate((Runner, DryRunRunner)):
         ns = namespaces[i] if namespaces is not None else None

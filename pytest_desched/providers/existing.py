@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.capabilities import CAPABILITIES
+from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.kube import node_annotations, node_labels, node_name
 from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
 
@@ -122,8 +123,6 @@ def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN
 
 
 def _load_kubeconfig(path: Path) -> dict[str, Any]:
-    from pytest_desched.inputs_safe import load_yaml_file
-
     data = load_yaml_file(path, what="kubeconfig")  # bounded; InputError is exit 2
     if not isinstance(data, dict):
         raise ProviderError(f"{path} is not a kubeconfig (expected a YAML mapping)")

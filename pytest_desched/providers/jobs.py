@@ -13,8 +13,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from kubernetes.client.rest import ApiException
-
 from pytest_desched.errors import RoundFailed
 from pytest_desched.redaction import scrub_secrets
 
@@ -118,6 +116,8 @@ def utcnow() -> dt.datetime:
 
 def end_failed_round(cluster: Cluster, job_name: str, namespace: str, run: PodRun) -> RoundFailed:
     """Leave the Job no retries (the Job controller then marks it Failed); the error to raise."""
+    from kubernetes.client.rest import ApiException  # heavy (~1.5 s, the whole client)
+
     notes = [n for n in run.notes if n.startswith("killed")]  # a timeout, not a refusal
     try:
         cluster.batch.patch_namespaced_job(job_name, namespace, {"spec": {"backoffLimit": 0}})

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import yaml
 
+from pytest_desched.descheduler.chart_source import obtain_chart
 from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
 from pytest_desched.descheduler.policy.checker import (
     CheckResult,
@@ -52,11 +53,15 @@ from pytest_desched.descheduler.policy.values import (
     RenderedValues,
     ValuesFile,
     read_values,
+    render_values,
     safety_off,
 )
-from pytest_desched.errors import ConfigError, InputError
+from pytest_desched.errors import ConfigError, InputError, PolicyError
 from pytest_desched.inputs_safe import load_yaml, load_yaml_all, read_text
+from pytest_desched.log import say
+from pytest_desched.proc import helm_env
 from pytest_desched.redaction import scrub_secrets
+from pytest_desched.tools.toolchain import Toolchain
 
 __all__ = [
     "DEPRECATED_EVICTOR_BOOLEANS",
@@ -181,11 +186,6 @@ def pinned_renderer(
     The chart and helm are resolved on the first values file only: policies and ConfigMaps
     need neither.
     """
-    from pytest_desched.descheduler.chart_source import obtain_chart
-    from pytest_desched.descheduler.policy.values import render_values
-    from pytest_desched.log import say
-    from pytest_desched.proc import helm_env
-    from pytest_desched.tools.toolchain import Toolchain
 
     def render(files: Sequence[ValuesFile]) -> RenderedValues:
         tc = toolchain or Toolchain(report=report or say)
@@ -433,8 +433,6 @@ def lint_or_refuse(
     doc: Mapping[str, Any], source: str, version: str, toolchain: Any = None
 ) -> tuple[list[Finding], CheckResult]:
     """Release.apply_policy's gate: raise PolicyError on any error finding, before any change."""
-    from pytest_desched.errors import PolicyError
-
     findings, res = lint_policy_doc(doc, source, checker_for(version, toolchain))
     problems = error_problems(findings)
     if problems:

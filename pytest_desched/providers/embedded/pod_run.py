@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from pytest_desched.kube import api_failure
 from pytest_desched.proc import free_port
 from pytest_desched.providers.jobs import (
     MetricsScrape,
@@ -298,8 +299,6 @@ def until_api_answers(write: Callable[[], Any], timeout: float = 120) -> Any:
     """
     from tenacity import Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
-    from pytest_desched.kube import api_failure
-
     for attempt in Retrying(
         stop=stop_after_delay(timeout),
         wait=wait_exponential(multiplier=0.1, max=2),
@@ -338,8 +337,6 @@ def publish_logs(
     except ApiException as exc:
         return f"kubectl logs unavailable: kwok Logs object not created ({exc.status} {exc.reason})"
     except Exception as exc:  # the API server is down: the run's status matters more
-        from pytest_desched.kube import api_failure
-
         if (why := api_failure(exc)) is None:
             raise
         return f"kubectl logs unavailable: kwok Logs object not created ({why})"
