@@ -65,11 +65,11 @@ def test_policy_the_descheduler_refuses_fails_the_round_at_once(
     desched_cluster, desched_settings, desched_release, restore_policy, monkeypatch
 ):
     """Defence in depth: with the lint gate bypassed, the round fails fast with the same words."""
-    from pytest_desched.descheduler.policy import lint
+    from pytest_desched.descheduler import chart as release_mod  # where apply_policy finds it
     from pytest_desched.descheduler.policy.checker import CheckResult
 
     monkeypatch.setattr(Policy, "validate", lambda self: self)  # validate asks policycheck too
-    monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
+    monkeypatch.setattr(release_mod, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     desched_release.apply_policy(_lnu_policy(), dry_run=False)
     monkeypatch.undo()
     err = _round_fails_fast(desched_cluster, desched_settings, desched_release)
@@ -93,12 +93,12 @@ def test_uint_cap_beyond_64_bits_still_fails_fast_if_validation_is_bypassed(
     desched_cluster, desched_settings, desched_release, restore_policy, monkeypatch
 ):
     """Defence in depth: the descheduler's own start-up error, not a two-minute timeout."""
-    from pytest_desched.descheduler.policy import lint
+    from pytest_desched.descheduler import chart as release_mod  # where apply_policy finds it
     from pytest_desched.descheduler.policy.checker import CheckResult
 
     bad = load_default().override("maxNoOfPodsToEvictTotal", 2**64, why="test")
     monkeypatch.setattr(Policy, "validate", lambda self: self)
-    monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
+    monkeypatch.setattr(release_mod, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     desched_release.apply_policy(bad, dry_run=False)
     monkeypatch.undo()
     err = _round_fails_fast(desched_cluster, desched_settings, desched_release)

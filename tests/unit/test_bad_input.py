@@ -416,11 +416,11 @@ def test_release_work_files_and_diff_hold_no_token(
 ) -> None:
     """Defence in depth: were validation bypassed, no file and no returned diff has it."""
     monkeypatch.setattr(Policy, "validate", lambda self: self)
-    from pytest_desched.descheduler.policy import lint
+    from pytest_desched.descheduler import chart as release_mod  # where apply_policy finds it
     from pytest_desched.descheduler.policy.checker import CheckResult
 
     # ...and the lint gate (which refuses the token too, DL004) bypassed as well.
-    monkeypatch.setattr(lint, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
+    monkeypatch.setattr(release_mod, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     cluster = FakeReleaseCluster()
     rel = _release(tmp_path, cluster)
     step = rel.apply_policy(_token_policy(), dry_run=False)
