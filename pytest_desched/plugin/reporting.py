@@ -5,12 +5,15 @@ Everything here reads the engine's ExperimentResult and round records; nothing d
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pytest_desched.plugin.state import entry_of, state
+
+_TERMINAL_LOCK = threading.Lock()  # capture toggling is not thread-safe either
 
 
 def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
@@ -19,11 +22,14 @@ def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
     tw = config.get_terminal_writer()
 
     def report(msg: str) -> None:
-        if capman is None:
-            tw.line(f"[desched] {msg}")
-            return
-        with capman.global_and_fixture_disabled():
-            tw.line(f"[desched] {msg}")
+        # One write under one lock: the bring-up thread and canary tracks report at once, and
+        # TerminalWriter.line writes the text and the newline apart (two lines ran together).
+        with _TERMINAL_LOCK:
+            if capman is None:
+                tw.write(f"[desched] {msg}\n", flush=True)
+                return
+            with capman.global_and_fixture_disabled():
+                tw.write(f"[desched] {msg}\n", flush=True)
 
     return report
 

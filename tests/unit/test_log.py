@@ -81,3 +81,24 @@ def test_progress_is_not_printed_twice_by_root_handlers(capsys: pytest.CaptureFi
     finally:
         root.removeHandler(extra)
     assert capsys.readouterr().err.count("once") == 1
+
+
+def test_the_pytest_reporter_writes_a_line_in_one_call() -> None:
+    """Under pytest the session reports through the terminal writer: one call a line too."""
+    from types import SimpleNamespace
+
+    from pytest_desched.plugin.reporting import terminal_reporter
+
+    writes: list[str] = []
+    tw = SimpleNamespace(write=lambda text, **_: writes.append(text), line=None)
+    config = SimpleNamespace(
+        pluginmanager=SimpleNamespace(getplugin=lambda name: None),
+        get_terminal_writer=lambda: tw,
+    )
+    report = terminal_reporter(config)  # type: ignore[arg-type]
+    threads = [threading.Thread(target=report, args=(f"track {i} up",)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(writes) == [f"[desched] track {i} up\n" for i in range(4)]
