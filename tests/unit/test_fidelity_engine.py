@@ -67,3 +67,24 @@ def test_named_counts_the_lab_pods_a_run_decides_about() -> None:
     probe = MirrorProbe((parse_lines([], "v0.36.0"), run), 1, "2 runs")
     assert probe.settled is run
     assert MirrorProbe((), None, "none").settled is None
+
+
+def test_in_scope_reads_every_evicting_plugins_namespaces() -> None:
+    from pytest_desched.fidelity.snapshot import in_scope
+
+    pods = [
+        {"metadata": {"namespace": ns, "name": f"p-{ns}"}} for ns in ("lab", "shop", "kube-system")
+    ]
+    only_lab = _runner("x", ["lab"]).ctx.policy
+    assert in_scope(pods, only_lab) == ["lab/p-lab"]
+    assert in_scope(pods, _runner("x", ["elsewhere"]).ctx.policy) == []
+
+
+def test_the_command_refuses_bad_input_before_any_cluster(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from pytest_desched.cli import main
+
+    assert main(["fidelity", "--experiment", "nope"]) == 2
+    assert "unknown fidelity experiment 'nope'" in capsys.readouterr().err
+    snap = tmp_path / "s.yaml"
+    assert main(["fidelity", str(snap), "--experiment", "positive"]) == 2
+    assert "takes no --experiment" in capsys.readouterr().err
