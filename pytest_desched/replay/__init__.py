@@ -16,7 +16,7 @@ and `api_restore` (the two methods), `ledger` (fates, from any log, record or re
 (`replay()`), `cli` (`desched snapshot`, `record`, `replay`). In time: `timeline` (the file),
 `record` (watching a window: `replay.record.record`) and `audit_changes` (a window from an audit log), `clock` (window
 time), `apply` (one change onto the replay), `timeline_run` (`replay_timeline()`), `repeat`
-(N replays compared), `sizing` (the memory a replay needs, measured).
+(N replays compared).
 """
 
 from __future__ import annotations

@@ -453,17 +453,6 @@ def test_driver_applies_in_order_waits_for_rounds_and_pauses(
     assert [r["scheduled_t"] for r in done["rounds"]] == [20, 40]
 
 
-# -- sizing -------------------------------------------------------------------------------------
-def test_a_snapshot_the_machine_cannot_hold_is_refused_with_the_numbers() -> None:
-    from pytest_desched.replay.sizing import check_fits, estimate_mib
-
-    est = estimate_mib(1000, 10000)
-    assert 700 < est["kube-apiserver"] < 800  # measured 760 MiB at this size (bench/RESULTS.md)
-    assert check_fits(1000, 10000, "snap.json", available=8192) < 8192
-    with pytest.raises(ConfigError, match=r"20000 nodes and 400000 pods need at least \d+ MiB"):
-        check_fits(20000, 400000, "snap.json", available=24000)
-
-
 def test_repeats_keep_their_evidence_under_the_chosen_folder(tmp_path: Path) -> None:
     from pytest_desched.config import config_from_args
     from pytest_desched.replay.cli import _run_config, add_parsers
