@@ -13,6 +13,9 @@ from typing import Protocol
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
 
+# The exit codes of every front end (desched and its subcommands).
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
 
 class FailedResult(Protocol):
     """What a failure carries to its reporter (experiments.framework.ExperimentResult)."""

@@ -16,9 +16,9 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import config_from_args
+from pytest_desched.errors import EXIT_FAILED, EXIT_OK
 from pytest_desched.log import say
 
-EXIT_OK, EXIT_FAILED = 0, 1
 SHOWN = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
 
 

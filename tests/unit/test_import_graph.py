@@ -31,7 +31,7 @@ FLOORS: list[set[str]] = [
     {"experiments"},
     {"session"},
     {"canary", "replay", "fidelity"},  # the front-end engines
-    {"plugin", "cli"},  # the front ends
+    {"plugin", "cli", "cli_up"},  # the front ends
 ]
 FLOOR = {unit: i for i, units in enumerate(FLOORS) for unit in units}
 
