@@ -230,13 +230,15 @@ class EmbeddedProvider(Provider):
         self.timings["tools_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         become_subreaper()
-        self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
+        # Created and owned before it is said: a signal right after the line still gets
+        # stop()'s checked deletion (was "no cluster had been started" in the signal matrix).
         self.root.mkdir(parents=True, exist_ok=True)
         self._created = True
         owner = {"pid": os.getpid(), "start": _proc_start(os.getpid()), "created": time.time()}
         owners = self.root / "owners"
         owners.mkdir(exist_ok=True)
         (owners / f"{self.cluster_name}.json").write_text(json.dumps(owner))
+        self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         create = kwokctl_create_args(
             self.cluster_name, bins, int(self.wait_timeout), KWOK_NODE_ANNOTATION
         )
