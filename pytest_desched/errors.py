@@ -18,7 +18,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 class FailedResult(Protocol):
-    """What a failure carries to its reporter (experiments.framework.ExperimentResult)."""
+    """What a failure carries to its reporter (experiments.results.ExperimentResult)."""
 
     error: str | None
     artifacts: dict[str, str]

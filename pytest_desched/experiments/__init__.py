@@ -6,24 +6,19 @@ same way, by subclassing `Experiment` with a `name` in a module of its own.
 
 from __future__ import annotations
 
+from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
 from pytest_desched.experiments import assertions, minpodage, nodefit, pdb, positive, strategies
 from pytest_desched.experiments.assertions import Expect, Ledger, require
+from pytest_desched.experiments.declared import REGISTRY, Experiment, lookup, run_experiment
 from pytest_desched.experiments.framework import (
     BUG_1882,
-    REGISTRY,
     VARIANTS,
-    Check,
-    Experiment,
     ExperimentContext,
-    ExperimentFailed,
-    ExperimentResult,
-    KnownUpstreamBug,
     RoundView,
     Runner,
     lab_policy,
-    lookup,
-    run_experiment,
 )
+from pytest_desched.experiments.results import Check, ExperimentResult
 from pytest_desched.experiments.strategies import (
     STRATEGY_EXPERIMENTS,
     StrategyExperiment,

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import CHAIN, Fate, PodDecision, decide
-from pytest_desched.experiments.framework import Check
+from pytest_desched.experiments.results import Check
 
 if TYPE_CHECKING:
     from pytest_desched.experiments.framework import RolloutBaseline, RoundView, Runner

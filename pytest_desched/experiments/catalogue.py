@@ -10,7 +10,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from pytest_desched.experiments.framework import REGISTRY, VARIANTS, Experiment
+from pytest_desched.experiments.declared import REGISTRY, Experiment
+from pytest_desched.experiments.framework import VARIANTS
 from pytest_desched.experiments.strategies.base import OWN_POLICY, StrategyExperiment
 
 _EXTENSION_POINTS = ("deschedule", "balance")

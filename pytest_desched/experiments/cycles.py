@@ -25,7 +25,8 @@ from pytest_desched.evidence.loops import cycles_from_records, detect
 from pytest_desched.kube import wait_for
 
 if TYPE_CHECKING:
-    from pytest_desched.experiments.framework import Experiment, RoundView, Runner
+    from pytest_desched.experiments.declared import Experiment
+    from pytest_desched.experiments.framework import RoundView, Runner
     from pytest_desched.lab import Snapshot
     from pytest_desched.lab.snapshot import PodInfo
 

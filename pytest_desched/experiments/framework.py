@@ -12,12 +12,11 @@ never evidence.
 from __future__ import annotations
 
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import Fate, PodDecision, decide
 from pytest_desched.descheduler.known_bugs import (
@@ -29,7 +28,6 @@ from pytest_desched.descheduler.known_bugs import (
 )
 from pytest_desched.descheduler.metrics import round_metrics
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
-from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
 from pytest_desched.lab import POOL_LABEL, POOL_VALUE, Lab, Recorder, Snapshot
 
 if TYPE_CHECKING:
@@ -37,6 +35,7 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.rounds import Round
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.providers.base import Cluster
+from pytest_desched.experiments.results import Check, ExperimentResult
 
 EVICTOR = "profiles.safe-rebalance.DefaultEvictor"
 
@@ -92,93 +91,6 @@ def _lab_deviations(p: Policy, variant: str, keep_min_pod_age: bool) -> Policy:
             kept = [x for x in extra if x != "PodsWithoutPDB"]
             p = p.override(f"{where}.podProtections.extraEnabled", kept, why=BUG_1882)
     return p
-
-
-# --- results ------------------------------------------------------------------
-@dataclass
-class Check:
-    """One named expectation. `id` is stable (known bugs and automation key on it)."""
-
-    id: str
-    name: str
-    ok: bool
-    detail: str = ""
-    known_bug: str | None = None  # a tolerating known bug that accounts for a shortfall
-
-
-Outcome = Literal["pass", "xfail", "fail", "error"]
-
-
-@dataclass
-class ExperimentResult:
-    """Everything one experiment found; evidence, terminal lines and JUnit all read this.
-
-    `outcome`: `pass`; `xfail` (only checks a registered known bug explains failed, its
-    signature proven, see known_bugs); `fail` (a check failed); `error` (a step raised:
-    `error` holds the traceback). `message` says why for anything but a pass.
-    """
-
-    name: str
-    variant: str
-    outcome: Outcome = "pass"
-    message: str = ""
-    error: str | None = None
-    artifacts: dict[str, str] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)  # step -> seconds (benchmark)
-    checks: list[Check] = field(default_factory=list)
-    rounds: list[Round] = field(default_factory=list)
-    records: list[dict[str, Any]] = field(default_factory=list)
-    evictions: int = 0
-    blocking_layer: str | None = None  # results.decide(...).label of the last round
-    verdict: str = ""
-    ready_latency_s: float | None = None
-    policy_digest: str = ""
-    overrides: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    duration_s: float = 0.0
-    classification: dict[str, Any] = field(default_factory=dict)
-    known_bugs: dict[str, str] = field(default_factory=dict)
-    # Multi-cycle runs (experiments/cycles.py): each cycle's fates and the loop detector's
-    # verdict (evidence/loops.py LoopVerdict.to_dict()); one entry for a one-cycle run.
-    cycles: list[dict[str, Any]] = field(default_factory=list)
-    loops: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def failed(self) -> list[Check]:
-        return [c for c in self.checks if not c.ok]
-
-    @property
-    def label(self) -> str:
-        return f"{self.name}[{self.variant}]"
-
-    def raise_for_outcome(self) -> ExperimentResult:
-        """For test code: pass returns the result; xfail raises KnownUpstreamBug; else fails."""
-        if self.outcome == "pass":
-            return self
-        if self.outcome == "xfail":
-            raise KnownUpstreamBug(self.message, self)
-        raise ExperimentFailed(self.message, self)
-
-    def summary(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "variant": self.variant,
-            "outcome": self.outcome,
-            "message": self.message,
-            "evictions": self.evictions,
-            "blocking_layer": self.blocking_layer,
-            "verdict": self.verdict,
-            "ready_latency_s": self.ready_latency_s,
-            "checks": [c.__dict__ for c in self.checks],
-            "duration_s": round(self.duration_s, 2),
-            "policy_digest": self.policy_digest,
-            "overrides": self.overrides,
-            "notes": self.notes,
-            "classification": self.classification,
-            "known_bugs": self.known_bugs,
-            "cycles": len(self.cycles),
-            "loops": self.loops,
-        }
 
 
 # --- context ------------------------------------------------------------------
@@ -677,203 +589,3 @@ class Runner:
 def decisions_table(decisions: list[PodDecision]) -> str:
     """The lab's decisions as compact tuples, for check details."""
     return str([(d.name, d.fate.value, d.layer.value, d.status_code, d.checks) for d in decisions])
-
-
-# --- declared experiments ----------------------------------------------------------------
-REGISTRY: dict[str, type[Experiment]] = {}
-
-
-class Experiment:
-    """One experiment as declared steps; a subclass with a `name` registers itself.
-
-    The framework runs `arrange` (lab state; the release's policy is put in place at the
-    same time, so `arrange` must not read the release), `act` (rounds, via `self.r.run_round`) and
-    `assess` (checks via `self.r.check`, and per round `view.replacement` / `view.extra`
-    for its record), then writes every round's record, classifies and tears the lab down.
-    State between steps lives on the instance.
-    """
-
-    name: ClassVar[str] = ""  # registry key: desched_experiment("positive")
-    title: ClassVar[str] = ""  # the records' name: "positive-affinity-migration"
-    default_variant: ClassVar[str] = "runbook"
-    keep_min_pod_age: ClassVar[bool] = False  # run with the runbook's unmodified minPodAge
-    default_cycles: ClassVar[int] = 1  # K when the caller asks for none (experiments/cycles.py)
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__ and cls.name:  # a subclass registers only a name of its own
-            if not cls.__dict__.get("title"):
-                cls.title = cls.name  # records are filed under the title
-            if cls.name in REGISTRY and REGISTRY[cls.name] is not cls:
-                raise ValueError(
-                    f"experiment name {cls.name!r} is taken by {REGISTRY[cls.name].__module__}"
-                )
-            REGISTRY[cls.name] = cls
-
-    def __init__(self, runner: Runner) -> None:
-        self.r = runner
-        self.ctx = runner.ctx
-        self.lab = runner.lab
-
-    def arrange(self) -> None:
-        """Build the lab state the experiment needs."""
-
-    def act(self) -> None:
-        """Run the round(s)."""
-
-    def assess(self) -> None:
-        """Add checks; set each round view's `replacement` and `extra` for its record."""
-
-    def between_cycles(self, cycle: int) -> None:
-        """A multi-cycle run calls this before cycle 2..K (lab changes between cycles)."""
-
-    def after_cycles(self) -> None:
-        """After the last cycle and the loop verdict (`result.cycles`, `result.loops`)."""
-
-
-def lookup(experiment: str | type[Experiment]) -> type[Experiment]:
-    """A registered experiment by name, or an Experiment subclass as it is."""
-    if isinstance(experiment, type) and issubclass(experiment, Experiment):
-        return experiment
-    if experiment not in REGISTRY:
-        raise KeyError(f"unknown experiment {experiment!r}; known: {sorted(REGISTRY)}")
-    return REGISTRY[experiment]
-
-
-def run_experiment(
-    experiment: str | type[Experiment], ctx: ExperimentContext, variant: str | None = None
-) -> ExperimentResult:
-    """Run the declared steps; always returns the result (outcome pass/xfail/fail/error).
-
-    On anything but a pass or an expected failure the executor is stopped first (runbook:
-    emergency stop) and the lab's logs, events and pods are kept as artifacts.
-    """
-    cls = lookup(experiment)
-    r = Runner(ctx, cls.title or cls.name, variant or cls.default_variant)
-    return drive(r, cls(r))
-
-
-def drive(
-    r: Runner,
-    exp: Experiment,
-    *,
-    assess: bool = True,
-    before_record: Callable[[], Any] | None = None,
-) -> ExperimentResult:
-    """The declared steps of `exp` on `r` (run_experiment's body; see it).
-
-    `assess=False` runs the rounds without the experiment's own checks (a dry-run half of a
-    fidelity run, fidelity/engine.py); `before_record` runs after assess, while the lab is
-    still up, so what it adds to the round views' `extra` lands in their records.
-    """
-    from pytest_desched.experiments.cycles import run_cycles
-
-    ctx = r.ctx
-    steps: list[tuple[str, Callable[[], Any]]] = [
-        ("arrange", lambda: _arrange_beside_policy(r, exp)),
-        ("act", exp.act),
-    ]
-    if assess:
-        steps.append(("assess", exp.assess))
-        steps.append(("cycles", lambda: (run_cycles(r, exp), r.check_no_rollout())))
-    if before_record is not None:
-        steps.append(("before_record", before_record))
-    steps += [
-        ("record", lambda: [r.record(view) for view in r.views]),
-        ("classify", r.finish),
-    ]
-    try:
-        try:
-            for step, fn in steps:
-                with r.timed(step):
-                    fn()
-        except Exception as exc:  # a step raised: an error, never an expected failure
-            from pytest_desched import interrupts
-
-            if interrupts.interrupted():  # a signal landed inside a library call, which
-                # wrapped it (pydantic: "ValidationError ... KeyboardInterrupt"): it unwinds
-                # as the interrupt it is, never as the experiment's error (exit 1)
-                raise KeyboardInterrupt(f"signal, surfaced as {type(exc).__name__}") from exc
-            r.result.outcome = "error"
-            r.result.error = "".join(traceback.format_exception(exc))
-            r.result.message = f"{r.label} did not complete: {type(exc).__name__}: {exc}"
-            r.result.duration_s = time.monotonic() - r.t0
-        if r.result.outcome != "pass":  # kept for the report even when a known bug explains it
-            r.result.artifacts = r.failure_artifacts()
-        if r.result.outcome in ("fail", "error"):
-            _stop(ctx, r.result)
-    finally:  # Ctrl-C and SIGTERM too: the lab never outlives its experiment
-        try:
-            r.point("teardown")
-        finally:
-            with r.timed("lab_teardown"):
-                _teardown(r)
-    return r.result
-
-
-def _teardown(r: Runner) -> None:
-    """The lab's teardown; after a signal, a failure is said, never raised over the signal.
-
-    The control plane may be why the user interrupted (etcd or the API server died): its
-    requests are then bounded to a second and latched (kube.AFTER_SIGNAL_TIMEOUT_S), and a
-    teardown that cannot reach it must not turn exit 130 into a traceback-class error. A
-    throwaway cluster's deletion removes the lab with it; a kept one's lab is named.
-    """
-    from pytest_desched import interrupts
-
-    if not interrupts.interrupted():
-        r.teardown()
-        return
-    try:
-        r.teardown()
-    except Exception as exc:
-        from pytest_desched.kube import api_failure
-        from pytest_desched.log import say
-
-        why = api_failure(exc) or f"{type(exc).__name__}: {str(exc)[:200]}"
-        say(
-            f"{r.label}: lab teardown after the signal failed ({why}); its namespace "
-            f"{r.lab.namespace} goes with the cluster when that is deleted (a kept cluster "
-            "keeps it: delete it there)"
-        )
-
-
-def _arrange_beside_policy(r: Runner, exp: Experiment) -> None:
-    """The release's policy (a helm upgrade: seconds) goes on while the lab is arranged.
-
-    They touch different objects (the release's ConfigMap and CronJob; the lab's namespace and
-    node labels) and the round, which needs both, starts only after both ended. A lane's own
-    release is installed first in the same thread (`ctx.prepare_release`). The policy step's
-    error wins over the arrange's: it is the one a user must fix first.
-    """
-    import threading
-
-    failed: list[BaseException] = []
-
-    def policy() -> None:
-        try:
-            with r.timed("policy"):
-                if r.ctx.prepare_release is not None:
-                    r.ctx.release = r.ctx.prepare_release()
-                r.ensure_policy()
-        except BaseException as exc:  # re-raised in the experiment's own thread below
-            failed.append(exc)
-
-    t = threading.Thread(target=policy, name=f"policy {r.label}", daemon=True)
-    t.start()
-    try:
-        exp.arrange()
-    finally:
-        t.join()
-        if failed:
-            raise failed[0]
-
-
-def _stop(ctx: ExperimentContext, result: ExperimentResult) -> None:
-    """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
-    from pytest_desched.descheduler.cleanup import emergency_stop
-
-    try:
-        result.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))
-    except Exception as stop_exc:
-        result.artifacts["emergency stop"] = f"failed: {stop_exc!r}"

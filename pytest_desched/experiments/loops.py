@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
-from pytest_desched.experiments.framework import Experiment, decisions_table
+from pytest_desched.experiments.declared import Experiment
+from pytest_desched.experiments.framework import decisions_table
 
 if TYPE_CHECKING:
     from pytest_desched.experiments.framework import Runner

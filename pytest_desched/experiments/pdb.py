@@ -13,7 +13,9 @@ import yaml
 
 from pytest_desched.descheduler.decisions import Fate, Layer
 from pytest_desched.descheduler.known_bugs import tolerated
-from pytest_desched.experiments.framework import Check, Experiment, decisions_table
+from pytest_desched.experiments.declared import Experiment
+from pytest_desched.experiments.framework import decisions_table
+from pytest_desched.experiments.results import Check
 
 
 class NegativePDB(Experiment):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pytest_desched.descheduler.decisions import Fate
-from pytest_desched.experiments.framework import Experiment, decisions_table
+from pytest_desched.experiments.declared import Experiment
+from pytest_desched.experiments.framework import decisions_table
 
 STRATEGY = "RemovePodsViolatingNodeAffinity"
 

@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.experiments.framework import Check, Runner, drive, lookup
+from pytest_desched.experiments.declared import drive, lookup
+from pytest_desched.experiments.framework import Runner
+from pytest_desched.experiments.results import Check
 from pytest_desched.fidelity.compare import (
     FidelityResult,
     Half,
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pytest_desched.descheduler.chart import Release
-    from pytest_desched.experiments.framework import ExperimentResult, RoundView
+    from pytest_desched.experiments.framework import RoundView
+    from pytest_desched.experiments.results import ExperimentResult
     from pytest_desched.session import DeschedSession
 
 Outcome = Literal["pass", "fail", "error"]

@@ -12,7 +12,7 @@ from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.experiments import STRATEGY_EXPERIMENTS
 from pytest_desched.experiments import assertions as A
-from pytest_desched.experiments.framework import ExperimentResult
+from pytest_desched.experiments.results import ExperimentResult
 from pytest_desched.lab.recorder import Recorder
 from pytest_desched.lab.snapshot import PodInfo, Snapshot
 

@@ -28,7 +28,7 @@ FLOORS: list[set[str]] = [
     {"descheduler"},  # the release, policies, rounds
     {"lab"},
     {"evidence"},
-    {"experiments"},
+    {"experiments"},  # framework (Runner) < declared (Experiment, run_experiment)
     {"session", "session_experiments", "session_lifecycle"},  # one class, three modules
     {"canary", "replay", "fidelity"},  # the front-end engines
     {"plugin", "cli", "cli_up"},  # the front ends

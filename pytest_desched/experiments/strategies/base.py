@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_desched.descheduler.policy import Policy, scope_policy
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.assertions import Expect
-from pytest_desched.experiments.framework import Experiment, lab_policy
+from pytest_desched.experiments.declared import Experiment
+from pytest_desched.experiments.framework import lab_policy
 
 if TYPE_CHECKING:
     from pytest_desched.experiments.framework import RoundView, Runner
