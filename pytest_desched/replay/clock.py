@@ -20,8 +20,14 @@ class Stopped(Exception):
 class WindowClock:
     """Window seconds at `speed`; `start()` fixes window t=0 to now."""
 
-    def __init__(self, speed: float, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, speed: float, now: Callable[[], float] = time.time, pause_at: float | None = None
+    ) -> None:
         self.speed = float(speed)
+        # --pause-at: the clock itself stops at that moment, whenever a thread next looks, so
+        # nothing due after it can happen in the gap before the pausing thread wakes (at 200x
+        # a 50 ms scheduling delay is 10 window seconds).
+        self._pause_due = pause_at
         self._now = now
         self._cond = threading.Condition()
         # running segments: (wall start, window time at that wall start); paused when _paused
@@ -45,6 +51,17 @@ class WindowClock:
             return self._at(self._now() if wall is None else wall)
 
     def _at(self, wall: float) -> float:
+        if not self._segments or wall < self._segments[0][0]:
+            return 0.0
+        if self._pause_due is not None and self._paused_at is None:
+            seg_wall, seg_t = self._segments[-1]
+            reached = seg_wall + max(0.0, self._pause_due - seg_t) / self.speed
+            if self._now() >= reached:  # the scheduled pause is due: it began at `reached`
+                self._paused_at = (reached, max(seg_t, self._pause_due))
+                self._pause_due = None
+        return self._plain_at(wall)
+
+    def _plain_at(self, wall: float) -> float:
         if not self._segments or wall < self._segments[0][0]:
             return 0.0
         for frm, to, t in self._pauses:
@@ -77,11 +94,12 @@ class WindowClock:
             return self._segments[0][0]
 
     def pause(self) -> float:
-        """Stop window time where it is; returns that moment."""
+        """Stop window time where it is (or where a scheduled pause stopped it); that moment."""
         with self._cond:
+            self._at(self._now())  # a scheduled pause that is due takes effect first
             if self._paused_at is None:
                 now = self._now()
-                self._paused_at = (now, self._at(now))
+                self._paused_at = (now, self._plain_at(now))
             return self._paused_at[1]
 
     def resume(self) -> None:

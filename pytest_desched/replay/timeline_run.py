@@ -136,7 +136,8 @@ class TimelineDriver:
         now: Callable[[], float] = time.time,
     ) -> None:
         self.tl, self.plan, self.report = tl, plan, report
-        self.clock = WindowClock(plan["speed"], now=now)
+        pause_at = plan.get("pause_at")
+        self.clock = WindowClock(plan["speed"], now=now, pause_at=pause_at)
         self.resume = resume or (lambda t: None)
         self.outcomes: list[dict[str, Any]] = []
         self.rounds: list[dict[str, Any]] = []

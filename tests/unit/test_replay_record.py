@@ -71,6 +71,24 @@ def test_clock_runs_at_speed_and_stands_still_while_paused() -> None:
     assert c.wall_of(30.0) == pytest.approx(1103.0)
 
 
+def test_a_scheduled_pause_stops_the_clock_at_its_moment_however_late_anyone_looks() -> None:
+    """--pause-at 30: a thread that wakes late (here 15 window seconds late) still finds the
+    clock stopped at 30, so a change due at 40 cannot slip in before the pause."""
+    now = FakeTime()
+    c = WindowClock(10, now=now, pause_at=30.0)
+    c.start()
+    now.t += 4.5  # 45 window seconds of wall time passed unobserved
+    assert c.window_t() == pytest.approx(30.0)
+    assert c.paused
+    assert c.pause() == pytest.approx(30.0)  # the pausing thread gets the scheduled moment
+    assert c.window_t(now.t - 4.5 + 2.0) == pytest.approx(20.0)  # before the pause: as ever
+    now.t += 100
+    c.resume()
+    now.t += 1
+    assert c.window_t() == pytest.approx(40.0)
+    assert c.paused_s() == pytest.approx(101.5)  # from the moment t=30 was reached
+
+
 def test_clock_wait_returns_when_reached_and_raises_when_stopped() -> None:
     c = WindowClock(1000)
     c.start()
