@@ -513,3 +513,19 @@ def merge(results: Iterable[FidelityResult]) -> FidelityResult:
         real_evictions=sum(r.real_evictions for r in rs),
         dry_evictions=sum(r.dry_evictions for r in rs),
     )
+
+
+Outcome = Literal["pass", "fail", "error"]  # a fidelity run's verdict (one rule for both forms)
+
+
+def verdict_summary(
+    name: str, outcome: Outcome, message: str, comparison: FidelityResult | None
+) -> dict[str, Any]:
+    """The head of a fidelity run's summary, the same for a lab run and a snapshot run."""
+    return {
+        "name": name,
+        "outcome": outcome,
+        "message": message,
+        "summary": comparison.line() if comparison else None,
+        "comparison": comparison.to_dict() if comparison else None,
+    }

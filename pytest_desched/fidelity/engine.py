@@ -15,7 +15,7 @@ import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.declared import drive, lookup
@@ -25,12 +25,14 @@ from pytest_desched.fidelity.compare import (
     FidelityResult,
     Half,
     Mode,
+    Outcome,
     PodFate,
     PodRef,
     compare,
     fates_of,
     identity_of,
     merge,
+    verdict_summary,
 )
 
 if TYPE_CHECKING:
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
     from pytest_desched.experiments.results import ExperimentResult
     from pytest_desched.session import DeschedSession
 
-Outcome = Literal["pass", "fail", "error"]
 DRY_SUFFIX = "+dry-run"
 DRY_RELEASE_SUFFIX = "-dryrun"  # the dry-run half's own release on a throwaway cluster  # the dry-run half's records are filed under `name[variant+dry-run]`
 CHECK_ID = "dry-run-fidelity"
@@ -84,11 +85,7 @@ class FidelityOutcome:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "outcome": self.outcome,
-            "message": self.message,
-            "summary": self.comparison.line() if self.comparison else None,
-            "comparison": self.comparison.to_dict() if self.comparison else None,
+            **verdict_summary(self.name, self.outcome, self.message, self.comparison),
             "dry_run": {"label": self.dry.label, "outcome": self.dry.outcome},
             "real": {"label": self.real.label, "outcome": self.real.outcome},
             "duration_s": round(self.duration_s, 2),

@@ -13,16 +13,23 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.fidelity.compare import FidelityResult, Half, Mode, PodRef, compare, fates_of
+from pytest_desched.fidelity.compare import (
+    FidelityResult,
+    Half,
+    Mode,
+    Outcome,
+    PodRef,
+    compare,
+    fates_of,
+    verdict_summary,
+)
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
     from pytest_desched.descheduler.policy import Policy
-
-Outcome = Literal["pass", "fail", "error"]
 
 
 @dataclass
@@ -42,11 +49,7 @@ class SnapshotFidelity:
 
     def summary(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "outcome": self.outcome,
-            "message": self.message,
-            "summary": self.comparison.line() if self.comparison else None,
-            "comparison": self.comparison.to_dict() if self.comparison else None,
+            **verdict_summary(self.name, self.outcome, self.message, self.comparison),
             "duration_s": round(self.duration_s, 2),
             "artifacts": self.artifacts,
         }
