@@ -6,13 +6,14 @@ version; `select_binary` says which, or that it must be built.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
 import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock
 
 from pytest_desched.errors import ToolError
 
@@ -27,14 +28,14 @@ def default_cache_dir() -> Path:
 
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock shared by every process (xdist workers, parallel runs) on this host."""
+    """An exclusive lock shared by every process (xdist workers, parallel runs) on this host.
+
+    `filelock` takes an OS lock (flock) on its own descriptor, so two holders in one process
+    exclude each other too; the lock file is opened without following a planted symlink.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with FileLock(path):
+        yield
 
 
 # How to ask a binary for its version: argv tail and a regex whose group 1 is the version.
