@@ -111,9 +111,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from pytest_desched.bounds import check_cycles
     from pytest_desched.evidence.summary import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
-    from pytest_desched.experiments.cycles import check_cycles
     from pytest_desched.session import DeschedSession
 
     names = args.experiments or ["positive", "nodefit", "pdb"]

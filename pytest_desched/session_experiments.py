@@ -54,10 +54,10 @@ class SessionExperiments:
         fix. `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text);
         a caller's own policy is filed under its own name, not a built-in variant's.
         """
+        from pytest_desched.bounds import check_cycles
         from pytest_desched.descheduler.chart import Release as _Release
         from pytest_desched.descheduler.policy import Policy, scope_policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
-        from pytest_desched.experiments.cycles import check_cycles
         from pytest_desched.lab.inputs import LabInputError, check_lab_inputs
 
         cycles = check_cycles(cycles)  # K in 1..50, before anything (a namespace) is taken

@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import Fate, decide
-from pytest_desched.errors import ConfigError, WaitTimeout
+from pytest_desched.errors import WaitTimeout
 from pytest_desched.evidence.loops import cycles_from_records, detect
 from pytest_desched.kube import wait_for
 
@@ -29,26 +29,6 @@ if TYPE_CHECKING:
     from pytest_desched.experiments.framework import RoundView, Runner
     from pytest_desched.lab import Snapshot
     from pytest_desched.lab.snapshot import PodInfo
-
-MIN_CYCLES, MAX_CYCLES = 1, 50
-
-
-def check_cycles(value: Any, name: str = "cycles") -> int:
-    """K as an int in 1..50, or a one-line ConfigError (before anything changes)."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ConfigError(f"{name} {value!r}: not a number; give K in {MIN_CYCLES}..{MAX_CYCLES}")
-    try:
-        k = int(value)
-    except ValueError:
-        raise ConfigError(
-            f"{name} {value!r}: not a number; give K in {MIN_CYCLES}..{MAX_CYCLES}"
-        ) from None
-    if not MIN_CYCLES <= k <= MAX_CYCLES:
-        raise ConfigError(
-            f"{name} {k}: out of range; give K in {MIN_CYCLES}..{MAX_CYCLES} "
-            "(each cycle is one descheduler Job)"
-        )
-    return k
 
 
 def owner_ref(p: PodInfo) -> str:

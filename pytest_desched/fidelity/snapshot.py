@@ -156,7 +156,7 @@ def run_snapshot_fidelity(
     from pytest_desched.replay.engine import check_inputs, replay
 
     t0 = time.monotonic()
-    inp = check_inputs(path, descheduler, policy, 1, None, 20, None)
+    inp = check_inputs(path, descheduler, policy, 1, None)
     scoped = in_scope(inp.snap.pods, inp.policy)
     if not scoped:
         raise ConfigError(

@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import say
@@ -228,6 +229,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
     if isinstance(args.repeat, bool) or not 1 <= args.repeat <= 100:
         raise ConfigError(f"--repeat {args.repeat}: an integer from 1 to 100")
+    args.rounds = check_cycles(args.rounds, "--rounds")  # K in 1..50, as --cycles
     if args.timeline:
         return _timeline_replay(args)
     if args.speed is not None or args.pause_at is not None or args.every is not None:
@@ -296,7 +298,12 @@ def add_parsers(sub: Any) -> None:
     r.add_argument(
         "--policy", default=None, metavar="FILE", help="default: the snapshot's ConfigMap"
     )
-    r.add_argument("--rounds", type=int, default=1)
+    r.add_argument(
+        "--rounds",
+        default=1,
+        metavar="K",
+        help=f"descheduling rounds, {MIN_CYCLES}..{MAX_CYCLES} (as `desched run --cycles`)",
+    )
     r.add_argument(
         "--log", default=None, metavar="FILE", help="the incident's JSON log, to compare"
     )

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.bounds import check_cycles
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
@@ -127,13 +128,15 @@ def check_inputs(
     policy: Any,
     rounds: int,
     log: str | Path | None,
-    max_rounds: int = 20,
+    max_rounds: int | None = None,
     source: str | None = None,
 ) -> _Inputs:
     """Everything a replay needs, checked; ConfigError/PolicyError before any change.
 
     `snapshot_path` may be a Snapshot already loaded (a timeline's start); `source` then
-    names it in messages and results.
+    names it in messages and results. `rounds` follows the K rule of `--cycles` (1..50,
+    experiments/cycles.py) unless `max_rounds` is given (a timeline's rounds come from its
+    window and --every, not from K).
     """
     from pytest_desched.descheduler.policy import Policy
     from pytest_desched.replay.capacity import check_capacity
@@ -144,7 +147,9 @@ def check_inputs(
     else:
         path = Path(snapshot_path)
         snap = Snapshot.load(path)
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
+    if max_rounds is None:
+        rounds = check_cycles(rounds, "rounds")
+    elif not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
         raise ConfigError(f"rounds={rounds!r}: an integer from 1 to {max_rounds}")
     check_capacity(snap, str(path))  # one this machine cannot hold: before the (slow) plan
     plan_restore(snap)  # a snapshot the restore would refuse is refused now
@@ -186,7 +191,7 @@ def replay(
     round_timeout: float = 300,
     restore_timeout: float = 300,
     before_round: BeforeRound | None = None,
-    max_rounds: int = 20,
+    max_rounds: int | None = None,
     source: str | None = None,
     after_round: AfterRound | None = None,
     finish: Finish | None = None,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from pytest_desched import cli
+from pytest_desched.bounds import check_cycles
 from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.explain import explain, load, to_text
-from pytest_desched.experiments.cycles import check_cycles
 
 RS = "lab/ReplicaSet/spread-demo-1"
 
@@ -200,3 +200,28 @@ def test_a_replay_ledger_over_rounds_feeds_the_loop_detector(tmp_path: Path) -> 
     f.write_text(json.dumps({"ledger": ledger}))
     text = to_text(explain("b", load(f))).splitlines()
     assert text[-1].startswith("no eviction loop in 2 cycle(s)", len("loop detector: ")), text
+
+
+@pytest.mark.parametrize("k", ["0", "51", "many"])
+def test_desched_replay_refuses_bad_rounds_by_the_cycles_rule(
+    k: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--rounds K follows --cycles' 1..50 (one bound, bounds.py): exit 2, one line, before
+    the snapshot is even read (it does not exist) and before any cluster or folder."""
+    art = tmp_path / "a"
+    code = cli.main(["replay", str(tmp_path / "none.yaml"), "--rounds", k, "--artifacts", str(art)])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--rounds" in err[0] and "1..50" in err[0], err
+    assert not art.exists()
+
+
+def test_replay_rounds_bound_is_the_cycles_bound(tmp_path: Path) -> None:
+    """check_inputs takes K up to 50 (was 20) and refuses 51 with the same words as --cycles."""
+    from pytest_desched.replay.engine import check_inputs
+    from pytest_desched.replay.incidents import label_move
+
+    path = label_move().snapshot.write(tmp_path / "snap.yaml")
+    assert check_inputs(path, None, None, 50, None).rounds == 50
+    with pytest.raises(ConfigError, match=r"rounds 51: out of range; give K in 1\.\.50"):
+        check_inputs(path, None, None, 51, None)

@@ -49,7 +49,7 @@ def test_replay_rounds_and_log_are_checked_first(tmp_path: Path) -> None:
     from pytest_desched.replay.incidents import label_move
 
     path = label_move().snapshot.write(tmp_path / "snap.yaml")
-    with pytest.raises(ConfigError, match="rounds=0"):
+    with pytest.raises(ConfigError, match="rounds 0: out of range"):
         check_inputs(path, None, None, 0, None)
     with pytest.raises(ConfigError, match="--log"):
         check_inputs(path, None, None, 1, tmp_path / "nope.log")
