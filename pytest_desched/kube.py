@@ -293,6 +293,16 @@ def api_failure(exc: BaseException) -> str | None:
     return None
 
 
+def server_gone(exc: BaseException) -> str | None:
+    """Why a request failed when the API server itself is down (refused, timed out, or
+    latched as gone after a signal), else None: any HTTP answer, even a 5xx, is a server
+    that still answers."""
+    if isinstance(exc, ApiGone):
+        return str(exc)
+    why = api_failure(exc)
+    return why if why is not None and not why.startswith("HTTP") else None
+
+
 def api_health(cluster: HasApi, timeout: float = 6.0) -> str:
     """One line on the API server's state from its /readyz?verbose, bounded by `timeout`.
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ProviderError
+from pytest_desched.kube import server_gone
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster, Provider
@@ -73,10 +74,19 @@ class SessionLifecycle:
         if provider is not None:
             name = getattr(provider, "cluster_name", None) or self.info.get("cluster") or ""
             what = f"{getattr(provider, 'name', '')} cluster {name}".strip()
-        if interrupts.interrupted() and provider is not None:
-            self.report(f"interrupted: cleaning up {what} (a second signal does not stop it)")
         try:
             with interrupts.shielded(what):
+                # Said inside the shield: from this line on a signal no longer cuts the
+                # cleanup short (a wait point for tests; progress for a user at the end).
+                if provider is not None and interrupts.interrupted():
+                    self.report(
+                        f"interrupted: cleaning up {what} (a second signal does not stop it)"
+                    )
+                elif provider is not None:
+                    kept = self.keep and self._cluster is not None
+                    self.report(
+                        f"stopping the release; keeping {what}" if kept else f"cleaning up {what}"
+                    )
                 return self._close()
         except KeyboardInterrupt:  # a third signal: the cleanup is abandoned, and said so
             if provider is not None and self._cluster_may_run(provider):
@@ -150,7 +160,7 @@ class SessionLifecycle:
                         else:
                             out["cleanup" + key] = cleanup_release(self._cluster, rel)
                     except Exception as exc:
-                        gone = _api_gone(exc)
+                        gone = server_gone(exc)
                         if gone is None or not discarded:  # a kept cluster's release: raised
                             raise
                         # The cluster is deleted whole next (that deletion is the proof);
@@ -222,13 +232,3 @@ class SessionLifecycle:
             and getattr(self._cluster, "created", True)
         ):
             interrupts.cleaned.append(f"{getattr(provider, 'name', '')} cluster {name} deleted")
-
-
-def _api_gone(exc: BaseException) -> str | None:
-    """Why a request failed when the API server itself is down (refused, timed out), or None."""
-    from pytest_desched.kube import ApiGone, api_failure
-
-    if isinstance(exc, ApiGone):
-        return str(exc)
-    why = api_failure(exc)
-    return why if why is not None and not why.startswith("HTTP") else None
