@@ -13,7 +13,7 @@ fidelity verdict fails.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from pytest_desched.descheduler.decisions import Fate, PodDecision
@@ -94,7 +94,9 @@ class Half:
     signatures: Mapping[str, str] = field(default_factory=dict)
     skipped: str | None = None
     # Dry run only: the same binary's settled cycle on the same unchanged lab (mirror_probe.py)
-    # and how it ran; what the Job's cycle missed and this one predicts is #1917's.
+    # and how it ran; what the Job's cycle missed and this one predicts is #1917's. A
+    # `settled_how` with no `settled`: the probe ran and found no complete cycle, or could not
+    # run here; the verdict on an unexplained row then says so.
     settled: tuple[PodFate, ...] | None = None
     settled_how: str = ""
 
@@ -161,6 +163,7 @@ class FidelityResult:
     predicted: int  # real evictions the dry run also predicted
     real_evictions: int
     dry_evictions: int
+    mirror: str = ""  # what the #1917 mirror probe did (or why not), when it was asked
 
     @property
     def differences(self) -> list[Row]:
@@ -177,6 +180,8 @@ class FidelityResult:
     def line(self) -> str:
         k, u = len(self.differences), len(self.unexplained)
         tail = "each explained" if not u else f"{u} unexplained"
+        if u and self.mirror:  # #1917 was the one explanation left: say why it is not proven
+            tail += f" ({BUG_1917} not proven: {self.mirror})"
         return (
             f"dry-run predicted {self.predicted} of {self.real_evictions} real evictions; "
             f"{k} difference{'' if k == 1 else 's'}, {tail}"
@@ -191,6 +196,7 @@ class FidelityResult:
             "dry_run_evictions": self.dry_evictions,
             "differences": len(self.differences),
             "unexplained": len(self.unexplained),
+            "mirror_probe": self.mirror or None,
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -421,6 +427,8 @@ def compare(dry: Half, real: Half) -> FidelityResult:
             rows.append(row)
     if dry.settled is not None and any(not r.explained for r in rows):
         rows = _against_settled(rows, dry, real)
+    if dry.settled_how:
+        rows = [_unproven(r, dry) if not r.explained else r for r in rows]
     real_ev = [r for r in rows if r.real and r.real.fate == EVICT]
     return FidelityResult(
         rows=tuple(rows),
@@ -431,7 +439,18 @@ def compare(dry: Half, real: Half) -> FidelityResult:
         ),
         real_evictions=len(real_ev),
         dry_evictions=sum(1 for r in rows if r.dry and r.dry.fate == EVICT),
+        mirror=dry.settled_how,
     )
+
+
+def _unproven(row: Row, dry: Half) -> Row:
+    """An unexplained row, with why the mirror probe did not explain it either."""
+    why = (
+        f"the settled dry-run cycle does not account for it either ({dry.settled_how})"
+        if dry.settled is not None
+        else f"{BUG_1917} not proven: {dry.settled_how}"
+    )
+    return replace(row, proof=f"UNEXPLAINED: no hidden layer or proven bug explains it; {why}")
 
 
 def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:
@@ -442,8 +461,6 @@ def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:
     (the same fate, or a difference a hidden layer explains, such as a cap its would-be
     evictions filled): the bug then explains only the mirror's part.
     """
-    from dataclasses import replace
-
     settled = dry.settled or ()
     if sorted(f.shown() for f in settled) == sorted(f.shown() for f in dry.fates):
         return rows  # the settled cycle said what the Job's did: the mirror changed nothing
@@ -512,6 +529,7 @@ def merge(results: Iterable[FidelityResult]) -> FidelityResult:
         predicted=sum(r.predicted for r in rs),
         real_evictions=sum(r.real_evictions for r in rs),
         dry_evictions=sum(r.dry_evictions for r in rs),
+        mirror=next((r.mirror for r in rs if r.mirror), ""),
     )
 
 

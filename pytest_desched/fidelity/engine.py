@@ -258,12 +258,10 @@ def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None
     probed: dict[str, Any] | None = None
     if any(not res.ok for res in results):
         want = max(sum(f.fate != "untouched" for f in h.fates) for h in real_halves)
-        settled = _settled(dry, want)
-        if settled is not None:
-            fates, how = settled
-            probed = {"how": how, "settled": [f.shown() for f in fates]}
-            halves = [replace(h, settled=fates, settled_how=how) for h in halves]
-            results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
+        fates, how = _settled(dry, want)
+        probed = {"how": how, "settled": [f.shown() for f in fates] if fates else None}
+        halves = [replace(h, settled=fates, settled_how=how) for h in halves]
+        results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
     out.comparison = c = merge(results)
     for v, res in zip(dry.views, results, strict=False):
         v.extra["fidelity"] = {**res.to_dict(), "mirror_probe": probed}
@@ -310,33 +308,38 @@ def _shape(h: Half) -> tuple[list[tuple[str, str]], int | None]:
     return sorted((f.identity, f.node or "") for f in h.fates), h.pdb_disruptions_allowed
 
 
-def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...], str] | None:
-    """The mirror probe's settled cycle as fates of the dry lab's pods, on an unchanged lab;
-    None where it cannot run (no local binary) or the lab changed meanwhile (said in notes)."""
-    from pytest_desched.fidelity.mirror_probe import probe
+def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...] | None, str]:
+    """The mirror probe's settled cycle as fates of the dry lab's pods, on an unchanged lab,
+    and what the probe did; fates None where it cannot run (no local binary), found no
+    complete cycle in its time, or the lab changed meanwhile (the text says which)."""
+    from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
 
     rel, cluster = dry.ctx.release, dry.ctx.cluster
     if not cluster.capabilities.runs_local_binary or rel.binary is None or not dry.views:
-        dry.result.notes.append(
-            f"dry-run mirror not probed: {cluster.capabilities.local_binary_gap} "
-            "(no local binary to run with an interval)"
+        how = (
+            f"{NOT_PROBED}: {cluster.capabilities.local_binary_gap}, and it runs the "
+            "descheduler binary one-shot beside the cluster"
         )
-        return None
+        dry.result.notes.append(how)
+        return None, how
     v = dry.views[-1]
     before = v.before.uids
-    keys = {x.key for x in v.before.live}
     p = probe(
         rel.binary,
         cluster.kubeconfig,
         rel.live_policy_yaml(),
         dry.ctx.descheduler_version,
-        keys,
+        cluster.core,
+        {x.key: Expect(x.node, x.ready) for x in v.before.live},
         want,
     )
     dry.result.notes.append(f"dry-run mirror probe: {p.how}")
-    if p.settled is None or dry.lab.snapshot().uids != before:
-        dry.result.notes.append("mirror probe unusable: no complete cycle, or the lab changed")
-        return None
+    if p.settled is None:
+        return None, p.how
+    if dry.lab.snapshot().uids != before:
+        how = f"{p.how}; unusable: the lab's pods changed meanwhile"
+        dry.result.notes.append(how)
+        return None, how
     refs = [
         PodRef(
             x.key,

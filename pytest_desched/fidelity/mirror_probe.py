@@ -5,29 +5,54 @@ informers already run, so a one-shot cycle can start on a mirror missing some po
 (upstream #1917, fix proposed in #1922): the Job's round then names fewer pods than the real
 run. An absent log line proves nothing, so this runs the *same binary* with the *same mounted
 policy*, one-shot in dry run exactly as the Job did, against the *same lab* (a dry run changes
-nothing in it), a few times: when a run names the pods the Job's cycle missed, on a state
-whose pod UIDs did not change, the shortfall is proven to be the mirror's. One-shot runs, not
-an interval: a long-running process's later cycles differ from any first cycle in more than
-the mirror (v0.36.0's PDB lister, #1882, is filled by then). Only where round pods run as
-local binaries (the embedded provider).
+nothing in it): when a run names the pods the Job's cycle missed, on a state whose pod UIDs
+did not change, the shortfall is proven to be the mirror's. One-shot runs, not an interval: a
+long-running process's later cycles differ from any first cycle in more than the mirror
+(v0.36.0's PDB lister, #1882, is filled by then). Only where round pods run as local binaries
+(the embedded provider); elsewhere the caller says so in the verdict (`NOT_PROBED`).
+
+When it concludes: first the lab must have settled, read from the API (every pod the round
+saw present, on the node it was on, Ready where it was Ready; `SETTLE_TIMEOUT`), since a run
+on a lab still being restored proves nothing either way. Then one-shot runs follow until one
+names as many pods as the real run decided, or `BUDGET` seconds have passed: how often the
+race is lost depends on the machine's load (a fresh-clone CI run lost it 4 times in a row),
+so a fixed count of runs is no bound. Either timeout ends with no settled cycle and a `how`
+naming what was seen (the lab's pods, each run's count), which the verdict then carries.
 """
 
 from __future__ import annotations
 
 import subprocess
 import tempfile
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_desched.descheduler.decisions import RoundResult
 from pytest_desched.descheduler.logparse import parse_lines
+from pytest_desched.errors import WaitTimeout
+from pytest_desched.kube import pod_ready, wait_for
 
-RUNS = 4  # one-shot dry runs at most; the first that names as many pods as wanted ends it
+SETTLE_TIMEOUT = 60.0  # s: the lab's pods present, bound and Ready as the round saw them
+BUDGET = 120.0  # s: one-shot runs until one names what the real run decided
+RUN_TIMEOUT = 30.0  # s: one one-shot run (a cycle on a small lab ends in a few seconds)
+NOT_PROBED = "the dry-run mirror probe did not run"  # the head of every "could not" note
+
+
+@dataclass(frozen=True)
+class Expect:
+    """One pod the round saw: the node it must be bound to (None: any) and if it was Ready."""
+
+    node: str | None
+    ready: bool
 
 
 @dataclass(frozen=True)
 class MirrorProbe:
-    """Each one-shot run's decisions, in order; `chosen` the one taken as the settled cycle."""
+    """Each one-shot run's decisions, in order; `chosen` the run that named what was wanted
+    (None: none did, or the lab never settled; `how` says what was seen)."""
 
     runs: tuple[RoundResult, ...]
     chosen: int | None
@@ -43,18 +68,59 @@ def named(result: RoundResult, keys: set[str]) -> int:
     return len({d.key for d in result.decisions} & keys)
 
 
+def lab_state(core: Any, expected: Mapping[str, Expect]) -> tuple[bool, str]:
+    """Read from the API: is every pod of `expected` (namespace/name) there as expected?"""
+    found: dict[str, Any] = {}
+    for ns in sorted({k.split("/", 1)[0] for k in expected}):
+        for p in core.list_namespaced_pod(ns).items:
+            found[f"{ns}/{p.metadata.name}"] = p
+    missing, moved, unready = [], [], []
+    for k, want in sorted(expected.items()):
+        p = found.get(k)
+        if p is None or p.metadata.deletion_timestamp is not None:
+            missing.append(k)
+        elif want.node is not None and p.spec.node_name != want.node:
+            moved.append(f"{k} on {p.spec.node_name or 'no node'} (want {want.node})")
+        elif want.ready and not pod_ready(p):
+            unready.append(k)
+    n = len(expected)
+    seen = (
+        f"{n - len(missing)} of {n} pods present, {n - len(missing) - len(moved)} on their "
+        f"node, {n - len(missing) - len(moved) - len(unready)} as Ready as expected"
+    )
+    for what, ks in (("missing", missing), ("elsewhere", moved), ("not Ready", unready)):
+        if ks:
+            seen += f"; {what}: {', '.join(ks[:5])}{' ...' if len(ks) > 5 else ''}"
+    return not (missing or moved or unready), seen
+
+
 def probe(
     binary: Path,
     kubeconfig: Path,
     policy_yaml: str,
     version: str,
-    keys: set[str],
+    core: Any,
+    expected: Mapping[str, Expect],
     want: int,
-    timeout: float = 30,
+    *,
+    settle_timeout: float = SETTLE_TIMEOUT,
+    budget: float = BUDGET,
 ) -> MirrorProbe:
-    """Up to RUNS one-shot dry runs of `binary`; the first naming `want` of `keys` is chosen
-    (else the one naming most), so the settled cycle saw at least what the real run decided."""
+    """One-shot dry runs of `binary` on the settled lab until one names `want` of the pods
+    `expected` (so it saw at least what the real run decided), within `budget` seconds."""
+    try:
+        _, seen = wait_for(
+            "the lab to settle before the dry-run mirror probe",
+            lambda: lab_state(core, expected),
+            lambda s: s[0],
+            timeout=settle_timeout,
+            describe=lambda s: s[1] if s else "nothing read",
+        )
+    except WaitTimeout as e:
+        return MirrorProbe((), None, f"{NOT_PROBED}: {e}")
+    keys = set(expected)
     runs: list[RoundResult] = []
+    deadline = time.monotonic() + budget
     with tempfile.TemporaryDirectory(prefix="desched-mirror-") as tmp:
         work = Path(tmp)
         policy = work / "policy.yaml"
@@ -68,7 +134,7 @@ def probe(
             "--logging-format=json",
             "--v=4",
         ]
-        for _ in range(RUNS):
+        while (left := deadline - time.monotonic()) > 0:
             try:
                 done = subprocess.run(
                     argv,
@@ -76,20 +142,33 @@ def probe(
                     text=True,
                     cwd=work,
                     env={"HOME": str(work)},
-                    timeout=timeout,
+                    timeout=min(RUN_TIMEOUT, left),
                     check=False,
                 )
             except subprocess.TimeoutExpired:
-                break
+                continue  # a run cut short names nothing; the deadline bounds the loop
             runs.append(parse_lines((done.stdout + done.stderr).splitlines(), version))
             if named(runs[-1], keys) >= want:
                 break
-    if not runs:
-        return MirrorProbe((), None, f"no one-shot dry run of {binary.name} ended in {timeout}s")
     counts = [named(r, keys) for r in runs]
-    best = max(range(len(runs)), key=lambda i: counts[i])
+    shown = _counts(counts)
+    if runs and counts[-1] >= want:
+        how = (
+            f"on the settled lab ({seen}), {len(runs)} one-shot dry run(s) of the same binary "
+            f"named {shown} of its {len(keys)} pods; run {len(runs)} named the {want} the real "
+            "run decided"
+        )
+        return MirrorProbe(tuple(runs), len(runs) - 1, how)
     how = (
-        f"{len(runs)} one-shot dry run(s) of the same binary named {counts} of the "
-        f"{len(keys)} lab pods; run {best + 1} taken"
+        f"no complete dry-run cycle in {budget:.0f}s: on the settled lab ({seen}), "
+        f"{len(runs)} one-shot dry run(s) of the same binary named {shown or 'nothing'} of its "
+        f"{len(keys)} pods, none the {want} the real run decided"
     )
-    return MirrorProbe(tuple(runs), best, how)
+    return MirrorProbe(tuple(runs), None, how)
+
+
+def _counts(counts: list[int]) -> str:
+    """[5, 10, 0, 7] as is; a long list by its first runs and its range."""
+    if len(counts) <= 12:
+        return str(counts)
+    return f"{counts[:8]}... (min {min(counts)}, max {max(counts)})"

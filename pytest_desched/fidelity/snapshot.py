@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,10 +91,31 @@ def _refs(result: Any) -> list[PodRef]:
     return out
 
 
-def _probe(box: dict[str, Any], real: dict[str, Any], policy: Policy, keys: list[str]) -> Any:
+def _expected(pods: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
+    """The snapshot's word on each pod in scope: its node, and whether it was Ready."""
+    from pytest_desched.fidelity.mirror_probe import Expect
+
+    want = set(keys)
+    out = {}
+    for p in pods:
+        meta, spec, status = p.get("metadata") or {}, p.get("spec") or {}, p.get("status") or {}
+        k = f"{meta.get('namespace') or ''}/{meta.get('name')}"
+        if k in want:
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            )
+            out[k] = Expect(spec.get("nodeName") or None, ready)
+    return out
+
+
+def _probe(
+    box: dict[str, Any], real: dict[str, Any], policy: Policy, keys: list[str], pods: list[Any]
+) -> Any:
     """The mirror probe on the dry-run half's cluster when its round fell short of the real
-    one's (fewer pods decided); None where it cannot run or is not needed."""
-    from pytest_desched.fidelity.mirror_probe import probe
+    one's (fewer pods decided); None where it is not needed (a MirrorProbe saying why where
+    it cannot run)."""
+    from pytest_desched.fidelity.mirror_probe import NOT_PROBED, MirrorProbe, probe
 
     cluster, rnd, real_rnd = box.get("cluster"), box.get("round"), real.get("round")
     if cluster is None or rnd is None or real_rnd is None:
@@ -104,13 +125,15 @@ def _probe(box: dict[str, Any], real: dict[str, Any], policy: Policy, keys: list
         return None
     tc = getattr(cluster, "toolchain", None)
     if not cluster.capabilities.runs_local_binary or tc is None:
-        return None
+        gap = cluster.capabilities.local_binary_gap
+        return MirrorProbe((), None, f"{NOT_PROBED}: {gap}")
     return probe(
         tc.path("descheduler"),
         cluster.kubeconfig,
         policy.to_yaml(),
         tc.groups["descheduler"].version,
-        set(keys),
+        cluster.core,
+        _expected(pods, keys),
         want,
     )
 
@@ -185,7 +208,7 @@ def run_snapshot_fidelity(
         ) -> dict[str, Any]:
             box.setdefault("round", rnd)
             if mode == "dry-run" and i == 1:  # the cluster is still up: probe it if need be
-                box["probe"] = _probe(box, seen["real"], inp.policy, scoped)
+                box["probe"] = _probe(box, seen["real"], inp.policy, scoped, inp.snap.pods)
             return {"mirror_probe": box["probe"].how} if box.get("probe") else {}
 
         cfg = config.with_(artifacts=config.artifacts / mode)
@@ -201,10 +224,9 @@ def run_snapshot_fidelity(
         out.artifacts[mode] = str(cfg.artifacts)
     dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, pdb)
     p = seen["dry-run"].get("probe")
-    if p is not None and p.settled is not None:
-        from dataclasses import replace
-
-        settled = fates_of(_refs(results["dry-run"]), p.settled.decisions, "dry-run")
+    if p is not None:  # probed (settled or not), or could not be: the verdict says which
+        rows = _refs(results["dry-run"])
+        settled = fates_of(rows, p.settled.decisions, "dry-run") if p.settled else None
         dry = replace(dry, settled=settled, settled_how=p.how)
     real = _half("real", results["real"], seen["real"], inp.policy, pdb)
     out.comparison = c = compare(dry, real)

@@ -249,3 +249,24 @@ def test_1882_in_the_real_round_explains_what_dry_run_predicted() -> None:
     other = [replace(_d(p, Fate.FILTERED), checks=["minReplicas"]) for p in rp]
     wrong = _half("real", rp, other, signatures={"descheduler#1882": "x"})
     assert not compare(dry, wrong).ok  # another check is not the bug's
+
+
+def test_a_probe_that_found_no_complete_cycle_is_named_in_the_verdict() -> None:
+    """No settled cycle (the probe's time ran out, or it cannot run on this provider): the
+    difference stays unexplained and the line and the row say why #1917 is not proven."""
+    dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
+    real = _half("real", rp, [_d(rp[0], Fate.EVICTED)])
+    for how in (
+        "no complete dry-run cycle in 120s: ... named [5, 10, 0, 7] of its 17 pods",
+        "the dry-run mirror probe did not run: the kind provider runs round pods from images",
+    ):
+        res = compare(_half("dry-run", dp, [], settled_how=how), real)
+        assert not res.ok
+        assert res.line() == (
+            "dry-run predicted 0 of 1 real evictions; 1 difference, 1 unexplained "
+            f"({BUG_1917} not proven: {how})"
+        )
+        assert res.unexplained[0].proof.startswith("UNEXPLAINED: no hidden layer")
+        assert res.to_dict()["mirror_probe"] == how
+    plain = compare(_half("dry-run", dp, []), real)  # the probe was not asked: no words on it
+    assert plain.line().endswith("1 unexplained") and plain.unexplained[0].proof == ""
