@@ -28,7 +28,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     (and checked gone); the keep mark, the folder's `cluster-name` and the printed lines are
     written shielded, so a signal cannot leave a kept cluster `desched down` does not know.
     """
-    from pytest_desched.providers.embedded.cluster import write_up_owner  # heavy: see above
+    from pytest_desched.providers.embedded.owners import write_up_owner  # heavy: see above
     from pytest_desched.session import DeschedSession
 
     cache = Path(
@@ -93,11 +93,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from pytest_desched.providers.embedded.cluster import (
-        delete_cluster,
-        kept_clusters,
-        stale_up_dirs,
-    )
+    from pytest_desched.providers.embedded.cluster import delete_cluster
+    from pytest_desched.providers.embedded.owners import kept_clusters, stale_up_dirs
     from pytest_desched.tools.toolchain import Toolchain
 
     cache = resolve("--desched-cache-dir", args.cache_dir)

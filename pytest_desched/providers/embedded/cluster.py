@@ -9,7 +9,6 @@ so a later run can reap the ones a killed run left behind.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -39,6 +38,12 @@ from pytest_desched.providers.embedded.kubelet import (
     register_image,
     state_dir,
     supervisor_argv,
+)
+from pytest_desched.providers.embedded.owners import (
+    owner_alive,
+    read_record,
+    this_process,
+    write_record,
 )
 from pytest_desched.tools.locate import file_lock
 from pytest_desched.tools.toolchain import Toolchain
@@ -92,14 +97,6 @@ def node_manifest(name: str, zone: str, spec: NodeSpec) -> dict:
     }
 
 
-def _proc_start(pid: int) -> str | None:
-    """Kernel start time of a pid: tells a live owner from a recycled pid."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
 def become_subreaper() -> bool:
     """Adopt kwokctl's daemonized components, so their exit is reaped here, not left as zombies."""
     try:
@@ -148,11 +145,6 @@ def _wait_exited(pids: list[int], name: str, report: Reporter, timeout: float = 
         )
     except WaitTimeout as exc:
         report(str(exc))
-
-
-def owner_alive(record: dict) -> bool:
-    pid = int(record.get("pid", 0))
-    return pid > 0 and _proc_start(pid) is not None and _proc_start(pid) == record.get("start")
 
 
 class EmbeddedProvider(Provider):
@@ -234,10 +226,12 @@ class EmbeddedProvider(Provider):
         # stop()'s checked deletion (was "no cluster had been started" in the signal matrix).
         self.root.mkdir(parents=True, exist_ok=True)
         self._created = True
-        owner = {"pid": os.getpid(), "start": _proc_start(os.getpid()), "created": time.time()}
         owners = self.root / "owners"
         owners.mkdir(exist_ok=True)
-        (owners / f"{self.cluster_name}.json").write_text(json.dumps(owner))
+        # whole or not at all: the other canary track's reap_stale may be reading (owners.py)
+        write_record(
+            owners / f"{self.cluster_name}.json", {**this_process(), "created": time.time()}
+        )
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         create = kwokctl_create_args(
             self.cluster_name, bins, int(self.wait_timeout), KWOK_NODE_ANNOTATION
@@ -393,8 +387,9 @@ class EmbeddedProvider(Provider):
             return
         if self.keep and self.cluster is not None:
             owner = self.root / "owners" / f"{self.cluster_name}.json"
-            if owner.is_file():  # a kept cluster is not reaped by later runs
-                owner.write_text(json.dumps({**json.loads(owner.read_text()), "keep": True}))
+            record = read_record(owner)
+            if record is not None:  # a kept cluster is not reaped by later runs
+                write_record(owner, {**record, "keep": True})
             self.report(self.resume_hint())
             return
         found = delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
@@ -529,50 +524,6 @@ def delete_cluster(
     return left
 
 
-def kept_clusters(root: Path) -> list[str]:
-    """Names of embedded clusters kept on purpose (`--desched-keep`, `desched up`)."""
-    out = []
-    for rec in sorted((root / "owners").glob("*.json")):
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(rec.read_text()).get("keep"):
-                out.append(rec.stem)
-    return out
-
-
-def write_up_owner(run_dir: Path) -> None:
-    """Mark `desched up`'s folder as this process's while it runs (see stale_up_dirs)."""
-    owner = {"pid": os.getpid(), "start": _proc_start(os.getpid())}
-    (run_dir / "owner.json").write_text(json.dumps(owner))
-
-
-def stale_up_dirs(up_dir: Path, root: Path, legacy_age_s: float = 600) -> list[Path]:
-    """`desched up` folders no one needs: their `up` ended and their cluster is not kept.
-
-    An interrupted `up` deletes its own; these are what a killed one (SIGKILL) left. A
-    folder without an owner record (written by older versions) counts once it is
-    `legacy_age_s` old, so a running older `up` keeps its own.
-    """
-    kept = set(kept_clusters(root))
-    out = []
-    for d in sorted(up_dir.glob("run-*")):
-        marker = d / "cluster-name"
-        with contextlib.suppress(OSError):
-            if marker.is_file() and marker.read_text().strip() in kept:
-                continue
-        try:
-            owner = json.loads((d / "owner.json").read_text())
-        except FileNotFoundError:
-            with contextlib.suppress(OSError):
-                if time.time() - d.stat().st_mtime > legacy_age_s:
-                    out.append(d)
-            continue
-        except (OSError, ValueError):
-            owner = {}
-        if not owner_alive(owner):
-            out.append(d)
-    return out
-
-
 def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = say) -> list[str]:
     """Delete clusters whose owning pytest process is gone (killed runs)."""
     reaped: list[str] = []
@@ -580,11 +531,8 @@ def reap_stale(toolchain: Toolchain, root: Path, report: Reporter = say) -> list
     if not owners.is_dir():
         return reaped
     for rec in owners.glob("*.json"):
-        try:
-            record = json.loads(rec.read_text())
-        except (OSError, ValueError):
-            record = {}
-        if record.get("keep") or owner_alive(record):
+        record = read_record(rec)  # None: gone, or being written (owners.py)
+        if record is None or record.get("keep") or owner_alive(record):
             continue
         name = rec.stem
         report(f"reaping embedded cluster {name} left by a killed run (pid {record.get('pid')})")
