@@ -95,8 +95,9 @@ class RoundRecord:
     # In a multi-cycle run (experiments/cycles.py): this round's cycle, its number `cycle` of
     # `of`, every lab pod's fate, who left which node and who appeared where.
     cycle: dict[str, Any] | None = None
-    # A fidelity run's real round (fidelity/engine.py): its pods compared with the dry-run
-    # round's of the same state, every difference with its explanation (fidelity/compare.py).
+    # Either half's round of a fidelity run (fidelity/engine.py): its pods compared with the
+    # other half's round of the same state, every difference with its explanation
+    # (fidelity/compare.py); `half` says which this is, `other` the other half's label.
     fidelity: dict[str, Any] | None = None
 
     @property

@@ -100,6 +100,9 @@ def summary_text(record: RoundRecord | Mapping[str, Any]) -> str:
     ev = r.get("events_delivered") or {}
     if ev:
         lines.append(f"EvictionFailed events delivered: {ev.get('delivered')} of {ev.get('owed')}")
+    fid = r.get("fidelity") or {}
+    if fid.get("summary"):  # either half of a fidelity run: the comparison's verdict
+        lines.append(f"dry-run fidelity ({fid.get('half') or '-'} half): {fid['summary']}")
     lines += [f"known bug {k}: {v}" for k, v in (r.get("known_bugs") or {}).items()]
     lines += [f"note: {n}" for n in r.get("notes") or []]
     if r.get("log_path"):

@@ -81,10 +81,14 @@ class EvidenceWriter:
         exp = safe_name(self.redactor.redact(experiment))
         return inside(self.root, exp, safe_name(self.redactor.redact(name)))
 
-    def write_round(self, record: RoundRecord) -> Path:
-        """Write the full record (never capped: it is the audit trail) and its summary."""
-        data = self.redactor.redact(_plain(record.to_dict()))
-        base = self.path_for(record.experiment, record.round_name)
+    def write_round(self, record: RoundRecord | dict[str, Any]) -> Path:
+        """Write the full record (never capped: it is the audit trail) and its summary.
+
+        A plain dict is a record written before and amended since (a fidelity run's real
+        half gets the comparison once the dry-run half has run): the same files, rewritten."""
+        plain = record if isinstance(record, dict) else record.to_dict()
+        data = self.redactor.redact(_plain(plain))
+        base = self.path_for(plain["experiment"], plain["round_name"])
         self._write(base.with_name(base.name + ".json"), json.dumps(data, indent=2) + "\n")
         # Built from the redacted data; redacting twice is not idempotent, scrubbing is.
         self._write(base.with_name(base.name + ".txt"), scrub_secrets(summary_text(data)))

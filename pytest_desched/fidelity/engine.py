@@ -238,6 +238,7 @@ def _halves(
     with session.phase(f"fidelity.{cls.name}[{variant}].real"):
         drive(real, real_exp, before_record=capture_real)
     session._record_result(real.result, cls.name)
+    real_entry = session.report_entries[-1] if session.report_entries else None
     if real.result.outcome == "error" or not real_halves:
         out.outcome, out.message = "error", f"real half: {real.result.message}"
     else:
@@ -245,8 +246,29 @@ def _halves(
             drive(dry, dry_exp, assess=False, before_record=lambda: _compare(out, dry, real_halves))
         session._record_result(dry.result, cls.name)
         _judge(out, dry, real)
-        if session.report_entries:  # the HTML report shows the comparison with the dry half
-            session.report_entries[-1]["summary"]["fidelity"] = out.summary()
+        _carry_to_real(out, dry, real)
+        # the HTML report shows the comparison with either half's entry
+        for entry in (real_entry, session.report_entries[-1] if session.report_entries else None):
+            if entry is not None:
+                entry["summary"]["fidelity"] = out.summary()
+
+
+def _carry_to_real(out: FidelityOutcome, dry: Runner, real: Runner) -> None:
+    """The real half's round records (written before the dry-run half ran) get the same
+    comparison as the dry-run half's, rewritten in place: either half shows the verdict."""
+    for d, r in zip(dry.result.records, real.result.records, strict=False):
+        fid = d.get("fidelity")
+        if not fid:
+            continue
+        r["fidelity"] = {**fid, "half": "real", "other": dry.result.label}
+        d["fidelity"] = {**fid, "half": "dry-run", "other": real.result.label}
+        for rec, runner in ((r, real), (d, dry)):
+            if runner.ctx.evidence is not None:
+                runner.ctx.evidence.write_round(rec)
+    real.result.notes.append(
+        f"dry-run fidelity ({out.name}, against {dry.result.label}): "
+        + (out.comparison.line() if out.comparison else out.message)
+    )
 
 
 def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None:

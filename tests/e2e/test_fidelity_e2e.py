@@ -8,6 +8,7 @@ fidelity` itself runs once as a subprocess (the command's line, table and exit c
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,9 +35,22 @@ def _fidelity(session: Any, case: str) -> Any:
             assert "settled dry-run cycle" in row.proof or "found=" in row.proof, row
     rec = out.dry.records[-1]  # the dry-run half's round record carries the comparison
     assert rec["fidelity"]["summary"] == comp.line() or len(out.dry.records) > 1
+    real = out.real.records[-1]  # ... and so does the real half's, on disk too
+    assert real["fidelity"]["half"] == "real" and rec["fidelity"]["half"] == "dry-run"
+    assert real["fidelity"]["rows"] == rec["fidelity"]["rows"]
+    assert real["fidelity"]["other"] == out.dry.label
+    written = _round_file(session, out.real.label, real["round_name"])
+    assert json.loads(written.read_text())["fidelity"]["summary"] == real["fidelity"]["summary"]
+    assert "dry-run fidelity (real half): " in written.with_suffix(".txt").read_text()
     check = next(c for c in out.dry.checks if c.id == CHECK_ID)
     assert check.ok, check
     return out
+
+
+def _round_file(session: Any, label: str, round_name: str) -> Path:
+    """The round record's JSON as the evidence writer placed it."""
+    base = session.evidence.path_for(label, round_name)
+    return base.with_name(base.name + ".json")
 
 
 def _reals(out: Any) -> list[str]:
@@ -144,6 +158,8 @@ def test_desched_fidelity_command(desched_toolchain, tmp_path):
     assert (tmp_path / "art" / "fidelity-summary.json").is_file()
     html = (tmp_path / "art" / "report.html").read_text()
     assert "dry-run predicted" in html
+    # either half's section carries the verdict: 2 cases x (real, dry-run)
+    assert html.count('data-k="fidelity-summary"') == 4, html.count('data-k="fidelity-summary"')
     bad = _desched(desched_toolchain.cache_dir, tmp_path, "fidelity", "--experiment", "nope")
     assert bad.code == 2 and "unknown fidelity experiment 'nope'" in bad.err, bad
     assert "Traceback" not in bad.err

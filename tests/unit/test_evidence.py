@@ -255,6 +255,22 @@ def test_write_round_writes_json_and_summary_that_round_trip(tmp_path: Path) -> 
         assert expected in txt
 
 
+def test_a_record_amended_later_is_rewritten_in_place_with_its_fidelity_line(
+    tmp_path: Path,
+) -> None:
+    """A fidelity run's real half: written first, then given the comparison and rewritten."""
+    writer = EvidenceWriter(tmp_path)
+    rec = full_record()
+    path = writer.write_round(rec)
+    assert "dry-run fidelity" not in path.with_suffix(".txt").read_text()
+    d = rec.to_dict()
+    d["fidelity"] = {"summary": "dry-run predicted 1 of 1 real evictions", "half": "real"}
+    assert writer.write_round(d) == path
+    assert json.loads(path.read_text())["fidelity"]["half"] == "real"
+    txt = path.with_suffix(".txt").read_text()
+    assert "dry-run fidelity (real half): dry-run predicted 1 of 1 real evictions" in txt
+
+
 def test_redaction_leaves_no_original_name_in_any_file(tmp_path: Path) -> None:
     redactor = Redactor(node_names=NODES, namespaces=[NAMESPACE])
     writer = EvidenceWriter(tmp_path, redactor)
