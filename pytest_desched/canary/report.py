@@ -11,6 +11,7 @@ from pytest_desched.canary.compare import RoundDiff
 from pytest_desched.canary.expectations import NO_ROUND
 from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import CanaryVerdict
+from pytest_desched.evidence.report import prose, write_canary_report
 
 FIGURES = (
     ("candidates", "candidates"),
@@ -109,9 +110,8 @@ class CanaryReport:
                 "|---|---|---|---|",
             ]
             for o in self.outcomes:
-                lines.append(
-                    f"| {o['experiment']} | {o['baseline']} | {o['candidate']} | {o.get('note', '')} |"
-                )
+                note = prose(o["note"]) if o.get("note") else ""  # as the HTML page writes it
+                lines.append(f"| {o['experiment']} | {o['baseline']} | {o['candidate']} | {note} |")
             lines += ["", "## Rounds (baseline / candidate)", ""]
             head = " | ".join(label for _, label in FIGURES)
             lines += [f"| round | {head} | changed |", "|---" * (len(FIGURES) + 2) + "|"]
@@ -171,8 +171,6 @@ class CanaryReport:
         js.write_text(json.dumps(self.to_dict(), indent=2, default=str))
         md.write_text(self.markdown())
         # The HTML view reads what canary.json holds, nothing more (evidence/report.py).
-        from pytest_desched.evidence.report import write_canary_report
-
         html = write_canary_report(folder / "canary.html", json.loads(js.read_text()))
         return {"json": js, "markdown": md, "html": html}
 

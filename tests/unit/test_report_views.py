@@ -160,6 +160,22 @@ def test_the_canary_writes_its_page_beside_canary_json(tmp_path: Path) -> None:
     assert page.first_p == canary_answer(json.loads(paths["json"].read_text()))
 
 
+def test_the_canary_markdown_writes_a_note_as_the_page_does(tmp_path: Path) -> None:
+    """A fixed-bug note whose baseline xfail named no bug: the page wrote the dash, canary.md
+    wrote `None`."""
+    paths = _canary_report().write(tmp_path)
+    (row,) = [r for r in json.loads(paths["json"].read_text())["outcomes"]]
+    assert "None" in row["note"]  # the record keeps what was classified
+    (shown,) = [c for c in _parse(paths["html"].read_text()).cells if "candidate fixes" in c]
+    (md_row,) = [
+        line
+        for line in paths["markdown"].read_text().splitlines()
+        if line.startswith("| positive[runbook] |")
+    ]
+    assert md_row.split(" | ")[-1].rstrip(" |") == shown
+    assert "None" not in shown and "\u2013" in shown
+
+
 def test_the_canary_answer_counts_rollback_triggers() -> None:
     change = {
         "experiment": "positive[runbook]",
