@@ -32,7 +32,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pytest_desched import render as out
 from pytest_desched.cli_up import cmd_down, cmd_up
@@ -505,67 +505,92 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pytest_desched.interrupts import interrupts_unwind, reset
+    """Run one subcommand; every outcome is one of errors.py's exit codes and a line, never a
+    traceback (unless --debug). SIGINT and SIGTERM unwind the work (its cleanup runs); once
+    the work is over (`interrupts.finishing`) a signal no longer interrupts saying so."""
+    from pytest_desched import interrupts
 
-    reset()
+    interrupts.reset()
     args = parser().parse_args(argv)
     spell = _spelling(getattr(args, "parser", None))
     debug = bool(args.debug or os.environ.get("DESCHED_DEBUG"))
-    try:
-        if getattr(args, "output_file", None):  # before any work: never fail at the end
-            from pytest_desched.inputs_safe import check_output
+    with interrupts.interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
+        try:
+            try:
+                if getattr(args, "output_file", None):  # before any work: never fail at the end
+                    from pytest_desched.inputs_safe import check_output
 
-            check_output(args.output_file)
-        with interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
-            return int(args.func(args))
-    except PolicyError as exc:  # one line: the source, then each problem
-        one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
-        _error(respell(one, spell))
-        return EXIT_USAGE
-    except ConfigError as exc:
-        _error(respell(" ".join(str(exc).split()), spell))
-        return EXIT_USAGE
-    except (ToolError, ProviderError) as exc:
-        say(f"error: {respell(str(exc), spell)}")
-        return EXIT_INFRA
-    except KeyboardInterrupt:
-        from pytest_desched import interrupts
-
-        say(interrupts.exit_message())  # what the cleanups verified, kept or left
-        return EXIT_INTERRUPTED
-    except Exception as exc:  # no traceback reaches the user unless asked (--debug)
-        if debug:
-            raise
-        from pytest_desched.redaction import scrub_secrets
-
-        if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
-            _error(f"{scrub_secrets(str(exc.filename))}: {exc.strerror}; check the path")
+                    check_output(args.output_file)
+                return int(args.func(args))
+            finally:  # a signal past here cannot turn the error being said into another
+                interrupts.finishing()
+        except PolicyError as exc:  # one line: the source, then each problem
+            one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
+            _error(respell(one, spell))
             return EXIT_USAGE
-        first = (str(exc).splitlines() or [""])[0][:300]
-        _error(
-            f"{type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
-            "--debug or DESCHED_DEBUG=1 for the traceback, and report it)"
-        )
-        return EXIT_FAILED
+        except ConfigError as exc:
+            _error(respell(" ".join(str(exc).split()), spell))
+            return EXIT_USAGE
+        except (ToolError, ProviderError) as exc:
+            say(f"error: {respell(str(exc), spell)}")
+            if done := interrupts.cleanup_summary():  # a cluster deleted after it, checked
+                say(done)
+            return EXIT_INFRA
+        except KeyboardInterrupt:
+            say(interrupts.exit_message())  # what the cleanups verified, kept or left
+            return EXIT_INTERRUPTED
+        except Exception as exc:  # no traceback reaches the user unless asked (--debug)
+            if debug:
+                raise
+            from pytest_desched.redaction import scrub_secrets
+
+            if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
+                _error(f"{scrub_secrets(str(exc.filename))}: {exc.strerror}; check the path")
+                return EXIT_USAGE
+            first = (str(exc).splitlines() or [""])[0][:300]
+            _error(
+                f"{type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
+                "--debug or DESCHED_DEBUG=1 for the traceback, and report it)"
+            )
+            return EXIT_FAILED
+
+
+def _exit_now(rc: int) -> NoReturn:
+    """Flush what was said and exit without the interpreter's finalization."""
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(rc)
 
 
 def entry() -> None:
     """The `desched` console script: `main`, and after a signal an exit without finalization.
 
-    Once an interrupted command said what its cleanup verified, nothing is left to do, but the
-    interpreter's own shutdown (collecting every client, pool and cached object) took ~1.8 s
-    on a loaded 2-core machine, past the 2 s a SIGTERM is given. Output is flushed first.
+    After a signal the interpreter's own shutdown (collecting every client, pool and cached
+    object) took ~1.8 s on a loaded 2-core machine, past the 2 s a SIGTERM is given: it is
+    skipped, output flushed first. A signal outside main's work ends the process at once:
+    before it with 130, after it with the command's own code, already said (was: -15).
     """
-    rc = main()
-    if rc == EXIT_INTERRUPTED:
-        import logging
+    import signal
 
-        logging.shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(Exception):
-                stream.flush()
-        os._exit(rc)
-    raise SystemExit(rc)
+    done: list[int] = []
+
+    def outside_the_work(signum: int, frame: object) -> None:
+        if not done:
+            os.write(2, b"[desched] interrupted; nothing had been started\n")
+        os._exit(done[0] if done else EXIT_INTERRUPTED)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, outside_the_work)
+    done.append(main())
+    from pytest_desched import interrupts
+
+    if done[0] == EXIT_INTERRUPTED or interrupts.late_signal():
+        _exit_now(done[0])
+    raise SystemExit(done[0])
 
 
 if __name__ == "__main__":

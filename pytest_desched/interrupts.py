@@ -30,6 +30,10 @@ cleaned: list[str] = []
 kept: list[str] = []
 left_behind: list[str] = []
 ABANDON_AFTER = 3  # the signal (counting the first) that abandons a running cleanup
+# Set once a front end's work is over (its result or error decided): a signal then only
+# records itself, so the exit line and code are the command's own, never a traceback.
+_finishing: list[bool] = []
+_late: list[int] = []  # signals that came while finishing (`late_signal`)
 
 
 def interrupted() -> bool:
@@ -45,6 +49,8 @@ def first_signal_at() -> float | None:
 def reset() -> None:
     """Forget received signals (a new front-end run in the same process)."""
     _received.clear()
+    _finishing.clear()
+    _late.clear()
     for notes in (cleaned, kept, left_behind):
         notes.clear()
 
@@ -52,6 +58,9 @@ def reset() -> None:
 def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     """The handler for SIGINT and SIGTERM: record, then unwind (or, shielded, carry on)."""
     _received.append((signum, time.monotonic()))
+    if _finishing:  # the work is over and said: the caller exits with its own code, at once
+        _late.append(signum)
+        return
     if _shield and len(_received) < ABANDON_AFTER:
         name = signal.Signals(signum).name
         left = ABANDON_AFTER - len(_received)
@@ -84,9 +93,21 @@ def interrupts_unwind() -> Iterator[None]:
     try:
         yield
     finally:
+        _finishing.clear()  # the next block's signals unwind again (an in-process caller)
         for signum, handler in previous.items():
             with suppress(ValueError, TypeError):
                 signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def finishing() -> None:
+    """The work is over: from now on a signal is recorded, never raised (see `late_signal`)."""
+    if not _finishing:
+        _finishing.append(True)
+
+
+def late_signal() -> bool:
+    """Whether a signal came after `finishing()`: the caller should exit now, with its code."""
+    return bool(_late)
 
 
 @contextmanager
@@ -114,6 +135,11 @@ def shielded(what: str) -> Iterator[None]:
 
 def exit_message() -> str:
     """The line said on exit after a signal: what was removed (verified), kept, or left."""
+    return "interrupted; " + (cleanup_summary() or "no cluster had been started")
+
+
+def cleanup_summary() -> str:
+    """What the cleanups removed (verified), kept or left, signal or not; "" when none ran."""
     parts = []
     if cleaned:
         parts.append("cleaned up (verified: " + "; ".join(cleaned) + ")")
@@ -121,7 +147,7 @@ def exit_message() -> str:
         parts.append("kept as asked: " + "; ".join(kept))
     if left_behind:
         parts.append("NOT cleaned up: " + "; ".join(left_behind))
-    return "interrupted; " + ("; ".join(parts) if parts else "no cluster had been started")
+    return "; ".join(parts)
 
 
 class WorkerStop:

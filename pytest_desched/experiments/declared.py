@@ -11,8 +11,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     pass
 
+from pytest_desched import interrupts
+from pytest_desched.errors import ProviderError
 from pytest_desched.experiments.framework import ExperimentContext, Runner
 from pytest_desched.experiments.results import ExperimentResult
+from pytest_desched.kube import api_failure, api_health, server_gone
+from pytest_desched.log import say
 
 REGISTRY: dict[str, type[Experiment]] = {}
 
@@ -122,8 +126,6 @@ def drive(
                 with r.timed(step):
                     fn()
         except Exception as exc:  # a step raised: an error, never an expected failure
-            from pytest_desched import interrupts
-
             if interrupts.interrupted():  # a signal landed inside a library call, which
                 # wrapped it (pydantic: "ValidationError ... KeyboardInterrupt"): it unwinds
                 # as the interrupt it is, never as the experiment's error (exit 1)
@@ -146,30 +148,37 @@ def drive(
 
 
 def _teardown(r: Runner) -> None:
-    """The lab's teardown; after a signal, a failure is said, never raised over the signal.
+    """The lab's teardown; a failure because the API server is gone is named, not a traceback.
 
-    The control plane may be why the user interrupted (etcd or the API server died): its
-    requests are then bounded to a second and latched (kube.AFTER_SIGNAL_TIMEOUT_S), and a
-    teardown that cannot reach it must not turn exit 130 into a traceback-class error. A
-    throwaway cluster's deletion removes the lab with it; a kept one's lab is named.
+    After a signal the control plane may be why the user interrupted (etcd or the API server
+    died): its requests are then bounded to a second and latched (kube.AFTER_SIGNAL_TIMEOUT_S),
+    and a teardown that cannot reach it must not turn exit 130 into an error: it is said. Without
+    a signal, an API server that stopped answering mid-run is a ProviderError naming the
+    cluster (exit 3), not an unexpected transport error: the outcome is unknown, and the
+    cluster's deletion (which needs no API server) is what cleans up. A throwaway cluster's
+    deletion removes the lab with it; a kept one's lab is named.
     """
-    from pytest_desched import interrupts
-
-    if not interrupts.interrupted():
-        r.teardown()
-        return
     try:
         r.teardown()
     except Exception as exc:
-        from pytest_desched.kube import api_failure
-        from pytest_desched.log import say
-
-        why = api_failure(exc) or f"{type(exc).__name__}: {str(exc)[:200]}"
-        say(
-            f"{r.label}: lab teardown after the signal failed ({why}); its namespace "
-            f"{r.lab.namespace} goes with the cluster when that is deleted (a kept cluster "
-            "keeps it: delete it there)"
+        where = (
+            f"its namespace {r.ctx.namespace} goes with the cluster when that is deleted "
+            "(a kept cluster keeps it: delete it there)"
         )
+        if interrupts.interrupted():
+            why = api_failure(exc) or f"{type(exc).__name__}: {str(exc)[:200]}"
+            say(f"{r.label}: lab teardown after the signal failed ({why}); {where}")
+            return
+        gone = server_gone(exc)
+        if gone is None:
+            raise
+        raise ProviderError(
+            f"the API server of {r.ctx.cluster.provider} cluster {r.ctx.cluster.name} stopped "
+            f"answering during {r.label} ({gone}); {api_health(r.ctx.cluster, timeout=2.0)}. "
+            f"The experiment's outcome is unknown and its lab was not removed: {where}. "
+            "Rerun; if it recurs, rerun with --desched-keep on-failure and read the cluster's "
+            "kube-apiserver and etcd logs"
+        ) from None
 
 
 def _arrange_beside_policy(r: Runner, exp: Experiment) -> None:

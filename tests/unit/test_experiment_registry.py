@@ -340,3 +340,45 @@ def test_run_experiment_by_registered_name(events: list[str], stops: list[tuple[
     assert "named.act" in events
     with pytest.raises(KeyError, match="unknown experiment 'unit-nosuch'"):
         run_experiment("unit-nosuch", _ctx(events))
+
+
+def test_an_api_server_gone_at_teardown_is_a_provider_error_naming_the_cluster(
+    events: list[str], stops: list[tuple[Any, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-apiserver died mid-run: not an unexpected MaxRetryError, a named error (exit 3)."""
+    import urllib3
+
+    import pytest_desched.experiments.declared as declared
+    from pytest_desched.errors import ProviderError
+
+    refused = urllib3.exceptions.MaxRetryError(
+        None,  # type: ignore[arg-type]
+        "/api/v1/namespaces/lab-unit",
+        urllib3.exceptions.NewConnectionError(None, "[Errno 111] Connection refused"),  # type: ignore[arg-type]
+    )
+    ctx = _ctx(events)
+    ctx.cluster = SimpleNamespace(provider="embedded", name="desched-x-1", toolchain=None)  # type: ignore[assignment]
+    ctx.fake_lab.teardown = lambda background=False: (_ for _ in ()).throw(refused)  # type: ignore[method-assign]
+    monkeypatch.setattr(
+        declared, "api_health", lambda c, timeout: "kube-apiserver X is unreachable"
+    )
+    with pytest.raises(ProviderError) as ei:
+        run_experiment(_experiment(events, act=refused), ctx, "pdb-lister-workaround")
+    msg = str(ei.value)
+    assert "\n" not in msg
+    assert msg.startswith(
+        "the API server of embedded cluster desched-x-1 stopped answering during "
+        "unit-steps[pdb-lister-workaround] (connection refused (NewConnectionError)); "
+        "kube-apiserver X is unreachable."
+    ), msg
+    assert "Rerun" in msg and "lab-unit" in msg
+    assert stops == [(ctx.cluster, ctx.release)]  # the emergency stop was still tried first
+
+
+def test_a_teardown_error_that_is_not_the_api_server_passes_unchanged(
+    events: list[str], stops: list[tuple[Any, Any]]
+) -> None:
+    ctx = _ctx(events)
+    ctx.fake_lab.teardown = lambda background=False: (_ for _ in ()).throw(ValueError("mine"))  # type: ignore[method-assign]
+    with pytest.raises(ValueError, match="mine"):
+        run_experiment(_experiment(events), ctx, "pdb-lister-workaround")

@@ -108,3 +108,24 @@ def test_worker_stop_interrupts_work_but_never_cleanup() -> None:
     t.join(5)
     assert seen == ["stopped", "cleaned"]
     assert not stopper.stop()  # in (or past) its cleanup: left alone
+
+
+def test_a_signal_after_the_work_is_over_is_recorded_never_raised() -> None:
+    """Once main's result is decided (finishing), a signal cannot turn it into another."""
+    with interrupts.interrupts_unwind():
+        interrupts.finishing()
+        assert not interrupts.late_signal()
+        os.kill(os.getpid(), signal.SIGTERM)  # would raise KeyboardInterrupt before
+        assert interrupts.late_signal()
+    with pytest.raises(KeyboardInterrupt), interrupts.interrupts_unwind():  # the next block
+        os.kill(os.getpid(), signal.SIGTERM)
+    interrupts.reset()
+    assert not interrupts.late_signal()
+
+
+def test_cleanup_summary_is_said_without_a_signal_too() -> None:
+    assert interrupts.cleanup_summary() == ""
+    interrupts.cleaned.append("embedded cluster a deleted (0 processes, folder removed)")
+    assert interrupts.cleanup_summary() == (
+        "cleaned up (verified: embedded cluster a deleted (0 processes, folder removed))"
+    )
