@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ProviderError
-from pytest_desched.kube import server_gone
+from pytest_desched.kube import api_failure
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster, Provider
@@ -160,13 +160,13 @@ class SessionLifecycle:
                         else:
                             out["cleanup" + key] = cleanup_release(self._cluster, rel)
                     except Exception as exc:
-                        gone = server_gone(exc)
-                        if gone is None or not discarded:  # a kept cluster's release: raised
+                        failed = api_failure(exc)  # gone (refused, timed out) or 5xx
+                        if failed is None or not discarded:  # a kept cluster's release: raised
                             raise
                         # The cluster is deleted whole next (that deletion is the proof);
                         # its release goes with it. Waiting on a dead server proves nothing.
                         out["cleanup" + key] = (
-                            f"not uninstalled: the API server is gone ({gone}); the release "
+                            f"not uninstalled: the API server failed ({failed}); the release "
                             "goes with the cluster, deleted next"
                         )
                         self.report(f"{rel.name}: {out['cleanup' + key]}")

@@ -38,6 +38,16 @@ def round_jobs(cluster: Cluster, release: Release) -> list[Any]:
     ]
 
 
+def _delete_job(cluster: Cluster, name: str, namespace: str) -> None:
+    """Delete a round Job; one already gone (404: its CronJob's history limit, a parallel
+    cleanup, or an API server reading a stale list while etcd is down) is the goal reached."""
+    try:
+        cluster.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+
+
 def emergency_stop(cluster: Cluster, release: Release) -> dict[str, Any]:
     """Suspend the CronJob, delete the round Jobs that have not started; touch nothing else."""
     report: dict[str, Any] = {"suspended": False, "deleted_jobs": [], "kept_started_jobs": []}
@@ -54,9 +64,7 @@ def emergency_stop(cluster: Cluster, release: Release) -> dict[str, Any]:
         if _started(cluster, job):
             report["kept_started_jobs"].append(job.metadata.name)
             continue
-        cluster.batch.delete_namespaced_job(
-            job.metadata.name, release.namespace, propagation_policy="Background"
-        )
+        _delete_job(cluster, job.metadata.name, release.namespace)
         report["deleted_jobs"].append(job.metadata.name)
     return report
 
@@ -85,9 +93,7 @@ def cleanup_release(cluster: Cluster, release: Release) -> dict[str, Any]:
     """Stop, uninstall, delete our round Jobs (helm does not own them), report leftovers."""
     out: dict[str, Any] = {"emergency_stop": emergency_stop(cluster, release)}
     for job in round_jobs(cluster, release):
-        cluster.batch.delete_namespaced_job(
-            job.metadata.name, release.namespace, propagation_policy="Background"
-        )
+        _delete_job(cluster, job.metadata.name, release.namespace)
     out["uninstall"] = release.uninstall().strip()[-300:]
     out["leftovers"] = leftovers(cluster, release)
     return out

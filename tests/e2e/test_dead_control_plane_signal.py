@@ -48,7 +48,23 @@ def _kill_component(cluster: str, component: str) -> int:
     assert victims, f"no {component} process of {cluster}"
     for p in victims:
         p.kill()
-    psutil.wait_procs(victims, timeout=10)
+
+    def dead(p: psutil.Process) -> bool:
+        try:
+            return p.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    # Dead, not reaped: the run is a subreaper and reaps its components only while it deletes
+    # the cluster, so psutil.wait_procs returned after the run's cleanup, and the signal
+    # always came too late to test anything but the run's own error path.
+    wait_for(
+        f"{component} to die",
+        lambda: all(dead(p) for p in victims),
+        bool,
+        timeout=10,
+        max_interval=0.01,
+    )
     return len(victims)
 
 
