@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_desched.descheduler.metrics import served_names
+from pytest_desched.descheduler.metrics import served_families, served_names
 from pytest_desched.kube import wait_for
 from pytest_desched.proc import free_port
 
@@ -39,16 +39,24 @@ class FamilySettle:
     families: tuple[str, ...] = ()
     since: float | None = None  # when the current set was first seen
     loops: float = 0.0
+    unreadable: str = ""  # why the last scrape could not be parsed, if it could not
 
     def see(self, text: str, now: float) -> bool:
-        fams = tuple(served_names(text)) if text else ()
-        self.loops = _loops(text) if text else 0.0
+        try:
+            fams = tuple(served_names(text)) if text else ()
+            self.loops = _loops(text) if text else 0.0
+        except ValueError as exc:  # not the exposition format: this scrape proves nothing
+            self.unreadable = f"the last scrape is not Prometheus text ({exc or 'unparsable'})"
+            return False
+        self.unreadable = ""
         if fams != self.families or self.since is None:
             self.families, self.since = fams, now
         looped = self.loops >= CYCLES or not any(f.endswith(LOOP_FAMILY) for f in fams)
         return bool(fams) and looped and now - self.since >= self.settle_s
 
     def describe(self) -> str:
+        if self.unreadable:
+            return self.unreadable
         if not self.families:
             return "no descheduler_* family served yet"
         return (
@@ -79,15 +87,16 @@ def _scrape(port: int) -> str | None:
 
 def _loops(text: str) -> float:
     """Finished loops the scrape counts (any loop-duration family, whatever its prefix)."""
-    total = 0.0
-    for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name.split("{", 1)[0].endswith(LOOP_FAMILY + "_count") and value:
-            try:
-                total = max(total, float(value.split()[0]))
-            except ValueError:
-                continue
-    return total
+    return max(
+        (
+            sample.value
+            for name, fam in served_families(text)
+            if name.endswith(LOOP_FAMILY)
+            for sample in fam.samples
+            if sample.name == f"{name}_count"
+        ),
+        default=0.0,
+    )
 
 
 def served_metric_names(

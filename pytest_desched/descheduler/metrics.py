@@ -6,16 +6,18 @@ loop and strategy duration histograms (as sum/count).
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from pytest_desched.providers.jobs import IN_CLUSTER
 
 if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
+
     from pytest_desched.descheduler.rounds import Round
 
-_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 KEEP = (
     "descheduler_pods_evicted_total",
     "descheduler_loop_duration_seconds",
@@ -24,41 +26,49 @@ KEEP = (
 )
 
 
+def served_families(text: str) -> Iterator[tuple[str, Metric]]:
+    """(name as served, family) for each metric family of a /metrics scrape.
+
+    prometheus_client parses the text (quoting and escapes included: a `}` inside a label
+    value is data). It gives counters their OpenMetrics form, though: the family loses its
+    `_total`, and a counter declared without it gets `_total` added to its samples, so
+    v0.36.0's deprecated `descheduler_pods_evicted` and its `descheduler_pods_evicted_total`
+    come out alike. A counter's served name is therefore the one its `# TYPE` line declared
+    (the parser yields exactly one family per such line, in order), and its samples get it
+    back. Raises ValueError on text that is not the Prometheus exposition format.
+    """
+    declared = iter(
+        parts[2].strip('"')
+        for parts in (line.split(None, 3) for line in text.splitlines())
+        if parts[:2] == ["#", "TYPE"] and parts[3:] == ["counter"]
+    )
+    for fam in text_string_to_metric_families(text):
+        if fam.type == "counter":
+            served = next(declared, fam.name)
+            fam.samples = [s._replace(name=served) for s in fam.samples]
+            yield served, fam
+        else:
+            yield fam.name, fam
+
+
 def parse_prometheus(text: str) -> dict[str, list[dict[str, Any]]]:
-    """name -> [{labels..., "value": float}] for the descheduler series we report."""
+    """name -> [{labels..., "value": float}] for the descheduler series we report.
+
+    Histograms as sum/count (no buckets). Raises ValueError on text that is not a scrape.
+    """
     out: dict[str, list[dict[str, Any]]] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
+    for served, fam in served_families(text):
+        if served not in KEEP:
             continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        name = m["name"]
-        base = re.sub(r"_(sum|count|bucket)$", "", name)
-        if base not in KEEP or name.endswith("_bucket"):
-            continue
-        try:
-            value = float(m["value"])
-        except ValueError:
-            continue
-        labels = dict(_LABEL.findall(m["labels"] or ""))
-        out.setdefault(name, []).append({**labels, "value": value})
+        for sample in fam.samples:
+            if not sample.name.endswith("_bucket"):
+                out.setdefault(sample.name, []).append({**sample.labels, "value": sample.value})
     return out
 
 
 def served_names(text: str) -> list[str]:
     """Every `descheduler_*` metric family the process served (what an upgrade must keep)."""
-    names: set[str] = set()
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            parts = line.split()
-            if len(parts) >= 3 and parts[2].startswith("descheduler_"):
-                names.add(parts[2])
-        elif line and not line.startswith("#"):
-            m = _LINE.match(line)
-            if m and m["name"].startswith("descheduler_"):
-                names.add(re.sub(r"_(sum|count|bucket)$", "", m["name"]))
-    return sorted(names)
+    return sorted({name for name, _ in served_families(text) if name.startswith("descheduler_")})
 
 
 def evicted_total(series: dict[str, list[dict[str, Any]]], result: str = "success") -> float:
@@ -88,7 +98,13 @@ def round_metrics(rnd: Round) -> dict[str, Any]:
             f"last: {last}): the one-shot process stopped serving right after its cycle",
         }
     m = ok[-1]
-    series = parse_prometheus(m.last_text)
+    try:
+        series = parse_prometheus(m.last_text)
+    except ValueError as exc:
+        return {
+            "available": False,
+            "why": f"the last of {m.successes} scrapes is not Prometheus text ({exc or 'unparsable'})",
+        }
     scraped = evicted_total(series)
     logged = rnd.result.total_evicted
     # The last scrape can precede the end of the cycle: only a scrape that already counts a
