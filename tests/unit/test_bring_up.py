@@ -41,3 +41,27 @@ def test_a_kubeconfig_counts_as_written_only_when_whole(tmp_path: Path) -> None:
     assert not kubeconfig_written(path)
     path.write_text("apiVersion: v1\nkind: Config\ncurrent-context: kwok-c\n")
     assert kubeconfig_written(path)
+
+
+def test_abandon_does_not_wait_and_no_gated_step_starts_after_it() -> None:
+    """Ctrl-C during kwokctl: the side's imports are not waited for, and it starts no kubelet."""
+    from pytest_desched.providers.embedded.bring_up import Stop
+
+    importing, go_on, ended = threading.Event(), threading.Event(), threading.Event()
+    started: list[str] = []
+
+    def work(stop: Stop) -> str | None:
+        importing.set()
+        go_on.wait(30)  # slow work the caller must not wait for
+        try:
+            return stop.unless_set(lambda: started.append("kubelet") or "kubelet")
+        finally:
+            ended.set()
+
+    side = Beside(work, name="t")
+    assert importing.wait(30)
+    side.abandon()  # returns at once although the side is still busy
+    assert not ended.is_set()
+    go_on.set()
+    assert ended.wait(30)
+    assert started == []

@@ -14,22 +14,42 @@ T = TypeVar("T")
 API_CLASSES = ("CoreV1Api", "AppsV1Api", "BatchV1Api", "PolicyV1Api")
 
 
+class Stop(threading.Event):
+    """Set when the caller is done; `unless_set` runs a step only while it is not, atomically."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._gate = threading.Lock()
+
+    def unless_set(self, step: Callable[[], T]) -> T | None:
+        """`step()` unless the caller is done; once `close()` returned, no step starts."""
+        with self._gate:
+            return None if self.is_set() else step()
+
+    def close(self) -> None:
+        """Set, after any step in flight (`unless_set`) ended."""
+        with self._gate:
+            self.set()
+
+
 class Beside(Generic[T]):
     """Runs `work(stop)` in a daemon thread at once; `stop` is set when the caller is done.
 
     The caller's own work stays in the calling thread, so a Ctrl-C there interrupts it as
     before (a subprocess it waits on is killed); `join` then hands back the side's result, or
-    raises the side's exception in the caller.
+    raises the side's exception in the caller. `abandon` (the caller failed or was
+    interrupted) does not wait for the side's own slow work (imports): it only makes sure
+    no step the side gates with `stop.unless_set` (a process start) begins after it.
     """
 
-    def __init__(self, work: Callable[[threading.Event], T], name: str) -> None:
-        self.stop = threading.Event()
+    def __init__(self, work: Callable[[Stop], T], name: str) -> None:
+        self.stop = Stop()
         self._result: T | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(work,), name=name, daemon=True)
         self._thread.start()
 
-    def _run(self, work: Callable[[threading.Event], T]) -> None:
+    def _run(self, work: Callable[[Stop], T]) -> None:
         try:
             self._result = work(self.stop)
         except BaseException as exc:  # handed to the caller at join
@@ -37,11 +57,15 @@ class Beside(Generic[T]):
 
     def join(self) -> T | None:
         """Tell the side the caller is done, wait for it, and return (or raise) its outcome."""
-        self.stop.set()
+        self.stop.close()
         self._thread.join()
         if self._error is not None:
             raise self._error
         return self._result
+
+    def abandon(self) -> None:
+        """The caller gives up: no gated step starts from now on; the thread is not waited for."""
+        self.stop.close()
 
 
 def preload_api_client() -> None:

@@ -13,7 +13,6 @@ import os
 import shutil
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider
 from pytest_desched.providers.embedded.bring_up import (
     Beside,
+    Stop,
     kubeconfig_written,
     kwokctl_create_args,
     preload_api_client,
@@ -242,8 +242,10 @@ class EmbeddedProvider(Provider):
         try:
             self._create(create)
         except BaseException:  # kwokctl's failure (or Ctrl-C) is the one said
-            with contextlib.suppress(Exception):
-                side.join()
+            # Not joined: the side may be seconds into importing the API client, and a
+            # signal must end the command within 2 s; abandoning it only guarantees that
+            # it starts no kubelet the cluster's deletion could miss.
+            side.abandon()
             raise
         kubelet = side.join()  # the side's own error raises here
         self.timings["control_plane_s"] = time.monotonic() - t1
@@ -295,17 +297,18 @@ class EmbeddedProvider(Provider):
         self.cluster = cluster
         return cluster
 
-    def _beside_kwokctl(self, done: threading.Event) -> subprocess.Popen[bytes] | None:
+    def _beside_kwokctl(self, done: Stop) -> subprocess.Popen[bytes] | None:
         """The other tools, the API client's imports, and the stand-in kubelet's start (its
         Python and imports) once kwokctl wrote the kubeconfig; the kubelet retries until the
-        API server answers. None: kwokctl ended first (start() then starts the kubelet)."""
+        API server answers. None: kwokctl ended first (start() then starts the kubelet, or,
+        when it failed or was interrupted, none is started: the deletion cannot miss one)."""
         self.toolchain.ensure(["kubectl", "helm"])  # as before: resolved, or built
         preload_api_client()
         kubeconfig = self.cluster_dir / "kubeconfig.yaml"
         while not kubeconfig_written(kubeconfig):
             if done.wait(0.02):  # kwokctl ended: its outcome decides in start()
                 return None
-        return self._start_kubelet(self.toolchain.path("descheduler"))
+        return done.unless_set(lambda: self._start_kubelet(self.toolchain.path("descheduler")))
 
     def _create(self, create: list[str]) -> None:
         """`kwokctl create cluster`; ProviderError with the components' last log lines."""
@@ -507,7 +510,9 @@ def delete_cluster(
             with contextlib.suppress(psutil.Error):
                 component.send_signal(signal.SIGKILL)
                 killed.append(pid)
-        _wait_exited(pids, name, report)
+        # Only those killed: a pid file's pid recycled by another process is not waited on
+        # (it made a deletion wait the whole timeout for a process that was never ours).
+        _wait_exited(killed, name, report)
         pids = []
         if not killed:
             break
