@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--timeout", type=float, default=600, help="restore and round, each")
+    ap.add_argument("--client-qps", default=None, help="the descheduler's API client QPS")
+    ap.add_argument("--client-burst", default=None, help="the descheduler's API client burst")
     args = ap.parse_args(argv)
 
     from pytest_desched import build_config
@@ -163,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             report=log,
             round_timeout=args.timeout,
             restore_timeout=args.timeout,
+            client={"qps": args.client_qps, "burst": args.client_burst},
         )
     wall = time.monotonic() - w0
     t = result.timings
@@ -201,10 +204,12 @@ def main(argv: list[str] | None = None) -> int:
             "restore_parts": result.restore.get("timings"),
             "round (Job created -> finished)": t.get("replay.round1"),
             "descheduler cycle (its own log)": _cycle_seconds(log_text),
+            "descheduler client-side throttling waits": log_text.count("client-side throttling"),
             "log parse (again, alone)": round(t_parse, 3),
             "aftermath (replacements)": t.get("replay.round1.aftermath"),
             "replay() wall, teardown included": round(wall, 2),
         },
+        "descheduler_client": result.client or "its own limits",
         "round": {
             "by_fate": rnd.by_fate,
             "total_evicted": rnd.total_evicted,

@@ -1,12 +1,15 @@
-"""The one bound on K, the number of descheduling cycles a run or a replay may ask for.
+"""Numeric bounds a user gives on the command line, each checked by one rule before anything
+changes (a one-line ConfigError, exit 2).
 
-`desched run --cycles K` (K Jobs from the suspended CronJob) and `desched replay --rounds K`
-(K rounds on the restored snapshot) are the same thing to a user, so one rule checks both,
-before anything changes. Ground floor: imports only `errors`.
+K, the number of descheduling cycles: `desched run --cycles K` (K Jobs from the suspended
+CronJob) and `desched replay --rounds K` (K rounds on the restored snapshot) are the same thing
+to a user. The descheduler's client rate limits a replay may set (`--client-qps`,
+`--client-burst`: its `--client-connection-qps/-burst`). Ground floor: imports only `errors`.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pytest_desched.errors import ConfigError
@@ -30,3 +33,39 @@ def check_cycles(value: Any, name: str = "cycles") -> int:
             "(each is one descheduling cycle)"
         )
     return k
+
+
+# The descheduler's API client: what a replay may set in place of its own limits (unset, its
+# client-go defaults apply: 5 requests/s, burst 10).
+MAX_CLIENT_QPS, MAX_CLIENT_BURST = 10_000, 100_000
+CLIENT_FLAGS = {"qps": "client-connection-qps", "burst": "client-connection-burst"}
+
+
+def check_client_rate(qps: Any = None, burst: Any = None) -> dict[str, float | int]:
+    """`--client-qps` (a number in (0, 10000]) and `--client-burst` (an integer in 1..100000),
+    as given: {} when neither is, else the ones given. A one-line ConfigError otherwise."""
+    out: dict[str, float | int] = {}
+    if qps is not None:
+        try:
+            q = float(qps) if not isinstance(qps, bool) else math.nan
+        except (TypeError, ValueError):
+            q = math.nan
+        if not (math.isfinite(q) and 0 < q <= MAX_CLIENT_QPS):
+            raise ConfigError(
+                f"--client-qps {qps!r}: give requests per second, a number above 0 and at most "
+                f"{MAX_CLIENT_QPS} (the descheduler's --client-connection-qps)"
+            )
+        out["qps"] = int(q) if q.is_integer() else q
+    if burst is not None:
+        ok = not isinstance(burst, bool) and isinstance(burst, int | str)
+        try:
+            b = int(burst) if ok else 0
+        except ValueError:
+            b = 0
+        if not 1 <= b <= MAX_CLIENT_BURST:
+            raise ConfigError(
+                f"--client-burst {burst!r}: give an integer from 1 to {MAX_CLIENT_BURST} "
+                "(the descheduler's --client-connection-burst)"
+            )
+        out["burst"] = b
+    return out

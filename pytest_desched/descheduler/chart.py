@@ -161,6 +161,12 @@ class Release:
             return list(self.set_flags)
         return [f for k, v in LAB_CMD_OPTIONS.items() for f in ("--set", f"cmdOptions.{k}={v}")]
 
+    def add_cmd_options(self, options: Mapping[str, Any]) -> None:
+        """More descheduler flags (`cmdOptions.KEY=VALUE`) over the lab's, from the next render
+        on (a replay's `--client-qps`: the caller records them)."""
+        extra = [f for k, v in options.items() for f in ("--set", f"cmdOptions.{k}={v}")]
+        self.set_flags = (*self._set_flags(), *extra)
+
     def _flags(self, values_files: list[Path], dry_run: bool) -> list[str]:
         flags = ["--namespace", self.namespace]
         for vf in values_files:

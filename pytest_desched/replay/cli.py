@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_cycles
+from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import say
@@ -172,6 +172,7 @@ def _timeline_replay(args: argparse.Namespace) -> int:
             report=say,
             resume=resume,
             checked=checked,
+            client=args.client,
         )
 
     return _finish(args, one)
@@ -230,6 +231,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if isinstance(args.repeat, bool) or not 1 <= args.repeat <= 100:
         raise ConfigError(f"--repeat {args.repeat}: an integer from 1 to 100")
     args.rounds = check_cycles(args.rounds, "--rounds")  # K in 1..50, as --cycles
+    args.client = check_client_rate(args.client_qps, args.client_burst)
+    if args.client and (args.from_log or args.from_record):
+        raise ConfigError(
+            "--client-qps and --client-burst set the replayed descheduler's API client: they "
+            "need a replay on a cluster (a snapshot file or --timeline), not --from-log/--from-record"
+        )
     if args.timeline:
         return _timeline_replay(args)
     if args.speed is not None or args.pause_at is not None or args.every is not None:
@@ -258,6 +265,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             config=config,
             report=say,
             ages=args.ages,
+            client=args.client,
         )
 
     return _finish(args, one)
@@ -316,6 +324,18 @@ def add_parsers(sub: Any) -> None:
     )
     r.add_argument("--every", default=None, metavar="D", help="round cadence in window time")
     r.add_argument("--repeat", type=int, default=1, metavar="N", help="N fresh replays, compared")
+    r.add_argument(
+        "--client-qps",
+        default=None,
+        metavar="Q",
+        help="the descheduler's API client requests/s (default: its own, 5); recorded",
+    )
+    r.add_argument(
+        "--client-burst",
+        default=None,
+        metavar="B",
+        help="the descheduler's API client burst (default: its own, 10); recorded",
+    )
     r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
     r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")
     add_output(r, default="md", output_file=True, legacy_file=True, aliases={"--format": None})

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.bounds import check_cycles
+from pytest_desched.bounds import CLIENT_FLAGS, check_client_rate, check_cycles
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
@@ -63,6 +63,7 @@ class ReplayResult:
     artifacts: dict[str, str] = field(default_factory=dict)
     chart: dict[str, Any] = field(default_factory=dict)  # the release's chart (evidence())
     timeline: dict[str, Any] = field(default_factory=dict)  # a timeline replay's own facts
+    client: dict[str, Any] = field(default_factory=dict)  # --client-qps/--client-burst given
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -120,6 +121,7 @@ class _Inputs:
     rounds: int
     incident_log: str | None
     incident_version: str | None
+    client: dict[str, float | int] = field(default_factory=dict)
 
 
 def check_inputs(
@@ -130,6 +132,7 @@ def check_inputs(
     log: str | Path | None,
     max_rounds: int | None = None,
     source: str | None = None,
+    client: dict[str, Any] | None = None,
 ) -> _Inputs:
     """Everything a replay needs, checked; ConfigError/PolicyError before any change.
 
@@ -147,6 +150,7 @@ def check_inputs(
     else:
         path = Path(snapshot_path)
         snap = Snapshot.load(path)
+    client_rate = check_client_rate(**(client or {}))
     if max_rounds is None:
         rounds = check_cycles(rounds, "rounds")
     elif not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
@@ -173,7 +177,15 @@ def check_inputs(
         )
     pol.validate(version if version and not candidate else None)
     return _Inputs(
-        snap, path, pol, version, candidate, rounds, text, snap.descheduler_version or version
+        snap,
+        path,
+        pol,
+        version,
+        candidate,
+        rounds,
+        text,
+        snap.descheduler_version or version,
+        client_rate,
     )
 
 
@@ -196,6 +208,7 @@ def replay(
     after_round: AfterRound | None = None,
     finish: Finish | None = None,
     dry_run: bool = False,
+    client: dict[str, Any] | None = None,
 ) -> ReplayResult:
     """Replay a snapshot; see the module docstring. Usable without pytest.
 
@@ -206,13 +219,15 @@ def replay(
     changes, `replay.timeline_run`); what it returns joins that round's `extra`, and so
     does what `after_round(i, round, fates)` returns; `finish()` runs after the last round,
     before the cluster goes, and its answer is `result.timeline`. `dry_run=True` runs the
-    rounds in dry run (the dry-run half of `desched fidelity snapshot.yaml`).
+    rounds in dry run (the dry-run half of `desched fidelity snapshot.yaml`). `client`
+    ({"qps": Q, "burst": B}, either or both) sets the descheduler's API client limits in place
+    of its own defaults: a replay option, recorded in the result and the ledger.
     """
     from pytest_desched.config import build_config
     from pytest_desched.session import DeschedSession
 
     t0 = time.monotonic()
-    inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source)
+    inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source, client)
     from pytest_desched.replay.plan import AGES
 
     if ages not in AGES:
@@ -273,6 +288,8 @@ def _run(
     cluster, release = session.cluster, session.release
     timings: dict[str, float] = {}
     release.values.update(runner_values())  # round pods on the runner node, nowhere else
+    if inp.client:  # the user's replay option, never a silent change: recorded below
+        release.add_cmd_options({CLIENT_FLAGS[k]: v for k, v in inp.client.items()})
     with session.phase("replay.apply_policy"):
         release.apply_policy(inp.policy, dry_run=dry_run)
     with session.phase("replay.restore"):
@@ -281,7 +298,7 @@ def _run(
         )
     version = release.descheduler_version
     rows = _rows(inp.snap, restored)
-    ledger = Ledger("replay", version, list(rows.values()))
+    ledger = Ledger("replay", version, list(rows.values()), notes=[client_note(inp.client)])
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
     for i in range(1, inp.rounds + 1):
@@ -367,7 +384,18 @@ def _run(
         notes=notes,
         chart=release.chart.evidence(),
         timeline=timeline,
+        client={**inp.client, "flags": {CLIENT_FLAGS[k]: v for k, v in inp.client.items()}}
+        if inp.client
+        else {},
     )
+
+
+def client_note(client: dict[str, Any]) -> str:
+    """The ledger's line on the descheduler's API client limits: the user's, or its own."""
+    if not client:
+        return "descheduler API client: its own limits (no --client-qps/--client-burst)"
+    given = ", ".join(f"--{CLIENT_FLAGS[k]}={v}" for k, v in client.items())
+    return f"descheduler API client: {given} (replay option --client-qps/--client-burst)"
 
 
 def _drift(restored: Any) -> float | None:

@@ -275,6 +275,7 @@ def replay_timeline(
     resume: Resume | None = None,
     round_timeout: float = 300,
     checked: tuple[Timeline, dict[str, Any]] | None = None,
+    client: dict[str, Any] | None = None,
 ) -> Any:
     """Replay a timeline file (see the module docstring); returns the engine's ReplayResult
     with `timeline` filled and each eviction's `at_s` in the ledger."""
@@ -296,6 +297,7 @@ def replay_timeline(
             finish=driver.finish,
             max_rounds=MAX_TIMELINE_ROUNDS,
             source=str(path),
+            client=client,
         )
     finally:
         driver.clock.stop()  # a failed round: the change thread ends with the replay
