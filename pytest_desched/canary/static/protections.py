@@ -8,13 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.static.difference import Path_, _leaf_pairs
-from pytest_desched.descheduler.policy.lint import DEPRECATED_EVICTOR_BOOLEANS
+from pytest_desched.descheduler.policy.lint import DEPRECATED_EVICTOR_BOOLEANS, go_seconds
 
 _EVICT_FLAGS = {k for k, (f, _) in DEPRECATED_EVICTOR_BOOLEANS.items() if f == "defaultDisabled"}
 _IGNORE_FLAGS = {k for k, (f, _) in DEPRECATED_EVICTOR_BOOLEANS.items() if f == "extraEnabled"}
 _CAPS = ("maxNoOfPodsToEvictPerNode", "maxNoOfPodsToEvictPerNamespace", "maxNoOfPodsToEvictTotal")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
-_UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600}
 
 
 def _num(v: Any) -> float | None:
@@ -27,10 +25,7 @@ def _seconds(v: Any) -> float | None:
         return 0.0
     if _num(v) is not None:
         return _num(v)
-    parts = _DURATION.findall(str(v))
-    if not parts or "".join(n + u for n, u in parts) != str(v):
-        return None
-    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+    return go_seconds(str(v))
 
 
 def _as_list(v: Any) -> list[Any]:
