@@ -340,6 +340,7 @@ class _Parser:
             "node": _node(rec.get("node")) or (cand.node if cand else None),
             "strategy": cand.strategy if cand else self.plugin,
         }
+        reason: str | None
         if err in self.table.limit_errors:
             reason = self.table.limit_errors[err]
             message = f"{err} (limit={rec.get('limit')})"

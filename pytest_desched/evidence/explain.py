@@ -99,7 +99,8 @@ def load(path: str | Path) -> dict[str, Any]:
     if "round_name" in data:
         entry = _entry_of_record(data, 1)
         return {"source": str(p), "experiment": data.get("experiment"), "cycles": [entry]}
-    led = data.get("ledger") if isinstance(data.get("ledger"), Mapping) else data
+    ledger = data.get("ledger")
+    led: Mapping[str, Any] = ledger if isinstance(ledger, Mapping) else data
     if isinstance(led.get("rows"), list):
         from pytest_desched.evidence.loops import cycles_from_ledger, detect
 

@@ -471,7 +471,7 @@ def canary_context(canary: Mapping[str, Any]) -> dict[str, Any]:
     rounds = []
     for i, rd in enumerate(canary.get("rounds") or []):
         bf, cf = rd.get("baseline") or {}, rd.get("candidate") or {}
-        figures = [
+        figures: list[dict[str, Any]] = [
             {
                 "key": key,
                 "label": label,

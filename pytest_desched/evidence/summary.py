@@ -125,8 +125,9 @@ def summary_line(record_or_experiment_result: Mapping[str, Any]) -> str:
     outcome = str(d.get("outcome") or "-")
     outcome = _OUTCOMES.get(outcome.lower(), outcome.upper())
     evictions = sum(int(r.get("evictions") or 0) for r in rounds)
-    totals = [(r.get("caps") or {}).get("total") for r in rounds]
-    cap = "-" if any(t is None for t in totals) else str(sum(totals))
+    totals: list[int | None] = [(r.get("caps") or {}).get("total") for r in rounds]
+    known = [t for t in totals if t is not None]
+    cap = str(sum(known)) if len(known) == len(totals) else "-"
     layer = rounds[-1].get("deciding_layer") or rounds[-1].get("verdict") or "none"
     latencies = [r.get("replacement_ready_latency_s") for r in rounds]
     ready = next((x for x in reversed(latencies) if x is not None), None)

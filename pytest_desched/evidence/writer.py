@@ -122,8 +122,12 @@ class EvidenceWriter:
             compact = json.dumps(data, separators=(",", ":"))
             budget = cap - 200
             while True:
-                wrapper = {"truncated": True, "original_bytes": size, "max_bytes": cap}
-                wrapper["content"] = _cap(compact, max(budget, 0))
+                wrapper: dict[str, Any] = {
+                    "truncated": True,
+                    "original_bytes": size,
+                    "max_bytes": cap,
+                    "content": _cap(compact, max(budget, 0)),
+                }
                 text = json.dumps(wrapper) + "\n"
                 excess = len(text.encode()) - cap
                 if excess <= 0 or budget <= 0:

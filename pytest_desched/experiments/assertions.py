@@ -290,7 +290,7 @@ def skew(
     elsewhere = []
     pods = snapshot.of(workload)
     for p in pods:
-        if p.node in domains:
+        if p.node is not None and p.node in domains:
             counts[domains[p.node]] += 1
         else:
             elsewhere.append((p.name, p.node))

@@ -113,7 +113,12 @@ def drive(
     ]
     if assess:
         steps.append(("assess", exp.assess))
-        steps.append(("cycles", lambda: (run_cycles(r, exp), r.check_no_rollout())))
+
+        def cycles() -> None:
+            run_cycles(r, exp)
+            r.check_no_rollout()
+
+        steps.append(("cycles", cycles))
     if before_record is not None:
         steps.append(("before_record", before_record))
     steps += [

@@ -60,9 +60,10 @@ def _api_message(exc: ApiException) -> tuple[str, str]:
     return obj, str(body.get("message") or "")[:300]
 
 
-def _ignore_404(fn: Callable[[], Any]) -> Any:
+def _ignore_404(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """fn(*args, **kwargs), or None when the object is already gone (404)."""
     try:
-        return fn()
+        return fn(*args, **kwargs)
     except ApiException as exc:
         if exc.status != 404:
             raise

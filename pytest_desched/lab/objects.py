@@ -182,9 +182,7 @@ class ObjectSteps(NodeSteps):
 
                     if (
                         _ignore_404(
-                            lambda pc=pc: client.SchedulingV1Api(
-                                self.cluster.api_client
-                            ).read_priority_class(pc)
+                            client.SchedulingV1Api(self.cluster.api_client).read_priority_class, pc
                         )
                         is None
                     ):

@@ -48,12 +48,7 @@ class TeardownSteps(LabBase):
                     "unschedulable": spec["unschedulable"] or None,
                 }
             }
-            if (
-                _ignore_404(
-                    lambda node=node, patch=patch: self.cluster.core.patch_node(node, patch)
-                )
-                is None
-            ):
+            if _ignore_404(self.cluster.core.patch_node, node, patch) is None:
                 continue
             want = {t["key"] for t in spec["taints"]}
             cordoned = spec["unschedulable"]
@@ -61,14 +56,10 @@ class TeardownSteps(LabBase):
             def keys(node: str = node) -> set[str]:
                 return {t.key for t in self.cluster.core.read_node(node).spec.taints or []}
 
-            wait_for(
-                f"node {node} back to taints {sorted(want)}",
-                keys,
-                lambda have, want=want, cordoned=cordoned: (
-                    have >= want if cordoned else have == want
-                ),
-                self.timeout,
-            )
+            def back(have: set[str], want: set[str] = want, cordoned: bool = cordoned) -> bool:
+                return have >= want if cordoned else have == want
+
+            wait_for(f"node {node} back to taints {sorted(want)}", keys, back, self.timeout)
             restored.append(node)
         return sorted(set(restored))
 
@@ -83,12 +74,10 @@ class TeardownSteps(LabBase):
         """
         mine = ([self.namespace] if self.created_namespace else []) + list(self._extra_namespaces)
         for ns in mine:
-            _ignore_404(lambda ns=ns: self.cluster.core.delete_namespace(ns))
+            _ignore_404(self.cluster.core.delete_namespace, ns)
         for ns in mine:
             _ignore_404(
-                lambda ns=ns: self.cluster.core.delete_collection_namespaced_pod(
-                    ns, grace_period_seconds=0
-                )
+                self.cluster.core.delete_collection_namespaced_pod, ns, grace_period_seconds=0
             )
         self.cluster.namespace_reaper.hand_over(mine)
         self.created_namespace = False
@@ -108,11 +97,7 @@ class TeardownSteps(LabBase):
         for ns in mine:
             for group, method in _CONTROLLERS:
                 api = getattr(self.cluster, group)
-                _ignore_404(
-                    lambda api=api, method=method, ns=ns: getattr(api, method)(
-                        ns, propagation_policy="Background"
-                    )
-                )
+                _ignore_404(getattr(api, method), ns, propagation_policy="Background")
 
         def pods_left() -> list[str]:
             names = []
@@ -129,12 +114,12 @@ class TeardownSteps(LabBase):
         with contextlib.suppress(WaitTimeout):
             wait_for("lab pods gone", pods_left, lambda names: not names, self.pod_settle_s)
         for ns in mine:
-            _ignore_404(lambda ns=ns: self.cluster.core.delete_namespace(ns))
+            _ignore_404(self.cluster.core.delete_namespace, ns)
 
         def left() -> dict[str, list[str]]:
             out: dict[str, list[str]] = {}
             for ns in mine:
-                if _ignore_404(lambda ns=ns: self.cluster.core.read_namespace(ns)) is None:
+                if _ignore_404(self.cluster.core.read_namespace, ns) is None:
                     continue
                 pods = self.cluster.core.list_namespaced_pod(ns).items
                 if pods:  # without grace: no kubelet honours it, the namespace waits for them
@@ -160,14 +145,12 @@ class TeardownSteps(LabBase):
         sched = client.SchedulingV1Api(self.cluster.api_client)
         pvs = [name for kind, _, name in self._objects if kind == "PersistentVolume"]
         for name in pvs:
-            _ignore_404(lambda name=name: self.cluster.core.delete_persistent_volume(name))
+            _ignore_404(self.cluster.core.delete_persistent_volume, name)
         if pvs:
             wait_for(
                 f"PersistentVolumes {pvs} deleted",
                 lambda: [
-                    n
-                    for n in pvs
-                    if _ignore_404(lambda n=n: self.cluster.core.read_persistent_volume(n))
+                    n for n in pvs if _ignore_404(self.cluster.core.read_persistent_volume, n)
                 ],
                 lambda remaining: not remaining,
                 timeout,
@@ -175,7 +158,7 @@ class TeardownSteps(LabBase):
             gone += [f"PersistentVolume/{n}" for n in pvs]
         for kind, _, name in self._objects:
             if kind == "PriorityClass":
-                _ignore_404(lambda name=name: sched.delete_priority_class(name))
+                _ignore_404(sched.delete_priority_class, name)
                 gone.append(f"PriorityClass/{name}")
         self._objects = [o for o in self._objects if o[1] is not None]
         return gone

@@ -6,7 +6,7 @@ value is a `pytest.UsageError` before any fixture runs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -39,10 +39,13 @@ def add_options(parser: pytest.Parser) -> None:
             kw["default"] = None  # unset, so an explicit value always beats the env var
         group.addoption(flag, dest=_dest(flag), **kw)
         switch, many = kw.get("action") == "store_true", kw.get("action") == "append"
+        ini_type: Literal["bool", "paths", "string"] = (
+            "bool" if switch else "paths" if many else "string"
+        )
         parser.addini(  # a list option's files: one per line, relative to the ini file
             ini_key(flag),
             f"{kw['help'].partition(' [env')[0]} (flag {flag}, env {env} win over it)",
-            type="bool" if switch else "paths" if many else "string",
+            type=ini_type,
             default=False if switch else [] if many else "",
         )
 

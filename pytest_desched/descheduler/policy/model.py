@@ -284,7 +284,7 @@ class Policy:
 
     @property
     def profile_names(self) -> list[str]:
-        return [p.get("name") for p in self._doc.get("profiles") or [] if isinstance(p, dict)]
+        return [str(p.get("name")) for p in self._doc.get("profiles") or [] if isinstance(p, dict)]
 
     def _profile(self, profile: str | int | None) -> dict[str, Any]:
         profiles = [p for p in self._doc.get("profiles") or [] if isinstance(p, dict)]
@@ -322,7 +322,7 @@ class Policy:
         """
         name = self._profile(profile).get("name")
         profiles = self.effective(version).get("profiles") or []
-        prof = next((p for p in profiles if p.get("name") == name), {})
+        prof: dict[str, Any] = next((p for p in profiles if p.get("name") == name), {})
         plugins = prof.get("plugins") or {}
         return {
             ep: list((plugins.get(ep) or {}).get("enabled") or [])

@@ -122,9 +122,14 @@ class Faults:
         self.hold_create_lock()
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+        def still_running() -> bool:
+            _reap([pid])  # a killed component adopted by this subreaper is a zombie until reaped
+            return _running(pid)
+
         wait_for(
             f"{component} (pid {pid}) to exit after SIGKILL",
-            lambda: (_reap([pid]), _running(pid))[1],
+            still_running,
             lambda alive: not alive,
             timeout=10,
             max_interval=0.02,
@@ -530,7 +535,8 @@ class Trigger:
             ):
                 with attempt:
                     hit = probe()
-                if not attempt.retry_state.outcome.failed:
+                outcome = attempt.retry_state.outcome
+                if outcome is not None and not outcome.failed:
                     attempt.retry_state.set_result(hit)
         except RetryError:
             hit = False
