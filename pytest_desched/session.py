@@ -80,6 +80,8 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows
         self.report_entries: list[dict[str, Any]] = []
         self._views_ahead: ViewsAhead | None = None  # their charts, drawn as they come
+        # experiment label -> (its entry's index in the report, its rounds' names in order)
+        self._rounds_written: dict[str, tuple[int, list[str]]] = {}
 
     # -- phases --------------------------------------------------------------------------
     @contextmanager
@@ -251,6 +253,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             from pytest_desched.evidence.writer import EvidenceWriter
 
             self._evidence = EvidenceWriter(self.config.artifacts, self.redactor)
+            self._evidence.on_round = self._round_written  # its charts drawn ahead
         return self._evidence
 
     @property

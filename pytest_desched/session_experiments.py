@@ -134,6 +134,23 @@ class SessionExperiments:
             self.info["redactor"].register_namespace(name)
         return name
 
+    def _round_written(self, data: dict[str, Any]) -> None:
+        """A round record was written (redacted): its charts are drawn now, in the background,
+        at its place in the report: the next entry, after its experiment's earlier rounds."""
+        index, rounds = self._rounds_written.setdefault(
+            str(data.get("experiment")), (len(self.report_entries), [])
+        )  # a record rewritten later (a fidelity real half) keeps its first place
+        name = str(data.get("round_name"))
+        if name not in rounds:
+            rounds.append(name)
+        try:
+            from pytest_desched.evidence.views_ahead import ViewsAhead
+
+            self._views_ahead = self._views_ahead or ViewsAhead()
+            self._views_ahead.submit_round(index, rounds.index(name), data)
+        except Exception:  # drawn at close() instead, where a failure is said
+            pass
+
     def _record_result(self, result: ExperimentResult, name: str) -> None:
         entry = {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
         self.report_entries.append(entry)  # the HTML report's input, written at close()

@@ -75,12 +75,7 @@ def _svg(fig: Any, salt: str) -> Markup:
 
 
 def _figure(height: float) -> tuple[Any, Any]:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, height))
+    fig, ax = _figure_module().subplots(figsize=(7.5, height))
     ax.spines[["top", "right"]].set_visible(False)
     return fig, ax
 
@@ -330,21 +325,52 @@ def _environment() -> Any:
     return env
 
 
-def _round_view(rec: Mapping[str, Any], salt: str) -> dict[str, Any]:
-    """What the template needs of one round record, charts included."""
+def warm_up() -> None:
+    """Import matplotlib (about 1 s) ahead of the first chart: a background thread's job."""
+    _figure_module()
+
+
+def _figure_module() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+CHART_INPUTS = ("distribution_before", "distribution_after", "timeline", "pdb_series")
+CHART_INPUTS += ("started_s", "ended_s")
+
+
+def chart_key(rec: Mapping[str, Any]) -> str:
+    """What a round's charts are drawn from: charts drawn ahead are reused only on the same."""
+    return json.dumps([rec.get(k) for k in CHART_INPUTS], sort_keys=True, default=str)
+
+
+def round_charts(rec: Mapping[str, Any], salt: str) -> dict[str, Markup]:
+    """One round record's three charts (distribution, timeline, PDB) as inline SVG."""
+    with _PYPLOT:
+        return {
+            "distribution_svg": distribution_chart(
+                rec.get("distribution_before") or {}, rec.get("distribution_after") or {}, salt
+            ),
+            "timeline_svg": timeline_chart(
+                rec.get("timeline") or [], (rec.get("started_s"), rec.get("ended_s")), salt
+            ),
+            "pdb_svg": pdb_chart(rec.get("pdb_series") or [], salt),
+        }
+
+
+def _round_view(
+    rec: Mapping[str, Any], salt: str, charts: Mapping[str, Markup] | None = None
+) -> dict[str, Any]:
+    """What the template needs of one round record, charts included (drawn now if not given)."""
     timeline = rec.get("timeline") or []
     series = rec.get("pdb_series") or []
-    with _PYPLOT:
-        dist = distribution_chart(
-            rec.get("distribution_before") or {}, rec.get("distribution_after") or {}, salt
-        )
-        spans = timeline_chart(timeline, (rec.get("started_s"), rec.get("ended_s")), salt)
-        pdb = pdb_chart(series, salt)
     return {
         "rec": rec,
-        "distribution_svg": dist,
-        "timeline_svg": spans,
-        "pdb_svg": pdb,
+        **(charts if charts is not None else round_charts(rec, salt)),
         "requests": [e for e in timeline if e.get("what") == "eviction-request"],
         "pdb_min_allowed": min((s["disruptionsAllowed"] for s in series), default=None),
         "pdb_min_healthy": min((s["currentHealthy"] for s in series), default=None),

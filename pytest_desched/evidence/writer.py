@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
@@ -75,6 +76,8 @@ class EvidenceWriter:
         self.root = Path(root)
         self.redactor = redactor or Redactor.disabled()
         self.max_bytes = max_bytes
+        # Told each round record as written, redacted (the session draws its charts ahead).
+        self.on_round: Callable[[dict[str, Any]], None] | None = None
 
     def path_for(self, experiment: str, name: str) -> Path:
         """Where `name` lands; names are redacted too (they can carry node names)."""
@@ -92,6 +95,8 @@ class EvidenceWriter:
         self._write(base.with_name(base.name + ".json"), json.dumps(data, indent=2) + "\n")
         # Built from the redacted data; redacting twice is not idempotent, scrubbing is.
         self._write(base.with_name(base.name + ".txt"), scrub_secrets(summary_text(data)))
+        if self.on_round is not None:
+            self.on_round(data)
         return base.with_name(base.name + ".json")
 
     def write_text(

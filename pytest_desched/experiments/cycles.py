@@ -150,11 +150,18 @@ def run_cycles(runner: Runner, exp: Experiment) -> None:
         exp.between_cycles(n)
         runner.stop_recording()  # the previous cycle's watches: each cycle has its own
         t0 = time.monotonic()
+        # The Job controller's verdict on a cycle's Job comes up to its 1 s batch after the
+        # pod exited. Read it for cycle n-2 before cycle n, not at once (by then it is there
+        # and nothing waits): the CronJob keeps the 3 newest finished Jobs, so cycle n-2's
+        # Job is still there (cycle n+1's would push it out).
+        for view in runner.views[: max(0, n - 2)]:
+            view.rnd.settle(ctx.cluster)
         view = runner.run_round(f"{base}-c{n}")
         after, ok, note = settle(runner, view.before, ctx.recovery_timeout)
-        view.rnd.settle(ctx.cluster)  # before a later cycle's Job pushes it out of the history
         entries.append(observe(n, view, after, ok, note))
         result.timings[f"cycle_{n}"] = round(time.monotonic() - t0, 3)
+    for view in runner.views:  # the last cycles' verdicts (record() reads them too)
+        view.rnd.settle(ctx.cluster)
     verdict = detect(cycles_from_records(entries))
     result.cycles = entries
     result.loops = verdict.to_dict()
