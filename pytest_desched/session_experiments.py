@@ -16,6 +16,7 @@ from pytest_desched.errors import ConfigError
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
+    from pytest_desched.evidence.views_ahead import ViewsAhead
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
 
 
@@ -64,6 +65,7 @@ class SessionExperiments:
         if not isinstance(no_loop, bool):
             raise ConfigError(f"no_loop {no_loop!r}: give true or false")
 
+        self._start_views_ahead()  # matplotlib's import (~1 s) while the experiment runs
         # defer_release: the caller sets `prepare_release` (run_concurrently installs the
         # releases while the labs are arranged); nothing reads ctx.release before it ran.
         rel = None if defer_release else (release or self.release)
@@ -134,6 +136,16 @@ class SessionExperiments:
             self.info["redactor"].register_namespace(name)
         return name
 
+    def _start_views_ahead(self) -> ViewsAhead | None:
+        """The report's background drawer (evidence/views_ahead.py), started once."""
+        try:
+            from pytest_desched.evidence.views_ahead import ViewsAhead
+
+            self._views_ahead = self._views_ahead or ViewsAhead()
+        except Exception:  # drawn at close() instead, where a failure is said
+            return None
+        return self._views_ahead
+
     def _round_written(self, data: dict[str, Any]) -> None:
         """A round record was written (redacted): its charts are drawn now, in the background,
         at its place in the report: the next entry, after its experiment's earlier rounds."""
@@ -143,22 +155,20 @@ class SessionExperiments:
         name = str(data.get("round_name"))
         if name not in rounds:
             rounds.append(name)
+        ahead = self._start_views_ahead()
         try:
-            from pytest_desched.evidence.views_ahead import ViewsAhead
-
-            self._views_ahead = self._views_ahead or ViewsAhead()
-            self._views_ahead.submit_round(index, rounds.index(name), data)
+            if ahead is not None:
+                ahead.submit_round(index, rounds.index(name), data)
         except Exception:  # drawn at close() instead, where a failure is said
             pass
 
     def _record_result(self, result: ExperimentResult, name: str) -> None:
         entry = {"name": result.label, "summary": result.summary(), "rounds": list(result.records)}
         self.report_entries.append(entry)  # the HTML report's input, written at close()
-        try:  # its charts drawn now, beside the next experiment (evidence/views_ahead.py)
-            from pytest_desched.evidence.views_ahead import ViewsAhead
-
-            self._views_ahead = self._views_ahead or ViewsAhead()
-            self._views_ahead.submit(len(self.report_entries) - 1, entry, self.redactor)
+        ahead = self._start_views_ahead()  # its charts drawn now, beside the next experiment
+        try:
+            if ahead is not None:
+                ahead.submit(len(self.report_entries) - 1, entry, self.redactor)
         except Exception:  # drawn at close() instead, where a failure is said
             pass
         for k, v in result.timings.items():
