@@ -339,8 +339,10 @@ def _figure_module() -> Any:
     return plt
 
 
-CHART_INPUTS = ("distribution_before", "distribution_after", "timeline", "pdb_series")
-CHART_INPUTS += ("started_s", "ended_s")
+CHART_INPUTS = (
+    *("distribution_before", "distribution_after", "timeline", "pdb_series"),
+    *("started_s", "ended_s"),
+)
 
 
 def chart_key(rec: Mapping[str, Any]) -> str:
@@ -348,7 +350,7 @@ def chart_key(rec: Mapping[str, Any]) -> str:
     return json.dumps([rec.get(k) for k in CHART_INPUTS], sort_keys=True, default=str)
 
 
-def round_charts(rec: Mapping[str, Any], salt: str) -> dict[str, Markup]:
+def round_charts(rec: Mapping[str, Any], salt: str) -> dict[str, Markup | None]:
     """One round record's three charts (distribution, timeline, PDB) as inline SVG."""
     with _PYPLOT:
         return {
@@ -363,7 +365,7 @@ def round_charts(rec: Mapping[str, Any], salt: str) -> dict[str, Markup]:
 
 
 def _round_view(
-    rec: Mapping[str, Any], salt: str, charts: Mapping[str, Markup] | None = None
+    rec: Mapping[str, Any], salt: str, charts: Mapping[str, Markup | None] | None = None
 ) -> dict[str, Any]:
     """What the template needs of one round record, charts included (drawn now if not given)."""
     timeline = rec.get("timeline") or []
