@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.session_state import SessionState
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -30,7 +31,7 @@ def _user_policy_scope() -> Any:
     )
 
 
-class SessionExperiments:
+class SessionExperiments(SessionState):
     """The experiment half of DeschedSession (its state: config, cluster, release, evidence)."""
 
     def context(
@@ -92,6 +93,7 @@ class SessionExperiments:
         except LabInputError as exc:
             raise ConfigError(str(exc)) from None
         user = self.inputs.policy if policy is None else None
+        label: str | None
         if user is not None:  # the user's own policy, with the same lab deviations
             pol = lab_policy(variant, keep_min_pod_age, base=user)
             label = f"{variant}@{Path(user.source.split(' (')[0]).name}"
@@ -272,8 +274,8 @@ class SessionExperiments:
             for f in futures:
                 f.cancel()
             pool.shutdown(wait=True)
-        for f in installs.values():  # a lane whose release failed to install raises here
-            f.result()
+        for install in installs.values():  # a lane whose release failed to install raises here
+            install.result()
         results = [f.result() for f in futures]
         for (cls, _), result in zip(classes, results, strict=True):
             self._record_result(result, cls.name)

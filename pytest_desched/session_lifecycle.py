@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import api_failure
+from pytest_desched.session_state import SessionState
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster, Provider
 
 
-class SessionLifecycle:
+class SessionLifecycle(SessionState):
     """The closing half of DeschedSession (its state: config, provider, cluster, release)."""
 
     @property
@@ -42,7 +43,9 @@ class SessionLifecycle:
             return None
         from pytest_desched.evidence.report import write_report
 
-        shown = {k: self.info.get(k) for k in ("provider", "server", "chart") if k in self.info}
+        shown: dict[str, Any] = {
+            k: self.info.get(k) for k in ("provider", "server", "chart") if k in self.info
+        }
         ahead, self._views_ahead = self._views_ahead, None
         try:
             with self.phase("report"):
@@ -146,8 +149,9 @@ class SessionLifecycle:
         report = threading.Thread(target=self.write_report, name="desched-report", daemon=True)
         report.start()
         try:
+            cluster = self._cluster  # a release is installed only on a started cluster
             releases = [r for r in (self._release, *self._lane_releases.values()) if r]
-            releases = [r for r in releases if r.installed]
+            releases = [r for r in releases if r.installed and cluster is not None]
             if whole and releases:
                 out["cleanup"] = "interrupted: the release goes with the cluster, deleted whole"
                 releases = []
@@ -155,10 +159,11 @@ class SessionLifecycle:
                 for rel in releases:
                     key = "" if rel is self._release else f".{rel.name}"
                     try:
+                        assert cluster is not None  # releases were kept only with a cluster
                         if keep:
-                            out["emergency_stop" + key] = emergency_stop(self._cluster, rel)
+                            out["emergency_stop" + key] = emergency_stop(cluster, rel)
                         else:
-                            out["cleanup" + key] = cleanup_release(self._cluster, rel)
+                            out["cleanup" + key] = cleanup_release(cluster, rel)
                     except Exception as exc:
                         failed = api_failure(exc)  # gone (refused, timed out) or 5xx
                         if failed is None or not discarded:  # a kept cluster's release: raised

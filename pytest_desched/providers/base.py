@@ -148,6 +148,7 @@ class Provider(ABC):
 
     name: str = "base"
     capabilities: Capabilities  # the provider's row of capabilities.CAPABILITIES
+    keep: bool = False  # stop() leaves what start() made (the session sets it at its end)
 
     @abstractmethod
     def start(self) -> Cluster: ...
