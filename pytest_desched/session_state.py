@@ -39,6 +39,7 @@ class SessionState:
         _lane_releases: dict[str, Release]
         _namespaces_used: set[str]
         _views_ahead: ViewsAhead | None
+        _rounds_written: dict[str, tuple[int, list[str]]]
 
         def phase(self, name: str) -> AbstractContextManager[None]: ...
 
