@@ -102,6 +102,11 @@ def restore_via_etcd(
     return plan
 
 
+# The barrier's poll: two GETs at most this often while the caches fill, so the restore goes
+# on within this much of the moment they are complete (was up to 1 s: wait_for's default).
+SETTLE_POLL_S = 0.2
+
+
 class Barrier:
     """Proof that the controllers' caches hold every restored object, before the hold lifts.
 
@@ -164,16 +169,23 @@ class Barrier:
         ns = self.namespace
 
         def probe() -> list[str]:
+            # Two GETs while the caches fill (most of settle); the list of every PDB, the
+            # costly read for the API server that is busy serving the controllers, only once
+            # both barriers passed (a PDB is observed after its pods reached the cache).
             waiting = []
             rs = kubeapi.get(api, f"/apis/apps/v1/namespaces/{ns}/replicasets/{self.NAME}")
             if ((rs.get("status") or {}).get("observedGeneration") or 0) < 1:
                 waiting.append("the ReplicaSet controller has not reached the last owner yet")
+            own = kubeapi.get(
+                api, f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{self.NAME}"
+            )
+            if ((own.get("status") or {}).get("currentHealthy") or 0) < 1:
+                waiting.append("the pod cache has not reached the last pod yet")
+            if waiting:
+                return waiting
             for pdb in kubeapi.list_all(api, "/apis/policy/v1/poddisruptionbudgets"):
                 st, k = pdb.get("status") or {}, key(pdb)
-                if pdb["metadata"]["name"] == self.NAME and pdb["metadata"]["namespace"] == ns:
-                    if (st.get("currentHealthy") or 0) < 1:
-                        waiting.append("the pod cache has not reached the last pod yet")
-                elif k in pdbs and (st.get("observedGeneration") or 0) < (
+                if k in pdbs and (st.get("observedGeneration") or 0) < (
                     pdb["metadata"].get("generation") or 1
                 ):
                     waiting.append(f"PDB {k} not observed yet")
@@ -186,6 +198,7 @@ class Barrier:
                 lambda w: not w,
                 timeout,
                 describe=lambda w: f"{len(w)} waiting, e.g. {w[:5]}",
+                max_interval=SETTLE_POLL_S,
             )
         except WaitTimeout as exc:
             raise RestoreError(str(exc)) from None
