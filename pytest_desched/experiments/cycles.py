@@ -160,7 +160,7 @@ def run_cycles(runner: Runner, exp: Experiment) -> None:
         after, ok, note = settle(runner, view.before, ctx.recovery_timeout)
         entries.append(observe(n, view, after, ok, note))
         result.timings[f"cycle_{n}"] = round(time.monotonic() - t0, 3)
-    for view in runner.views:  # the last cycles' verdicts (record() reads them too)
+    for view in runner.views if k > len(own) else ():  # the last cycles' verdicts
         view.rnd.settle(ctx.cluster)
     verdict = detect(cycles_from_records(entries))
     result.cycles = entries
