@@ -11,7 +11,8 @@ from pytest_desched.canary.compare import RoundDiff
 from pytest_desched.canary.expectations import NO_ROUND
 from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import CanaryVerdict
-from pytest_desched.evidence.report import prose, write_canary_report
+from pytest_desched.evidence.readable import prose
+from pytest_desched.evidence.report import write_canary_report
 
 FIGURES = (
     ("candidates", "candidates"),

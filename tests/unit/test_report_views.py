@@ -19,11 +19,10 @@ from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import judge
 from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.evidence.readable import human, prose
 from pytest_desched.evidence.report import (
     canary_answer,
     experiments_answer,
-    human,
-    prose,
     render_canary_report,
     render_replay_report,
     render_report,
