@@ -123,6 +123,7 @@ class _Core:
 
 
 WANT = {"lab/a": Expect("n1", True), "lab/b": Expect("n2", True)}
+LAB3 = {f"lab/{x}": Expect("n1", True) for x in "abc"}
 
 
 def test_lab_state_names_missing_moved_and_unready_pods() -> None:
@@ -140,50 +141,89 @@ def test_lab_state_names_missing_moved_and_unready_pods() -> None:
     assert not ok  # a pod being deleted is not there
 
 
-def _fake_descheduler(tmp_path: Path, complete_from: int) -> Path:
-    """A one-shot 'descheduler' (sh builtins only: the probe gives it no PATH) that names pod
-    lab/a on its first runs and lab/a and lab/b from run `complete_from` on (a lost race)."""
+def _fake_descheduler(tmp_path: Path, seq: list[int]) -> Path:
+    """A one-shot 'descheduler' (sh builtins only: the probe gives it no PATH) whose n-th run
+    names the first seq[n-1] of pods lab/a, lab/b, lab/c (the last count repeats): each run
+    loses #1917's race by as much as the test says."""
     count = tmp_path / "runs"
     count.write_text("0\n")
-    a = _line("Evicted pod in dry run mode", pod={"name": "a", "namespace": "lab"}, node="n1")
-    b = _line("Evicted pod in dry run mode", pod={"name": "b", "namespace": "lab"}, node="n2")
+    lines = [
+        _line("Evicted pod in dry run mode", pod={"name": x, "namespace": "lab"}, node="n1")
+        for x in "abc"
+    ]
+    cases = "".join(f"  {i}) k={k};;\n" for i, k in enumerate(seq, 1))
     script = tmp_path / "descheduler"
     script.write_text(
         "#!/bin/sh\n"
         f"read n < {count}\nn=$((n+1))\necho $n > {count}\n"
-        f"echo '{a}'\n"
-        f"if [ \"$n\" -ge {complete_from} ]; then echo '{b}'; fi\n"
+        f"case $n in\n{cases}  *) k={seq[-1]};;\nesac\n"
+        + "".join(f"if [ $k -ge {i} ]; then echo '{ln}'; fi\n" for i, ln in enumerate(lines, 1))
     )
     script.chmod(0o755)
     return script
 
 
+def _settled_lab() -> _Core:
+    return _Core([_pod("lab", x, "n1", True) for x in "abc"])
+
+
 def test_probe_waits_for_the_lab_then_runs_until_a_cycle_is_complete(tmp_path: Path) -> None:
-    """Not a fixed count: the 6th run is the first complete one, and it is the one taken; the
-    probe read the lab until it had settled (a pod missing at first) before the first run."""
-    settled = [_pod("lab", "a", "n1", True), _pod("lab", "b", "n2", True)]
-    core = _Core([settled[0]], [settled[0]], settled)
-    binary = _fake_descheduler(tmp_path, complete_from=6)
-    p = probe(binary, tmp_path / "kc", "policy", "v0.36.0", core, WANT, 2, budget=60)
-    assert core.reads >= 3  # it waited for lab/b
+    """Not a fixed count: the 6th run is the first to name the 3 pods, and it is the one
+    taken; the probe read the lab until it had settled (a pod missing at first)."""
+    first = [_pod("lab", x, "n1", True) for x in "ab"]
+    core = _Core(first, first, [_pod("lab", x, "n1", True) for x in "abc"])
+    binary = _fake_descheduler(tmp_path, [1, 0, 2, 1, 0, 3])
+    p = probe(binary, tmp_path / "kc", "policy", "v0.36.0", core, LAB3, 3, budget=60)
+    assert core.reads >= 3  # it waited for lab/c
     assert p.chosen == 5 and len(p.runs) == 6, p.how
-    assert p.settled is not None and named(p.settled, set(WANT)) == 2
-    assert "named [1, 1, 1, 1, 1, 2] of its 2 pods; run 6 named the 2" in p.how
+    assert p.settled is not None and named(p.settled, set(LAB3)) == 3
+    assert "named [1, 0, 2, 1, 0, 3] of its 3 pods; run 6 named the 3" in p.how
+
+
+def test_probe_takes_the_answer_three_runs_agree_on(tmp_path: Path) -> None:
+    """A complete dry run may name fewer pods than the real run decided (at a PDB with 0
+    disruptions its cap stops the node's walk): 3 runs naming the most any named end it."""
+    binary = _fake_descheduler(tmp_path, [2, 0, 2, 1, 2, 3])
+    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, 3, budget=60)
+    assert len(p.runs) == 5 and p.chosen == 0, p.how
+    assert "named [2, 0, 2, 1, 2] of its 3 pods; 3 runs named 2, the most any named" in p.how
 
 
 def test_probe_gives_up_at_its_time_budget_naming_what_it_saw(tmp_path: Path) -> None:
-    core = _Core([_pod("lab", "a", "n1", True), _pod("lab", "b", "n2", True)])
-    binary = _fake_descheduler(tmp_path, complete_from=10**6)
-    p = probe(binary, tmp_path / "kc", "policy", "v0.36.0", core, WANT, 2, budget=1.5)
-    assert p.chosen is None and p.settled is None and p.runs
-    assert p.how.startswith("no complete dry-run cycle in 2s: on the settled lab (2 of 2 pods")
-    assert "none the 2 the real run decided" in p.how
+    """Every run skipped (named nothing): no answer to take, until the time is up."""
+    binary = _fake_descheduler(tmp_path, [0])
+    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, 3, budget=1.5)
+    assert p.chosen is None and p.settled is None and len(p.runs) > 3
+    assert p.how.startswith("no complete dry-run cycle in 2s: on the settled lab (3 of 3 pods")
+    assert "none the 3 the real run decided, and no count named by 3 runs" in p.how
 
 
 def test_probe_on_a_lab_that_never_settles_says_what_it_saw(tmp_path: Path) -> None:
     core = _Core([_pod("lab", "a", "n1", True)])
-    binary = _fake_descheduler(tmp_path, complete_from=1)
+    binary = _fake_descheduler(tmp_path, [2])
     p = probe(binary, tmp_path / "kc", "p", "v0.36.0", core, WANT, 2, settle_timeout=0.5)
     assert p.chosen is None and p.runs == ()
     assert p.how.startswith(NOT_PROBED) and "missing: lab/b" in p.how
     assert (tmp_path / "runs").read_text() == "0\n"  # no run on an unsettled lab
+
+
+def test_where_the_probe_cannot_run_the_verdict_says_so() -> None:
+    """kind/existing: no local binary beside the cluster. No probe, and the words that go
+    into the verdict (and the dry-run half's notes) name the provider and why."""
+    from pytest_desched.capabilities import CAPABILITIES
+    from pytest_desched.fidelity.engine import _settled
+
+    for provider in ("kind", "existing"):
+        notes: list[str] = []
+        dry = SimpleNamespace(
+            ctx=SimpleNamespace(
+                release=SimpleNamespace(binary=None),
+                cluster=SimpleNamespace(capabilities=CAPABILITIES[provider]),
+            ),
+            views=[object()],
+            result=SimpleNamespace(notes=notes),
+        )
+        fates, how = _settled(dry, 1)  # type: ignore[arg-type]
+        assert fates is None
+        assert how.startswith(f"{NOT_PROBED}: the {provider} provider runs round pods from images")
+        assert notes == [how]
