@@ -207,7 +207,8 @@ def test_up_gives_a_kept_cluster_that_down_deletes(
 ) -> None:
     from kubernetes import client, config
 
-    from pytest_desched.providers.embedded.cluster import delete_cluster, kept_clusters
+    from pytest_desched.providers.embedded.cluster import delete_cluster
+    from pytest_desched.providers.embedded.owners import kept_clusters
 
     cache = desched_toolchain.cache_dir
     root = cache / "clusters"
