@@ -285,12 +285,15 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         `version` picks another descheduler (a tag or commit, built side by side); on
         kind/existing clusters it runs as that version's image or is refused, never as the pin.
         """
-        from pytest_desched.descheduler.chart import Release
+        from pytest_desched.descheduler.chart import Release, check_runs_here
 
         toolchain = self.toolchain_for(version)
         version = toolchain.groups["descheduler"].version
         # The candidate's chart and image go with the candidate's descheduler only.
         cand = self.candidate if toolchain is self.toolchain else None
+        # A candidate other than the pin brings its own image (or says it has none).
+        image_ref = cand.image if cand is not None and not cand.pinned else None
+        published = cand.has_published_image if cand is not None and not cand.pinned else None
         cluster = self.cluster
         with self.phase("install"):
             chart = self.chart(cand)
@@ -298,6 +301,17 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 "release" if name == self.config.release else f"release-{name}"
             )
             wd.mkdir(parents=True, exist_ok=True)
+            binary = None
+            if cluster.capabilities.runs_local_binary:  # the stand-in kubelet runs this binary
+                check_runs_here(  # an image candidate is refused before a build
+                    cluster,
+                    self.toolchain.versions,
+                    version,
+                    image_ref,
+                    published,
+                )
+                binary = toolchain.path("descheduler")
+            users = self.inputs.values_files  # helm coalesces them; the lab's flags go on top
             rel = Release(
                 cluster,
                 chart,
@@ -306,19 +320,15 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 name=name,
                 report=self.report,
                 descheduler_version=version,
+                binary=binary,
+                image_published=published,
+                image_ref=image_ref,
+                toolchain=toolchain,  # the policy checker of this descheduler
+                policycheck_version=toolchain.wanted_version("policycheck"),
+                target_namespace=self.config.namespace,  # the pre-flight's can-i and PDBs
+                values_files=self.inputs.values_paths if users else (),
+                set_flags=self.inputs.set_flags if users else None,
             )
-            if cand is not None and not cand.pinned:
-                rel.image_published = cand.has_published_image
-                rel.image_ref = cand.image
-            rel.toolchain = toolchain  # the policy checker of this descheduler
-            rel.policycheck_version = toolchain.wanted_version("policycheck")
-            if cluster.capabilities.runs_local_binary:  # the stand-in kubelet runs this binary
-                rel.check_version_runs_here()  # an image candidate is refused before a build
-                rel.binary = toolchain.path("descheduler")
-            rel.target_namespace = self.config.namespace  # the pre-flight's can-i and PDBs
-            if self.inputs.values_files:  # helm coalesces them; the lab's flags go on top
-                rel.values_files = self.inputs.values_paths
-                rel.set_flags = self.inputs.set_flags
             self.info.setdefault("chart", chart.evidence())
             if cand is not None:
                 self._record_candidate(toolchain, rel)

@@ -65,9 +65,69 @@ def _write_scrubbed(path: Path, text: str) -> Path:
     return path
 
 
+def check_runs_here(
+    cluster: Cluster,
+    versions: Versions,
+    version: str,
+    image_ref: str | None = None,
+    image_published: bool | None = None,
+) -> None:
+    """A non-pinned version must really run: on kubelet clusters only as a published image.
+
+    Asked before a release is built (and so before its binary is built): an image candidate
+    on a cluster that runs no images is refused first.
+    """
+    caps = cluster.capabilities
+    if image_ref:
+        why = caps.image_refusal(f"image {image_ref}")
+        if why:
+            raise ConfigError(why)
+        return
+    if version == versions.descheduler.version or caps.runs_local_binary:
+        return  # the embedded stand-in kubelet runs the binary built for this version
+    if image_published is False:
+        raise ConfigError(
+            f"descheduler {version} is a local build and has no published "
+            f"image, and {caps.local_binary_gap}: "
+            "run this candidate on the embedded provider (it runs the binary), or give an "
+            "image of it with --desched-candidate image:REPOSITORY:TAG"
+        )
+    if image_published is None and not RELEASE_TAG.fullmatch(version):
+        raise ConfigError(
+            f"descheduler version {version!r} has no published image, and "
+            f"{caps.local_binary_gap}: use a "
+            "released tag (vX.Y.Z, image "
+            f"{versions.descheduler_image.rsplit(':', 1)[0]}:vX.Y.Z) or the embedded "
+            "provider, which runs the binary built from that source"
+        )
+
+
+# What a Release learns and changes while it lives; every other field is an input, given whole
+# at construction and fixed after it (a different input is a different Release).
+LIVE_STATE = frozenset(
+    {
+        "values",
+        "dry_run",
+        "policy",
+        "history",
+        "installed",
+        "cronjob_name",
+        "configmap_name",
+        "preflight",
+        "extra_flags",
+    }
+)
+
+
 @dataclass
 class Release:
-    """The descheduler release in one cluster, moved only along the runbook's steps."""
+    """The descheduler release in one cluster, moved only along the runbook's steps.
+
+    Built whole: the inputs (cluster, chart, the descheduler under test, its checker, the
+    user's values) are given at construction and cannot be set afterwards; the live state
+    (LIVE_STATE: what is installed, with which policy, the chart's defaults, the history)
+    is the release's own and starts empty.
+    """
 
     cluster: Cluster
     chart: ChartRef
@@ -76,14 +136,6 @@ class Release:
     name: str = "descheduler"
     namespace: str = "kube-system"
     report: Reporter = say
-    values: dict[str, Any] = field(default_factory=dict)
-    dry_run: bool | None = None
-    policy: Policy | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)
-    installed: bool = False
-
-    cronjob_name: str = ""
-    configmap_name: str = ""
     # The descheduler under test: its binary (embedded), its image (kind/existing) and the
     # version-keyed rules (known bugs, log table) all follow this one value.
     descheduler_version: str = ""
@@ -96,18 +148,38 @@ class Release:
     # whose rules it applies (a binary candidate without source: the baseline's).
     toolchain: Toolchain | None = None
     policycheck_version: str = ""
-    # The runbook's pre-flight (descheduler.preflight), run by install_first before any change;
-    # `target_namespace` is where evictions will happen (the lab), for can-i and its PDBs.
+    # `target_namespace` is where evictions will happen (the lab), for the pre-flight's
+    # can-i and its PDBs.
     target_namespace: str | None = None
-    preflight: dict[str, Any] | None = None
     # The user's Helm values files (descheduler.inputs), passed to helm as `-f` in this order,
     # and the lab's `--set` flags over them (None: the lab's log options, LAB_CMD_OPTIONS).
     values_files: tuple[Path, ...] = ()
     set_flags: tuple[str, ...] | None = None
 
+    # -- live state (LIVE_STATE) -----------------------------------------------------------
+    values: dict[str, Any] = field(default_factory=dict, init=False)  # the chart's defaults
+    dry_run: bool | None = field(default=None, init=False)
+    policy: Policy | None = field(default=None, init=False)
+    history: list[dict[str, Any]] = field(default_factory=list, init=False)
+    installed: bool = field(default=False, init=False)
+    cronjob_name: str = field(default="", init=False)
+    configmap_name: str = field(default="", init=False)
+    # The runbook's pre-flight (descheduler.preflight), run by install_first before any change.
+    preflight: dict[str, Any] | None = field(default=None, init=False)
+    extra_flags: tuple[str, ...] = field(default=(), init=False)  # add_cmd_options's
+
     def __post_init__(self) -> None:
         if not self.descheduler_version:
             self.descheduler_version = self.versions.descheduler.version
+        object.__setattr__(self, "_built", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in LIVE_STATE and self.__dict__.get("_built"):
+            raise AttributeError(
+                f"Release.{name} is an input, fixed when the release is built; "
+                "build the Release with it instead"
+            )
+        object.__setattr__(self, name, value)
 
     @property
     def image(self) -> str:
@@ -156,16 +228,19 @@ class Release:
             yield files
 
     def _set_flags(self) -> list[str]:
-        """The lab's `--set` flags over the values: its log options (json, -v=4)."""
+        """The lab's `--set` flags over the values (its log options: json, -v=4), then any
+        added since (add_cmd_options)."""
         if self.set_flags is not None:
-            return list(self.set_flags)
-        return [f for k, v in LAB_CMD_OPTIONS.items() for f in ("--set", f"cmdOptions.{k}={v}")]
+            base = list(self.set_flags)
+        else:
+            base = [f for k, v in LAB_CMD_OPTIONS.items() for f in ("--set", f"cmdOptions.{k}={v}")]
+        return [*base, *self.extra_flags]
 
     def add_cmd_options(self, options: Mapping[str, Any]) -> None:
         """More descheduler flags (`cmdOptions.KEY=VALUE`) over the lab's, from the next render
         on (a replay's `--client-qps`: the caller records them)."""
         extra = [f for k, v in options.items() for f in ("--set", f"cmdOptions.{k}={v}")]
-        self.set_flags = (*self._set_flags(), *extra)
+        self.extra_flags = (*self.extra_flags, *extra)
 
     def _flags(self, values_files: list[Path], dry_run: bool) -> list[str]:
         flags = ["--namespace", self.namespace]
@@ -200,29 +275,13 @@ class Release:
 
     def check_version_runs_here(self) -> None:
         """A non-pinned version must really run: on kubelet clusters only as a published image."""
-        caps = self.cluster.capabilities
-        if self.image_ref:
-            why = caps.image_refusal(f"image {self.image_ref}")
-            if why:
-                raise ConfigError(why)
-            return
-        if self.pinned or caps.runs_local_binary:
-            return  # the embedded stand-in kubelet runs the binary built for this version
-        if self.image_published is False:
-            raise ConfigError(
-                f"descheduler {self.descheduler_version} is a local build and has no published "
-                f"image, and {caps.local_binary_gap}: "
-                "run this candidate on the embedded provider (it runs the binary), or give an "
-                "image of it with --desched-candidate image:REPOSITORY:TAG"
-            )
-        if self.image_published is None and not RELEASE_TAG.fullmatch(self.descheduler_version):
-            raise ConfigError(
-                f"descheduler version {self.descheduler_version!r} has no published image, and "
-                f"{caps.local_binary_gap}: use a "
-                "released tag (vX.Y.Z, image "
-                f"{self.versions.descheduler_image.rsplit(':', 1)[0]}:vX.Y.Z) or the embedded "
-                "provider, which runs the binary built from that source"
-            )
+        check_runs_here(
+            self.cluster,
+            self.versions,
+            self.descheduler_version,
+            self.image_ref,
+            self.image_published,
+        )
 
     def render(self, dry_run: bool, policy: Policy | None) -> tuple[Path, list[dict]]:
         """`helm template`; returns the scrubbed copy of the render and the real documents."""

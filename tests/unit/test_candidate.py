@@ -914,10 +914,9 @@ def _release(tmp_path: Path, provider: str, version: str, **fields: object):
         job_runner=StandInKubelet() if provider == "embedded" else None,
     )
     chart = ChartRef(tmp_path / "c.tgz", "candidate-tree", "0.36.0", "0.36.0", "0" * 64)
-    rel = Release(cluster, chart, V, tmp_path, descheduler_version=version, report=lambda m: None)
-    for k, v in fields.items():
-        setattr(rel, k, v)
-    return rel
+    return Release(
+        cluster, chart, V, tmp_path, descheduler_version=version, report=lambda m: None, **fields
+    )
 
 
 def _set_strings(flags: list[str]) -> list[str]:

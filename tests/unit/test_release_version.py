@@ -173,3 +173,19 @@ def test_experiment_context_version_follows_the_release(tmp_path: Path) -> None:
         target="w-2",
     )
     assert ctx.descheduler_version == canary.descheduler_version == "v0.37.0"
+
+
+def test_a_release_is_built_whole_its_inputs_fixed_its_state_its_own(tmp_path: Path) -> None:
+    """Item 3 of issue 30: nobody finishes a Release after it is built (was: the session set
+    six inputs on it); the live state starts empty and is the release's to change."""
+    rel = _release(tmp_path)
+    for name, value in (("binary", tmp_path / "descheduler"), ("image_ref", "x:y"), ("name", "b")):
+        with pytest.raises(AttributeError, match=f"Release.{name} is an input"):
+            setattr(rel, name, value)
+    assert (rel.binary, rel.image_ref, rel.name) == (None, None, "descheduler")
+    assert (rel.installed, rel.dry_run, rel.policy, rel.history) == (False, None, None, [])
+    rel.installed = True  # live state: the release's own steps change it
+    with pytest.raises(TypeError):
+        Release(rel.cluster, rel.chart, VERSIONS, tmp_path, installed=True)  # type: ignore[call-arg]
+    rel.add_cmd_options({"client-qps": 50})
+    assert rel._set_flags()[-2:] == ["--set", "cmdOptions.client-qps=50"]
