@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
-    pass
+    from pytest_desched.descheduler.policy import Policy
 
 from pytest_desched import interrupts
 from pytest_desched.errors import ProviderError
@@ -36,6 +37,9 @@ class Experiment:
     default_variant: ClassVar[str] = "runbook"
     keep_min_pod_age: ClassVar[bool] = False  # run with the runbook's unmodified minPodAge
     default_cycles: ClassVar[int] = 1  # K when the caller asks for none (experiments/cycles.py)
+    # The variant label of the records when `policy_for` gives the experiment's own policy
+    # (None: the context's label stays).
+    own_policy_label: ClassVar[str | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -52,6 +56,21 @@ class Experiment:
         self.r = runner
         self.ctx = runner.ctx
         self.lab = runner.lab
+        # The context is the caller's, built once; an experiment with a policy of its own gets
+        # a copy carrying it, before any step (and before a fidelity half reads its policy).
+        own = self.policy_for(runner.ctx)
+        if own is not None:
+            label = self.own_policy_label or runner.ctx.policy_label
+            runner.ctx = self.ctx = replace(runner.ctx, policy=own, policy_label=label)
+            if self.own_policy_label:
+                runner.result.variant = self.own_policy_label
+
+    def policy_for(self, ctx: ExperimentContext) -> Policy | None:
+        """The policy this experiment runs instead of `ctx.policy`, or None for ctx.policy.
+
+        Checked (validated, scoped to the cluster) before anything changes; `self.ctx` is
+        `ctx` while it runs."""
+        return None
 
     def arrange(self) -> None:
         """Build the lab state the experiment needs."""

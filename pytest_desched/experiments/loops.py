@@ -26,7 +26,8 @@ from pytest_desched.experiments.declared import Experiment
 from pytest_desched.experiments.framework import decisions_table
 
 if TYPE_CHECKING:
-    from pytest_desched.experiments.framework import Runner
+    from pytest_desched.descheduler.policy import Policy
+    from pytest_desched.experiments.framework import ExperimentContext
 
 STRATEGY = "RemovePodsViolatingNodeAffinity"
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -52,10 +53,8 @@ class PreferredAffinityLoop(Experiment):
     default_cycles: ClassVar[int] = 4
     preferred_unfit: ClassVar[bool] = False  # the node that fits the preference is cordoned
 
-    def __init__(self, runner: Runner) -> None:
-        super().__init__(runner)
-        ctx = runner.ctx
-        ctx.policy = ctx.policy.override(AFFINITY_TYPE, [PREFERRED], why=WHY_1707).validate()
+    def policy_for(self, ctx: ExperimentContext) -> Policy:
+        return ctx.policy.override(AFFINITY_TYPE, [PREFERRED], why=WHY_1707).validate()
 
     def arrange(self) -> None:
         lab, src, dst = self.lab, self.ctx.source, self.ctx.target

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision
 from pytest_desched.descheduler.logparse import parse_log
-from pytest_desched.experiments import STRATEGY_EXPERIMENTS
+from pytest_desched.experiments import STRATEGY_EXPERIMENTS, ExperimentContext
 from pytest_desched.experiments import assertions as A
 from pytest_desched.experiments.results import ExperimentResult
 from pytest_desched.lab.recorder import Recorder
@@ -258,15 +258,18 @@ def test_each_strategy_experiment_runs_a_valid_policy_of_its_own(name: str) -> N
         core=SimpleNamespace(list_namespace=lambda: SimpleNamespace(items=namespaces)),
         workers=["w1", "w2", "w3"],
     )
-    ctx = SimpleNamespace(
-        policy=caller, policy_label=None, namespace=NS, cluster=cluster, descheduler_version=None
+    built = ExperimentContext(  # type: ignore[arg-type]
+        cluster=cluster, release=None, policy=caller, source="w1", target="w2", namespace=NS
     )
     runner = SimpleNamespace(
-        ctx=ctx, result=ExperimentResult(name, "pdb-lister-workaround"), lab=None
+        ctx=built, result=ExperimentResult(name, "pdb-lister-workaround"), lab=None
     )
     cls = REGISTRY[name]
-    cls(runner)  # type: ignore[arg-type]
+    exp = cls(runner)  # type: ignore[arg-type]
+    ctx = runner.ctx
     pol = ctx.policy
+    assert exp.ctx is ctx is not built  # the experiment's copy (Experiment.policy_for) ...
+    assert (built.policy, built.policy_label) == (caller, None)  # ... the caller's is as built
     assert runner.result.variant == ctx.policy_label == OWN_POLICY
     (profile,) = pol.to_dict()["profiles"]
     assert [p["name"] for p in profile["pluginConfig"]] == ["DefaultEvictor", cls.strategy]

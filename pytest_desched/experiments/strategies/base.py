@@ -23,7 +23,7 @@ from pytest_desched.experiments.declared import Experiment
 from pytest_desched.experiments.framework import lab_policy
 
 if TYPE_CHECKING:
-    from pytest_desched.experiments.framework import RoundView, Runner
+    from pytest_desched.experiments.framework import ExperimentContext, RoundView
     from pytest_desched.lab.snapshot import Snapshot
 
 # Where each strategy plugs in (descheduler v0.36.0 framework/plugins/*/register + types).
@@ -92,11 +92,12 @@ class StrategyExperiment(Experiment):
     # The framework needs one of its variants to build a context; the policy replaces it.
     default_variant = "pdb-lister-workaround"
 
-    def __init__(self, runner: Runner) -> None:
-        super().__init__(runner)
-        if runner.ctx.policy_label is None:  # a caller's whole policy is used as given
-            runner.ctx.policy = self._own_policy(runner)
-            runner.ctx.policy_label = runner.result.variant = OWN_POLICY
+    own_policy_label = OWN_POLICY
+
+    def policy_for(self, ctx: ExperimentContext) -> Policy | None:
+        if ctx.policy_label is not None:  # a caller's whole policy is used as given
+            return None
+        return self._own_policy(ctx)
 
     # -- the policy ------------------------------------------------------------------------
     def strategy_args(self) -> dict[str, Any]:
@@ -122,10 +123,9 @@ class StrategyExperiment(Experiment):
         )
         return {"evictableNamespaces": {"exclude": others}}
 
-    def _own_policy(self, runner: Runner) -> Policy:
+    def _own_policy(self, ctx: ExperimentContext) -> Policy:
         """This experiment's policy, with the caller's overrides replayed and the cluster's
         scope rule applied, validated before anything changes."""
-        ctx = runner.ctx
         base = lab_policy(self.default_variant, self.keep_min_pod_age)
         base = scope_policy(ctx.cluster, base, ctx.namespace)
         ours = {(o["path"], repr(o["new"]), o["why"]) for o in base.overrides}
