@@ -235,6 +235,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                         self._note_teardown(provider, keep=False)
                     raise
             self._cluster = cluster
+            cluster.deleted_on_signal = cluster.created and self.config.keep == "never"
             for k, v in getattr(provider, "timings", {}).items():
                 self.timings[f"bring_up.{k}"] = round(v, 3)
             self.info.update(

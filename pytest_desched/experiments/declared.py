@@ -180,8 +180,13 @@ def _teardown(r: Runner) -> None:
     a signal, an API server that stopped answering mid-run is a ProviderError naming the
     cluster (exit 3), not an unexpected transport error: the outcome is unknown, and the
     cluster's deletion (which needs no API server) is what cleans up. A throwaway cluster's
-    deletion removes the lab with it; a kept one's lab is named.
+    deletion removes the lab with it; a kept one's lab is named. After a signal, a cluster
+    the session deletes whole (`deleted_on_signal`) gets no lab teardown at all: its requests
+    cost up to a second under load, of the 2 s a SIGTERM is given.
     """
+    if interrupts.interrupted() and getattr(r.ctx.cluster, "deleted_on_signal", False):
+        r.stop_recording()  # the lab goes with the cluster, deleted whole next: no requests
+        return
     try:
         r.teardown()
     except Exception as exc:

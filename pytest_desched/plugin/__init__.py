@@ -14,7 +14,9 @@ from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
 from pytest_desched.plugin.reporting import (
     pytest_keyboard_interrupt,
     pytest_runtest_makereport,
+    pytest_sessionfinish,
     pytest_terminal_summary,
+    pytest_unconfigure,
 )
 from pytest_desched.plugin.state import state
 
@@ -22,7 +24,9 @@ __all__ = [
     *fixtures.__all__,
     "pytest_keyboard_interrupt",
     "pytest_runtest_makereport",
+    "pytest_sessionfinish",
     "pytest_terminal_summary",
+    "pytest_unconfigure",
 ]
 
 

@@ -23,6 +23,7 @@ class PluginState:
     session: Any = None  # the DeschedSession, once a fixture started it
     redactor: Any = None  # the session's Redactor, once evidence is written
     artifacts: Path | None = None  # the evidence folder, once the settings resolved it
+    exitstatus: int | None = None  # the session's, once it finished (pytest_sessionfinish)
 
 
 _STATE = pytest.StashKey[PluginState]()

@@ -42,6 +42,9 @@ class Cluster:
     # None: a kubelet runs them ("in-cluster").
     job_runner: JobRunner | None = None
     created: bool = True  # False for an existing cluster: never delete it
+    # Set by a session that deletes this cluster whole after a signal (it made it and keeps
+    # it never): a lab's teardown after the signal is then skipped, the deletion removes it.
+    deleted_on_signal: bool = False
     info: dict[str, Any] = field(default_factory=dict)
     # Where helm keeps its state for this run (never next to a user's kubeconfig).
     workdir: Path | None = None

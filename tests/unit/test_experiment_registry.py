@@ -382,3 +382,31 @@ def test_a_teardown_error_that_is_not_the_api_server_passes_unchanged(
     ctx.fake_lab.teardown = lambda background=False: (_ for _ in ()).throw(ValueError("mine"))  # type: ignore[method-assign]
     with pytest.raises(ValueError, match="mine"):
         run_experiment(_experiment(events), ctx, "pdb-lister-workaround")
+
+
+def test_after_a_signal_a_cluster_deleted_whole_gets_no_lab_teardown(
+    events: list[str], stops: list[tuple[Any, Any]]
+) -> None:
+    """Its deletion removes the lab; the teardown's requests would only delay the exit."""
+    from pytest_desched import interrupts
+
+    ctx = _ctx(events)
+    ctx.cluster.deleted_on_signal = True  # type: ignore[attr-defined]
+    interrupts.reset()
+    interrupts._received.append((15, 0.0))  # a SIGTERM came during the act
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_experiment(_experiment(events, act=KeyboardInterrupt("signal 15")), ctx, "default")
+    finally:
+        interrupts.reset()
+    assert "lab.teardown" not in events
+    ctx2 = _ctx(events2 := [])
+    interrupts._received.append((15, 0.0))
+    try:
+        with pytest.raises(KeyboardInterrupt):  # kept or existing: the lab is still removed
+            run_experiment(
+                _experiment(events2, act=KeyboardInterrupt("signal 15")), ctx2, "default"
+            )
+    finally:
+        interrupts.reset()
+    assert events2[-1] == "lab.teardown"
