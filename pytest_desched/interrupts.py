@@ -14,11 +14,12 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
 from pytest_desched.log import say
+from pytest_desched.proc import kill_child_of
 
 # Signals this process received while a front end's work ran: (signal number, monotonic time).
 _received: list[tuple[int, float]] = []
@@ -34,6 +35,8 @@ ABANDON_AFTER = 3  # the signal (counting the first) that abandons a running cle
 # records itself, so the exit line and code are the command's own, never a traceback.
 _finishing: list[bool] = []
 _late: list[int] = []  # signals that came while finishing (`late_signal`)
+# Called at the first signal, before the work unwinds (`on_signal`).
+_on_first: list[Callable[[], object]] = []
 
 
 def interrupted() -> bool:
@@ -61,6 +64,9 @@ def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
     if _finishing:  # the work is over and said: the caller exits with its own code, at once
         _late.append(signum)
         return
+    if len(_received) == 1:
+        for callback in list(_on_first):  # e.g. stop a worker thread now, not after our cleanup
+            callback()
     if _shield and len(_received) < ABANDON_AFTER:
         name = signal.Signals(signum).name
         left = ABANDON_AFTER - len(_received)
@@ -108,6 +114,18 @@ def finishing() -> None:
 def late_signal() -> bool:
     """Whether a signal came after `finishing()`: the caller should exit now, with its code."""
     return bool(_late)
+
+
+@contextmanager
+def on_signal(callback: Callable[[], object]) -> Iterator[None]:
+    """While the block runs, the first signal calls `callback` in the handler, before the
+    main thread unwinds: a worker (WorkerStop.stop) then cleans up beside the main thread's
+    own cleanup, not after it (a canary's two clusters were deleted one after the other)."""
+    _on_first.append(callback)
+    try:
+        yield
+    finally:
+        _on_first.remove(callback)
 
 
 @contextmanager
@@ -176,6 +194,8 @@ class WorkerStop:
             n = ctypes.pythonapi.PyThreadState_SetAsyncExc(
                 ctypes.c_ulong(self._ident), ctypes.py_object(KeyboardInterrupt)
             )
+            if int(n) == 1:  # a thread waiting on a command runs no Python until it ends
+                kill_child_of(self._ident)
             return int(n) == 1
 
     def cleaning_up(self) -> None:

@@ -6,9 +6,11 @@ Ground floor: imports nothing of pytest_desched above errors and redaction, so e
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
+import threading
 from pathlib import Path
 
 from pytest_desched.errors import CommandError, ImplicitKubeconfig
@@ -67,20 +69,49 @@ def run(
     subprocess.run kills the child it waits for).
     """
     require_explicit_kubeconfig(cmd, env)
-    proc = subprocess.run(
+    me = threading.get_ident()
+    with subprocess.Popen(
         cmd,
         env=env,
-        input=input,
-        capture_output=True,
+        stdin=subprocess.PIPE if input is not None else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         cwd=cwd,
-        check=False,
         start_new_session=True,
-    )
+    ) as child:
+        _CHILDREN[me] = child
+        try:
+            out, err = child.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+            raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err) from None
+        except BaseException:  # Ctrl-C, or a stopped worker thread: the child goes too
+            child.kill()
+            raise
+        finally:
+            _CHILDREN.pop(me, None)
+    proc = subprocess.CompletedProcess(cmd, child.returncode, out, err)
     if check and proc.returncode != 0:
         raise CommandError(cmd, proc)
     return proc
+
+
+# The child each thread waits on in `run`: a worker thread stopped on a signal
+# (interrupts.WorkerStop) gets its exception only once it runs Python again, so its child is
+# killed too (a candidate's `helm install` held the canary's exit 3.3 s).
+_CHILDREN: dict[int, subprocess.Popen[str]] = {}
+
+
+def kill_child_of(thread_ident: int) -> bool:
+    """Kill the command `thread_ident` waits on in `run`, if any; whether there was one."""
+    child = _CHILDREN.get(thread_ident)
+    if child is None:
+        return False
+    with contextlib.suppress(OSError):
+        child.kill()
+    return True
 
 
 def free_port() -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.experiments import ExperimentResult
-from pytest_desched.interrupts import WorkerStop
+from pytest_desched.interrupts import WorkerStop, on_signal
 
 if TYPE_CHECKING:
     from pytest_desched.session import DeschedSession
@@ -191,7 +191,8 @@ def run_tracks(
     t = threading.Thread(target=worker, name="desched-canary-candidate")
     t.start()
     try:
-        b = run_track("baseline", baseline, experiments, cancel)
+        with on_signal(stopper.stop):  # the candidate stops (and cleans up) at once, beside us
+            b = run_track("baseline", baseline, experiments, cancel)
         t.join()
     except BaseException:
         cancel.set()

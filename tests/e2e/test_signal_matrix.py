@@ -33,7 +33,11 @@ from pytest_desched.tools.toolchain import Toolchain
 pytestmark = pytest.mark.desched_selftest
 
 DESCHED = Path(sys.executable).with_name("desched")  # the venv's console script
-SIGNAL_TO_EXIT_BOUND_S = 10.0  # 2 s is the goal on an idle machine; CI runners share cores
+# Issue 32: every command honours SIGTERM within 2 s (measured 0.02-0.9 s at load 5-9 on the
+# 2-core VM). The one exception is a signal during the normal end-of-run cleanup: it is held
+# back until that cleanup (the release's uninstall in the runbook's order, the report) ends.
+SIGNAL_TO_EXIT_BOUND_S = 2.0
+HELD_BACK_BOUND_S = 10.0  # measured 0.9-4.1 s at load 5-9
 STARTING = re.compile(r"starting embedded cluster (\S+)")
 CLEANING = "interrupted: cleaning up"
 STILL_CLEANING = "still cleaning up"
@@ -289,7 +293,7 @@ def test_run_interrupted_leaves_nothing(
     _assert_nothing_left(cmd)
     if second:  # at teardown the first signal too came during the (normal) cleanup
         assert cmd.said(STILL_CLEANING) == (2 if point == "teardown" else 1), cmd.text()
-    assert took < SIGNAL_TO_EXIT_BOUND_S
+    assert took < (HELD_BACK_BOUND_S if point == "teardown" else SIGNAL_TO_EXIT_BOUND_S)
 
 
 def test_canary_interrupted_stops_both_tracks(run_cmd, record_property) -> None:

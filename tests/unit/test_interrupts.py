@@ -129,3 +129,49 @@ def test_cleanup_summary_is_said_without_a_signal_too() -> None:
     assert interrupts.cleanup_summary() == (
         "cleaned up (verified: embedded cluster a deleted (0 processes, folder removed))"
     )
+
+
+def test_worker_stop_kills_the_command_the_worker_waits_on() -> None:
+    """A worker blocked in a child process runs no Python: its child is killed, so it stops."""
+    import time
+
+    from pytest_desched import proc
+
+    waiting, seen = threading.Event(), []
+    stopper = interrupts.WorkerStop()
+
+    def work() -> None:
+        stopper.bind()
+        try:
+            waiting.set()
+            proc.run(["sleep", "30"], timeout=60)
+            seen.append("ran to its end")
+        except KeyboardInterrupt:
+            seen.append("stopped")
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    assert waiting.wait(10)
+    deadline = time.monotonic() + 10
+    while t.ident not in proc._CHILDREN and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    assert stopper.stop()
+    t.join(10)
+    assert seen == ["stopped"] and time.monotonic() - t0 < 5
+    assert t.ident not in proc._CHILDREN
+
+
+def test_on_signal_calls_back_at_the_first_signal_before_unwinding() -> None:
+    calls: list[str] = []
+    with (
+        pytest.raises(KeyboardInterrupt),
+        interrupts.interrupts_unwind(),
+        interrupts.on_signal(lambda: calls.append("stop the worker")),
+    ):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+        finally:
+            calls.append("unwinding")
+    assert calls == ["stop the worker", "unwinding"]
+    assert interrupts._on_first == []
