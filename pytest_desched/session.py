@@ -12,7 +12,7 @@ fail and Ctrl-C alike.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,8 +60,11 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         report: Reporter = say,
         on_phase: list[PhaseHook] | None = None,
         info: dict[str, Any] | None = None,
+        placement: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = config or build_config()
+        # Where every release's round pods run (Release.placement; a replay's runner node).
+        self.placement = placement
         self.report = report
         self.on_phase: list[PhaseHook] = list(on_phase or [])
         self.timings: dict[str, float] = {}
@@ -329,6 +332,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 target_namespace=self.config.namespace,  # the pre-flight's can-i and PDBs
                 values_files=self.inputs.values_paths if users else (),
                 set_flags=self.inputs.set_flags if users else None,
+                placement=self.placement,
             )
             self.info.setdefault("chart", chart.evidence())
             if cand is not None:

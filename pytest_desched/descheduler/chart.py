@@ -102,6 +102,14 @@ def check_runs_here(
         )
 
 
+def placement_layers(placement: Mapping[str, Any]) -> tuple[str, str]:
+    """Two `-f` layers that set the placement's keys whole: nulls first (helm deletes a key
+    set to null, so a user's nodeSelector or affinity is dropped, not merged into ours), then
+    the placement itself."""
+    nulls = yaml.safe_dump({k: None for k in placement}, sort_keys=False)
+    return nulls, yaml.safe_dump(dict(placement), sort_keys=False)
+
+
 # What a Release learns and changes while it lives; every other field is an input, given whole
 # at construction and fixed after it (a different input is a different Release).
 LIVE_STATE = frozenset(
@@ -155,6 +163,9 @@ class Release:
     # and the lab's `--set` flags over them (None: the lab's log options, LAB_CMD_OPTIONS).
     values_files: tuple[Path, ...] = ()
     set_flags: tuple[str, ...] | None = None
+    # Where round pods run (a replay's runner node: replay.plan.runner_values): chart values
+    # layered over the user's files, each key replacing theirs whole (placement_layers).
+    placement: Mapping[str, Any] | None = None
 
     # -- live state (LIVE_STATE) -----------------------------------------------------------
     values: dict[str, Any] = field(default_factory=dict, init=False)  # the chart's defaults
@@ -213,13 +224,18 @@ class Release:
     def _values_file(self, policy: Policy | None) -> Iterator[list[Path]]:
         """The `-f` files for helm, in Helm's order; helm alone coalesces them.
 
-        The user's values files (`values_files`) first, then with a policy two private files:
+        The user's values files (`values_files`) first, then the placement's two layers
+        (placement_layers), then with a policy two private files:
         `deschedulerPolicy: null` (so helm drops the values' own policy map instead of
         merging keys into ours) and the policy itself. Scrubbed copies stay in the work dir.
         """
         files = list(self.values_files)
         name = "values-active.yaml" if policy else "values-first-install.yaml"
         with contextlib.ExitStack() as stack:
+            if self.placement:
+                layers = placement_layers(self.placement)
+                _write_scrubbed(self.workdir / "values-placement.yaml", layers[1])
+                files += [stack.enter_context(private_file(t)) for t in layers]
             if policy is not None:
                 text = yaml.safe_dump(policy.chart_values(), sort_keys=False)
                 _write_scrubbed(self.workdir / name, text)
@@ -350,9 +366,10 @@ class Release:
                 self.cluster, self.image, self.binary or self.cluster.toolchain.path("descheduler")
             )
         self.verify_live(dry_run=True, policy=None)
-        self.history.append(
-            {"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)}
-        )
+        step = {"step": "first-install", "dry_run": True, "checks": checks, "render": str(rendered)}
+        if self.placement:  # a values layer of this release's own: on the record
+            step["placement"] = dict(self.placement)
+        self.history.append(step)
         return checks
 
     def run_preflight(self, docs: list[dict], text: str) -> dict[str, Any]:

@@ -228,7 +228,7 @@ def replay(
 
     t0 = time.monotonic()
     inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source, client)
-    from pytest_desched.replay.plan import AGES
+    from pytest_desched.replay.plan import AGES, runner_values
 
     if ages not in AGES:
         raise ConfigError(f"ages={ages!r}: use one of {AGES}")
@@ -246,7 +246,8 @@ def replay(
         changes["descheduler_version"] = inp.version
     config = config.with_(**changes)
     timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
-    with DeschedSession(config, report=report) as session:
+    # Round pods on the runner node and nowhere else: a chart values layer of every release.
+    with DeschedSession(config, report=report, placement=runner_values()) as session:
         result = _run(
             session,
             inp,
@@ -282,12 +283,10 @@ def _run(
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.errors import RoundError
     from pytest_desched.replay import kubeapi
-    from pytest_desched.replay.plan import runner_values
     from pytest_desched.replay.restore import restore
 
     cluster, release = session.cluster, session.release
     timings: dict[str, float] = {}
-    release.values.update(runner_values())  # round pods on the runner node, nowhere else
     if inp.client:  # the user's replay option, never a silent change: recorded below
         release.add_cmd_options({CLIENT_FLAGS[k]: v for k, v in inp.client.items()})
     with session.phase("replay.apply_policy"):

@@ -21,6 +21,7 @@ from pytest_desched.replay.engine import replay
 from pytest_desched.replay.format import Snapshot, key
 from pytest_desched.replay.incidents import label_move, pdb_drain
 from pytest_desched.replay.ledger import round_fates, undecided
+from pytest_desched.replay.plan import RUNNER_NODE
 from pytest_desched.replay.snapshot import take_snapshot
 
 pytestmark = pytest.mark.desched_selftest
@@ -118,7 +119,30 @@ def test_generated_incident_replays_with_expected_layers(
 ) -> None:
     inc = make()
     path = inc.snapshot.write(tmp_path / f"{inc.name}.yaml")
-    out = replay(path, config=_fresh(desched_settings, tmp_path, inc.name))
+    clusters: list[Any] = []
+    placed: dict[str, Any] = {}
+
+    def before_round(i: int, cluster: Any) -> dict[str, Any]:
+        clusters.append(cluster)
+        return {}
+
+    def after_round(i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        # Where the round's pods ran, from the API: the runner node, never a snapshot node.
+        pods = kubeapi.list_all(
+            clusters[-1].api_client,
+            f"/api/v1/namespaces/{rnd.namespace}/pods",
+            [("labelSelector", f"job-name={rnd.name}")],
+        )
+        placed.update({p["metadata"]["name"]: p["spec"].get("nodeName") for p in pods})
+        return {}
+
+    out = replay(
+        path,
+        config=_fresh(desched_settings, tmp_path, inc.name),
+        before_round=before_round,
+        after_round=after_round,
+    )
+    assert placed and set(placed.values()) == {RUNNER_NODE}, placed
     assert out.restore["verified"]["ok"], out.restore["verified"]
     assert out.restore["verified"]["kwok_kept_status"]
     fates = out.ledger.fates(0)
