@@ -123,6 +123,7 @@ LIVE_STATE = frozenset(
         "configmap_name",
         "preflight",
         "extra_flags",
+        "applied_lint",
     }
 )
 
@@ -178,6 +179,9 @@ class Release:
     # The runbook's pre-flight (descheduler.preflight), run by install_first before any change.
     preflight: dict[str, Any] | None = field(default=None, init=False)
     extra_flags: tuple[str, ...] = field(default=(), init=False)  # add_cmd_options's
+    # apply_policy's lint of the live policy, handed down to the round records (by digest):
+    # {"digest", "effective_policy", "policy_lint"}; None after the chart's default policy.
+    applied_lint: dict[str, Any] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if not self.descheduler_version:
@@ -400,6 +404,7 @@ class Release:
         diff are scrubbed of credentials.
         """
         lint: dict[str, Any] = {}
+        applied: dict[str, Any] | None = None
         if policy is not None:
             policy = Policy.coerce(policy).validate()
             # The descheduler's own verdict (policycheck, same version) and the runbook lint.
@@ -413,6 +418,13 @@ class Release:
                 "effective_policy": res.effective,
                 "lint": [f"{f.rule} {f.name}: {f.path}: {f.message}" for f in findings],
             }
+            applied = {
+                "digest": policy.digest(),
+                "effective_policy": res.effective if res.accepted else {},
+                "policy_lint": [
+                    f"{f.rule} {f.name}: {f.path}: {f.message}; fix: {f.fix}" for f in findings
+                ],
+            }
         if not dry_run:  # a cluster that is not ours: only a policy scoped to the lab may evict
             check_policy_scope(self.cluster, policy)
         _, docs, text = self._render(dry_run=dry_run, policy=policy)
@@ -422,7 +434,7 @@ class Release:
             self.cluster.helm(
                 "upgrade", self.name, str(self.chart.path), *self._flags(vf, dry_run), "--wait"
             )
-        self.dry_run, self.policy = dry_run, policy
+        self.dry_run, self.policy, self.applied_lint = dry_run, policy, applied
         live = self.verify_live(dry_run=dry_run, policy=policy)
         step = {
             "step": "apply-policy",

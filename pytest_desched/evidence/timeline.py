@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +135,24 @@ def policy_evidence(
             ],
         }
     return copy.deepcopy(_POLICY_EVIDENCE[key])
+
+
+def live_policy_lint(
+    policy_yaml: str,
+    digest: str,
+    applied: Mapping[str, Any] | None,
+    version: str,
+    toolchain: Toolchain | None = None,
+) -> dict[str, Any]:
+    """A round record's ``effective_policy`` and ``policy_lint``: the lint apply_policy made
+    of this very policy (``applied``, Release.applied_lint, same digest) handed down as it is;
+    only a policy it did not apply (the chart's default, for dry-run rounds) is linted here."""
+    if applied is not None and applied.get("digest") == digest:
+        return {
+            "effective_policy": copy.deepcopy(applied["effective_policy"]),
+            "policy_lint": list(applied["policy_lint"]),
+        }
+    return policy_evidence(policy_yaml, version, toolchain)
 
 
 def policy_lint(policy_yaml: str, version: str, toolchain: Toolchain | None = None) -> list[str]:

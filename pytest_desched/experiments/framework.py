@@ -410,7 +410,7 @@ class Runner:
         """Write the round's evidence (see evidence.py) and keep it on the result."""
         from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL
         from pytest_desched.evidence.record import RoundRecord
-        from pytest_desched.evidence.timeline import pdb_series, policy_evidence, round_timeline
+        from pytest_desched.evidence.timeline import live_policy_lint, pdb_series, round_timeline
 
         self.stop_recording()
         rnd, rec, before = view.rnd, view.rec, view.before
@@ -441,6 +441,14 @@ class Runner:
             self.result.known_bugs.update(signatures(self.facts))
         final = self.lab.snapshot()
         live_policy = ctx.release.live_policy_yaml()
+        digest = digest_of_rendered(live_policy)
+        linted = live_policy_lint(
+            live_policy,
+            digest,
+            ctx.release.applied_lint,
+            ctx.descheduler_version,
+            getattr(ctx.cluster, "toolchain", None),
+        )
         record = RoundRecord.from_round(
             self.label,
             rnd.name,
@@ -456,12 +464,9 @@ class Runner:
             },
             chart=ctx.release.chart.evidence(),
             # One digest: canonical JSON of the live ConfigMap's policy (== Policy.digest()).
-            policy_digest=digest_of_rendered(live_policy),
+            policy_digest=digest,
             policy_applied=live_policy,
-            # policy_lint + effective_policy, computed once per live policy digest
-            **policy_evidence(
-                live_policy, ctx.descheduler_version, getattr(ctx.cluster, "toolchain", None)
-            ),
+            **linted,  # policy_lint + effective_policy
             timeline=round_timeline(rnd, rec, before, self.t0),
             pdb_series=pdb_series(rec, self.t0),
             policy_overrides=list(pol.overrides),

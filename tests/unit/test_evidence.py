@@ -438,3 +438,29 @@ def test_round_record_carries_the_effective_policy_and_its_lint(
     refused = timeline.policy_evidence("apiVersion: x\nkind: y\n", "v0.36.0")
     assert refused["effective_policy"] == {}
     assert refused["policy_lint"][0].startswith("DL001 rejected-by-descheduler")
+
+
+@pytest.mark.policycheck
+def test_the_round_record_takes_the_lint_apply_policy_made(monkeypatch):
+    """Issue 30 item 4: the policy is linted once, by Release.apply_policy; the record takes
+    that lint when the live policy is the one applied (same digest), and lints only a policy
+    apply_policy did not lint (the chart's default, put back for dry-run rounds)."""
+    from pytest_desched.descheduler.policy import digest_of_rendered
+    from pytest_desched.descheduler.policy.model import load_default
+    from pytest_desched.evidence import timeline
+
+    live = load_default().to_yaml()
+    digest = digest_of_rendered(live)
+    lints: list[str] = []
+    real = timeline.policy_evidence
+    monkeypatch.setattr(
+        timeline, "policy_evidence", lambda *a, **k: lints.append(a[0]) or real(*a, **k)
+    )
+    applied = {"digest": digest, "effective_policy": {"as": "applied"}, "policy_lint": ["DL999"]}
+    got = timeline.live_policy_lint(live, digest, applied, "v0.36.0")
+    assert got == {"effective_policy": {"as": "applied"}, "policy_lint": ["DL999"]}
+    assert lints == []  # handed down: no second lint
+    other = {**applied, "digest": "0" * 64}  # a different policy was applied: lint the live one
+    fresh = timeline.live_policy_lint(live, digest, other, "v0.36.0")
+    assert lints == [live] and [f.split()[0] for f in fresh["policy_lint"]] == ["DL012"]
+    assert timeline.live_policy_lint(live, digest, None, "v0.36.0") == fresh
