@@ -532,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
             _error(respell(" ".join(str(exc).split()), spell))
             return EXIT_USAGE
         except (ToolError, ProviderError) as exc:
-            say(f"error: {respell(str(exc), spell)}")
+            from pytest_desched.redaction import scrub_secrets  # a URL's user may be a token
+
+            say(f"error: {respell(scrub_secrets(str(exc)), spell)}")
             if done := interrupts.cleanup_summary():  # a cluster deleted after it, checked
                 say(done)
             return EXIT_INFRA

@@ -436,3 +436,18 @@ def test_console_script_entry_points_load(script: str) -> None:
         e for e in importlib.metadata.entry_points(group="console_scripts") if e.name == script
     ]
     assert callable(ep.load())
+
+
+def test_a_provider_error_naming_a_url_with_a_token_is_scrubbed(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An API server's URL in the named error (kube.api_health) may carry a token as user."""
+    token = "s3cr3tT0kenValue1234567890"
+
+    def boom(args: argparse.Namespace) -> int:
+        raise ProviderError(f"kube-apiserver https://{token}@10.0.0.1:6443 is unreachable")
+
+    monkeypatch.setattr(cli, "cmd_run", boom)
+    assert cli.main(["run"]) == 3
+    err = capsys.readouterr().err
+    assert token not in err and "https://<redacted>@10.0.0.1:6443" in err, err
