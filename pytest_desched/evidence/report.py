@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -24,6 +25,7 @@ from markupsafe import Markup
 from pytest_desched.evidence.readable import NONE_SHOWN, human, prose
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
 from pytest_desched.redaction import Redactor
+from pytest_desched.tools.locate import default_cache_dir
 
 if TYPE_CHECKING:
     from pytest_desched.evidence.views_ahead import ViewsAhead
@@ -65,11 +67,9 @@ _PYPLOT = threading.Lock()
 
 def _svg(fig: Any, salt: str) -> Markup:
     """A figure as inline SVG with ids unique to `salt` (several charts share one page)."""
-    import matplotlib
-    import matplotlib.pyplot as plt
-
+    plt = _figure_module()
     buf = io.StringIO()
-    with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
+    with plt.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
         fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     return Markup(_XML_PROLOGUE.sub("", buf.getvalue(), count=1))
@@ -242,7 +242,13 @@ def warm_up() -> None:
 
 
 def _figure_module() -> Any:
-    import matplotlib
+    """matplotlib, its font cache in the tool cache: a run writes nothing else under $HOME.
+
+    matplotlib writes its font list to $MPLCONFIGDIR (default ~/.cache/matplotlib or
+    ~/.config/matplotlib) on first import; a user's own MPLCONFIGDIR is kept.
+    """
+    os.environ.setdefault("MPLCONFIGDIR", str(default_cache_dir() / "matplotlib"))
+    import matplotlib  # heavy (about 1 s): only when a chart is drawn
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
