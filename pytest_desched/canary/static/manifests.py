@@ -235,11 +235,12 @@ def _get(doc: Mapping[str, Any], path: Path_) -> Any:
     return cur
 
 
-def _object_diffs(label: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Difference]:
+def _object_diffs(label: str, base: Mapping[str, Any], cand: Mapping[str, Any]) -> list[Difference]:
     """One object on both sides: RBAC, containers, then every other field."""
-    kind = str(c.get("kind"))
+    kind = str(cand.get("kind"))
     out: list[Difference] = []
-    b, c = copy.deepcopy(dict(b)), copy.deepcopy(dict(c))
+    b: dict[str, Any] = copy.deepcopy(dict(base))  # copies: the lifted fields are popped
+    c: dict[str, Any] = copy.deepcopy(dict(cand))
     if kind in _ROLES:
         out += _rbac_diffs(label, b.pop("rules", None), c.pop("rules", None))
     if kind in _BINDINGS:

@@ -137,15 +137,13 @@ def compare_defaults(
         act_b = effective_protections(_evictor_args(b), baseline_protections)
         act_c = effective_protections(_evictor_args(c), candidate_protections)
         for p in dict.fromkeys([*act_b, *act_c]):
-            path = f"{where}.DefaultEvictor.protections[{p}]"
+            at = f"{where}.DefaultEvictor.protections[{p}]"
             if p not in act_c:
                 msg = f"protection {p} is active under the baseline and not under the candidate: those pods become evictable"
-                out.append(
-                    _diff("defaults", path, "removed", "active", "inactive", "rollback", msg)
-                )
+                out.append(_diff("defaults", at, "removed", "active", "inactive", "rollback", msg))
             elif p not in act_b:
                 msg = f"protection {p} is active under the candidate only: fewer pods are evictable"
-                out.append(_diff("defaults", path, "added", "inactive", "active", "review", msg))
+                out.append(_diff("defaults", at, "added", "inactive", "active", "review", msg))
         cfg_path = ("profiles", f"[{name}]", "pluginConfig")
         for path, change, vb, vc in _walk(b.get("pluginConfig"), c.get("pluginConfig"), cfg_path):
             if set(path) & _RAW_PROTECTION_KEYS:
