@@ -140,12 +140,13 @@ class Row:
         return not self.differs or self.explained_by is not None
 
     def to_dict(self) -> dict[str, Any]:
+        either = self.real or self.dry
         return {
             "identity": self.identity,
             "node": self.node,
             "dry_run": self.dry.shown() if self.dry else None,
             "real": self.real.shown() if self.real else None,
-            "strategy": (self.real or self.dry).strategy if (self.real or self.dry) else None,
+            "strategy": either.strategy if either else None,
             "differs": self.differs,
             "explained_by": self.explained_by,
             "proof": self.proof,
@@ -237,18 +238,18 @@ def fates_of(
             best[d.key] = d
     out = []
     for p in pods:
-        d = best.get(p.key)
-        if d is None:
+        found = best.get(p.key)
+        if found is None:
             out.append(PodFate(p.identity, p.node, UNTOUCHED, key=p.key, namespace=p.namespace))
             continue
         out.append(
             PodFate(
                 p.identity,
                 p.node,
-                _normal(d, mode),
-                d.strategy,
-                d.status_code,
-                tuple(d.checks),
+                _normal(found, mode),
+                found.strategy,
+                found.status_code,
+                tuple(found.checks),
                 key=p.key,
                 namespace=p.namespace,
             )
@@ -432,10 +433,12 @@ def compare(dry: Half, real: Half) -> FidelityResult:
     real_ev = [r for r in rows if r.real and r.real.fate == EVICT]
     return FidelityResult(
         rows=tuple(rows),
-        predicted=sum(
-            1
-            for r in real_ev
-            if r.dry and r.dry.fate == EVICT and r.dry.strategy == r.real.strategy
+        predicted=len(
+            [
+                r
+                for r in real_ev
+                if r.real and r.dry and r.dry.fate == EVICT and r.dry.strategy == r.real.strategy
+            ]
         ),
         real_evictions=len(real_ev),
         dry_evictions=sum(1 for r in rows if r.dry and r.dry.fate == EVICT),
@@ -507,7 +510,7 @@ def table_rows(result: FidelityResult, everything: bool = False) -> list[dict[st
             {
                 "POD": r.identity,
                 "NODE": r.node or "-",
-                "STRATEGY": (x or d).strategy or "-" if (x or d) else "-",
+                "STRATEGY": (either.strategy or "-") if (either := x or d) else "-",
                 "DRY-RUN": d.shown() if d else "(missing)",
                 "REAL": x.shown() if x else "(missing)",
                 "EXPLAINED BY": (r.explained_by or "UNEXPLAINED") if r.differs else "same",
