@@ -63,7 +63,7 @@ def restore_via_etcd(
     timer.lap("nodes")
     create_namespaces(api, plan)
     create_all(api, plan.api.get("serviceAccounts", []), tolerate_exists=True)
-    holds = [
+    holds: list[dict[str, Any]] = [
         {
             "apiVersion": "v1",
             "kind": "ResourceQuota",

@@ -216,15 +216,15 @@ def round_fates(result: RoundResult, log_text: str = "") -> dict[str, PodFate]:
             by_pod.setdefault(d.key, []).append(d)
     out: dict[str, PodFate] = {}
     for pod, ds in by_pod.items():
-        d = best_decision(ds)
-        assert d is not None
+        best = best_decision(ds)
+        assert best is not None  # ds is never empty
         out[pod] = PodFate(
-            fate=d.fate.value,
-            layer=d.layer.value,
-            detail=_detail(d),
-            strategy=d.strategy,
-            status_code=d.status_code,
-            checks=list(d.checks),
+            fate=best.fate.value,
+            layer=best.layer.value,
+            detail=_detail(best),
+            strategy=best.strategy,
+            status_code=best.status_code,
+            checks=list(best.checks),
         )
     if total_cut(result) and log_text:
         for pod in mentioned_pods(log_text) - set(out):
@@ -332,7 +332,7 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
         ledger.source = "record"
         ledger.notes.insert(0, f"parsed from the record's log {log_path}")
     else:
-        rows = []
+        rows: list[PodRow] = []
         for d in record.get("decisions") or []:
             f = PodFate(
                 fate=d["fate"],

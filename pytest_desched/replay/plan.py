@@ -137,7 +137,7 @@ def plan_restore(
                 was = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate")
                 if was != "OnDelete":
                     spec["updateStrategy"] = {"type": "OnDelete"}
-            obj = {
+            obj: dict[str, Any] = {
                 "apiVersion": "apps/v1",
                 "kind": kind,
                 "metadata": {
@@ -178,7 +178,7 @@ def plan_restore(
         for r in refs:
             kind, name = r.get("kind"), r.get("name")
             if kind in OWNER_KINDS:
-                owner = owner_by_name.get((kind, ns, name))
+                owner = owner_by_name.get((kind, ns, str(name)))
                 if owner is None:
                     return [], f"its owner {kind}/{name} is not in the snapshot"
                 out.append({**r, "uid": owner["metadata"]["uid"]})
@@ -232,7 +232,7 @@ def plan_restore(
         if refs:
             meta["ownerReferences"] = refs
         start = _shift(st.get("startTime"), shift)
-        pod = {
+        pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": meta,
@@ -240,15 +240,15 @@ def plan_restore(
             "status": running_status(st, start),
         }
         plan.pods.append(pod)
-        owner = controller_of(pod)
+        ctrl = controller_of(pod)
         plan.expected[k] = {
             "uid": meta["uid"],
             "node": spec.get("nodeName"),
             "phase": pod["status"]["phase"],
             "creationTimestamp": meta["creationTimestamp"],
             "startTime": start,
-            "owner": f"{owner['kind']}/{owner['name']}" if owner else None,
-            "ownerUid": owner.get("uid") if owner else None,
+            "owner": f"{ctrl['kind']}/{ctrl['name']}" if ctrl else None,
+            "ownerUid": ctrl.get("uid") if ctrl else None,
         }
 
     # -- everything else, through the API ------------------------------------------------
@@ -265,8 +265,8 @@ def plan_restore(
             "so the descheduler considers them"
         )
     if plan.skipped:
-        why = Counter(s["why"].split(":")[0] for s in plan.skipped)
-        plan.notes.append(f"{len(plan.skipped)} pods not restored: {dict(why)}")
+        reasons = Counter(s["why"].split(":")[0] for s in plan.skipped)
+        plan.notes.append(f"{len(plan.skipped)} pods not restored: {dict(reasons)}")
     return plan
 
 

@@ -337,7 +337,7 @@ def record(
     snap = take_snapshot(path, context, namespaces=ns_list, exporter="client", report=report)
     d = snap.descheduler
     if d.get("kind") == "CronJob":
-        state.descheduler = {(d.get("namespace"), d.get("name"))}
+        state.descheduler = {(str(d.get("namespace")), str(d.get("name")))}
     held = rec.snapshot_done(snap)
     window_s = (end - start).total_seconds()
     report(

@@ -237,8 +237,8 @@ def verify(api: Any, plan: RestorePlan, method: str) -> tuple[dict[str, Any], li
         k
         for k, p in pods.items()
         if k not in restored
-        and controller_of(p) is not None
-        and controller_of(p).get("kind") in OWNER_KINDS
+        and (ctrl := controller_of(p)) is not None
+        and ctrl.get("kind") in OWNER_KINDS
     )
     return (
         {

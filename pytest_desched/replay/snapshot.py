@@ -497,6 +497,7 @@ def take_snapshot(
         raw, notes = export_with_client(api, ns_list, reads, report)
         time_base = {"exporter": "python client", "base": rfc3339(taken_at), "uncertaintyS": 0}
     descheduler = find_descheduler(raw)
+    policy_note: str | None
     policy, policy_note = (None, "no descheduler CronJob or Deployment found")
     if descheduler:
         policy, policy_note = read_policy(api, descheduler[0], reads)
