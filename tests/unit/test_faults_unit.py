@@ -383,3 +383,32 @@ def test_without_on_point_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> No
     result = run_experiment(Quiet, _ctx(), "pdb-lister-workaround")
     assert result.outcome == "pass", result.message
     assert "lab_teardown" in result.timings
+
+
+def test_heal_after_a_signal_starts_nothing_and_waits_for_nothing(
+    cdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After SIGTERM a heal waited its whole timeout (over 60 s, seen in a cancelled suite) for
+    a /readyz that the latched-gone API server never gives: now it returns at once, noted."""
+    from pytest_desched import interrupts
+
+    f = Faults(_cluster(cdir))
+    calls: list[str] = []
+
+    class Started(Exception):
+        pass
+
+    def start(down: list[str]) -> None:
+        calls.append("start")
+        raise Started
+
+    monkeypatch.setattr(f, "_kwokctl_start", start)
+    monkeypatch.setattr(f, "wait_api_ready", lambda timeout=None: calls.append("wait"))
+    with pytest.raises(Started):  # no signal: it starts the stopped components
+        f.heal_components(fresh_controllers=False)
+    calls.clear()
+    monkeypatch.setattr(interrupts, "_received", [(15, time.monotonic())])
+    t0 = time.monotonic()
+    assert f.heal_components() == []
+    assert calls == [] and time.monotonic() - t0 < 0.5
+    assert (f.events[-1].fault, f.events[-1].action) == ("heal", "skipped")

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import DeschedError
+from pytest_desched.interrupts import interrupted
 from pytest_desched.kube import api_health, live_watches, node_ready, wait_for
 from pytest_desched.proc import run
 from pytest_desched.providers.audit_log import AuditWindow
@@ -154,6 +155,13 @@ class Faults:
         (up to `attempts` rounds). Returns the names started.
         """
         started: list[str] = []
+        if interrupted():  # after a signal every API request is bounded and a dead server
+            # latched gone (kube.ApiGone): waiting here for /readyz would last the whole
+            # timeout (seen: over 60 s). The run is ending; a discarded cluster is deleted whole.
+            self.note(
+                "heal", "skipped", "a signal arrived: the cluster is left as the fault left it"
+            )
+            return started
         if fresh_controllers is None:
             fresh_controllers = any(self.pid(c) is None for c in ("etcd", "kube-apiserver"))
         for _ in range(attempts + int(fresh_controllers)):
