@@ -40,7 +40,8 @@ def this_process() -> dict[str, Any]:
 
 def owner_alive(record: dict) -> bool:
     pid = int(record.get("pid", 0) or 0)
-    return pid > 0 and proc_start(pid) is not None and proc_start(pid) == record.get("start")
+    start = proc_start(pid) if pid > 0 else None
+    return start is not None and start == record.get("start")
 
 
 def write_record(path: Path, record: dict[str, Any]) -> None:
