@@ -24,7 +24,7 @@ Canary = Callable[..., Any]
 def source_tracks(desched_settings: Any) -> None:
     """The source: candidates' behaviour tracks need the embedded provider: kind and existing
     clusters run round pods from images, and a local build has none (refused before any
-    cluster starts; tests/unit/test_candidate.py). Under `make e2e-kind` they are skipped."""
+    cluster starts; tests/unit/tools/test_candidate.py). Under `make e2e-kind` they are skipped."""
     from pytest_desched.providers.base import choose_provider
 
     provider = choose_provider(desched_settings.provider)

@@ -235,7 +235,7 @@ def _check_for_people(driver: Any) -> None:
     repr in a cell, and lists its contents (two experiments make it long)."""
     from selenium.webdriver.common.by import By
 
-    from tests.unit.test_report_views import REPR
+    from tests.unit.canary.test_report_views import REPR
 
     assert driver.find_element(By.ID, "answer").text == "2 passed"
     assert driver.find_element(By.CSS_SELECTOR, '[data-k="descheduler"]').text == "v0.36.0"

@@ -21,7 +21,7 @@ from pytest_desched.evidence.report import (
     write_report,
 )
 from tests.e2e.test_report_browser import _open, _screenshot, browser  # noqa: F401
-from tests.unit.test_report_views import REPR, _canary, _replay
+from tests.unit.canary.test_report_views import REPR, _canary, _replay
 
 pytestmark = pytest.mark.browser
 

@@ -20,7 +20,7 @@ from pytest_desched.config import build_config
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.experiments import lab_policy
 from pytest_desched.session import DeschedSession
-from tests.unit.test_user_inputs import PROD_VALUES, USER_POLICY
+from tests.unit.descheduler.test_user_inputs import PROD_VALUES, USER_POLICY
 
 pytestmark = pytest.mark.desched_selftest
 

@@ -1,4 +1,5 @@
-"""Every `from pytest_desched... import name` in tests/ and bench/ names something that exists.
+"""Every `from pytest_desched... import name` (or `from tests...`) in tests/ and bench/ names
+something that exists.
 
 Function-level imports in e2e tests only run when a cluster is up, so a name moved between
 modules (kept_clusters, cluster.py -> owners.py) once surfaced only 20 minutes into CI; this
@@ -9,11 +10,10 @@ from __future__ import annotations
 
 import ast
 import importlib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.unit import REPO as ROOT
 
 
 def _imports() -> list[tuple[str, int, str, str]]:
@@ -26,7 +26,7 @@ def _imports() -> list[tuple[str, int, str, str]]:
                     isinstance(node, ast.ImportFrom)
                     and node.level == 0
                     and node.module
-                    and node.module.split(".")[0] == "pytest_desched"
+                    and node.module.split(".")[0] in {"pytest_desched", "tests"}
                 ):
                     rel = str(path.relative_to(ROOT))
                     found += [(rel, node.lineno, node.module, a.name) for a in node.names]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,7 +13,10 @@ from pytest_desched import interrupts
 
 
 @pytest.fixture(autouse=True)
-def _fresh() -> None:
+def _fresh() -> Iterator[None]:
+    """Process-wide signal state: fresh for each test, and none left for the next file's."""
+    interrupts.reset()
+    yield
     interrupts.reset()
 
 

@@ -43,7 +43,7 @@ from pytest_desched.providers.embedded.kubelet import wait_runs, write_facts
 from pytest_desched.providers.jobs import PodRun, error_lines, failed_pod, utcnow
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.tools.versions import load_versions
-from tests.unit.test_chart_checks import render
+from tests.unit.descheduler.test_chart_checks import render
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLXBhcnQ"
 SCOPE = PolicyScope(node_selector=f"{OPT_IN_LABEL}=true")

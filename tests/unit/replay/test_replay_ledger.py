@@ -18,8 +18,9 @@ from pytest_desched.replay.ledger import (
     ledger_from_record,
     round_fates,
 )
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
+DATA = DATA_ROOT / "descheduler-v0.36.0"
 LAB = "descheduler-lab/spread-demo-5d48967fdd-"
 
 

@@ -30,7 +30,7 @@ from pytest_desched.providers.embedded.kubelet import (
 )
 from pytest_desched.providers.jobs import MetricsScrape, PodRun
 from pytest_desched.tools.resources import manifest_path
-from tests.unit.test_rounds_unit import make_cronjob
+from tests.unit.descheduler.test_rounds_unit import make_cronjob
 
 IMAGE = "registry.k8s.io/descheduler/descheduler:v0.36.0"
 IMAGES = {IMAGE: "/bin/descheduler-v0.36.0"}

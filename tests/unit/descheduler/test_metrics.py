@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,11 +13,10 @@ from pytest_desched.descheduler.metrics import (
     served_names,
 )
 from pytest_desched.providers.jobs import MetricsScrape
+from tests.unit import DATA_ROOT
 
 # A real v0.36.0 scrape after 2 evictions; its profile is named `taints}{le="1"} 99`.
-REAL = (
-    Path(__file__).parent / "data" / "descheduler-v0.36.0" / "metrics-profile-brace.prom"
-).read_text()
+REAL = (DATA_ROOT / "descheduler-v0.36.0" / "metrics-profile-brace.prom").read_text()
 PROFILE = 'taints}{le="1"} 99'
 LOOPS = "descheduler_loop_duration_seconds_count 65\n"
 

@@ -22,8 +22,9 @@ from pytest_desched.providers.kind import (
 from pytest_desched.tools.kind_node import archive
 from pytest_desched.tools.kind_node.engine import VM_RUNTIME, bounding_lacks
 from pytest_desched.tools.kind_node.go_constants import _go_string_expr, kind_go_constants
+from tests.unit import REPO
 
-WRAPPER = Path(__file__).resolve().parents[2] / "pytest_desched/tools/kind_node/runc_vm_wrapper.py"
+WRAPPER = REPO / "pytest_desched/tools/kind_node/runc_vm_wrapper.py"
 
 
 def test_archive_is_what_docker_load_reads(tmp_path: Path) -> None:

@@ -28,10 +28,11 @@ from pytest_desched.descheduler.render_checks import find
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments import lab_policy
 from pytest_desched.session import DeschedSession
+from tests.unit import REPO
 
 pytest_plugins = ["pytester"]
 
-RUNBOOK = (Path(__file__).parents[2] / "manifests" / "policy-safe-rebalance.yaml").read_text()
+RUNBOOK = (REPO / "manifests" / "policy-safe-rebalance.yaml").read_text()
 # A user's policy that differs from the runbook's: other caps and an extra protection.
 USER_POLICY = RUNBOOK.replace("maxNoOfPodsToEvictTotal: 2", "maxNoOfPodsToEvictTotal: 1").replace(
     "      minReplicas: 2\n",

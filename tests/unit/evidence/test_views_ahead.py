@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,9 @@ import pytest_desched.evidence.views_ahead as views_ahead
 from pytest_desched.evidence.report import render_report
 from pytest_desched.evidence.views_ahead import ViewsAhead
 from pytest_desched.redaction import Redactor
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "report" / "entries.json"
+DATA = DATA_ROOT / "report" / "entries.json"
 # what differs between two drawings of the same data: the page's and each SVG's date
 GENERATED = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC|<dc:date>[^<]*</dc:date>")
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from pytest_desched.descheduler.decisions import Fate, Layer
 from pytest_desched.descheduler.logparse import parse_log
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
+DATA = DATA_ROOT / "descheduler-v0.36.0"
 LAB = "descheduler-lab"
 
 

@@ -20,8 +20,9 @@ from pytest_desched.providers import audit_log
 from pytest_desched.providers.audit_log import AuditWindow, EvictionRequest
 from pytest_desched.providers.base import Cluster
 from pytest_desched.tools.resources import manifest_path
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "audit"
+DATA = DATA_ROOT / "audit"
 LAB = "descheduler-lab"
 SA = "system:serviceaccount:kube-system:descheduler"
 NO_EVICT_SA = "system:serviceaccount:kube-system:desched-no-audit-7b2cb"

@@ -29,9 +29,10 @@ from pytest_desched.evidence.report import (
 )
 from pytest_desched.experiments import ExperimentResult
 from pytest_desched.replay.ledger import PodFate, compare, ledger_from_log, round_fates
-from tests.unit.test_canary_diff import BASELINE, FIXED
+from tests.unit import DATA_ROOT
+from tests.unit.canary.test_canary_diff import BASELINE, FIXED
 
-DATA = Path(__file__).parent / "data"
+DATA = DATA_ROOT
 REPR = re.compile(r"\bNone\b|\{'|\['|\('|'\)|'\]|'\}|^\(\)$|^\[\]$|^\{\}$")
 CHART = {"source": "repo", "version": "0.36.0", "digest": "sha256:abc"}
 

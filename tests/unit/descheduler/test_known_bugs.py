@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,9 @@ from pytest_desched.descheduler.known_bugs import (
     tolerated,
 )
 from pytest_desched.descheduler.logparse import parse_log
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
+DATA = DATA_ROOT / "descheduler-v0.36.0"
 LAB = "descheduler-lab"
 
 

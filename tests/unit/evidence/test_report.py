@@ -18,8 +18,9 @@ from pytest_desched.evidence.report import render_report, write_report
 from pytest_desched.evidence.timeline import pdb_series, policy_lint, round_timeline
 from pytest_desched.redaction import Redactor
 from pytest_desched.session import DeschedSession
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "report" / "entries.json"
+DATA = DATA_ROOT / "report" / "entries.json"
 
 
 @pytest.fixture

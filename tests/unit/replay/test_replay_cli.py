@@ -10,8 +10,9 @@ import pytest
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.replay.cli import add_parsers
+from tests.unit import DATA_ROOT
 
-DATA = Path(__file__).parent / "data" / "descheduler-v0.36.0"
+DATA = DATA_ROOT / "descheduler-v0.36.0"
 
 
 def _parse(*argv: str) -> argparse.Namespace:
