@@ -10,8 +10,10 @@ RemovePodsViolatingNodeTaints, nodeFit, caps 5 per node / 50 in total), the fate
 
     python bench/replay_scale.py [--nodes 1000] [--pods 10000] [--seed 1] [--out FILE]
 
-Figures (all `time.monotonic()`, from the engine's own phase timings): the target is
-"restore + one round" (restore, policy apply and round, ledger included) in at most 60 s;
+Figures (all `time.monotonic()`, from the engine's own phase timings): issue 29's targets,
+"restore + one round" (restore, policy apply and round, ledger included) in at most
+`ROUND_TARGET_S` at 1,000 nodes / 10,000 pods and the restore alone in at most
+`RESTORE_TARGET_S` at 5,000 nodes / 10,000 pods (bench/replay_series.py takes the median of 3);
 bring-up and install are reported beside it. Peak memory: this process (getrusage) and each
 cluster process's VmHWM (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok,
 the stand-in kubelet, the descheduler round), sampled from /proc while the replay runs.
@@ -56,6 +58,9 @@ profiles:
     deschedule:
       enabled: [RemovePodsViolatingNodeAffinity, RemovePodsViolatingNodeTaints]
 """
+
+ROUND_TARGET_S = 45.0  # issue 29: restore + one round, 1,000 nodes / 10,000 pods, quiet
+RESTORE_TARGET_S = 40.0  # issue 29: the restore alone, 5,000 nodes / 10,000 pods, quiet
 
 
 def log(msg: str) -> None:
@@ -192,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         },
         "cluster": {"nodes": len(snap.nodes), "pods": len(snap.pods), "seed": args.seed},
         "target_s": round(target, 2),
-        "target_met": target <= 60,
+        "target_met": target <= ROUND_TARGET_S,
+        "restore_target_met": (t.get("replay.restore") or 1e9) <= RESTORE_TARGET_S,
         "seconds": {
             "generate": round(t_gen, 2),
             "write_snapshot": round(t_write, 2),
@@ -230,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.out:
         args.out.write_text(text + "\n")
-    log(f"restore + one round: {target:.1f}s (target 60s: {'met' if target <= 60 else 'missed'})")
+    met = "met" if target <= ROUND_TARGET_S else "missed"
+    log(f"restore + one round: {target:.1f}s (target {ROUND_TARGET_S:.0f}s: {met})")
     return 0
 
 
