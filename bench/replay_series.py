@@ -5,7 +5,12 @@ The shapes alternate (1,000 / 10,000, then 5,000 / 10,000, N rounds) so a change
 machine's load falls on both; each run is a fresh process and a fresh cluster. The median of
 each phase is taken over the runs, and each target is judged on its own median:
 
-    python bench/replay_series.py [--repeat 3] [--out-dir DIR]
+    python bench/replay_series.py [--repeat 3] [--out-dir DIR] [--also-client-limits 100,200]
+
+`--also-client-limits QPS,BURST` adds a third run per round: 1,000 / 10,000 with the
+descheduler's API client at those limits (`desched replay --client-qps/--client-burst`). The
+targets are judged on the runs at its own limits (v0.36.0: client-go's 5 qps / burst 10); the
+third shows how much of its cycle those limits are.
 
 Writes DIR/run-<i>-<nodes>-<pods>.json (replay_scale.py's own report) and DIR/series.json;
 prints a Markdown table. Exit 0 when every run completed, whatever the verdicts.
@@ -92,12 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out-dir", type=Path, default=Path("replay-series"))
+    ap.add_argument("--also-client-limits", default=None, metavar="QPS,BURST")
     args = ap.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
+    configs: list[tuple[int, int, tuple[str, ...]]] = [(n, p, ()) for n, p in SHAPES]
+    if args.also_client_limits:
+        qps, burst = args.also_client_limits.split(",")
+        configs.append((*SHAPES[0], ("--client-qps", qps, "--client-burst", burst)))
     runs: dict[tuple[int, int], list[dict[str, Any]]] = {s: [] for s in SHAPES}
+    limited: list[dict[str, Any]] = []
     for i in range(1, args.repeat + 1):
-        for nodes, pods in SHAPES:
-            out = args.out_dir / f"run-{i}-{nodes}-{pods}.json"
+        for nodes, pods, extra in configs:
+            tag = "-client" if extra else ""
+            out = args.out_dir / f"run-{i}-{nodes}-{pods}{tag}.json"
             load = os.getloadavg()[0]
             print(
                 f"[series] run {i}: {nodes} nodes / {pods} pods, load {load:.2f}",
@@ -124,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             report = json.loads(out.read_text())
             report["load_at_start"] = load
-            runs[(nodes, pods)].append(report)
+            (limited if extra else runs[(nodes, pods)]).append(report)
             print(f"[series] done in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)
     small, big = runs[SHAPES[0]], runs[SHAPES[1]]
     round_median = _median([r["target_s"] for r in small])
@@ -140,8 +152,21 @@ def main(argv: list[str] | None = None) -> int:
             f"{n}/{p}": [r["load_at_start"] for r in rs] for (n, p), rs in runs.items()
         },
     }
+    if limited:
+        verdict["with the client limits " + args.also_client_limits] = {
+            "restore + one round (median)": _median([r["target_s"] for r in limited]),
+            "round (median)": _median(
+                [r["seconds"]["round (Job created -> finished)"] for r in limited]
+            ),
+            "descheduler cycle (median)": _median(
+                [r["seconds"]["descheduler cycle (its own log)"] or 0.0 for r in limited]
+            ),
+        }
     (args.out_dir / "series.json").write_text(json.dumps(verdict, indent=1) + "\n")
     print(table(runs))
+    if limited:
+        print(f"\nwith --client-qps/--client-burst {args.also_client_limits}:")
+        print(table({SHAPES[0]: limited}))
     print("\n" + json.dumps(verdict, indent=1))
     return 0
 
