@@ -49,12 +49,15 @@ class SessionExperiments(SessionState):
         defer_release: bool = False,
         cycles: int = 1,
         no_loop: bool = False,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
     ) -> ExperimentContext:
         """An ExperimentContext, every input checked before anything changes.
 
         A bad input is a one-line ConfigError (or PolicyError) naming the input and the
         fix. `policy` is anything `Policy.coerce` takes (Policy, path, mapping, YAML text);
         a caller's own policy is filed under its own name, not a built-in variant's.
+        `on_record` gets each round's record as it is written. The context is frozen: a
+        caller derives its own (a lane's) with `dataclasses.replace`.
         """
         from pytest_desched.bounds import check_cycles
         from pytest_desched.descheduler.chart import Release as _Release
@@ -67,8 +70,9 @@ class SessionExperiments(SessionState):
             raise ConfigError(f"no_loop {no_loop!r}: give true or false")
 
         self._start_views_ahead()  # matplotlib's import (~1 s) while the experiment runs
-        # defer_release: the caller sets `prepare_release` (run_concurrently installs the
-        # releases while the labs are arranged); nothing reads ctx.release before it ran.
+        # defer_release: the caller derives a context with `prepare_release` (run_concurrently
+        # installs the releases while the labs are arranged); nothing reads ctx.release before
+        # it ran (Runner.use_release).
         rel = None if defer_release else (release or self.release)
         cluster = self.cluster
         w = cluster.workers
@@ -121,6 +125,7 @@ class SessionExperiments(SessionState):
             inputs=self.inputs.evidence(),
             cycles=cycles,
             no_loop=no_loop,
+            on_record=on_record,
         )
 
     def fresh_namespace(self) -> str:
@@ -247,10 +252,10 @@ class SessionExperiments(SessionState):
                 target=lane.target,
                 keep_min_pod_age=cls.keep_min_pod_age,
                 defer_release=True,
+                on_record=on_record,
             )
-            ctx.policy = scope_to_lane(ctx.policy, lane).validate()
-            ctx.pool, ctx.lane, ctx.on_record = lane.pool, lane.name, on_record
-            ctxs.append(ctx)
+            lane_policy = scope_to_lane(ctx.policy, lane).validate()
+            ctxs.append(replace(ctx, policy=lane_policy, pool=lane.pool, lane=lane.name))
         check_lanes(lanes, [c.policy for c in ctxs])
         self.evidence.write_json("session", "execution", execution)
         # Every lane's release installs (suspended, dry run) beside the others and the lanes'
@@ -259,8 +264,10 @@ class SessionExperiments(SessionState):
         installs = {ln.release: pool.submit(self.lane_release, ln.release) for ln in lanes}
         futures: list[Future[ExperimentResult]] = []
         try:
-            for lane, ctx in zip(lanes, ctxs, strict=True):
-                ctx.prepare_release = installs[lane.release].result
+            ctxs = [
+                replace(ctx, prepare_release=installs[lane.release].result)
+                for lane, ctx in zip(lanes, ctxs, strict=True)
+            ]
 
             def work(i: int) -> ExperimentResult:
                 cls, variant = classes[i]
@@ -299,8 +306,7 @@ class SessionExperiments(SessionState):
         variant = variant or cls.default_variant
         if cls.keep_min_pod_age:
             params.setdefault("keep_min_pod_age", True)
-        ctx = self.context(variant=variant, **params)
-        ctx.on_record = on_record
+        ctx = self.context(variant=variant, on_record=on_record, **params)
         with self.phase(f"experiment.{cls.name}[{ctx.policy_label or variant}]"):
             result = run_experiment(cls, ctx, variant)
         self._record_result(result, cls.name)

@@ -54,16 +54,21 @@ class Experiment:
 
     def __init__(self, runner: Runner) -> None:
         self.r = runner
-        self.ctx = runner.ctx
         self.lab = runner.lab
         # The context is the caller's, built once; an experiment with a policy of its own gets
         # a copy carrying it, before any step (and before a fidelity half reads its policy).
         own = self.policy_for(runner.ctx)
         if own is not None:
             label = self.own_policy_label or runner.ctx.policy_label
-            runner.ctx = self.ctx = replace(runner.ctx, policy=own, policy_label=label)
+            runner.ctx = replace(runner.ctx, policy=own, policy_label=label)
             if self.own_policy_label:
                 runner.result.variant = self.own_policy_label
+
+    @property
+    def ctx(self) -> ExperimentContext:
+        """The runner's context: the caller's, or the copy with this experiment's own policy
+        and, once a deferred release is installed, that release (Runner.use_release)."""
+        return self.r.ctx
 
     def policy_for(self, ctx: ExperimentContext) -> Policy | None:
         """The policy this experiment runs instead of `ctx.policy`, or None for ctx.policy.
@@ -125,7 +130,6 @@ def drive(
     """
     from pytest_desched.experiments.cycles import run_cycles
 
-    ctx = r.ctx
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("arrange", lambda: _arrange_beside_policy(r, exp)),
         ("act", exp.act),
@@ -161,7 +165,7 @@ def drive(
         if r.result.outcome != "pass":  # kept for the report even when a known bug explains it
             r.result.artifacts = r.failure_artifacts()
         if r.result.outcome in ("fail", "error"):
-            _stop(ctx, r.result)
+            _stop(r.ctx, r.result)  # the release it drove (a deferred one: installed)
     finally:  # Ctrl-C and SIGTERM too: the lab never outlives its experiment
         try:
             r.point("teardown")
@@ -226,7 +230,7 @@ def _arrange_beside_policy(r: Runner, exp: Experiment) -> None:
         try:
             with r.timed("policy"):
                 if r.ctx.prepare_release is not None:
-                    r.ctx.release = r.ctx.prepare_release()
+                    r.use_release(r.ctx.prepare_release())
                 r.ensure_policy()
         except BaseException as exc:  # re-raised in the experiment's own thread below
             failed.append(exc)

@@ -94,9 +94,10 @@ def _lab_deviations(p: Policy, variant: str, keep_min_pod_age: bool) -> Policy:
 
 
 # --- context ------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class ExperimentContext:
     """What an experiment needs: cluster, release, nodes, policy, where evidence goes.
+    Built whole where it is made (session.context); variants are `dataclasses.replace` copies.
 
     `policy_label` files the records of a caller's own policy under its own name instead of
     the built-in variant's. `on_point`, when set, is called at fixed points of each round so
@@ -122,8 +123,7 @@ class ExperimentContext:
     keep_lab: bool = False
     policy_label: str | None = None
     on_point: Callable[[str], None] | None = None
-    # Set when the experiment runs beside others on the same cluster (experiments/lanes.py):
-    # its own pool value, namespace, nodes and release; its round Jobs carry the lane's name.
+    # A lane's (experiments/lanes.py): its own pool, namespace, nodes, release and Job names.
     pool: str = POOL_VALUE
     lane: str | None = None
     # Installs the lane's own release (suspended, dry run) beside the lab's arrange step.
@@ -205,6 +205,10 @@ class Runner:
         finally:
             t = self.result.timings
             t[step] = round(t.get(step, 0.0) + time.monotonic() - t0, 3)
+
+    def use_release(self, release: Release) -> None:
+        """Drive a deferred `release`, once installed: on the runner's copy of the context."""
+        self.ctx = replace(self.ctx, release=release, prepare_release=None)
 
     def check(self, id: str, name: str, ok: bool, detail: str = "") -> bool:
         self.result.checks.append(Check(id, name, bool(ok), detail))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.errors import ConfigError
@@ -184,8 +184,9 @@ def run_fidelity(
     for i, runner_cls in enumerate((Runner, DryRunRunner)):
         ns = namespaces[i] if namespaces is not None else None
         defer = own_release and runner_cls is DryRunRunner
-        ctx = session.context(variant=variant, namespace=ns, defer_release=defer, **params)
-        ctx.on_record = on_record
+        ctx = session.context(
+            variant=variant, namespace=ns, defer_release=defer, on_record=on_record, **params
+        )
         runners.append(runner_cls(ctx, title, variant))
     real, dry = runners
     real_exp, dry_exp = cls(real), cls(dry)  # a strategy experiment builds its policy here
@@ -200,7 +201,8 @@ def run_fidelity(
     out = FidelityOutcome(name or f"fidelity-{cls.name}", dry.result, real.result, None)
     with ThreadPoolExecutor(1, thread_name_prefix="desched-dry-release") as pool:
         if own_release:
-            dry.ctx.prepare_release = pool.submit(_dry_release, session, dry).result
+            installing = pool.submit(_dry_release, session, dry).result
+            dry.ctx = replace(dry.ctx, prepare_release=installing)
         _halves(session, out, cls, variant, real, real_exp, dry, dry_exp)
     out.duration_s = time.monotonic() - t0
     out.timings = {
@@ -273,8 +275,6 @@ def _carry_to_real(out: FidelityOutcome, dry: Runner, real: Runner) -> None:
 
 def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None:
     """The dry-run half's rounds against the real ones; the probe when the Job's fell short."""
-    from dataclasses import replace
-
     halves = [half_of(dry, v, "dry-run") for v in dry.views]
     results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
     probed: dict[str, Any] | None = None

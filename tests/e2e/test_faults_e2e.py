@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -311,8 +311,10 @@ CASES = [
 def _run_case(
     session: DeschedSession, faults: Faults, case: Case, record: Callable[[str, Any], None]
 ) -> tuple[ExperimentResult, Seen, Trigger, ExperimentContext, float]:
-    ctx = session.context(variant=VARIANT, why="fault matrix", **case.params)
-    ctx.recovery_timeout = RECOVERY_S
+    ctx = replace(
+        session.context(variant=VARIANT, why="fault matrix", **case.params),
+        recovery_timeout=RECOVERY_S,
+    )
     seen = Seen()
     trigger = Trigger(
         faults,
@@ -324,7 +326,7 @@ def _run_case(
         on_before_job=_watch(ctx, seen),
         on_teardown=_after_stop(ctx, seen),
     )
-    ctx.on_point = trigger
+    ctx = replace(ctx, on_point=trigger)  # the trigger's hooks see the same fields
     t0 = time.monotonic()
     result = run_experiment("positive", ctx, VARIANT)
     took = time.monotonic() - t0

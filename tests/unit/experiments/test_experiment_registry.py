@@ -8,6 +8,7 @@ the release (records the policy it was given) and the emergency stop (records th
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import FrozenInstanceError, dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -143,10 +144,11 @@ class FakeRelease:
         return {}
 
 
+@dataclass(frozen=True)
 class FakeContext(ExperimentContext):
-    """A real ExperimentContext whose lab is the double."""
+    """A real ExperimentContext whose lab is the double (a field: copies keep it)."""
 
-    fake_lab: FakeLab
+    fake_lab: FakeLab = field(default_factory=lambda: FakeLab([]))
 
     def lab(self) -> Any:
         return self.fake_lab
@@ -179,8 +181,8 @@ def _ctx(events: list[str], snapshot_fails: bool = False) -> FakeContext:
         source="w-1",
         target="w-2",
         namespace="lab-unit",
+        fake_lab=FakeLab(events, snapshot_fails),
     )
-    ctx.fake_lab = FakeLab(events, snapshot_fails)
     return ctx
 
 
@@ -319,8 +321,7 @@ def test_the_policy_is_not_reapplied_when_already_live(
 def test_a_custom_policy_label_names_the_result(
     events: list[str], stops: list[tuple[Any, Any]]
 ) -> None:
-    ctx = _ctx(events)
-    ctx.policy_label = "custom-0123abcd"
+    ctx = replace(_ctx(events), policy_label="custom-0123abcd")
     result = run_experiment(_experiment(events, check_ok=True), ctx, "runbook")
     assert result.label == "unit-steps[custom-0123abcd]"
 
@@ -356,8 +357,10 @@ def test_an_api_server_gone_at_teardown_is_a_provider_error_naming_the_cluster(
         "/api/v1/namespaces/lab-unit",
         urllib3.exceptions.NewConnectionError(None, "[Errno 111] Connection refused"),  # type: ignore[arg-type]
     )
-    ctx = _ctx(events)
-    ctx.cluster = SimpleNamespace(provider="embedded", name="desched-x-1", toolchain=None)  # type: ignore[assignment]
+    ctx = replace(
+        _ctx(events),
+        cluster=SimpleNamespace(provider="embedded", name="desched-x-1", toolchain=None),
+    )
     ctx.fake_lab.teardown = lambda background=False: (_ for _ in ()).throw(refused)  # type: ignore[method-assign]
     monkeypatch.setattr(
         declared, "api_health", lambda c, timeout: "kube-apiserver X is unreachable"
@@ -410,3 +413,34 @@ def test_after_a_signal_a_cluster_deleted_whole_gets_no_lab_teardown(
     finally:
         interrupts.reset()
     assert events2[-1] == "lab.teardown"
+
+
+def test_a_context_is_built_whole_never_written_into(
+    events: list[str], stops: list[tuple[Any, Any]]
+) -> None:
+    """Item 3 of issue 30: a field of a built context cannot be set (lanes, fidelity and a
+    deferred release derive copies); a run on a copy leaves the caller's context as built."""
+    ctx = _ctx(events)
+    for name, value in (("policy_label", "x"), ("release", None), ("on_record", print)):
+        with pytest.raises(FrozenInstanceError):
+            setattr(ctx, name, value)
+    installed = FakeRelease(events)
+    deferred = replace(ctx, prepare_release=lambda: installed)
+    seen: list[Any] = []
+
+    class SeesRelease(Experiment):
+        title = "unit-sees-release"
+
+        def act(self) -> None:
+            seen.append(self.ctx.release)
+
+    result = run_experiment(SeesRelease, deferred)
+    assert result.outcome == "pass", result.message
+    assert seen == [installed] and installed.applied  # the installed release ran the policy
+    assert deferred.release is ctx.release is not installed  # the caller's: unchanged
+    assert stops == []
+    # a failing run's emergency stop stops the release it drove, not the placeholder
+    failing = replace(ctx, prepare_release=lambda: installed)
+    result = run_experiment(_experiment(events, act=RuntimeError("x")), failing)
+    assert result.outcome == "error"
+    assert stops == [(ctx.cluster, installed)]
