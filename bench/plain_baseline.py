@@ -105,10 +105,13 @@ def prepare_inputs(
     nodes = [node_manifest(n, f"zone-{'abc'[i % 3]}", NodeSpec()) for i, n in enumerate(names)]
     (inputs / "nodes.yaml").write_text(yaml.safe_dump_all(nodes, sort_keys=False))
 
-    # The runbook's Deployment and PDB, as the experiments' Lab creates them.
+    # The lab's namespace, the runbook's Deployment and PDB, as the experiments' Lab creates them.
     api = _Recorder()
     cluster = type("C", (), {"policy": api, "apps": api, "core": api})()
     lab = Lab(cluster, "descheduler-lab", replicas=replicas, image=versions.workload_image)  # type: ignore[arg-type]
+    lab.create_namespace()  # the namespace as the lab makes it (its labels)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", **api.bodies[-1]}
+    (inputs / "namespace.yaml").write_text(yaml.safe_dump(namespace, sort_keys=False))
     (inputs / "deployment.yaml").write_text(
         yaml.safe_dump(lab.deployment_manifest(), sort_keys=False)
     )

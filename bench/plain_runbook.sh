@@ -8,7 +8,7 @@
 #   bash bench/plain_runbook.sh WORKDIR
 #
 # WORKDIR/inputs holds what bench/plain_baseline.py wrote from the plugin's own Python
-# sources: nodes.yaml, deployment.yaml, pdb.yaml, values-first-install.yaml (the lab's
+# sources: nodes.yaml, namespace.yaml, deployment.yaml, pdb.yaml, values-first-install.yaml (the lab's
 # cmdOptions), values-null-policy.yaml and values-workaround.yaml (the policy). Tools and names come from the environment (see "Inputs" below).
 #
 # TEARDOWN=pods-first (default, the fastest correct form) deletes the Deployment with its
@@ -194,20 +194,26 @@ evictions_since() {  # the API server's eviction requests after line $1: "ns/pod
 }
 
 arrange_violation() {  # runbook: label the source, deploy, move the label, add the PDB
+  # Timed in parts: the commands that make the lab state (`$exp.arrange.deploy`, `.move`,
+  # `.pdb`: the lab's minimal arrange in its fastest form, one kubectl call per change and
+  # kubectl's own waits; bench/floor.py's floor with arrange) apart from the checks.
   local exp=$1
-  step "$exp.arrange"
-  kubectl create namespace "$NS" >&3
+  step "$exp.arrange.deploy"
   kubectl label node "$SRC" "$POOL=$POOL_VALUE" --overwrite >&3
-  kubectl create -n "$NS" -f "$IN/deployment.yaml" >&3
+  kubectl create -n "$NS" -f "$IN/namespace.yaml" -f "$IN/deployment.yaml" >&3
   kubectl rollout status deployment/"$APP" -n "$NS" --timeout="$TIMEOUT" >&3
+  step "$exp.arrange.check-start"
   check "$exp/starts-on-source" "pods not all Ready on $SRC: $(pods | tr '\n' ';')" all_on "$SRC"
   UIDS0=$(uids)
   GEN0=$(kubectl get deployment "$APP" -n "$NS" -o jsonpath='{.metadata.generation}')
+  step "$exp.arrange.move"
   kubectl label node "$DST" "$POOL=$POOL_VALUE" --overwrite >&3
   kubectl label node "$SRC" "$POOL-" >&3
+  step "$exp.arrange.check-moved"
   same_pods() { [[ $(uids) == "$UIDS0" && $(kubectl get deployment "$APP" -n "$NS" -o jsonpath='{.metadata.generation}') == "$GEN0" ]]; }
   check "$exp/no-rollout" "moving the label changed the pods or the Deployment" same_pods
   check "$exp/pods-violate-affinity" "pods not all still on $SRC" all_on "$SRC"
+  step "$exp.arrange.pdb"
   kubectl create -n "$NS" -f "$IN/pdb.yaml" >&3  # minAvailable 2
   kubectl wait pdb/"$APP" -n "$NS" --for=jsonpath='{.status.disruptionsAllowed}'=$((REPLICAS - 2)) \
     --timeout="$TIMEOUT" >&3
@@ -324,7 +330,9 @@ teardown_lab positive descheduler-positive
 
 # --- nodefit: no node carries the label, nodeFit stops every candidate --------------------
 arrange_violation nodefit
+step nodefit.arrange.unlabel
 kubectl label node "$DST" "$POOL-" >&3
+step nodefit.arrange.check-unlabelled
 check nodefit/no-pool-node "nodes still labelled" \
   test -z "$(kubectl get nodes -l "$POOL=$POOL_VALUE" -o name)"
 run_round nodefit descheduler-negative-nodefit
@@ -344,8 +352,10 @@ teardown_lab nodefit descheduler-negative-nodefit
 
 # --- pdb: minAvailable = replicas, every eviction refused with 429 ----------------------
 arrange_violation pdb
+step pdb.arrange.pdb-zero
 kubectl patch pdb "$APP" -n "$NS" --type=merge -p "{\"spec\":{\"minAvailable\":$REPLICAS}}" >&3
 kubectl wait pdb/"$APP" -n "$NS" --for=jsonpath='{.status.disruptionsAllowed}'=0 --timeout="$TIMEOUT" >&3
+step pdb.arrange.check-zero
 check pdb/pdb-zero-before "disruptionsAllowed is not 0" test "$(pdb_field disruptionsAllowed)" == 0
 run_round pdb descheduler-negative-pdb
 step pdb.assess

@@ -22,7 +22,21 @@ def _steps(**extra: float) -> list[dict[str, float | str]]:
         "install.preflight": 0.2,  # above the floor
         "install.helm-install": 1.25,
         "install.helm-upgrade-policy": 1.0,  # above the floor
-        "positive.arrange": 3.0,  # above the floor
+        "positive.arrange.deploy": 0.5,  # the floor with arrange only
+        "positive.arrange.check-start": 0.75,  # above both: a check
+        "positive.arrange.move": 0.25,
+        "positive.arrange.check-moved": 0.75,
+        "positive.arrange.pdb": 0.25,
+        "nodefit.arrange.deploy": 0.5,
+        "nodefit.arrange.move": 0.25,
+        "nodefit.arrange.pdb": 0.25,
+        "nodefit.arrange.unlabel": 0.25,
+        "nodefit.arrange.check-unlabelled": 1.0,
+        "pdb.arrange.deploy": 0.5,
+        "pdb.arrange.move": 0.25,
+        "pdb.arrange.pdb": 0.25,
+        "pdb.arrange.pdb-zero": 0.5,
+        "pdb.arrange.check-zero": 1.0,
         "positive.round": 0.1,  # above the floor: the suspend check
         "positive.round.schedule": 0.5,
         "positive.round.prepare": 0.9,  # above the floor: policy, token, status
@@ -48,6 +62,18 @@ def test_the_floor_is_bring_up_one_install_and_the_three_rounds() -> None:
     assert f["floor"] == 8.5  # no arrange, upgrade, checks or teardown
     assert f["namespace_deletion"] == 5.5  # the fastest of the three
     assert f["floor_with_namespace"] == 14.0
+
+
+def test_the_second_floor_adds_the_minimal_arrange_and_none_of_its_checks() -> None:
+    f = floor.floor_of(_steps())
+    assert (f["arrange.positive"], f["arrange.nodefit"], f["arrange.pdb"]) == (1.0, 1.25, 1.5)
+    assert f["arrange"] == 3.75
+    assert f["floor"] == 8.5  # the first floor's definition is unchanged
+    assert f["floor_with_arrange"] == 12.25
+    assert f["floor_with_arrange_and_namespace"] == 17.75
+    steps = [s for s in _steps() if s["step"] != "pdb.arrange.pdb-zero"]
+    with pytest.raises(KeyError, match=r"pdb\.arrange\.pdb-zero"):
+        floor.floor_of(steps)
 
 
 def test_a_step_the_script_did_not_time_is_named() -> None:
