@@ -28,7 +28,7 @@ _DERIVED = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundRecord:
     """Everything a reviewer needs to audit one descheduler round, as plain JSON data."""
 

@@ -2,7 +2,8 @@
 
 The watches stamp with `time.monotonic()`, the API server's audit and the round pods with wall
 clock; everything here becomes seconds since the experiment start (like `started_s`), so one
-axis holds the Job, the eviction requests and the replacement pod. The applied policy's evidence
+axis holds the Job, the eviction requests and the replacement pod. No clock is read here: the
+caller gives the wall-minus-monotonic offset it read (evidence/assemble.py: pure). The applied policy's evidence
 (its effective form after the descheduler's defaults and its lint) is computed here too, once per
 policy. Kept out of the framework so the runner only passes what it already has.
 """
@@ -10,15 +11,12 @@ policy. Kept out of the framework so the runner only passes what it already has.
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.rounds import Round
-    from pytest_desched.lab.recorder import Recorder
-    from pytest_desched.lab.snapshot import Snapshot
     from pytest_desched.tools.toolchain import Toolchain
 
 
@@ -35,9 +33,17 @@ def _wall_rel(ts: datetime | None, t0: float, offset: float) -> float | None:
     return None if ts is None else round(ts.timestamp() - offset - t0, 3)
 
 
-def round_timeline(rnd: Round, rec: Recorder, before: Snapshot, t0: float) -> list[dict[str, Any]]:
-    """Job created, round pod started, eviction requests, replacement scheduled/Ready, Job done."""
-    offset = time.time() - time.monotonic()
+def round_timeline(
+    rnd: Round,
+    pod_events: Iterable[Mapping[str, Any]],
+    old_uids: Collection[str],
+    t0: float,
+    offset: float,
+) -> list[dict[str, Any]]:
+    """Job created, round pod started, eviction requests, replacement scheduled/Ready, Job done.
+
+    `pod_events`: the round's pod watch (Recorder.pod_events); `old_uids`: the pods before the
+    Job (a pod not among them is a replacement); `offset`: wall clock - monotonic clock."""
     out: list[dict[str, Any]] = [
         {"t_s": _rel(rnd.started, t0), "what": "job-created", "pod": None, "code": None}
     ]
@@ -60,13 +66,12 @@ def round_timeline(rnd: Round, rec: Recorder, before: Snapshot, t0: float) -> li
                     "code": req.code,
                 }
             )
-    old = before.uids
     scheduled: dict[str, float] = {}
     ready: dict[str, float] = {}
     names: dict[str, str] = {}
-    for e in rec.pod_events:
+    for e in pod_events:
         uid = e["uid"]
-        if uid in old:
+        if uid in old_uids:
             continue
         names[uid] = e["name"]
         if e.get("node") and uid not in scheduled:
@@ -81,8 +86,8 @@ def round_timeline(rnd: Round, rec: Recorder, before: Snapshot, t0: float) -> li
     return out
 
 
-def pdb_series(rec: Recorder, t0: float) -> list[dict[str, Any]]:
-    """Every PDB status the watch saw, in order."""
+def pdb_series(statuses: Iterable[tuple[float, int, int, int]], t0: float) -> list[dict[str, Any]]:
+    """Every PDB status the watch saw (Recorder.pdb_statuses), in order."""
     return [
         {
             "t_s": _rel(t, t0),
@@ -90,7 +95,7 @@ def pdb_series(rec: Recorder, t0: float) -> list[dict[str, Any]]:
             "desiredHealthy": want,
             "disruptionsAllowed": allowed,
         }
-        for t, cur, want, allowed in rec.pdb_statuses
+        for t, cur, want, allowed in statuses
     ]
 
 

@@ -26,13 +26,19 @@ from pytest_desched.descheduler.known_bugs import (
     classify,
     signatures,
 )
-from pytest_desched.descheduler.metrics import round_metrics
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
+from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL, Round
+from pytest_desched.evidence.assemble import (
+    LabObservation,
+    RoundOutcome,
+    RunFacts,
+    build_round_record,
+)
+from pytest_desched.evidence.timeline import live_policy_lint
 from pytest_desched.lab import POOL_LABEL, POOL_VALUE, Lab, Recorder, Snapshot
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
-    from pytest_desched.descheduler.rounds import Round
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.providers.base import Cluster
 from pytest_desched.experiments.results import Check, ExperimentResult
@@ -411,15 +417,10 @@ class Runner:
         )
 
     def record(self, view: RoundView) -> dict[str, Any]:
-        """Write the round's evidence (see evidence.py) and keep it on the result."""
-        from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL
-        from pytest_desched.evidence.record import RoundRecord
-        from pytest_desched.evidence.timeline import live_policy_lint, pdb_series, round_timeline
-
+        """Settle the round, observe the lab, build its record (pure), write and emit it."""
         self.stop_recording()
-        rnd, rec, before = view.rnd, view.rec, view.before
-        replacement, extra = view.replacement, dict(view.extra)
-        rnd.settle(self.ctx.cluster)  # the Job controller's verdict, batched up to 1 s
+        rnd, ctx = view.rnd, self.ctx
+        rnd.settle(ctx.cluster)  # the Job controller's verdict, batched up to 1 s
         self.check(
             "job-completed",
             f"round {rnd.name} Job completed",
@@ -429,79 +430,28 @@ class Runner:
         self.check(
             "watches-complete",
             "the pod and PDB watches ran without errors for the whole round",
-            not rec.watch_errors,
-            "; ".join(rec.watch_errors[:5]),
+            not view.rec.watch_errors,
+            "; ".join(view.rec.watch_errors[:5]),
         )
-        ctx = self.ctx
-        pol = ctx.policy
         log_path = str(rnd.log_path) if rnd.log_path else None
         if ctx.evidence is not None:  # the audit copy of the log, redacted like the record
             log_path = str(
                 ctx.evidence.write_text(self.label, f"{rnd.name}.log", rnd.logs, max_bytes=4 << 20)
             )
-        decided = decide(view.decisions, rnd.result.skipped, replacement)
+        decided = decide(view.decisions, rnd.result.skipped, view.replacement)
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
         if self.facts is not None:  # every known-bug signature the round shows, as evidence
             self.result.known_bugs.update(signatures(self.facts))
-        final = self.lab.snapshot()
-        live_policy = ctx.release.live_policy_yaml()
-        digest = digest_of_rendered(live_policy)
-        linted = live_policy_lint(
-            live_policy,
-            digest,
-            ctx.release.applied_lint,
-            ctx.descheduler_version,
-            getattr(ctx.cluster, "toolchain", None),
+        outcome = RoundOutcome(
+            rnd,
+            view.before,
+            view.audit,
+            view.replacement,
+            dict(view.extra),
+            dict(self.result.known_bugs),
+            log_path,
         )
-        record = RoundRecord.from_round(
-            self.label,
-            rnd.name,
-            ctx.cluster.provider,
-            rnd.result,
-            namespace=ctx.namespace,
-            namespaces=self.lab.namespaces,
-            replacement=replacement,
-            versions={
-                **ctx.release.versions.summary(),
-                "descheduler": ctx.release.descheduler_version,
-                "image": ctx.release.image,
-            },
-            chart=ctx.release.chart.evidence(),
-            # One digest: canonical JSON of the live ConfigMap's policy (== Policy.digest()).
-            policy_digest=digest,
-            policy_applied=live_policy,
-            **linted,  # policy_lint + effective_policy
-            timeline=round_timeline(rnd, rec, before, self.t0),
-            pdb_series=pdb_series(rec, self.t0),
-            policy_overrides=list(pol.overrides),
-            job={
-                "name": rnd.name,
-                "uid": rnd.job_uid,
-                "namespace": rnd.namespace,
-                "succeeded": rnd.succeeded,
-                "exit_code": rnd.exit_code,
-                "service_account": rnd.service_account,
-                "executor": rnd.executor,
-                "run_label": f"{RUN_LABEL}={RUN_ID}",  # emergency stop: delete job -l ...
-            },
-            started_s=round(rnd.started - self.t0, 3),
-            ended_s=round(rnd.ended - self.t0, 3),
-            caps=pol.limits,
-            pdb_before=before.pdb,
-            pdb_after=self.lab.pdb_status(),
-            pdb_min_disruptions_allowed_seen=rec.min_disruptions_allowed(),
-            events=self.lab.events(),
-            pending_pods=[p.name for p in final.pending()],
-            distribution_before=before.by_node(),
-            distribution_after=final.by_node(),
-            metrics=round_metrics(rnd),
-            audit=view.audit,
-            known_bugs=dict(self.result.known_bugs),
-            log_path=log_path,
-            preflight=ctx.release.preflight,
-            inputs=ctx.inputs,
-            **extra,
-        )
+        record = build_round_record(outcome, self.observe(view.rec), self.run_facts())
         d = record.to_dict()
         self.result.records.append(d)
         if ctx.evidence is not None:
@@ -509,6 +459,56 @@ class Runner:
         if ctx.on_record is not None:
             ctx.on_record(d)
         return d
+
+    def observe(self, rec: Recorder) -> LabObservation:
+        """Everything a round's record reads from the cluster after the round, read once."""
+        ctx = self.ctx
+        final = self.lab.snapshot()
+        live = ctx.release.live_policy_yaml()
+        digest = digest_of_rendered(live)  # canonical JSON of the live policy: Policy.digest()
+        linted = live_policy_lint(  # apply_policy's own lint of it, handed down
+            live,
+            digest,
+            ctx.release.applied_lint,
+            ctx.descheduler_version,
+            getattr(ctx.cluster, "toolchain", None),
+        )
+        return LabObservation(
+            pending_pods=tuple(p.name for p in final.pending()),
+            distribution_after=final.by_node(),
+            pdb_after=self.lab.pdb_status(),
+            pdb_min_disruptions_allowed_seen=rec.min_disruptions_allowed(),
+            events=tuple(self.lab.events()),
+            policy_applied=live,
+            policy_digest=digest,
+            policy_lint=tuple(linted["policy_lint"]),
+            effective_policy=linted["effective_policy"],
+            pod_events=tuple(rec.pod_events),
+            pdb_statuses=tuple(rec.pdb_statuses),
+            clock_offset_s=time.time() - time.monotonic(),
+        )
+
+    def run_facts(self) -> RunFacts:
+        """What every round record of this run carries about the run itself."""
+        ctx, rel = self.ctx, self.ctx.release
+        return RunFacts(
+            label=self.label,
+            provider=ctx.cluster.provider,
+            namespace=ctx.namespace,
+            namespaces=tuple(self.lab.namespaces),
+            versions={
+                **rel.versions.summary(),
+                "descheduler": rel.descheduler_version,
+                "image": rel.image,
+            },
+            chart=rel.chart.evidence(),
+            policy_overrides=tuple(ctx.policy.overrides),
+            caps=ctx.policy.limits,
+            preflight=rel.preflight,
+            inputs=ctx.inputs,
+            run_label=f"{RUN_LABEL}={RUN_ID}",  # emergency stop: delete job -l ...
+            t0=self.t0,
+        )
 
     def classify(self) -> Classification:
         """The one place a failure may become an expected failure (see known_bugs.classify)."""

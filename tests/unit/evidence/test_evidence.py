@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -274,8 +275,7 @@ def test_a_record_amended_later_is_rewritten_in_place_with_its_fidelity_line(
 def test_redaction_leaves_no_original_name_in_any_file(tmp_path: Path) -> None:
     redactor = Redactor(node_names=NODES, namespaces=[NAMESPACE])
     writer = EvidenceWriter(tmp_path, redactor)
-    rec = full_record()
-    rec.experiment = f"drain-{NODES[0]}"
+    rec = replace(full_record(), experiment=f"drain-{NODES[0]}")
     writer.write_round(rec)
     writer.write_text(rec.experiment, "events", f"Evicted {NAMESPACE}/api-0 on {NODES[1]}\n")
     writer.write_json(rec.experiment, "pods", {NODES[1]: [f"{NAMESPACE}/api-0"]})

@@ -179,7 +179,7 @@ def test_timeline_is_on_the_experiment_clock() -> None:
         ],
         pdb_statuses=[(t0 + 0.2, 3, 2, 1), (t0 + 2.5, 2, 2, 0)],
     )
-    tl = round_timeline(rnd, rec, SimpleNamespace(uids={"old"}), t0)
+    tl = round_timeline(rnd, rec.pod_events, {"old"}, t0, now_wall - now_mono)
     assert [e["what"] for e in tl] == [
         "job-created",
         "pod-started",
@@ -190,7 +190,7 @@ def test_timeline_is_on_the_experiment_clock() -> None:
     ]
     assert tl[0]["t_s"] == 1.0 and tl[-1]["t_s"] == 5.0 and tl[4]["t_s"] == 4.0
     assert abs(tl[1]["t_s"] - 2.0) < 0.05 and tl[2]["code"] == 429
-    assert pdb_series(rec, t0)[1] == {
+    assert pdb_series(rec.pdb_statuses, t0)[1] == {
         "t_s": 2.5,
         "currentHealthy": 2,
         "desiredHealthy": 2,
