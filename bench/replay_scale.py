@@ -108,6 +108,105 @@ class PeakMemory:
         self._thread.join(timeout=5)
 
 
+def _cpu_seconds(root: Path) -> dict[str, float]:
+    """utime + stime of every process whose command line names the cluster's directory."""
+    needle, tick = str(root).encode(), os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes()
+            if needle not in cmd:
+                continue
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        argv0 = Path(cmd.split(b"\0")[0].decode(errors="replace")).name
+        name = "stand-in-kubelet" if b"embedded.kubelet" in cmd else argv0
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    me = os.times()
+    out["this process"] = me.user + me.system
+    return out
+
+
+def _requests(api: Any) -> dict[str, float]:
+    """The API server's request counters: writes per verb/resource/subresource/code, reads
+    per verb (from its own /metrics)."""
+    m, url, hdrs, _, _ = api.param_serialize(
+        method="GET",
+        resource_path="/metrics",
+        header_params={"Accept": "text/plain"},
+        auth_settings=["BearerToken"],
+    )
+    text = api.call_api(m, url, header_params=hdrs, _request_timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_s, value = line[len("apiserver_request_total{") :].rsplit("} ", 1)
+        lab = dict(kv.split("=", 1) for kv in labels_s.split('",') if "=" in kv)
+        lab = {k: v.strip('"') for k, v in lab.items()}
+        verb = lab.get("verb", "")
+        if verb in ("GET", "LIST", "WATCH"):
+            k = f"reads {verb}"
+        else:
+            res = "/".join(x for x in (lab.get("resource"), lab.get("subresource")) if x)
+            k = f"{verb} {res} {lab.get('code')}"
+        out[k] = out.get(k, 0.0) + float(value)
+    return out
+
+
+class RestoreProbe:
+    """CPU seconds of the cluster's processes and the API server's request counts, for the
+    restore's write phases (start of the restore to the settle wait) and for settle alone.
+    Wraps the engine's functions for the bench only (the engine has no hook for this)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.marks: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
+
+    def mark(self, name: str, api: Any) -> None:
+        self.marks[name] = (_cpu_seconds(self.root), _requests(api))
+
+    @staticmethod
+    def _delta(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        keys = sorted(set(a) | set(b), key=lambda k: -(b.get(k, 0) - a.get(k, 0)))
+        return {k: round(b.get(k, 0) - a.get(k, 0), 2) for k in keys if b.get(k, 0) != a.get(k, 0)}
+
+    def install(self) -> None:
+        from pytest_desched.replay import etcd_restore, restore
+
+        probe, inner_restore, inner_wait = self, restore.restore_via_etcd, etcd_restore.Barrier.wait
+
+        def restore_via_etcd(api: Any, *a: Any, **kw: Any) -> Any:
+            probe.mark("start", api)
+            return inner_restore(api, *a, **kw)
+
+        def wait(barrier: Any, api: Any, *a: Any, **kw: Any) -> Any:
+            probe.mark("settle_start", api)
+            try:
+                return inner_wait(barrier, api, *a, **kw)
+            finally:
+                probe.mark("settle_end", api)
+
+        restore.restore_via_etcd = restore_via_etcd  # type: ignore[assignment]
+        etcd_restore.Barrier.wait = wait  # type: ignore[method-assign]
+
+    def report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, a, b in (
+            ("writes", "start", "settle_start"),
+            ("settle", "settle_start", "settle_end"),
+        ):
+            if a in self.marks and b in self.marks:
+                out[name] = {
+                    "cpu_s": self._delta(self.marks[a][0], self.marks[b][0]),
+                    "requests": self._delta(self.marks[a][1], self.marks[b][1]),
+                }
+        return out
+
+
 def _cycle_seconds(log_text: str) -> float | None:
     """The descheduler's own run time: its first log line to its totals line (ts, ms)."""
     first = last = None
@@ -163,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     config = build_config({"--desched-provider": "embedded"}, run_dir=work / "run")
     clusters = (config.cache_dir or default_cache_dir()) / "clusters" / "clusters"
     w0 = time.monotonic()
+    probe = RestoreProbe(clusters)
+    probe.install()
     with interrupts_unwind(), PeakMemory(clusters) as mem:
         result = replay(
             path,
@@ -222,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             "audit": rnd.audit_by_code,
             "log_lines": parsed.lines,
         },
+        "restore_probe": probe.report(),
         "restore": {
             k: result.restore.get(k) for k in ("method", "ages", "counts", "verified", "deviations")
         },

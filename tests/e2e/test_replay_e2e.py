@@ -319,3 +319,121 @@ def _audit_events(log: Path, start: int, user: str) -> list[dict[str, Any]]:
         timeout=10,
         describe=lambda evs: f"{len(evs)} events",
     )
+
+
+# -- the statuses a restore writes are the controllers' own ------------------------------------
+STATUS_OF = {
+    "replicasets": (
+        "/apis/apps/v1/replicasets",
+        (
+            "replicas",
+            "fullyLabeledReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "terminatingReplicas",
+            "observedGeneration",
+        ),
+    ),
+    "deployments": (
+        "/apis/apps/v1/deployments",
+        (
+            "replicas",
+            "updatedReplicas",
+            "readyReplicas",
+            "availableReplicas",
+            "unavailableReplicas",
+            "terminatingReplicas",
+            "observedGeneration",
+            "conditions",
+        ),
+    ),
+    "poddisruptionbudgets": (
+        "/apis/policy/v1/poddisruptionbudgets",
+        (
+            "currentHealthy",
+            "desiredHealthy",
+            "expectedPods",
+            "disruptionsAllowed",
+            "observedGeneration",
+            "conditions",
+        ),
+    ),
+}
+
+
+def _facts(obj: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """The status fields its controller computes; conditions without their times."""
+    st = obj.get("status") or {}
+    out = {f: st.get(f) or 0 for f in fields if f != "conditions"}
+    if "conditions" in fields:
+        out["conditions"] = sorted(
+            (c["type"], c["status"], c.get("reason"), c.get("message") or "")
+            for c in st.get("conditions") or []
+        )
+    revision = (obj["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/revision")
+    return {**out, "revision": revision}
+
+
+def test_restored_statuses_are_what_the_controllers_compute(
+    desched_settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ReplicaSet, Deployment and PDB status the restore writes (replay/settled.py,
+    recorded as it is written) is cleared after the restore; its controller computes it again
+    from the live cluster and must arrive at exactly what was written (counts, conditions,
+    revision annotations)."""
+    from pytest_desched.kube import wait_for
+    from pytest_desched.replay import etcd_restore
+    from pytest_desched.replay.generator import generate
+    from pytest_desched.replay.restore import restore
+    from pytest_desched.session import DeschedSession
+
+    written: dict[tuple[str, str], dict[str, Any]] = {}
+    settle = etcd_restore.settle
+
+    def recording(owners: Any, pods: Any, pdbs: Any, *a: Any) -> dict[str, int]:
+        counts = settle(owners, pods, pdbs, *a)
+        for resource, objs in (
+            ("replicasets", owners["ReplicaSet"]),
+            ("deployments", owners["Deployment"]),
+            ("poddisruptionbudgets", pdbs),
+        ):
+            for o in objs:
+                written[(resource, key(o))] = _facts(o, STATUS_OF[resource][1])
+        return counts
+
+    monkeypatch.setattr(etcd_restore, "settle", recording)
+    with DeschedSession(_fresh(desched_settings, tmp_path, "settled"), report=print) as session:
+        cluster, api = session.cluster, session.cluster.api_client
+        snap = generate(seed=7, nodes=6, pods=60)
+        restore(cluster, snap, report=print)
+        assert {r for r, _ in written} == set(STATUS_OF), sorted(written)
+        assert len(written) == sum(
+            len(snap.items(s)) for s in ("replicaSets", "deployments", "podDisruptionBudgets")
+        )
+        assert all(f["observedGeneration"] for f in written.values()), "not all settled"
+        for resource, k in written:
+            ns, name = k.split("/", 1)
+            group = STATUS_OF[resource][0].rsplit("/", 1)[0]
+            obj = kubeapi.get(api, f"{group}/namespaces/{ns}/{resource}/{name}")
+            obj["status"] = {}
+            kubeapi.request(api, "PUT", f"{group}/namespaces/{ns}/{resource}/{name}/status", obj)
+
+        def differing() -> dict[str, Any]:
+            out = {}
+            for resource, (path, fields) in STATUS_OF.items():
+                for obj in kubeapi.list_all(api, path):
+                    want = written.get((resource, key(obj)))
+                    if want is not None and _facts(obj, fields) != want:
+                        out[f"{resource} {key(obj)}"] = {
+                            "now": _facts(obj, fields),
+                            "written": want,
+                        }
+            return out
+
+        wait_for(
+            "every cleared status computed again by its controller, equal to what was written",
+            differing,
+            lambda d: not d,
+            timeout=90,
+            describe=lambda d: f"{len(d)} differ, e.g. {list(d.items())[:2]}",
+        )
