@@ -28,15 +28,20 @@ class NodeSteps(LabBase):
     def _node_label(self, node: str) -> str | None:
         return (self.cluster.core.read_node(node).metadata.labels or {}).get(POOL_LABEL)
 
+    def _remember_label(self, node: str) -> None:
+        """The node's original pool label, read once (teardown puts it back)."""
+        if node not in self._labelled:
+            self._labelled[node] = self._node_label(node)
+
     def label_node(self, node: str, value: str | None = None) -> None:
         """The runbook's step: put the pool label (this lab's pool by default) on `node`."""
-        self._labelled.setdefault(node, self._node_label(node))
+        self._remember_label(node)
         self.cluster.core.patch_node(
             node, {"metadata": {"labels": {POOL_LABEL: value or self.pool}}}
         )
 
     def unlabel_node(self, node: str) -> None:
-        self._labelled.setdefault(node, self._node_label(node))
+        self._remember_label(node)
         self.cluster.core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: None}}})
 
     def labelled_nodes(self) -> list[str]:

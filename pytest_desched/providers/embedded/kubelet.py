@@ -15,6 +15,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -47,6 +48,10 @@ CHART_NAME = "descheduler"
 STATE_DIR = "stand-in-kubelet"  # under the cluster's directory
 REFUSED_REASON = "StandInKubeletCannotRun"
 JOB_POD_SELECTOR = "job-name"  # every Job pod carries it (its value is the Job's name)
+# wait_runs: the API (the Job, its pods) is asked every API_PROBE_S, the kubelet's local facts
+# files every LOCAL_PROBE_S (a stat, no request): the round's end is seen within that.
+API_PROBE_S = 0.1
+LOCAL_PROBE_S = 0.01
 
 
 def state_dir(cluster_dir: Path) -> Path:
@@ -349,9 +354,37 @@ def wait_runs(
     cdir = cluster.workdir
     assert cdir is not None, "the embedded cluster has a directory"
     runs: dict[str, PodRun] = {}
+    pods_seen: dict[str, str] = {}  # uid -> name, of this Job's pods at the last API probe
     unscheduled = UnscheduledGuard(f"round Job {namespace}/{job_name}")
+    Seen = tuple[dict[str, str], list[tuple[str, str | None]]]  # (Job conditions, pods)
+    last: dict[str, Any] = {"seen": ({}, []), "at": 0.0}  # the last API probe's, and when
 
-    def probe() -> tuple[dict[str, str], list[tuple[str, str | None]]]:
+    def take(uid: str, name: str) -> None:
+        """The kubelet's local word on one pod: refused, or its run (facts) once it ended."""
+        refused = facts_path(cdir, uid, "refused")
+        if refused.is_file():
+            raise RoundError(f"pod {namespace}/{name}: {refused.read_text()}")
+        if uid in runs or (run := read_facts(cdir, uid)) is None:
+            return
+        if run.log_path is not None and run.log_path.is_file():
+            log_dir.mkdir(parents=True, exist_ok=True)
+            copy = log_dir / run.log_path.name
+            if copy.resolve() != run.log_path.resolve():
+                shutil.copyfile(run.log_path, copy)
+            run.log_path = copy
+        runs[uid] = run
+        if run.exit_code != 0:
+            raise end_failed_round(cluster, job_name, namespace, run)
+
+    def probe() -> Seen:
+        # Between API probes (every API_PROBE_S) only the kubelet's local files are read: it
+        # writes a pod's facts before the pod's status says it ended, so the round ends within
+        # a file poll of the exit instead of an API poll of it.
+        if pods_seen and time.monotonic() - last["at"] < API_PROBE_S:
+            for uid, name in list(pods_seen.items()):
+                take(uid, name)
+            seen: Seen = last["seen"]
+            return seen
         job = cluster.batch.read_namespaced_job(job_name, namespace)
         conds = {c.type: c.status for c in job.status.conditions or []}
         job_uid = getattr(getattr(job, "metadata", None), "uid", None)
@@ -363,23 +396,13 @@ def wait_runs(
             if owned_by_job(p, job_uid)
         ]
         unscheduled.check(pods)
+        pods_seen.clear()
+        pods_seen.update({p.metadata.uid: p.metadata.name for p in pods})
         for p in pods:
-            uid = p.metadata.uid
-            refused = facts_path(cdir, uid, "refused")
-            if refused.is_file():
-                raise RoundError(f"pod {namespace}/{p.metadata.name}: {refused.read_text()}")
-            if uid in runs or (run := read_facts(cdir, uid)) is None:
-                continue
-            if run.log_path is not None and run.log_path.is_file():
-                log_dir.mkdir(parents=True, exist_ok=True)
-                copy = log_dir / run.log_path.name
-                if copy.resolve() != run.log_path.resolve():
-                    shutil.copyfile(run.log_path, copy)
-                run.log_path = copy
-            runs[uid] = run
-            if run.exit_code != 0:
-                raise end_failed_round(cluster, job_name, namespace, run)
-        return conds, [(p.metadata.name, p.status.phase if p.status else None) for p in pods]
+            take(p.metadata.uid, p.metadata.name)
+        seen = (conds, [(p.metadata.name, p.status.phase if p.status else None) for p in pods])
+        last.update(seen=seen, at=time.monotonic())
+        return seen
 
     try:
         wait_for(
@@ -392,7 +415,7 @@ def wait_runs(
             ),
             timeout,
             describe=lambda seen: f"conditions={seen[0]}, pods={seen[1]}" if seen else "nothing",
-            max_interval=0.1,
+            max_interval=LOCAL_PROBE_S,
         )
     except WaitTimeout as exc:
         log = state_dir(cdir) / "kubelet.log"

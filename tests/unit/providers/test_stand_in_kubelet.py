@@ -231,3 +231,47 @@ def test_kubectl_cache_is_the_runs_own(tmp_path: Path) -> None:
     assert env["KUBECONFIG"] == str(tmp_path / "kc")
     c.kube_cache_dir = None
     assert c.env()["KUBECACHEDIR"] == str(tmp_path / "cluster" / "kube-cache")
+
+
+class _RoundApi:
+    """A round Job with one pod, never Complete; counts the API reads (Job and pod list)."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def read_namespaced_job(self, name: str, ns: str) -> Any:
+        self.reads += 1
+        return SimpleNamespace(
+            metadata=SimpleNamespace(uid="job-uid"), status=SimpleNamespace(conditions=None)
+        )
+
+    def list_namespaced_pod(self, ns: str, label_selector: str) -> Any:
+        p = pod(phase="Running")
+        p.metadata.owner_references = [SimpleNamespace(kind="Job", uid="job-uid")]
+        return SimpleNamespace(items=[p])
+
+
+def test_a_round_ends_on_the_kubelets_facts_without_another_api_probe(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between API probes the waiting round reads only the kubelet's local facts (written
+    before the pod's status says it ended): the exit is seen within a file poll."""
+    import threading
+
+    api = _RoundApi()
+    cluster = SimpleNamespace(batch=api, core=api, workdir=tmp_path / "cluster")
+    # The kubelet module's clock stands still: no API probe is ever due again after the first.
+    monkeypatch.setattr(kubelet, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    now = dt.datetime.now(dt.UTC)
+    run = PodRun("kube-system", "descheduler-positive-abcde", "uid-1", "descheduler", [], 0,
+                 now, now, "log\n", None, [])  # fmt: skip
+    timer = threading.Timer(0.05, write_facts, (cluster.workdir, run))  # the pod exits later
+    timer.start()
+    try:
+        runs = kubelet.wait_runs(
+            cluster, "descheduler-positive", "kube-system", tmp_path / "logs", 10, until_exit=True
+        )
+    finally:
+        timer.cancel()
+    assert [r.uid for r in runs] == ["uid-1"] and runs[0].exit_code == 0
+    assert api.reads == 1  # the first probe only: the exit came from the file
