@@ -245,10 +245,17 @@ def _halves(
         out.outcome, out.message = "error", f"real half: {real.result.message}"
     else:
         with session.phase(f"fidelity.{cls.name}[{variant}].dry-run"):
-            drive(dry, dry_exp, assess=False, before_record=lambda: _compare(out, dry, real_halves))
+            drive(
+                dry,
+                dry_exp,
+                assess=False,
+                before_record=lambda: _compare(out, dry, real_halves, real.result.label),
+            )
         session._record_result(dry.result, cls.name)
         _judge(out, dry, real)
         _carry_to_real(out, dry, real)
+        if real_entry is not None:  # the report shows the real half's records as amended
+            real_entry["rounds"] = list(real.result.records)
         # the HTML report shows the comparison with either half's entry
         for entry in (real_entry, session.report_entries[-1] if session.report_entries else None):
             if entry is not None:
@@ -257,24 +264,25 @@ def _halves(
 
 def _carry_to_real(out: FidelityOutcome, dry: Runner, real: Runner) -> None:
     """The real half's round records (written before the dry-run half ran) get the same
-    comparison as the dry-run half's, rewritten in place: either half shows the verdict."""
-    for d, r in zip(dry.result.records, real.result.records, strict=False):
+    comparison as the dry-run half's: each is replaced by an amended copy, written again
+    (a built record is never changed), so either half shows the verdict."""
+    records = real.result.records
+    for i, (d, r) in enumerate(zip(dry.result.records, list(records), strict=False)):
         fid = d.get("fidelity")
         if not fid:
             continue
-        r["fidelity"] = {**fid, "half": "real", "other": dry.result.label}
-        d["fidelity"] = {**fid, "half": "dry-run", "other": real.result.label}
-        for rec, runner in ((r, real), (d, dry)):
-            if runner.ctx.evidence is not None:
-                runner.ctx.evidence.write_round(rec)
+        records[i] = {**r, "fidelity": {**fid, "half": "real", "other": dry.result.label}}
+        if real.ctx.evidence is not None:
+            real.ctx.evidence.write_round(records[i])
     real.result.notes.append(
         f"dry-run fidelity ({out.name}, against {dry.result.label}): "
         + (out.comparison.line() if out.comparison else out.message)
     )
 
 
-def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None:
-    """The dry-run half's rounds against the real ones; the probe when the Job's fell short."""
+def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half], other: str) -> None:
+    """The dry-run half's rounds against the real ones (`other`: the real half's label); the
+    probe when the Job's fell short."""
     halves = [half_of(dry, v, "dry-run") for v in dry.views]
     results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
     probed: dict[str, Any] | None = None
@@ -286,7 +294,12 @@ def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half]) -> None
         results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
     out.comparison = c = merge(results)
     for v, res in zip(dry.views, results, strict=False):
-        v.extra["fidelity"] = {**res.to_dict(), "mirror_probe": probed}
+        v.extra["fidelity"] = {
+            **res.to_dict(),
+            "mirror_probe": probed,
+            "half": "dry-run",
+            "other": other,
+        }
         v.extra.setdefault("notes", []).extend(dry.result.notes)
     problems = [f"{len(dry.views)} dry-run round(s), {len(real_halves)} real"]
     if len(dry.views) == len(real_halves):

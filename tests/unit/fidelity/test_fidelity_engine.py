@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.descheduler.logparse import parse_lines
 from pytest_desched.descheduler.policy import Policy
-from pytest_desched.fidelity.engine import scope_problems
+from pytest_desched.fidelity.engine import FidelityOutcome, _carry_to_real, scope_problems
 from pytest_desched.fidelity.mirror_probe import (
     NOT_PROBED,
     Expect,
@@ -227,3 +227,30 @@ def test_where_the_probe_cannot_run_the_verdict_says_so() -> None:
         assert fates is None
         assert how.startswith(f"{NOT_PROBED}: the {provider} provider runs round pods from images")
         assert notes == [how]
+
+
+def test_the_real_half_gets_amended_copies_never_a_changed_record() -> None:
+    """A built record is never changed (issue 30 item 4): the real half's records, built
+    before the dry-run half ran, are replaced by copies carrying the comparison and written
+    again; the dicts handed out at build time (on_record, the report) stay as they were."""
+    fid = {"summary": "1 of 1 predicted", "half": "dry-run", "other": "exp[runbook]"}
+    built = {"experiment": "exp[runbook]", "round_name": "r1", "fidelity": None}
+    handed_out = dict(built)
+    written: list[dict] = []
+    real = SimpleNamespace(
+        result=SimpleNamespace(records=[built], notes=[], label="exp[runbook]"),
+        ctx=SimpleNamespace(evidence=SimpleNamespace(write_round=written.append)),
+    )
+    dry = SimpleNamespace(
+        result=SimpleNamespace(
+            records=[{"round_name": "r1-dry", "fidelity": fid}], label="exp[runbook-dry-run]"
+        ),
+        ctx=SimpleNamespace(evidence=None),
+    )
+    out = FidelityOutcome("fidelity-exp", dry.result, real.result, None)  # type: ignore[arg-type]
+    _carry_to_real(out, dry, real)  # type: ignore[arg-type]
+    amended = real.result.records[0]
+    assert amended is not built and built == handed_out  # the built one: untouched
+    assert list(amended) == list(built)  # same keys, same order
+    assert amended["fidelity"] == {**fid, "half": "real", "other": "exp[runbook-dry-run]"}
+    assert written == [amended] and dry.result.records[0]["fidelity"] is fid
