@@ -13,6 +13,7 @@ plugins take a namespace include list, the default evictor and the field names c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +36,7 @@ __all__ = [
     "facts_for",
 ]
 
+DESCRIBE: Mapping[str, Any] = {"id": "describe", "describe": True}
 # Results kept per checker, by document text: Policy.validate runs on the same few policies
 # many times per session, and each uncached call is one helper exec.
 _RESULT_CACHE_SIZE = 512
@@ -183,14 +185,19 @@ class PolicyChecker:
         return [json.loads(ln) for ln in lines]
 
     def facts(self) -> DeschedulerFacts:
-        """This descheduler's policy API, asked once per checker (one exec)."""
+        """This descheduler's policy API, asked once per checker (one exec, or none: the
+        first `check_many` asks it in the same exec)."""
         if self._facts is None:
-            [raw] = self._run([{"id": "describe", "describe": True}], timeout=120)
-            desc = raw.get("describe") or {}
-            if not desc.get("plugins") or not desc.get("defaultEvictor"):
-                raise ToolError(f"policycheck {self.binary} describe: {desc.get('errors')}")
-            self._facts = DeschedulerFacts.from_json(desc)
+            [raw] = self._run([DESCRIBE], timeout=120)
+            self._take_facts(raw)
+        assert self._facts is not None
         return self._facts
+
+    def _take_facts(self, raw: Mapping[str, Any]) -> None:
+        desc = raw.get("describe") or {}
+        if not desc.get("plugins") or not desc.get("defaultEvictor"):
+            raise ToolError(f"policycheck {self.binary} describe: {desc.get('errors')}")
+        self._facts = DeschedulerFacts.from_json(desc)
 
     def check_many(
         self, docs: Iterable[tuple[str, str]], timeout: float = 600
@@ -204,7 +211,12 @@ class PolicyChecker:
         known = {k: self._results[k] for k in items if k in self._results}
         todo = list(dict.fromkeys(k for k in items if k not in known))
         if todo:
-            raws = self._run([{"id": i, "policy": t} for i, t in todo], timeout)
+            requests: list[Mapping[str, Any]] = [{"id": i, "policy": t} for i, t in todo]
+            describe = self._facts is None  # every check's lint asks it next: same exec
+            raws = self._run(requests + [DESCRIBE] * describe, timeout)
+            if describe:
+                with contextlib.suppress(ToolError):  # facts() asks again, and says why
+                    self._take_facts(raws.pop())
             fresh = {k: CheckResult.from_json(r) for k, r in zip(todo, raws, strict=True)}
             known.update(fresh)
             if len(self._results) + len(fresh) > _RESULT_CACHE_SIZE:

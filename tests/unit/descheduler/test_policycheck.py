@@ -24,6 +24,7 @@ from pytest_desched.descheduler.policy.lint import (
     Finding,
     lint_files,
     lint_or_refuse,
+    lint_policy_doc,
     lint_targets,
     load_targets,
     render_sarif,
@@ -496,3 +497,22 @@ def test_many_policies_are_linted_by_one_helper_process(
     findings = lint_targets([t for f in files for t in load_targets(f)], checker)
     assert runs == [200]
     assert len(findings) == 200 and {f.rule for f in findings} == {"DL012"}
+
+
+def test_a_new_checkers_first_check_asks_the_facts_in_the_same_exec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A session's first policy validation (a check, then the lint asks the facts) is one
+    helper exec, not two (issue 31: each exec is 0.05-0.2 s before the first change)."""
+    fresh = PolicyChecker(checker_for().binary, checker_for().version)
+    runs: list[list[str]] = []
+    run = fresh._run
+    monkeypatch.setattr(
+        fresh, "_run", lambda reqs, t: runs.append([r["id"] for r in reqs]) or run(reqs, t)
+    )
+    _findings, res = lint_policy_doc(yaml.safe_load(runbook_text()), "runbook", fresh)
+    assert res.accepted and runs == [["runbook", "describe"]]
+    assert fresh.facts() is fresh.facts()  # asked once, kept
+    assert runs == [["runbook", "describe"]]
+    assert fresh.check(runbook_text().replace("2", "3"), "other").id == "other"
+    assert runs[-1] == ["other"]  # the facts are known: not asked again
