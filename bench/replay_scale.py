@@ -76,6 +76,11 @@ class PeakMemory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def narrow(self, root: Path) -> None:
+        """From now on, only this cluster's processes (peaks of others' are dropped)."""
+        if root != self.root:
+            self.root, self.peak_kib = root, {}
+
     def _sample(self) -> None:
         needle = str(self.root).encode()
         for d in Path("/proc").iterdir():
@@ -157,13 +162,31 @@ def _requests(api: Any) -> dict[str, float]:
     return out
 
 
+def _cluster_dir(root: Path, etcd_url: str) -> Path:
+    """The directory of the cluster whose etcd listens on `etcd_url` (other sessions'
+    clusters live under the same root and must not be counted)."""
+    port = f":{etcd_url.rsplit(':', 1)[1]}".encode()
+    for d in Path("/proc").iterdir():
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0") if d.name.isdigit() else []
+        except OSError:
+            continue
+        if (
+            argv
+            and Path(argv[0].decode(errors="replace")).name == "etcd"
+            and any(a.startswith(b"--listen-client-urls") and a.endswith(port) for a in argv)
+        ):
+            return root / Path(argv[0].decode()).relative_to(root).parts[0]
+    return root
+
+
 class RestoreProbe:
     """CPU seconds of the cluster's processes and the API server's request counts, for the
     restore's write phases (start of the restore to the settle wait) and for settle alone.
     Wraps the engine's functions for the bench only (the engine has no hook for this)."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, root: Path, mem: PeakMemory) -> None:
+        self.root, self.mem = root, mem
         self.marks: dict[str, tuple[dict[str, float], dict[str, float]]] = {}
 
     def mark(self, name: str, api: Any) -> None:
@@ -179,9 +202,11 @@ class RestoreProbe:
 
         probe, inner_restore, inner_wait = self, restore.restore_via_etcd, etcd_restore.Barrier.wait
 
-        def restore_via_etcd(api: Any, *a: Any, **kw: Any) -> Any:
+        def restore_via_etcd(api: Any, etcd: Any, *a: Any, **kw: Any) -> Any:
+            probe.root = _cluster_dir(probe.root, etcd.url)  # this cluster's processes only
+            probe.mem.narrow(probe.root)
             probe.mark("start", api)
-            return inner_restore(api, *a, **kw)
+            return inner_restore(api, etcd, *a, **kw)
 
         def wait(barrier: Any, api: Any, *a: Any, **kw: Any) -> Any:
             probe.mark("settle_start", api)
@@ -262,9 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     config = build_config({"--desched-provider": "embedded"}, run_dir=work / "run")
     clusters = (config.cache_dir or default_cache_dir()) / "clusters" / "clusters"
     w0 = time.monotonic()
-    probe = RestoreProbe(clusters)
+    mem = PeakMemory(clusters)
+    probe = RestoreProbe(clusters, mem)
     probe.install()
-    with interrupts_unwind(), PeakMemory(clusters) as mem:
+    with interrupts_unwind(), mem:
         result = replay(
             path,
             config=config,

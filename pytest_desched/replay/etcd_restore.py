@@ -3,7 +3,6 @@ barrier that proves the controllers' caches hold them before the hold lifts."""
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from pytest_desched.log import Reporter
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     Snapshot,
+    copy_json,
     key,
     rfc3339,
 )
@@ -23,7 +23,6 @@ from pytest_desched.replay.plan import (
     KWOK_NODE_ANNOTATION,
     RUNNER_NODE,
     RestorePlan,
-    plan_restore,
     runner_node,
     running_status,
 )
@@ -44,7 +43,9 @@ def restore_via_etcd(
     api: Any,
     etcd: Any,
     snap: Snapshot,
-    ages: str,
+    plan: RestorePlan,
+    node_uids: dict[str, str],
+    now: dt.datetime,
     timeout: float,
     result: RestoreResult,
     timer: Timer,
@@ -52,12 +53,10 @@ def restore_via_etcd(
 ) -> RestorePlan:
     """Nodes, storage, PDBs, owners and pods into etcd; the few others through the API.
 
-    Through the API (admitted, validated, and the objects admission must know about):
-    namespaces, ServiceAccounts, the hold, PriorityClasses, StorageClasses.
+    `plan`: planned with these node UIDs, ages shifted to `now`. Through the API (admitted,
+    validated, and the objects admission must know about): namespaces, ServiceAccounts, the
+    hold, PriorityClasses, StorageClasses.
     """
-    now = dt.datetime.now(dt.UTC)
-    node_uids = {n["metadata"]["name"]: str(uuid.uuid4()) for n in [runner_node(), *snap.nodes]}
-    plan = plan_restore(snap, now=now, ages=ages, node_uids=node_uids)  # ages shifted to now
     result.shift_s = plan.shift_s
     etcd.create(etcd_nodes(snap, node_uids, now))
     wait_nodes_ready(api, sorted(node_uids), timeout)
@@ -252,7 +251,7 @@ def etcd_nodes(snap: Snapshot, uids: dict[str, str], now: dt.datetime) -> list[d
     out = []
     for n in [runner_node(), *snap.nodes]:
         meta = {
-            k: copy.deepcopy(v)
+            k: copy_json(v)
             for k, v in n["metadata"].items()
             if k in ("name", "labels", "annotations")
         }
@@ -290,13 +289,13 @@ def etcd_storage_and_pdbs(plan: RestorePlan, now: dt.datetime) -> list[dict[str,
     stamp = rfc3339(now)
     pvcs = {}
     for body in plan.api.get("persistentVolumeClaims", []):
-        obj = copy.deepcopy(body)
+        obj = copy_json(body)
         obj["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=stamp)
         obj["status"] = {"phase": "Pending"}
         pvcs[(obj["metadata"]["namespace"], obj["metadata"]["name"])] = obj
     out = []
     for body in plan.api.get("persistentVolumes", []):
-        pv = copy.deepcopy(body)
+        pv = copy_json(body)
         pv["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=stamp)
         ref = pv["spec"].get("claimRef") or {}
         claim = pvcs.get((ref.get("namespace"), ref.get("name")))
@@ -326,7 +325,7 @@ def etcd_storage_and_pdbs(plan: RestorePlan, now: dt.datetime) -> list[dict[str,
         out.append(pv)
     out += list(pvcs.values())
     for body in plan.api.get("podDisruptionBudgets", []):
-        pdb = copy.deepcopy(body)
+        pdb = copy_json(body)
         pdb["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=stamp, generation=1)
         out.append(pdb)
     return out

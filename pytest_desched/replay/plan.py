@@ -3,7 +3,6 @@ change, with what is left out and why; the runner node and its chart values."""
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import uuid
 from collections import Counter, defaultdict
@@ -15,6 +14,7 @@ from pytest_desched.replay.format import (
     DESCHEDULER_LABEL,
     Snapshot,
     controller_of,
+    copy_json,
     key,
     rfc3339,
     utc,
@@ -63,7 +63,7 @@ def _shift(ts: str | None, by: dt.timedelta) -> str | None:
 
 def _clean_spec(spec: dict[str, Any]) -> dict[str, Any]:
     """A PodSpec fit to store: our notes (`_source`) removed."""
-    spec = copy.deepcopy(spec)
+    spec = copy_json(spec)
     for v in spec.get("volumes") or []:
         v.pop("_source", None)
     return spec
@@ -130,8 +130,8 @@ def plan_restore(
             uid = str(uuid.uuid4())
             ident = m.get("uid") or f"{kind}/{m['namespace']}/{m['name']}"
             new_uid[ident] = uid
-            spec = copy.deepcopy(src.get("spec") or {})
-            spec["template"] = copy.deepcopy(spec.get("template") or {})
+            spec = copy_json(src.get("spec") or {})
+            spec["template"] = spec.get("template") or {}
             spec["template"]["spec"] = _clean_spec(spec["template"].get("spec") or {})
             if kind in ("DaemonSet", "StatefulSet"):
                 was = (spec.get("updateStrategy") or {}).get("type", "RollingUpdate")
@@ -154,7 +154,7 @@ def plan_restore(
                 "status": {},
             }
             if m.get("ownerReferences"):
-                obj["metadata"]["ownerReferences"] = copy.deepcopy(m["ownerReferences"])
+                obj["metadata"]["ownerReferences"] = copy_json(m["ownerReferences"])
             owner_by_name[(kind, m["namespace"], m["name"])] = obj
             plan.owners.setdefault(kind, []).append(obj)
     for kind in ("DaemonSet", "StatefulSet"):
@@ -393,7 +393,7 @@ def _api_bodies(snap: Snapshot, plan: RestorePlan) -> dict[str, list[dict[str, A
 
 def _meta(obj: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     m = obj.get("metadata") or {}
-    return {k: copy.deepcopy(m[k]) for k in keys if m.get(k)}
+    return {k: copy_json(m[k]) for k in keys if m.get(k)}
 
 
 def runner_node() -> dict[str, Any]:

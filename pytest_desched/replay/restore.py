@@ -43,7 +43,9 @@ installs its own descheduler); NotReady nodes become Ready (kwok manages every n
 
 from __future__ import annotations
 
+import datetime as dt
 import time
+import uuid
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -132,7 +134,11 @@ def restore(
     """
     if method not in ("auto", "etcd", "api"):
         raise ConfigError(f"method={method!r}: use auto, etcd or api")
-    plan_restore(snap, ages=ages)  # every input problem surfaces here, before any change
+    now = dt.datetime.now(dt.UTC)
+    node_uids = {n["metadata"]["name"]: str(uuid.uuid4()) for n in [runner_node(), *snap.nodes]}
+    # Every input problem surfaces here, before any change; the etcd method restores this
+    # very plan (planning 10,000 pods costs about a CPU second: done once).
+    first = plan_restore(snap, now=now, ages=ages, node_uids=node_uids)
     etcd = None
     if method in ("auto", "etcd"):
         from pytest_desched.replay.etcd import Etcd, EtcdError, endpoint_of
@@ -159,11 +165,11 @@ def restore(
                 if exc.status != 404:
                     raise RestoreError(f"delete node {w}: {kubeapi.status_reason(exc)}") from None
     if etcd is not None:
-        plan = restore_via_etcd(api, etcd, snap, ages, timeout, result, timer, report)
-    else:
-        created = create_all(
-            api, [runner_node(), *plan_restore(snap, ages=ages).api.get("nodes", [])]
+        plan = restore_via_etcd(
+            api, etcd, snap, first, node_uids, now, timeout, result, timer, report
         )
+    else:
+        created = create_all(api, [runner_node(), *first.api.get("nodes", [])])
         node_uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in created if c}
         wait_nodes_ready(api, [RUNNER_NODE, *sorted(snap_nodes)], timeout)
         timer.lap("nodes")
