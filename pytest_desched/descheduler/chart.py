@@ -487,11 +487,15 @@ class Release:
         cm = self.cluster.core.read_namespaced_config_map(self.configmap_name, self.namespace)
         return cm.data["policy.yaml"]
 
-    def configmap_digest(self) -> str:
-        return hashlib.sha256(self.live_policy_yaml().encode()).hexdigest()
+    def configmap_digest(self, text: str | None = None) -> str:
+        """sha256 of the live ConfigMap's policy.yaml (`text`: that, already read)."""
+        return hashlib.sha256(
+            (self.live_policy_yaml() if text is None else text).encode()
+        ).hexdigest()
 
     def verify_live(self, dry_run: bool, policy: Policy | None) -> dict[str, Any]:
         cj = self.live_cronjob()
+        live_yaml = self.live_policy_yaml()  # read once: its sha256 and, with a policy, its digest
         if cj.spec.suspend is not True:
             raise UnsafeRender(f"live CronJob {self.namespace}/{cj.metadata.name} is not suspended")
         args = cj.spec.job_template.spec.template.spec.containers[0].args or []
@@ -501,10 +505,10 @@ class Release:
         out: dict[str, Any] = {
             "suspend": True,
             "dry_run": dry_run,
-            "configmap_sha256": self.configmap_digest(),
+            "configmap_sha256": self.configmap_digest(live_yaml),
         }
         if policy is not None:
-            live = digest_of_rendered(self.live_policy_yaml())
+            live = digest_of_rendered(live_yaml)
             if live != policy.digest():
                 raise UnsafeRender(
                     f"live ConfigMap {self.namespace}/{self.configmap_name} policy.yaml (digest {live[:12]}) "

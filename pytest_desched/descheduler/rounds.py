@@ -6,7 +6,9 @@ CronJob's jobTemplate, is owned by the CronJob and annotated as a manual instant
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -79,6 +81,9 @@ class Round:
     audit_requests: list[EvictionRequest] | None = None
     audit_wait_s: float | None = None  # after the Job finished, until the window was complete
     audit_complete: bool | None = None  # False: fewer requests than the log proves were sent
+    # Watching the Job for its verdict since the round ended (start_settling), so the wait in
+    # settle() overlaps whatever the caller does meanwhile (assess, checks).
+    settling: threading.Thread | None = field(default=None, repr=False, compare=False)
 
     @property
     def duration_s(self) -> float:
@@ -89,15 +94,42 @@ class Round:
         """The Job controller has decided: Complete or Failed."""
         return self.conditions.get("Complete") == "True" or self.conditions.get("Failed") == "True"
 
+    def start_settling(self, cluster: Cluster, timeout: float = 30) -> None:
+        """Start waiting for the Job controller's verdict in the background (see settle).
+
+        The thread only waits (it changes nothing on the round); settle() reads the verdict.
+        """
+        if self.settled or self.settling is not None:
+            return
+
+        def wait() -> None:
+            with contextlib.suppress(Exception):  # settle() waits (and fails) in its own thread
+                self._verdict(cluster, timeout)
+
+        self.settling = threading.Thread(target=wait, name=f"settle {self.name}", daemon=True)
+        self.settling.start()
+
     def settle(self, cluster: Cluster, timeout: float = 30) -> Round:
         """Wait (watching the Job) for the Job controller's verdict; sets `succeeded`.
 
         A round that ended when its pod exited (run_round(wait_job=False)) has the pod's exit
         status but maybe not yet the Job's condition: the Job controller batches pod updates
-        for up to 1 s. On timeout the conditions seen stay as they are (`succeeded` False).
+        for up to 1 s (its verdict lands about 1 s after the pod was created, however short
+        the run). The wait started when the round ended (start_settling) is joined first, so
+        it overlapped the caller's work since. On timeout the conditions seen stay as they
+        are (`succeeded` False).
         """
         if self.settled:
             return self
+        deadline = time.monotonic() + timeout
+        if self.settling is not None:
+            self.settling.join(timeout)
+        conditions = self._verdict(cluster, max(1.0, deadline - time.monotonic()))
+        self.conditions, self.succeeded = conditions, conditions.get("Complete") == "True"
+        return self
+
+    def _verdict(self, cluster: Cluster, timeout: float) -> dict[str, str]:
+        """The Job's conditions once Complete or Failed, or as they are after `timeout`."""
 
         def conds(jobs: list[Any]) -> dict[str, str]:
             job = next((j for j in jobs if j.metadata.uid == self.job_uid), None)
@@ -120,9 +152,7 @@ class Round:
             jobs = cluster.batch.list_namespaced_job(
                 self.namespace, field_selector=f"metadata.name={self.name}"
             ).items
-        self.conditions = conds(jobs)
-        self.succeeded = self.conditions.get("Complete") == "True"
-        return self
+        return conds(jobs)
 
     @property
     def user(self) -> str:
@@ -250,7 +280,7 @@ def run_round(
         if window
         else (None, None, None)
     )
-    return Round(
+    rnd = Round(
         name=name,
         namespace=release.namespace,
         job_uid=job.metadata.uid,
@@ -269,6 +299,9 @@ def run_round(
         audit_wait_s=audit_wait_s,
         audit_complete=audit_complete,
     )
+    if not wait_job:  # the caller settles it later: its wait starts now (Round.settle)
+        rnd.start_settling(cluster)
+    return rnd
 
 
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:

@@ -100,3 +100,18 @@ def test_apply_policy_skips_the_validation_only_after_helm_validated_that_shape(
     assert SKIP_FLAG not in upgrades()[-1] and step["openapi_validation"] == "helm"
     assert [c for c in cluster.calls if c[0] == "diff"]  # the diff still runs before each
     assert all("--server-side" in c for c in cluster.calls if c[0] == "diff")
+
+
+def test_the_upgrades_verify_reads_the_live_configmap_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(release_mod, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
+    cluster = FakeReleaseCluster()
+    rel = _release(tmp_path, cluster)
+    reads: list[str] = []
+    read = cluster.core.read_namespaced_config_map
+    cluster.core.read_namespaced_config_map = lambda n, ns: reads.append(n) or read(n, ns)
+    step = rel.apply_policy(Policy.coerce(OTHER_POLICY), dry_run=False)
+    assert len(reads) == 1  # its sha256 and its policy digest from the same read
+    assert step["policy_digest"] == Policy.coerce(OTHER_POLICY).digest()
+    assert len(step["configmap_sha256"]) == 64

@@ -171,3 +171,50 @@ def test_ensure_suspended_refuses_with_the_fix(suspend: bool | None) -> None:
     assert (
         'kubectl -n kube-system patch cronjob descheduler -p \'{"spec":{"suspend":true}}\'' in msg
     )
+
+
+class _JobList:
+    """The round's Job, Complete; lists block until `free` is set and are counted."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.free = threading.Event()
+        self.lists: list[str] = []
+
+    def list_namespaced_job(self, ns: str, field_selector: str) -> object:
+        import threading
+
+        self.free.wait(10)
+        self.lists.append(threading.current_thread().name)
+        cond = SimpleNamespace(type="Complete", status="True")
+        job = SimpleNamespace(
+            metadata=SimpleNamespace(
+                uid="job-uid", namespace="kube-system", name="descheduler-positive"
+            ),
+            status=SimpleNamespace(conditions=[cond]),
+        )
+        return SimpleNamespace(items=[job], metadata=SimpleNamespace(resource_version="1"))
+
+
+def test_the_verdict_wait_starts_when_the_round_ends_and_settle_reads_it() -> None:
+    """start_settling waits in the background (changing nothing on the round); settle()
+    joins that wait, then reads the verdict itself."""
+    from pathlib import Path
+
+    from pytest_desched.descheduler.decisions import RoundResult
+    from pytest_desched.descheduler.rounds import Round
+
+    jobs = _JobList()
+    cluster = SimpleNamespace(batch=jobs)
+    rnd = Round("descheduler-positive", "kube-system", "job-uid", True, 0, "", RoundResult(),
+                0.0, 1.0, "descheduler", "embedded", log_path=Path("x"))  # fmt: skip
+    rnd.start_settling(cluster)  # type: ignore[arg-type]
+    assert rnd.settling is not None and rnd.settling.is_alive()  # waiting on the Job
+    jobs.free.set()
+    rnd.settling.join(10)
+    assert jobs.lists == ["settle descheduler-positive"]
+    assert rnd.conditions == {} and not rnd.settled  # the background wait changed nothing
+    assert rnd.settle(cluster) is rnd  # type: ignore[arg-type]
+    assert rnd.conditions == {"Complete": "True"} and rnd.succeeded
+    assert jobs.lists[1:] == ["MainThread"]  # read here, at once: the Job was Complete
