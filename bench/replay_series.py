@@ -38,8 +38,7 @@ PARTS = (
     "nodes",
     "api_objects",
     "etcd_pvs_pvcs_pdbs",
-    "etcd_owners",
-    "etcd_pods",
+    "etcd_owners_and_pods",
     "settle",
     "verify",
 )

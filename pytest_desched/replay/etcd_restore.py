@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
@@ -21,6 +23,7 @@ from pytest_desched.replay.format import (
 from pytest_desched.replay.plan import (
     HOLD_QUOTA,
     KWOK_NODE_ANNOTATION,
+    OWNER_KINDS,
     RUNNER_NODE,
     RestorePlan,
     runner_node,
@@ -92,14 +95,19 @@ def restore_via_etcd(
     )
     etcd.create([*storage, barrier.pdb])
     timer.lap("etcd_pvs_pvcs_pdbs")
-    for kind in ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"):
-        etcd.create(plan.owners.get(kind, []))  # owners first: the GC never sees an orphan
+    # Every owner before its dependents (the GC never sees an orphan), each owner's pods right
+    # after it (its controller finds them in its cache: see write_order).
+    order = write_order(plan)
+    for kind in OWNER_KINDS:
+        etcd.create([o for o in order.first if o["kind"] == kind])
+    etcd.create_chains(order.chains)
+    for kind in OWNER_KINDS:
+        etcd.create([o for o in order.owners_after if o["kind"] == kind])
     etcd.create([barrier.rs])  # after every owner: see Barrier
-    timer.lap("etcd_owners")
-    etcd.create(plan.pods)
+    etcd.create(order.pods_after)
     etcd.create([barrier.pod])  # after every pod
     result.written_at = rfc3339(dt.datetime.now(dt.UTC))
-    timer.lap("etcd_pods")
+    timer.lap("etcd_owners_and_pods")
     barrier.wait(api, plan, timeout)
     timer.lap("settle")
     for h in holds:
@@ -238,6 +246,63 @@ class Barrier:
             return out
 
         wait_for("the replay's barrier objects gone", left, lambda x: not x, timeout)
+
+
+# A chain longer than this (a DaemonSet's pods) is split: its owners first, its pods then
+# written concurrently, not one after another.
+CHAIN_MAX = 64
+
+
+@dataclass
+class WriteOrder:
+    """The owners and pods in the order they go into etcd."""
+
+    first: list[dict[str, Any]] = field(default_factory=list)  # owners of split chains
+    chains: list[list[dict[str, Any]]] = field(default_factory=list)  # owner, its owners, pods
+    owners_after: list[dict[str, Any]] = field(default_factory=list)  # owners of several
+    pods_after: list[dict[str, Any]] = field(default_factory=list)  # pods of no single chain
+
+
+def write_order(plan: RestorePlan) -> WriteOrder:
+    """Each top owner (a Deployment, or a ReplicaSet, StatefulSet or DaemonSet no restored
+    owner controls) as one chain: it, the owners it alone owns, then the pods each of them alone
+    owns. Written one after another, a chain's pods reach the controllers right after their
+    owner: with all owners first and all pods seconds later, a ReplicaSet synced before its
+    pods arrived tried to create them (refused by the hold: 403s, events, status writes to
+    undo). Anything with owners in two chains (or none restored) comes after every chain."""
+    owners = [o for kind in OWNER_KINDS for o in plan.owners.get(kind, [])]
+    uids = {o["metadata"]["uid"] for o in owners}
+
+    def parents(obj: dict[str, Any]) -> set[str]:
+        return {str(r.get("uid")) for r in obj["metadata"].get("ownerReferences") or []}
+
+    kids: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    tops = []
+    for obj in [*owners, *plan.pods]:
+        mine = parents(obj)
+        if len(mine) == 1 and mine <= uids:
+            kids[next(iter(mine))].append(obj)
+        elif obj["kind"] != "Pod" and not mine & uids:
+            tops.append(obj)
+    order, placed = WriteOrder(), set[int]()
+
+    def chain_of(obj: dict[str, Any]) -> list[dict[str, Any]]:
+        out = [obj]
+        for kid in kids.get(obj["metadata"]["uid"], []):
+            out += chain_of(kid) if kid["kind"] != "Pod" else [kid]
+        return out
+
+    for top in tops:
+        chain = chain_of(top)
+        placed.update(id(o) for o in chain)
+        if len(chain) <= CHAIN_MAX:
+            order.chains.append(chain)
+            continue
+        order.first += [o for o in chain if o["kind"] != "Pod"]
+        order.chains += [[o] for o in chain if o["kind"] == "Pod"]
+    order.owners_after = [o for o in owners if id(o) not in placed]
+    order.pods_after = [p for p in plan.pods if id(p) not in placed]
+    return order
 
 
 def etcd_nodes(snap: Snapshot, uids: dict[str, str], now: dt.datetime) -> list[dict[str, Any]]:

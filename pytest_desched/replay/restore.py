@@ -13,9 +13,10 @@ Order and why (the `etcd` method, the default):
    only, no tokens), a ResourceQuota *hold* (`pods: 0`, `count/replicasets.apps: 0`) in every
    namespace with owners, proven in force with a dry-run create, PriorityClasses and
    StorageClasses;
-4. into etcd (`replay.etcd`): PVs and PVCs bound to each other, PDBs, then the owners
-   (Deployments, ReplicaSets, StatefulSets, DaemonSets) and last the pods, so the garbage
-   collector never sees a dependent without its owner; UIDs are new and consistent, so
+4. into etcd (`replay.etcd`): PVs and PVCs bound to each other, PDBs, then each owner
+   followed by the owners and pods it alone owns (one chain per Deployment, StatefulSet...,
+   chains concurrently; `etcd_restore.write_order`), anything else after every chain, so the
+   garbage collector never sees a dependent without its owner; UIDs are new and consistent, so
    ownerReferences, minReplicas and the controllers all hold; `creationTimestamp` and
    `status.startTime` are the snapshot's, shifted together (`ages`); ReplicaSets,
    Deployments and PDBs carry the status (and revision annotations) their controllers
