@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
+from base64 import b64decode
 from pathlib import Path
 from typing import Any
 
@@ -128,17 +130,25 @@ def test_etcd_writes_one_object_per_create_only_transaction(
     sent: list[dict[str, Any]] = []
     e = Etcd("http://127.0.0.1:1")
 
-    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
-        sent.append(body)
+    def post(path: str, data: bytes) -> dict[str, Any]:
+        assert path == "/v3/kv/txn"
+        sent.append(json.loads(data))  # the formatted body is JSON
         return {"succeeded": True}
 
-    monkeypatch.setattr(e, "_post", post)
+    monkeypatch.setattr(e, "_post_raw", post)
     plan = plan_restore(generate(seed=4, nodes=10, pods=300), now=NOW)
     assert e.create(plan.pods) == len(plan.pods)
     # one revision per object: a watch resumed at a revision never skips a sibling
     assert all(len(b["success"]) == 1 for b in sent)
     assert len(sent) == len(plan.pods)
+    keys = {b64decode(b["success"][0]["request_put"]["key"]).decode() for b in sent}
+    assert keys == {e.key(p) for p in plan.pods}
+    values = [json.loads(b64decode(b["success"][0]["request_put"]["value"])) for b in sent]
+    assert sorted(v["metadata"]["uid"] for v in values) == sorted(
+        p["metadata"]["uid"] for p in plan.pods
+    )
     for b in sent:
+        assert b["compare"][0]["key"] == b["success"][0]["request_put"]["key"]
         assert len(b["compare"]) == len(b["success"])
         assert {c["target"] for c in b["compare"]} == {"CREATE"}
         assert {c["create_revision"] for c in b["compare"]} == {"0"}
@@ -146,7 +156,7 @@ def test_etcd_writes_one_object_per_create_only_transaction(
 
 def test_etcd_refuses_to_overwrite(monkeypatch: pytest.MonkeyPatch) -> None:
     e = Etcd("http://127.0.0.1:1")
-    monkeypatch.setattr(e, "_post", lambda path, body: {"succeeded": False, "count": "1"})
+    monkeypatch.setattr(e, "_post_raw", lambda path, data: {"succeeded": False, "count": "1"})
     with pytest.raises(EtcdError, match="refusing to overwrite"):
         e.create(plan_restore(label_move().snapshot, now=NOW).pods)
 
@@ -159,3 +169,42 @@ def test_etcd_endpoint_from_the_cluster_configuration(tmp_path: Path) -> None:
     assert endpoint_of(tmp_path) == ("http://127.0.0.1:32753", "/registry")
     with pytest.raises(EtcdError, match="no readable"):
         endpoint_of(tmp_path / "missing")
+
+
+def test_etcd_connection_reads_answers_by_content_length_and_refuses_others() -> None:
+    """The minimal HTTP client (etcd._Conn) against a socket answering as etcd's gateway does:
+    two answers on one kept-alive connection, the second split across reads; then a chunked
+    answer it does not read, which ends as an EtcdError after one fresh retry."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    answers = [
+        [b'HTTP/1.1 200 OK\r\nContent-Length: 18\r\n\r\n{"succeeded":true}'],
+        [b"HTTP/1.1 200 OK\r\nContent-Len", b'gth: 13\r\n\r\n{"count":', b'"1"}'],
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"],
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"],
+    ]
+    requests: list[bytes] = []
+
+    def serve() -> None:
+        for conn_no in range(3):
+            conn, _ = srv.accept()
+            with conn:
+                for _ in range(2 if conn_no == 0 else 1):
+                    requests.append(conn.recv(1 << 16))
+                    for part in answers.pop(0):
+                        conn.sendall(part)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    e = Etcd(f"http://127.0.0.1:{port}")
+    assert e._post("/v3/kv/txn", {"a": 1}) == {"succeeded": True}
+    assert e.exists("/registry/pods/x")
+    with pytest.raises(EtcdError, match="chunked"):
+        e._post("/v3/kv/range", {})
+    t.join(5)
+    srv.close()
+    assert requests[0].startswith(b"POST /v3/kv/txn HTTP/1.1\r\n")
+    assert requests[0].endswith(b'\r\n\r\n{"a": 1}') and b"Content-Length: 8\r\n" in requests[0]
