@@ -34,13 +34,16 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pytest_desched import __version__, interrupts
 from pytest_desched import render as out
+from pytest_desched.bounds import check_cycles
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
     OPTION_ENV,
     add_config_options,
     cli_flag,
     config_from_args,
+    parse_bins,
     resolve,
     respell,
 )
@@ -55,12 +58,18 @@ from pytest_desched.errors import (
     ProviderError,
     ToolError,
 )
+from pytest_desched.fidelity.cli import add_parser as add_fidelity
+from pytest_desched.inputs_safe import check_file, check_output
 from pytest_desched.log import say
+from pytest_desched.redaction import scrub_secrets
+from pytest_desched.render import printable
+from pytest_desched.replay.cli import add_parsers
+from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.versions import load_versions
 
 
 def _error(msg: str) -> None:
     """The one error line: control characters a raw file name carries are shown escaped."""
-    from pytest_desched.render import printable
 
     say(f"error: {printable(msg)}")
 
@@ -79,13 +88,11 @@ def _spelling(parser: argparse.ArgumentParser | None) -> Any:
 def cmd_tools(args: argparse.Namespace) -> int:
     import time
 
-    from pytest_desched.config import parse_bins
+    # heavy: +2 modules (~4ms), kept out of `desched` start-up
     from pytest_desched.tools.toolchain import Toolchain, provide
 
     cand = None
     if args.candidate:
-        from pytest_desched.tools.candidate import parse_candidate
-
         cand = parse_candidate(args.candidate)
     cache = resolve("--desched-cache-dir", args.cache_dir)
     tc = Toolchain(
@@ -111,7 +118,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from pytest_desched.bounds import check_cycles
+    # heavy: evidence.summary +6 modules (~9ms); experiments kubernetes client (0.2-0.7 s); session +5 modules (~15ms), kept out of `desched` start-up
     from pytest_desched.evidence.summary import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
     from pytest_desched.session import DeschedSession
@@ -125,6 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             lookup(n)
         except KeyError:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.experiments.framework import VARIANTS
 
     if args.variant is not None and args.variant not in VARIANTS:  # before any cluster
@@ -182,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
     """Which of `names` a round record belongs to (records carry the experiment's title)."""
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.experiments import lookup
 
     label = str(record.get("experiment", ""))
@@ -194,7 +203,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     Exit 1 when a finding reaches --fail-on (error by default), 2 on bad input (a file
     missing or unreadable, values helm refuses) before any finding.
     """
-    from pytest_desched.config import parse_bins
+    # heavy: descheduler.policy.checker +7 modules (~12ms); descheduler.policy.lint +17 modules (~80ms); descheduler.policy.lint_output +8 modules (~15ms); descheduler.policy.values +8 modules (~14ms); tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
     from pytest_desched.descheduler.policy.checker import checker_for
     from pytest_desched.descheduler.policy.lint import (
         lint_targets,
@@ -208,14 +217,11 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
     if not args.files and not args.values:
         raise ConfigError("desched lint needs a FILE or --values FILE")
-    from pytest_desched.inputs_safe import check_file
 
     for f in args.files:  # missing, a directory, a FIFO, too big: refused before any build
         check_file(f, what="policy, values or ConfigMap")
     cand = None
     if args.candidate:  # the candidate's own policy checker, built from its source
-        from pytest_desched.tools.candidate import parse_candidate
-
         cand = parse_candidate(args.candidate)
     bins = parse_bins(resolve("--desched-bin", args.bin))  # e.g. policycheck=PATH, no Go
     cache = resolve("--desched-cache-dir", args.cache_dir)
@@ -253,6 +259,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 def cmd_canary(args: argparse.Namespace) -> int:
     """Both tracks, the diff, the verdict; the Markdown report on stdout (or JSON)."""
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.canary.engine import run_canary
 
     config = config_from_args(args)
@@ -286,9 +293,6 @@ def _shown(outcome: str) -> str:
 def version_info() -> dict[str, Any]:
     """This tool's version and every pin, from tools/versions.py (manifests/versions.yaml)."""
     from importlib.metadata import PackageNotFoundError, version
-
-    from pytest_desched import __version__
-    from pytest_desched.tools.versions import load_versions
 
     try:
         tool = version("pytest-desched")
@@ -341,6 +345,7 @@ class _VersionAction(argparse.Action):
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    # heavy: +7 modules (~24ms), kept out of `desched` start-up
     from pytest_desched.evidence.explain import explain, load, to_text
 
     x = explain(args.pod, load(args.record))
@@ -349,6 +354,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.experiments.catalogue import catalogue
 
     rows = catalogue()
@@ -495,11 +501,7 @@ def parser() -> argparse.ArgumentParser:
         "ledger (desched replay ... -o json)",
     )
     out.add_output(ex)
-    from pytest_desched.replay.cli import add_parsers  # desched snapshot / desched replay
-
     add_parsers(sub)
-    from pytest_desched.fidelity.cli import add_parser as add_fidelity  # desched fidelity
-
     add_fidelity(sub, add_config_options)
     return ap
 
@@ -508,7 +510,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; every outcome is one of errors.py's exit codes and a line, never a
     traceback (unless --debug). SIGINT and SIGTERM unwind the work (its cleanup runs); once
     the work is over (`interrupts.finishing`) a signal no longer interrupts saying so."""
-    from pytest_desched import interrupts
 
     interrupts.reset()
     args = parser().parse_args(argv)
@@ -518,8 +519,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             try:
                 if getattr(args, "output_file", None):  # before any work: never fail at the end
-                    from pytest_desched.inputs_safe import check_output
-
                     check_output(args.output_file)
                 return int(args.func(args))
             finally:  # a signal past here cannot turn the error being said into another
@@ -532,9 +531,7 @@ def main(argv: list[str] | None = None) -> int:
             _error(respell(" ".join(str(exc).split()), spell))
             return EXIT_USAGE
         except (ToolError, ProviderError) as exc:
-            from pytest_desched.redaction import scrub_secrets  # a URL's user may be a token
-
-            say(f"error: {respell(scrub_secrets(str(exc)), spell)}")
+            say(f"error: {respell(scrub_secrets(str(exc)), spell)}")  # a URL's user may be a token
             if done := interrupts.cleanup_summary():  # a cluster deleted after it, checked
                 say(done)
             return EXIT_INFRA
@@ -544,7 +541,6 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # no traceback reaches the user unless asked (--debug)
             if debug:
                 raise
-            from pytest_desched.redaction import scrub_secrets
 
             if isinstance(exc, OSError) and exc.filename:  # a path the user named: bad input
                 _error(f"{scrub_secrets(str(exc.filename))}: {exc.strerror}; check the path")
@@ -588,7 +584,6 @@ def entry() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, outside_the_work)
     done.append(main())
-    from pytest_desched import interrupts
 
     if done[0] == EXIT_INTERRUPTED or interrupts.late_signal():
         _exit_now(done[0])

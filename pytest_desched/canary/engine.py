@@ -17,6 +17,7 @@ from typing import Any
 from pytest_desched.canary.compare import diff_rounds, node_roles
 from pytest_desched.canary.expectations import NO_ROUND, Change, load_explanations
 from pytest_desched.canary.report import CanaryReport
+from pytest_desched.canary.static_run import add_metric_names, compare_statically, track_chart
 from pytest_desched.canary.tracks import (
     DEFAULT_EXPERIMENTS,
     TrackResult,
@@ -26,8 +27,11 @@ from pytest_desched.canary.tracks import (
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
-from pytest_desched.errors import ConfigError
+from pytest_desched.errors import ConfigError, PolicyError
+from pytest_desched.experiments import VARIANTS, lab_policy, lookup
 from pytest_desched.log import tagged
+from pytest_desched.session import DeschedSession
+from pytest_desched.tools.candidate import parse_candidate
 
 STATIC_ONLY_GAP = (
     "behaviour: a static-only canary starts no cluster, so no round, pod fate, eviction, "
@@ -41,7 +45,6 @@ _say = tagged("desched canary")
 
 def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
     """`name[variant]` or `name` (both built-in variants) -> (name, variant) pairs, checked."""
-    from pytest_desched.experiments import VARIANTS, lookup
 
     if not items:
         return list(DEFAULT_EXPERIMENTS)
@@ -241,7 +244,6 @@ def compare_tracks(
 
 def static_only_tracks(base: Any, cand: Any) -> tuple[TrackResult, TrackResult]:
     """Track headers for a static-only canary: versions and charts, no cluster, no rounds."""
-    from pytest_desched.canary.static_run import track_chart
 
     out = []
     for name, s in (("baseline", base), ("candidate", cand)):
@@ -271,7 +273,6 @@ def run_canary(
     `behaviour=False` is the static-only canary (charts and policies, no cluster): what CI
     can check before anything runs; its verdict judges the static differences alone.
     """
-    from pytest_desched.tools.candidate import parse_candidate
 
     t0 = time.monotonic()
     if not (static or behaviour):
@@ -282,9 +283,6 @@ def run_canary(
     parse_candidate(candidate, candidate_chart)  # a bad spec is refused before anything runs
     exps = parse_experiments(experiments)
     if candidate_overrides:  # a bad path or value is refused now, not on the candidate's cluster
-        from pytest_desched.errors import PolicyError
-        from pytest_desched.experiments import lab_policy
-
         for _, variant in exps:
             pol = lab_policy(variant)
             try:
@@ -294,7 +292,6 @@ def run_canary(
             except (PolicyError, KeyError, ValueError) as exc:
                 raise ConfigError(f"canary candidate_overrides: {exc}") from None
     base_cfg, cand_cfg = track_configs(config, candidate, candidate_chart, behaviour)
-    from pytest_desched.session import DeschedSession
 
     def session(name: str, cfg: DeschedConfig) -> DeschedSession:
         return DeschedSession(cfg, report=lambda m: report(f"[{name}] {m}"))
@@ -303,8 +300,6 @@ def run_canary(
     comparison = None
     try:
         if static:
-            from pytest_desched.canary.static_run import compare_statically
-
             report("static comparison: charts, rendered manifests, policy under both versions")
             comparison = compare_statically(base_s, cand_s, [v for _, v in exps], report)
     except BaseException:
@@ -324,8 +319,6 @@ def run_canary(
     report(f"running {len(exps)} experiment(s) on both tracks ({mode})")
     b, c = run_tracks(base_s, cand_s, exps, parallel, candidate_overrides)
     if static:
-        from pytest_desched.canary.static_run import add_metric_names
-
         add_metric_names(comparison, b, c)
     rounds, rows, changes = compare_tracks(b, c, comparison)
     verdict = judge(changes, explanations)

@@ -19,6 +19,10 @@ from pytest_desched.canary.static import (
     compare_lint,
     compare_metric_names,
 )
+from pytest_desched.descheduler.chart_source import obtain_chart
+from pytest_desched.descheduler.policy.checker import checker_for
+from pytest_desched.descheduler.policy.lint import lint_policy_doc
+from pytest_desched.proc import helm_env
 
 if TYPE_CHECKING:
     from pytest_desched.canary.tracks import TrackResult
@@ -28,7 +32,6 @@ if TYPE_CHECKING:
 
 def track_chart(session: DeschedSession) -> ChartRef:
     """The chart the track's release will install (cached; the same call install makes)."""
-    from pytest_desched.descheduler.chart_source import obtain_chart
 
     tc = session.toolchain
     return obtain_chart(
@@ -46,10 +49,8 @@ def compare_statically(
     variants: Sequence[str],
     report: Callable[[str], None],
 ) -> StaticComparison:
-    from pytest_desched.descheduler.policy.checker import checker_for
-    from pytest_desched.descheduler.policy.lint import lint_policy_doc
+    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
     from pytest_desched.experiments import lab_policy
-    from pytest_desched.proc import helm_env
 
     b_chart, c_chart = track_chart(baseline), track_chart(candidate)
     b_tc, c_tc = baseline.toolchain, candidate.toolchain

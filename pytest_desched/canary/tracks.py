@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.experiments import ExperimentResult
+from pytest_desched.descheduler.metric_probe import served_metric_names
+from pytest_desched.errors import WaitTimeout
+from pytest_desched.experiments import ExperimentResult, lab_policy
 from pytest_desched.interrupts import WorkerStop, on_signal
 
 if TYPE_CHECKING:
@@ -146,9 +148,6 @@ def first_cause(track: TrackResult) -> str:
 
 def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
     """The metric families this track's binary serves, or why they are not known."""
-    from pytest_desched.descheduler.metric_probe import served_metric_names
-    from pytest_desched.errors import WaitTimeout
-    from pytest_desched.experiments import lab_policy
 
     rel, cluster = session.release, session.cluster
     if not cluster.capabilities.runs_local_binary or rel.binary is None:

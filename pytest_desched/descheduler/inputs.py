@@ -23,8 +23,12 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pytest_desched.descheduler.policy import Policy
+from pytest_desched.descheduler.policy.checker import checker_for
+from pytest_desched.descheduler.policy.lint import Target, lint_targets, values_target
+from pytest_desched.descheduler.policy.safety import credential_problems
 from pytest_desched.descheduler.policy.values import (
     POLICY_KEY,
     RenderedValues,
@@ -32,11 +36,8 @@ from pytest_desched.descheduler.policy.values import (
     read_values,
     safety_off,
 )
+from pytest_desched.descheduler.render_checks import cronjob_args, find
 from pytest_desched.errors import ConfigError, PolicyError
-
-if TYPE_CHECKING:
-    from pytest_desched.descheduler.policy import Policy
-    from pytest_desched.descheduler.policy.lint import Target
 
 __all__ = ["InputFile", "UserInputs", "check_user_inputs", "read_input", "unsafe_value_lines"]
 
@@ -70,8 +71,6 @@ def read_input(flag: str, path: Path) -> InputFile:
     except ConfigError as exc:
         raise ConfigError(f"{flag} {exc}") from None
     if flag == "--values":  # a policy's own credentials are its lint's (DL rule), named there
-        from pytest_desched.descheduler.policy.safety import credential_problems
-
         found = credential_problems(vf.doc)  # bounded data (inputs_safe): a safe walk
         if found:
             more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
@@ -134,7 +133,6 @@ class UserInputs:
 
 
 def _args_of(docs: list[dict[str, Any]]) -> list[str]:
-    from pytest_desched.descheduler.render_checks import cronjob_args, find
 
     cjs = find(docs, "CronJob")
     return cronjob_args(cjs[0]) if len(cjs) == 1 else []
@@ -184,8 +182,6 @@ def check_user_inputs(
     label)` raises PolicyError on any error finding (`lint_input`). Both come from the caller
     (the session), so this module needs no cluster and no toolchain of its own.
     """
-    from pytest_desched.descheduler.policy import Policy
-    from pytest_desched.descheduler.policy.lint import Target, values_target
 
     pf = read_input("--policy", policy) if policy is not None else None
     vfs = tuple(read_input("--values", v) for v in values)
@@ -245,8 +241,6 @@ def lint_input(target: Target, label: str, version: str, toolchain: Any = None) 
     A values target (`values_target`) has its findings placed in the user's files by the lint
     itself; its DL018 (a safety flag off) was refused before, so only errors count here.
     """
-    from pytest_desched.descheduler.policy.checker import checker_for
-    from pytest_desched.descheduler.policy.lint import lint_targets
 
     findings = lint_targets([target], checker_for(version, toolchain))
     errors = [f for f in findings if f.severity == "error"]

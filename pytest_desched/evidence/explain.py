@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.evidence.loops import cycles_from_ledger, detect
+from pytest_desched.render import table
 
 NOT_PICKED = "no log line names it: no strategy selected it"
 
@@ -102,8 +104,6 @@ def load(path: str | Path) -> dict[str, Any]:
     ledger = data.get("ledger")
     led: Mapping[str, Any] = ledger if isinstance(ledger, Mapping) else data
     if isinstance(led.get("rows"), list):
-        from pytest_desched.evidence.loops import cycles_from_ledger, detect
-
         loops = detect(cycles_from_ledger(led)).to_dict()
         entries = _entries_of_ledger(led)
         return {"source": str(p), "experiment": "replay", "cycles": entries, "loops": loops}
@@ -188,7 +188,6 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
 
 def to_text(x: Mapping[str, Any]) -> str:
     """One screen: a header, one line a cycle, the loop verdict."""
-    from pytest_desched.render import table
 
     cols = {"cycle": "CYCLE", "node": "NODE", "fate": "FATE", "layer": "DECIDING LAYER"}
     cols |= {"strategy": "STRATEGY", "reason": "REASON"}

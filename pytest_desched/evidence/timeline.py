@@ -15,6 +15,12 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.descheduler.policy.checker import checker_for
+from pytest_desched.descheduler.policy.lint import lint_policy_doc
+from pytest_desched.descheduler.policy.model import canonical_json
+from pytest_desched.errors import DeschedError, InputError
+from pytest_desched.inputs_safe import load_yaml
+
 if TYPE_CHECKING:
     from pytest_desched.descheduler.rounds import Round
     from pytest_desched.tools.toolchain import Toolchain
@@ -114,12 +120,6 @@ def policy_evidence(
     included. Computed once per policy digest and version.
     """
     import hashlib
-
-    from pytest_desched.descheduler.policy.checker import checker_for
-    from pytest_desched.descheduler.policy.lint import lint_policy_doc
-    from pytest_desched.descheduler.policy.model import canonical_json
-    from pytest_desched.errors import DeschedError, InputError
-    from pytest_desched.inputs_safe import load_yaml
 
     try:
         doc = load_yaml(policy_yaml, "policy.yaml") or {}

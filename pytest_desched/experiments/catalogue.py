@@ -10,9 +10,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from pytest_desched.descheduler.policy.model import DEFAULT_POLICY_FILE, Policy
 from pytest_desched.experiments.declared import REGISTRY, Experiment
 from pytest_desched.experiments.framework import VARIANTS
 from pytest_desched.experiments.strategies.base import OWN_POLICY, StrategyExperiment
+from pytest_desched.tools.resources import manifest_path
 
 _EXTENSION_POINTS = ("deschedule", "balance")
 
@@ -20,8 +22,6 @@ _EXTENSION_POINTS = ("deschedule", "balance")
 def _runbook_strategies() -> list[str]:
     """The strategies the runbook policy enables (deschedule and balance plugins), as written
     (read, not validated: validating needs the policy checker, a Go build on a fresh cache)."""
-    from pytest_desched.descheduler.policy.model import DEFAULT_POLICY_FILE, Policy
-    from pytest_desched.tools.resources import manifest_path
 
     out: list[str] = []
     for prof in Policy.load(manifest_path(DEFAULT_POLICY_FILE)).to_dict().get("profiles") or []:

@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.policy import Policy
 
 from pytest_desched import interrupts
+from pytest_desched.descheduler.cleanup import emergency_stop
 from pytest_desched.errors import ProviderError
+from pytest_desched.experiments.cycles import run_cycles
 from pytest_desched.experiments.framework import ExperimentContext, Runner
 from pytest_desched.experiments.results import ExperimentResult
 from pytest_desched.kube import api_failure, api_health, server_gone
@@ -128,7 +130,6 @@ def drive(
     fidelity run, fidelity/engine.py); `before_record` runs after assess, while the lab is
     still up, so what it adds to the round views' `extra` lands in their records.
     """
-    from pytest_desched.experiments.cycles import run_cycles
 
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("arrange", lambda: _arrange_beside_policy(r, exp)),
@@ -247,7 +248,6 @@ def _arrange_beside_policy(r: Runner, exp: Experiment) -> None:
 
 def _stop(ctx: ExperimentContext, result: ExperimentResult) -> None:
     """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
-    from pytest_desched.descheduler.cleanup import emergency_stop
 
     try:
         result.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))

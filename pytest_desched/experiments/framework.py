@@ -41,7 +41,12 @@ if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.providers.base import Cluster
+from pytest_desched.descheduler.audit import compare
+from pytest_desched.descheduler.rounds import run_round, runbook_job_name
+from pytest_desched.experiments.assertions import no_rollout
 from pytest_desched.experiments.results import Check, ExperimentResult
+from pytest_desched.kube import node_ready, wait_for
+from pytest_desched.tools.versions import load_versions
 
 EVICTOR = "profiles.safe-rebalance.DefaultEvictor"
 
@@ -143,7 +148,6 @@ class ExperimentContext:
     no_loop: bool = False
 
     def lab(self) -> Lab:
-        from pytest_desched.tools.versions import load_versions
 
         return Lab(  # not from the release: a lane's may still be installing (prepare_release)
             self.cluster,
@@ -265,7 +269,6 @@ class Runner:
         and spec generation after the last round, and the owner of every pod of it the round
         watches saw and the lab holds now (replacements come from the same ReplicaSet).
         """
-        from pytest_desched.experiments.assertions import no_rollout
 
         base = self.rollout_baseline
         if base is None:
@@ -281,8 +284,6 @@ class Runner:
 
     def run_round(self, name: str) -> RoundView:
         """One Job round, watched from before the Job exists until `stop_recording()`."""
-        from pytest_desched.descheduler.rounds import run_round, runbook_job_name
-        from pytest_desched.kube import node_ready, wait_for
 
         # The runbook's own name, so its commands find the Job; a run suffix only on collision.
         if self.ctx.lane:
@@ -364,7 +365,6 @@ class Runner:
         self, rnd: Round, decisions: list[PodDecision], before: Snapshot
     ) -> tuple[dict[str, Any], dict[str, list[int]]]:
         """The API server's own view of the round's eviction requests, per lab pod."""
-        from pytest_desched.descheduler.audit import compare
 
         namespaces = set(self.lab.namespaces)
         requests, others = rnd.audit_requests, 0

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_desched.descheduler.policy.checker import facts_for
+from pytest_desched.descheduler.policy.scope import evicting_plugins
 from pytest_desched.errors import ConfigError
 from pytest_desched.lab import POOL_VALUE
 
@@ -108,8 +110,6 @@ def plan_lanes(
 
 def scope_to_lane(policy: Policy, lane: Lane) -> Policy:
     """The policy held to the lane's namespace (every evicting plugin), as recorded overrides."""
-    from pytest_desched.descheduler.policy.checker import facts_for
-    from pytest_desched.descheduler.policy.scope import evicting_plugins
 
     facts = facts_for()
     scoped = policy
@@ -129,7 +129,6 @@ def scope_to_lane(policy: Policy, lane: Lane) -> Policy:
 
 def lane_problems(policy: Policy, namespace: str) -> list[str]:
     """Why `policy` could evict outside `namespace` (empty: it cannot)."""
-    from pytest_desched.descheduler.policy.scope import evicting_plugins
 
     out = []
     for i, _, name in evicting_plugins(policy.to_dict()):

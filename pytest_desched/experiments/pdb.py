@@ -12,6 +12,7 @@ from dataclasses import replace
 import yaml
 
 from pytest_desched.descheduler.decisions import Fate, Layer
+from pytest_desched.descheduler.event_probe import delivered_when_outliving
 from pytest_desched.descheduler.known_bugs import tolerated
 from pytest_desched.experiments.declared import Experiment
 from pytest_desched.experiments.framework import decisions_table
@@ -129,7 +130,6 @@ class NegativePDB(Experiment):
     def _outliving(self, uids: set[str], owed: int, mounted: dict) -> int | None:
         """The events a process that outlives its refusals delivers (event_probe.py); None
         where the provider runs round pods from images (no local binary to keep running)."""
-        from pytest_desched.descheduler.event_probe import delivered_when_outliving
 
         rel, cluster = self.ctx.release, self.ctx.cluster
         if not cluster.capabilities.runs_local_binary or rel.binary is None:

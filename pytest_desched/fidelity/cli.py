@@ -16,7 +16,8 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import config_from_args
-from pytest_desched.errors import EXIT_FAILED, EXIT_OK
+from pytest_desched.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from pytest_desched.fidelity.compare import COLUMNS, table_rows
 from pytest_desched.log import say
 
 SHOWN = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
@@ -49,7 +50,6 @@ def add_parser(sub: Any, add_config_options: Any) -> None:
 
 def text_of(outcome: Any) -> str:
     """One experiment's block: its line, then the table of every pod either half decided."""
-    from pytest_desched.fidelity.compare import COLUMNS, table_rows
 
     head = f"{outcome.head}  {SHOWN[outcome.outcome]}"
     c = outcome.comparison
@@ -66,7 +66,7 @@ def text_of(outcome: Any) -> str:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from pytest_desched.errors import ConfigError
+    # heavy: experiments.framework kubernetes client (0.2-0.7 s); fidelity.cases +5 modules (~10ms); fidelity.engine kubernetes client (0.2-0.7 s); session +5 modules (~15ms), kept out of `desched` start-up
     from pytest_desched.experiments.framework import VARIANTS
     from pytest_desched.fidelity.cases import DEFAULT, lookup_case
     from pytest_desched.fidelity.engine import run_fidelity
@@ -108,6 +108,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
+    # heavy: +5 modules (~20ms), kept out of `desched` start-up
     from pytest_desched.fidelity.snapshot import run_snapshot_fidelity
 
     config = config_from_args(args)

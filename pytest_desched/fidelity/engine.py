@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.descheduler.known_bugs import signatures
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.declared import drive, lookup
 from pytest_desched.experiments.framework import Runner
@@ -34,6 +35,7 @@ from pytest_desched.fidelity.compare import (
     merge,
     verdict_summary,
 )
+from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -125,7 +127,6 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
 
 def half_of(r: Runner, v: RoundView, mode: Mode) -> Half:
     """One round of one half as compare() reads it (the lab must still be up)."""
-    from pytest_desched.descheduler.known_bugs import signatures
 
     lab_ns = r.ctx.namespace
 
@@ -347,7 +348,6 @@ def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...] | None, str]:
     """The mirror probe's settled cycle as fates of the dry lab's pods, on an unchanged lab,
     and what the probe did; fates None where it cannot run (no local binary), found no
     complete cycle in its time, or the lab changed meanwhile (the text says which)."""
-    from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
 
     rel, cluster = dry.ctx.release, dry.ctx.cluster
     if not cluster.capabilities.runs_local_binary or rel.binary is None or not dry.views:

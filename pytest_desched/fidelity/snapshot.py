@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.descheduler.known_bugs import RoundFacts, signatures
+from pytest_desched.descheduler.policy.scope import evicting_plugins
 from pytest_desched.errors import ConfigError
 from pytest_desched.fidelity.compare import (
     FidelityResult,
@@ -26,6 +28,9 @@ from pytest_desched.fidelity.compare import (
     fates_of,
     verdict_summary,
 )
+from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
+from pytest_desched.kube import node_ready
+from pytest_desched.replay.engine import check_inputs, replay
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -57,7 +62,6 @@ class SnapshotFidelity:
 
 def in_scope(pods: list[dict[str, Any]], policy: Policy) -> list[str]:
     """The snapshot's pods (namespace/name) some evicting plugin of `policy` may act on."""
-    from pytest_desched.descheduler.policy.scope import evicting_plugins
 
     scopes = []
     for i, _, name in evicting_plugins(policy.to_dict()):
@@ -93,7 +97,6 @@ def _refs(result: Any) -> list[PodRef]:
 
 def _expected(pods: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
     """The snapshot's word on each pod in scope: its node, and whether it was Ready."""
-    from pytest_desched.fidelity.mirror_probe import Expect
 
     want = set(keys)
     out = {}
@@ -115,7 +118,6 @@ def _probe(
     """The mirror probe on the dry-run half's cluster when its round fell short of the real
     one's (fewer pods decided); None where it is not needed (a MirrorProbe saying why where
     it cannot run)."""
-    from pytest_desched.fidelity.mirror_probe import NOT_PROBED, MirrorProbe, probe
 
     cluster, rnd, real_rnd = box.get("cluster"), box.get("round"), real.get("round")
     if cluster is None or rnd is None or real_rnd is None:
@@ -139,7 +141,6 @@ def _probe(
 
 
 def _half(mode: Mode, result: Any, seen: dict[str, Any], policy: Policy, pdb: int | None) -> Half:
-    from pytest_desched.descheduler.known_bugs import RoundFacts, signatures
 
     rows = [r for r in result.ledger.rows if r.origin == "snapshot"]
     refs = _refs(result)
@@ -175,8 +176,6 @@ def run_snapshot_fidelity(
     descheduler: str | None = None,
 ) -> SnapshotFidelity:
     """Both replays of `path`; ConfigError (exit 2) before any cluster on bad input."""
-    from pytest_desched.kube import node_ready
-    from pytest_desched.replay.engine import check_inputs, replay
 
     t0 = time.monotonic()
     inp = check_inputs(path, descheduler, policy, 1, None)

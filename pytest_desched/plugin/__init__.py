@@ -19,6 +19,7 @@ from pytest_desched.plugin.reporting import (
     pytest_unconfigure,
 )
 from pytest_desched.plugin.state import state
+from pytest_desched.tools.versions import load_versions
 
 __all__ = [
     *fixtures.__all__,
@@ -42,7 +43,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from pytest_desched.tools.versions import load_versions
 
     try:
         v = load_versions()

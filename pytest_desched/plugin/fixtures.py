@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_desched.errors import ConfigError, ProviderError
+from pytest_desched import interrupts
+from pytest_desched.errors import ConfigError, PolicyError, ProviderError
 from pytest_desched.plugin.options import config_from_pytest
 from pytest_desched.plugin.reporting import junit_entry, terminal_reporter
 from pytest_desched.plugin.state import set_entry, state
-from pytest_desched.session import interrupts_unwind
+from pytest_desched.session import DeschedSession, interrupts_unwind
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.experiments import Experiment, ExperimentContext, ExperimentResult
     from pytest_desched.providers.base import Cluster
-    from pytest_desched.session import DeschedSession
     from pytest_desched.tools.toolchain import Toolchain
 
 
@@ -41,7 +41,6 @@ def desched_settings(
 def _session_for(
     request: pytest.FixtureRequest, config: DeschedConfig, info: dict[str, Any]
 ) -> DeschedSession:
-    from pytest_desched.session import DeschedSession
 
     return DeschedSession(config, report=terminal_reporter(request.config), info=info)
 
@@ -57,8 +56,6 @@ def desched_session(
     try:
         yield session
     finally:
-        from pytest_desched import interrupts
-
         session.failed = request.session.testsfailed > 0
         try:
             session.close()
@@ -73,7 +70,6 @@ def desched_toolchain(desched_session: DeschedSession) -> Toolchain:
 
 
 def _cluster(session: DeschedSession) -> Cluster:
-    from pytest_desched.errors import ConfigError, PolicyError
 
     try:
         return session.cluster
@@ -143,6 +139,7 @@ def desched_experiment(
     def run(
         experiment: str | type[Experiment], variant: str | None = None, **params: Any
     ) -> ExperimentResult:
+        # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
         from pytest_desched.experiments import lookup
 
         try:
@@ -194,6 +191,7 @@ def desched_lab(
     desched_cluster: Cluster, desched_settings: DeschedConfig, desched_release: Release
 ) -> Iterator[Any]:
     """A Lab in the session's lab namespace for hand-written experiments; torn down after."""
+    # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
     from pytest_desched.lab.lab import Lab
 
     lab = Lab(
@@ -244,6 +242,7 @@ def desched_release_factory(
 
     First install, as always: suspended and in dry run. Uninstalled after the test.
     """
+    # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
     from pytest_desched.descheduler.cleanup import cleanup_release
 
     made: list[Release] = []
@@ -274,6 +273,7 @@ def desched_canary(
     import tempfile
     from pathlib import Path
 
+    # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
     from pytest_desched.canary.engine import run_canary
 
     say = terminal_reporter(request.config)

@@ -11,7 +11,16 @@ from typing import Any, Literal
 import pytest
 
 from pytest_desched.artifacts_dir import claim
-from pytest_desched.config import OPTIONS, DeschedConfig, build_config, ini_key, named, resolve
+from pytest_desched.config import (
+    OPTIONS,
+    DeschedConfig,
+    _parse_candidate_cached,
+    build_config,
+    ini_key,
+    named,
+    parse_bins,
+    resolve,
+)
 from pytest_desched.errors import ConfigError
 from pytest_desched.plugin.state import state
 
@@ -90,6 +99,7 @@ def check_input_files(policy: str | None, values: list[str] | None) -> None:
     """The user's --desched-policy / --desched-values: readable YAML mappings (file:line)."""
     from pathlib import Path
 
+    # heavy: +9 modules (~17ms), kept out of pytest start-up
     from pytest_desched.descheduler.inputs import read_input
 
     for flag, path in [("--desched-policy", policy)] * bool(policy) + [
@@ -100,7 +110,6 @@ def check_input_files(policy: str | None, values: list[str] | None) -> None:
 
 def check_early(c: pytest.Config) -> None:
     """Cheap checks at configure time: a bad option fails before any test or fixture."""
-    from pytest_desched.config import _parse_candidate_cached, parse_bins
 
     try:
         parse_bins(opt(c, "--desched-bin"))

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from pytest_desched import interrupts
+from pytest_desched.errors import ExperimentFailed
 from pytest_desched.plugin.state import entry_of, state
+from pytest_desched.redaction import scrub_secrets
 
 _TERMINAL_LOCK = threading.Lock()  # capture toggling is not thread-safe either
 
@@ -40,6 +42,7 @@ def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
 
 def junit_entry(entry: dict[str, Any]) -> dict[str, str]:
     """`desched.*` JUnit properties of one experiment: each round's key figures."""
+    # heavy: +6 modules (~9ms), kept out of pytest start-up
     from pytest_desched.evidence.summary import junit_properties
 
     out: dict[str, str] = {}
@@ -56,7 +59,6 @@ def junit_entry(entry: dict[str, Any]) -> dict[str, str]:
 
 def failure_sections(exc: BaseException | None) -> dict[str, str]:
     """The lab's logs, events and pods (and a step's traceback) kept by a failed experiment."""
-    from pytest_desched.errors import ExperimentFailed
 
     if not isinstance(exc, ExperimentFailed) or exc.result is None:
         return {}
@@ -74,8 +76,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         entry["outcome"] = "xfailed" if hasattr(rep, "wasxfail") and rep.skipped else rep.outcome
     sections = failure_sections(call.excinfo.value if call.excinfo else None)
     if rep.when == "call" and sections:
-        from pytest_desched.redaction import scrub_secrets
-
         red = state(item.config).redactor
         for name, text in sections.items():
             shown = red.redact(text) if red is not None else scrub_secrets(text)
@@ -84,6 +84,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    # heavy: +6 modules (~9ms), kept out of pytest start-up
     from pytest_desched.evidence.summary import summary_line
 
     st = state(config)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from pytest_desched.providers.base import choose_provider
+
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
     from pytest_desched.providers.base import Provider
@@ -23,7 +25,6 @@ REGISTRY: dict[str, str] = {
 
 def make_provider(config: DeschedConfig, toolchain: Toolchain) -> Provider:
     """The provider object for the configuration (plain function: usable without pytest)."""
-    from pytest_desched.providers.base import choose_provider
 
     name = choose_provider(config.provider)
     module = importlib.import_module(REGISTRY[name])

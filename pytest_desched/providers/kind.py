@@ -36,6 +36,7 @@ from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider, docker_available
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
+from pytest_desched.tools.kind_node.engine import VM_RUNTIME
 from pytest_desched.tools.resources import manifest_path
 from pytest_desched.tools.versions import load_versions
 
@@ -96,7 +97,6 @@ def host_patches(info: Callable[[str], str | None] = docker_info_field) -> dict[
       must not ask runc to (`restrict_oom_score_adj`, as for rootless nodes), or every pod
       sandbox fails with "can't get final child's PID from pipe: EOF".
     """
-    from pytest_desched.tools.kind_node.engine import VM_RUNTIME
 
     patches: dict[str, list[str]] = {}
     if info("{{.CgroupVersion}}") == "1":
@@ -461,6 +461,7 @@ class KindProvider(Provider):
 
 def from_config(config: DeschedConfig, toolchain: Toolchain) -> KindProvider:
     """The registry's constructor (see providers.REGISTRY)."""
+    # heavy: psutil, kept out of this module's import
     from pytest_desched.providers.embedded.cluster import unique_name
 
     return KindProvider(

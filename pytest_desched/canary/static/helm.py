@@ -16,6 +16,7 @@ from pytest_desched.descheduler.chart import LAB_CMD_OPTIONS, private_file
 from pytest_desched.descheduler.chart_source import chart_meta, sha256_file
 from pytest_desched.descheduler.render_checks import parse_manifests
 from pytest_desched.proc import run
+from pytest_desched.tools.candidate import tree_digest
 
 
 def chart_label(chart: Path, version: str, source: str) -> dict[str, str]:
@@ -27,8 +28,6 @@ def chart_label(chart: Path, version: str, source: str) -> dict[str, str]:
     if chart.is_file():
         meta, digest = chart_meta(chart), sha256_file(chart)
     else:
-        from pytest_desched.tools.candidate import tree_digest
-
         meta = yaml.safe_load((chart / "Chart.yaml").read_text(encoding="utf-8")) or {}
         digest = tree_digest(chart)
     return {

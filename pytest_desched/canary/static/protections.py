@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.static.difference import Path_, _leaf_pairs
+from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import DEPRECATED_EVICTOR_BOOLEANS, go_seconds
 
 _EVICT_FLAGS = {k for k, (f, _) in DEPRECATED_EVICTOR_BOOLEANS.items() if f == "defaultDisabled"}
@@ -81,8 +82,6 @@ def effective_protections(
     deprecated booleans (all four default protections unless an evict* flag is true).
     """
     if defaults is None:
-        from pytest_desched.descheduler.policy.checker import facts_for
-
         defaults = facts_for().default_pod_protections  # the pinned descheduler's own list
     pp = args.get("podProtections") or {}
     disabled, extra = _as_list(pp.get("defaultDisabled")), _as_list(pp.get("extraEnabled"))

@@ -19,12 +19,10 @@ import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_desched.errors import ToolError
-
-if TYPE_CHECKING:
-    from pytest_desched.tools.toolchain import Toolchain
+from pytest_desched.tools.toolchain import Toolchain
 
 __all__ = [
     "CheckResult",
@@ -238,7 +236,6 @@ _CHECKERS: dict[tuple[str, str], PolicyChecker] = {}
 
 def checker_for(version: str | None = None, toolchain: Toolchain | None = None) -> PolicyChecker:
     """The checker built against descheduler ``version`` (None: the pinned one), built on first use."""
-    from pytest_desched.tools.toolchain import Toolchain
 
     tc = toolchain
     if tc is None or (version is not None and tc.wanted_version("policycheck") != version):

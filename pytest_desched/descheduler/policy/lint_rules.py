@@ -21,6 +21,7 @@ import yaml
 from pytest_desched.descheduler.known_bugs import KnownBug
 from pytest_desched.descheduler.policy.checker import CheckResult, DeschedulerFacts
 from pytest_desched.descheduler.policy.safety import credential_problems, template_problems
+from pytest_desched.tools.resources import manifest_path
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.policy.values import RenderedValues
@@ -76,7 +77,6 @@ def go_seconds(text: str) -> float | None:
 
 @functools.cache
 def runbook_numbers() -> RunbookNumbers:
-    from pytest_desched.tools.resources import manifest_path
 
     doc = yaml.safe_load(manifest_path("policy-safe-rebalance.yaml").read_text(encoding="utf-8"))
     evictor = next(

@@ -223,6 +223,7 @@ class Policy:
         start-up), every field it would drop or never read, and the safety rules (inline
         credentials, template markers). Warnings (caps, minPodAge, known bugs) do not refuse.
         """
+        # cycle: lint -> values -> render_checks -> policy
         from pytest_desched.descheduler.policy.lint import error_problems, lint_policy_doc
 
         findings, _ = lint_policy_doc(self._doc, self.source, checker_for(version, toolchain))

@@ -22,8 +22,10 @@ from typing import Any
 
 import yaml
 
+from pytest_desched.descheduler.render_checks import find, parse_manifests
 from pytest_desched.errors import CommandError, ConfigError
 from pytest_desched.inputs_safe import load_yaml, read_text
+from pytest_desched.proc import run
 from pytest_desched.redaction import scrub_secrets
 
 __all__ = [
@@ -155,8 +157,6 @@ def render_values(
     timeout: float = 120,
 ) -> RenderedValues:
     """`helm template descheduler CHART -f A -f B ...`; ConfigError with helm's own reason."""
-    from pytest_desched.descheduler.render_checks import find, parse_manifests
-    from pytest_desched.proc import run
 
     cmd = [str(helm), "template", "descheduler", str(chart)]
     for f in files:

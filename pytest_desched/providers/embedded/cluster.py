@@ -23,6 +23,7 @@ import psutil
 
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.errors import CommandError, ProviderError
+from pytest_desched.kube import WaitTimeout, bound_requests, wait_for, wait_nodes_ready
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider
@@ -129,7 +130,6 @@ def _wait_exited(pids: list[int], name: str, report: Reporter, timeout: float = 
     cluster's deletion returns only when none of its processes runs any more; one that
     outlives the timeout is reported by pid, never silently left.
     """
-    from pytest_desched.kube import WaitTimeout, wait_for
 
     def still_running() -> list[int]:
         _reap(pids)
@@ -249,7 +249,6 @@ class EmbeddedProvider(Provider):
             raise
         kubelet = side.join()  # the side's own error raises here
         self.timings["control_plane_s"] = time.monotonic() - t1
-        from pytest_desched.kube import WaitTimeout, bound_requests, wait_nodes_ready
 
         if self.kubeconfig_dir is not None:
             self.kubeconfig_dir.mkdir(parents=True, exist_ok=True)
@@ -363,7 +362,6 @@ class EmbeddedProvider(Provider):
         return proc
 
     def _wait_kubelet(self, proc: subprocess.Popen[bytes]) -> None:
-        from pytest_desched.kube import wait_for
 
         ready = state_dir(self.cluster_dir) / "ready"
         log = state_dir(self.cluster_dir) / "kubelet.log"

@@ -13,6 +13,10 @@ import argparse
 import time
 
 from pytest_desched.errors import ToolError
+from pytest_desched.tools.kind_node.binaries import Pins
+from pytest_desched.tools.kind_node.build import NodeImageBuild, _report
+from pytest_desched.tools.kind_node.engine import ensure_engine, ensure_packages, stop_engine
+from pytest_desched.tools.toolchain import Toolchain
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,10 +31,6 @@ def main(argv: list[str] | None = None) -> int:
         "engine is this tool's own, DESCHED_ENGINE_STARTED=yes|no",
     )
     args = ap.parse_args(argv)
-    from pytest_desched.tools.kind_node.binaries import Pins
-    from pytest_desched.tools.kind_node.build import NodeImageBuild, _report
-    from pytest_desched.tools.kind_node.engine import ensure_engine, ensure_packages, stop_engine
-    from pytest_desched.tools.toolchain import Toolchain
 
     started = time.monotonic()
     try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-import pytest_desched.descheduler.cleanup as cleanup
+import pytest_desched.experiments.declared as declared
 from pytest_desched.experiments import (
     REGISTRY,
     Experiment,
@@ -169,7 +169,7 @@ def stops(monkeypatch: pytest.MonkeyPatch, events: list[str]) -> list[tuple[Any,
         seen.append((cluster, release))
         return {"suspended": True, "deleted_jobs": [], "kept_started_jobs": []}
 
-    monkeypatch.setattr(cleanup, "emergency_stop", emergency_stop)
+    monkeypatch.setattr(declared, "emergency_stop", emergency_stop)
     return seen
 
 
@@ -248,7 +248,7 @@ def test_a_failed_stop_is_reported_and_never_masks_the_error(
     def broken(cluster: Any, release: Any) -> Any:
         raise ConnectionError("refused")
 
-    monkeypatch.setattr(cleanup, "emergency_stop", broken)
+    monkeypatch.setattr(declared, "emergency_stop", broken)
     ctx = _ctx(events, snapshot_fails=True)
     result = run_experiment(_experiment(events, act=ValueError("bad")), ctx, "runbook")
     assert result.outcome == "error"

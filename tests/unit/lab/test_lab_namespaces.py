@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-import pytest_desched.descheduler.rounds as rounds
+import pytest_desched.experiments.framework as framework
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
 from pytest_desched.evidence.record import RoundRecord
 from pytest_desched.experiments import assertions as A
@@ -83,8 +83,8 @@ def view(monkeypatch: pytest.MonkeyPatch) -> Any:
         user=USER,
         logs="",
     )
-    monkeypatch.setattr(rounds, "run_round", lambda *a, **kw: rnd)
-    monkeypatch.setattr(rounds, "runbook_job_name", lambda cluster, ns, name: name)
+    monkeypatch.setattr(framework, "run_round", lambda *a, **kw: rnd)
+    monkeypatch.setattr(framework, "runbook_job_name", lambda cluster, ns, name: name)
     cluster = SimpleNamespace(core=SimpleNamespace(list_node=lambda: SimpleNamespace(items=[])))
     ctx = SimpleNamespace(
         cluster=cluster,
