@@ -137,7 +137,9 @@ class Barrier:
     one), and a bare Ready pod written after every pod, selected by a PDB of its own (the
     disruption controller counts it healthy: the shared pod cache is complete, so no
     ReplicaSet, StatefulSet or DaemonSet makes a pod the snapshot has). Then every PDB must
-    be observed too: the eviction API answers 429 for a PDB its controller has not processed.
+    be observed too: the eviction API answers 429 for a PDB its controller has not processed
+    (a PDB written settled, `replay.settled`, is observed as written: its status is the one
+    the disruption controller computes, which overwrites it if it computes otherwise).
     Controllers still catching up on their own queues after that only confirm what is there.
     """
 
