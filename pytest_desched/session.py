@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched import interrupts
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.config import DeschedConfig, build_config
 from pytest_desched.errors import ConfigError
@@ -25,6 +26,8 @@ from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and fr
     interrupts_unwind,
 )
 from pytest_desched.log import Reporter, say
+from pytest_desched.proc import helm_env
+from pytest_desched.redaction import Redactor
 from pytest_desched.session_experiments import SessionExperiments
 from pytest_desched.session_lifecycle import SessionLifecycle
 
@@ -36,7 +39,6 @@ if TYPE_CHECKING:
     from pytest_desched.evidence.views_ahead import ViewsAhead
     from pytest_desched.evidence.writer import EvidenceWriter
     from pytest_desched.providers.base import Cluster, Provider
-    from pytest_desched.redaction import Redactor
     from pytest_desched.tools.candidate import Candidate
     from pytest_desched.tools.toolchain import Toolchain
 
@@ -121,6 +123,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     def toolchain(self) -> Toolchain:
         """Every tool of the run; with a candidate, its descheduler and policy checker."""
         if self._toolchain is None:
+            # heavy: +2 modules (~4ms), kept out of pytest start-up
             from pytest_desched.tools.toolchain import Toolchain
 
             self._toolchain = Toolchain(
@@ -137,6 +140,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         base = self.toolchain
         if not version or version == base.groups["descheduler"].version:
             return base
+        # heavy: +2 modules (~4ms), kept out of pytest start-up
         from pytest_desched.tools.toolchain import Toolchain
 
         return Toolchain(
@@ -149,6 +153,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     @property
     def provider(self) -> Provider:
         if self._provider is None:
+            # heavy: +5 modules (~6ms), kept out of pytest start-up
             from pytest_desched.providers import make_provider
 
             provider = make_provider(self.config, self.toolchain)
@@ -169,6 +174,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
 
     def chart(self, cand: Candidate | None = None) -> ChartRef:
         """The chart a release installs: the pinned one, or the candidate's own."""
+        # heavy: +3 modules (~4ms), kept out of pytest start-up
         from pytest_desched.descheduler.chart_source import obtain_chart
 
         return obtain_chart(
@@ -187,13 +193,9 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         the policy (the file, else the values' rendered deschedulerPolicy) passes the lint.
         """
         if self._inputs is None:
-            from pytest_desched.descheduler.inputs import (
-                UserInputs,
-                check_user_inputs,
-                lint_input,
-            )
+            # heavy: descheduler.inputs +9 modules (~17ms); descheduler.policy.values +8 modules (~16ms), kept out of pytest start-up
+            from pytest_desched.descheduler.inputs import UserInputs, check_user_inputs, lint_input
             from pytest_desched.descheduler.policy.values import render_values
-            from pytest_desched.proc import helm_env
 
             c = self.config
             if c.policy is None and not c.values:
@@ -229,8 +231,6 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 try:
                     cluster = provider.start()
                 except BaseException:  # a half-made cluster is deleted, never kept
-                    from pytest_desched import interrupts
-
                     name = getattr(provider, "cluster_name", "")
                     with interrupts.shielded(f"{provider.name} cluster {name}".strip()):
                         provider.keep = False
@@ -254,6 +254,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     @property
     def evidence(self) -> EvidenceWriter:
         if self._evidence is None:
+            # heavy: +6 modules (~9ms), kept out of pytest start-up
             from pytest_desched.evidence.writer import EvidenceWriter
 
             self._evidence = EvidenceWriter(self.config.artifacts, self.redactor)
@@ -262,7 +263,6 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
 
     @property
     def redactor(self) -> Redactor:
-        from pytest_desched.redaction import Redactor
 
         if not self.config.redact:
             return Redactor.disabled()
@@ -289,6 +289,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         `version` picks another descheduler (a tag or commit, built side by side); on
         kind/existing clusters it runs as that version's image or is refused, never as the pin.
         """
+        # heavy: +21 modules (~46ms), kept out of pytest start-up
         from pytest_desched.descheduler.chart import Release, check_runs_here
 
         toolchain = self.toolchain_for(version)
@@ -368,6 +369,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     def install_policy(self) -> tuple[Policy, str]:
         """`desched up`: the user's policy (--policy / --values), else the runbook's, applied
         to the release in dry run (suspend kept); returns it and where it came from."""
+        # heavy: +7 modules (~18ms), kept out of pytest start-up
         from pytest_desched.descheduler.policy import load_default
 
         user = self.inputs.policy

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.bounds import check_cycles
 from pytest_desched.errors import ConfigError
 from pytest_desched.session_state import SessionState
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 
 def _user_policy_scope() -> Any:
+    # heavy: +7 modules (~18ms), kept out of pytest start-up
     from pytest_desched.descheduler.policy import PolicyScope
 
     return PolicyScope(
@@ -59,7 +61,7 @@ class SessionExperiments(SessionState):
         `on_record` gets each round's record as it is written. The context is frozen: a
         caller derives its own (a lane's) with `dataclasses.replace`.
         """
-        from pytest_desched.bounds import check_cycles
+        # heavy: descheduler.chart +21 modules (~46ms); descheduler.policy +7 modules (~18ms); experiments kubernetes client (0.2-0.7 s); lab.inputs kubernetes client (0.2-0.7 s), kept out of pytest start-up
         from pytest_desched.descheduler.chart import Release as _Release
         from pytest_desched.descheduler.policy import Policy, scope_policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
@@ -146,6 +148,7 @@ class SessionExperiments(SessionState):
     def _start_views_ahead(self) -> ViewsAhead | None:
         """The report's background drawer (evidence/views_ahead.py), started once."""
         try:
+            # heavy: +10 modules (~18ms), kept out of pytest start-up
             from pytest_desched.evidence.views_ahead import ViewsAhead
 
             self._views_ahead = self._views_ahead or ViewsAhead()
@@ -208,6 +211,7 @@ class SessionExperiments(SessionState):
         """
         from concurrent.futures import Future, ThreadPoolExecutor
 
+        # heavy: experiments kubernetes client (0.2-0.7 s); experiments.lanes kubernetes client (0.2-0.7 s), kept out of pytest start-up
         from pytest_desched.experiments import lookup, run_experiment
         from pytest_desched.experiments.lanes import (
             check_lanes,
@@ -300,6 +304,7 @@ class SessionExperiments(SessionState):
         The result's `outcome` says pass / xfail / fail / error; `raise_for_outcome()` turns
         it into a test failure.
         """
+        # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
         from pytest_desched.experiments import lookup, run_experiment
 
         cls = lookup(experiment)

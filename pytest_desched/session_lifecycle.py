@@ -12,6 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched import interrupts
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import api_failure
 from pytest_desched.session_state import SessionState
@@ -30,6 +31,7 @@ class SessionLifecycle(SessionState):
     @property
     def report_path(self) -> Path:
         """Where the run's HTML report goes (written by `close()` once an experiment ran)."""
+        # heavy: +9 modules (~18ms), kept out of pytest start-up
         from pytest_desched.evidence.report import REPORT_NAME
 
         return self.config.artifacts / REPORT_NAME
@@ -41,6 +43,7 @@ class SessionLifecycle(SessionState):
         """
         if not self.report_entries:
             return None
+        # heavy: +9 modules (~18ms), kept out of pytest start-up
         from pytest_desched.evidence.report import write_report
 
         shown: dict[str, Any] = {
@@ -70,7 +73,6 @@ class SessionLifecycle(SessionState):
         the release's uninstall and the namespace scan first: deleting it removes them, and
         the command exits within seconds. A cluster is kept only once it came up completely.
         """
-        from pytest_desched import interrupts
 
         provider = self._provider
         what = "the session's cluster"
@@ -106,7 +108,7 @@ class SessionLifecycle(SessionState):
         return bool(getattr(provider, "_created", True))
 
     def _close(self) -> dict[str, Any]:
-        from pytest_desched import interrupts
+        # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
         from pytest_desched.descheduler.cleanup import cleanup_release, emergency_stop
 
         out: dict[str, Any] = {}
@@ -227,7 +229,6 @@ class SessionLifecycle(SessionState):
 
     def _note_teardown(self, provider: Provider, keep: bool) -> None:
         """What the exit line after a signal says about this session's cluster."""
-        from pytest_desched import interrupts
 
         name = self.info.get("cluster") or getattr(provider, "cluster_name", "")
         verified = getattr(provider, "teardown", None)  # the embedded provider checks its own

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched import interrupts
 from pytest_desched.kube import LIVE_WATCHES
 from pytest_desched.lab.snapshot import PodInfo
 
@@ -154,7 +155,6 @@ def record_lab(
             w.stop()
         # A watch ends within its 1 s timeoutSeconds; after a signal (the API server may be
         # dead) the daemon threads get a short shared budget: nothing reads them any more.
-        from pytest_desched import interrupts
 
         deadline = time.monotonic() + (0.2 if interrupts.interrupted() else 2.0 * len(threads))
         for t in threads:
