@@ -28,21 +28,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.errors import ConfigError
+from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
+from pytest_desched.render import add_output
+from pytest_desched.tools.groups import TOOL_GROUP
 
 
 def _emit(text: str, output: str | None) -> None:
-    from pytest_desched import render
 
     render.emit(text, output, say)
 
 
 def _ledger_out(ledger: Any, fmt: str, md: Any, data: Any) -> str:
     """A ledger (or a replay's result) in `fmt`: text and md are the ledger's own writers."""
-    from pytest_desched import render
 
     return render.render(data, fmt, text=ledger.to_text, md=md)
 
@@ -51,7 +53,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
     """The pinned kwokctl for the exporter: built only when asked for by name, else if cached."""
     if exporter == "client":
         return None
-    from pytest_desched.tools.groups import TOOL_GROUP
+    # heavy: +2 modules (~4ms), kept out of `desched` start-up
     from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain(cache_dir=cache_dir, report=say)
@@ -61,6 +63,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.replay.snapshot import take_snapshot
 
     if not args.output_file:
@@ -87,8 +90,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     if args.output == "text":
         say(line)
     else:
-        from pytest_desched import render
-
         data = {
             "snapshot": str(path),
             "nodes": len(snap.nodes),
@@ -103,7 +104,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 def read_log(path: str | Path, flag: str) -> str:
     """A descheduler JSON log, bounded (size, UTF-8, line depth); refused when it has none."""
-    from pytest_desched.inputs_safe import json_lines, read_text
 
     text = read_text(path, kind="bulk", what=f"{flag} log")
     if not any("msg" in doc for _, doc in json_lines(text, f"{path}")):
@@ -116,6 +116,7 @@ def read_log(path: str | Path, flag: str) -> str:
 
 def cmd_record(args: argparse.Namespace) -> int:
     """Record an incident window as a timeline file (read-only, no Secrets)."""
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.replay.record import record
 
     if not args.output_file:
@@ -145,6 +146,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _timeline_replay(args: argparse.Namespace) -> int:
     """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
+    # heavy: +8 modules (~15ms), kept out of `desched` start-up
     from pytest_desched.replay.timeline_run import check_timeline, replay_timeline
 
     speed = args.speed if args.speed is not None else 1
@@ -190,6 +192,7 @@ def _run_config(base: Any, repeat: int, i: int) -> Any:
 
 def _finish(args: argparse.Namespace, one: Any) -> int:
     """One replay, or --repeat N of them and their comparison; the exit code."""
+    # heavy: +? modules (~?), kept out of `desched` start-up
     from pytest_desched.replay import repeat as rep
 
     if args.repeat == 1:
@@ -203,7 +206,6 @@ def _finish(args: argparse.Namespace, one: Any) -> int:
         cmp = rep.repeat(one, args.repeat, say)
         results = cmp.pop("results")
         data = {**cmp, "artifacts": [r.artifacts for r in results]}
-        from pytest_desched import render
 
         out = render.render(
             data, args.output, text=lambda: rep.markdown(cmp), md=lambda: rep.markdown(cmp)
@@ -220,6 +222,7 @@ def _finish(args: argparse.Namespace, one: Any) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a snapshot (or build a ledger from a log or a record, with no cluster)."""
+    # heavy: +5 modules (~15ms), kept out of `desched` start-up
     from pytest_desched.replay.ledger import ledger_from_log, ledger_from_record
 
     sources = [x for x in (args.snapshot, args.from_log, args.from_record, args.timeline) if x]
@@ -250,6 +253,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out = _ledger_out(ledger, args.output, ledger.to_markdown, ledger.to_dict())
         _emit(out, args.output_file)
         return 0
+    # heavy: +9 modules (~26ms), kept out of `desched` start-up
     from pytest_desched.replay.engine import replay
 
     base = config_from_args(args, provider="embedded")
@@ -273,7 +277,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def add_parsers(sub: Any) -> None:
     """Register `snapshot` and `replay` on the main `desched` subparsers."""
-    from pytest_desched.render import add_output
 
     s = sub.add_parser("snapshot", help="snapshot a cluster read-only (no Secrets) for replay")
     s.set_defaults(parser=s)

@@ -23,6 +23,8 @@ from typing import Any
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
 from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.errors import ConfigError
+from pytest_desched.inputs_safe import load_json, read_text
 
 # How far along the chain a fate got; the furthest wins when a pod has several decisions.
 _RANK = {
@@ -312,9 +314,6 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
     whole log is parsed instead, so every namespace's pods are in the ledger.
     """
     if not isinstance(record, Mapping):
-        from pytest_desched.errors import ConfigError
-        from pytest_desched.inputs_safe import load_json, read_text
-
         path = Path(record)
         record = load_json(read_text(path, kind="bulk", what="round record"), str(path))
         if not isinstance(record, Mapping):
@@ -322,8 +321,6 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
     version = (record.get("versions") or {}).get("descheduler")
     log_path = record.get("log_path")
     if log_path and Path(log_path).is_file():
-        from pytest_desched.inputs_safe import read_text
-
         ledger = ledger_from_log(
             read_text(log_path, kind="bulk", what="round log"),
             version,

@@ -31,7 +31,10 @@ from typing import Any
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
+from pytest_desched.replay.audit_changes import evictions_in, record_from_audit
 from pytest_desched.replay.format import KIND_SECTION, SECTIONS, Snapshot, key
+from pytest_desched.replay.redact import Aliases, alias_name, redact_object, redact_snapshot
+from pytest_desched.replay.snapshot import RESOURCES, _Reads, check_inputs, take_snapshot
 from pytest_desched.replay.timeline import (
     MAX_WINDOW_S,
     Change,
@@ -299,14 +302,11 @@ def record(
     `wait(seconds)` blocks until the window's end (default: a stop flag with a timeout);
     it returns early on Ctrl-C, which ends the window there.
     """
-    from pytest_desched.replay.snapshot import RESOURCES, _Reads, check_inputs, take_snapshot
 
     now = dt.datetime.now(dt.UTC)
     start, end = check_window(since, until, now, audit_log)
     path, context, ns_list = check_inputs(kubeconfig, context, namespaces)
     if audit_log is not None and start < now - dt.timedelta(seconds=1):  # a past window
-        from pytest_desched.replay.audit_changes import record_from_audit
-
         return record_from_audit(
             audit_log, start_snapshot, start, end, redact=redact, report=report
         )
@@ -355,8 +355,6 @@ def record(
     changes = [c for c in state.changes if c.t <= window_s]
     evictions = 0
     if audit_log is not None:  # the incident's own evictions, for comparison
-        from pytest_desched.replay.audit_changes import evictions_in
-
         found = evictions_in(audit_log, start, start + dt.timedelta(seconds=window_s))
         changes += [c for _, c in found]
         evictions = len(found)
@@ -389,7 +387,6 @@ def _snap_requests(snap: Snapshot) -> set[str]:
 
 def redact_timeline(tl: Timeline) -> Timeline:
     """The snapshot and every change renamed with one alias table (the mapping never kept)."""
-    from pytest_desched.replay.redact import Aliases, alias_name, redact_object, redact_snapshot
 
     a = Aliases()
     snap = redact_snapshot(tl.snapshot, a)

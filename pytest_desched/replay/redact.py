@@ -23,7 +23,7 @@ import yaml
 
 from pytest_desched.errors import InputError
 from pytest_desched.inputs_safe import load_yaml
-from pytest_desched.replay.format import DESCHEDULER_LABEL, Snapshot, controller_of
+from pytest_desched.replay.format import DESCHEDULER_LABEL, KIND_SECTION, Snapshot, controller_of
 from pytest_desched.replay.trim import KEEP_ANNOTATIONS
 
 KEEP_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
@@ -295,7 +295,6 @@ def _meta(a: Aliases, m: dict[str, Any], name: str | None) -> dict[str, Any]:
 
 
 def _section_of(kind: str | None) -> str:
-    from pytest_desched.replay.format import KIND_SECTION
 
     return KIND_SECTION.get(str(kind), "")
 

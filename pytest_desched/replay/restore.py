@@ -57,6 +57,7 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.api_restore import restore_via_api
+from pytest_desched.replay.etcd import Etcd, EtcdError, endpoint_of
 from pytest_desched.replay.etcd_restore import (
     restore_via_etcd,
 )
@@ -142,8 +143,6 @@ def restore(
     first = plan_restore(snap, now=now, ages=ages, node_uids=node_uids)
     etcd = None
     if method in ("auto", "etcd"):
-        from pytest_desched.replay.etcd import Etcd, EtcdError, endpoint_of
-
         try:
             if cluster.workdir is None:
                 raise EtcdError("the cluster has no directory (not an embedded cluster)")

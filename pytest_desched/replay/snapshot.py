@@ -46,6 +46,7 @@ from pytest_desched.replay.format import (
     Snapshot,
     rfc3339,
 )
+from pytest_desched.replay.redact import redact_snapshot
 from pytest_desched.replay.trim import Filtered, keep_container_args, trim
 
 # section -> (API path prefix, resource); cluster-scoped when the prefix has no {ns}.
@@ -261,6 +262,7 @@ def export_with_kwokctl(
         with os.fdopen(fd, "w") as fh:
             yaml.safe_dump(minimal_kubeconfig(kubeconfig, context), fh)
         out = work / "export.yaml"
+        # heavy: psutil, kept out of this module's import
         from pytest_desched.providers.embedded.cluster import kwokctl_env
 
         env = kwokctl_env(work / "kwok")  # its own workdir; KUBECONFIG=/dev/null
@@ -542,7 +544,5 @@ def take_snapshot(
     }
     snap = Snapshot(header=header, policy=policy, objects=objects)
     if redact:
-        from pytest_desched.replay.redact import redact_snapshot
-
         snap = redact_snapshot(snap)
     return snap.validate("the snapshot just taken")

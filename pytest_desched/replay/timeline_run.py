@@ -27,6 +27,7 @@ from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay.clock import Stopped, WindowClock
+from pytest_desched.replay.engine import replay
 from pytest_desched.replay.timeline import Timeline, check_speed, parse_duration
 
 Resume = Callable[[float], None]  # blocks while paused at window t; returns to resume
@@ -218,6 +219,7 @@ class TimelineDriver:
         self._threads.append(t)
 
     def _apply_all(self) -> None:
+        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
         from pytest_desched.replay.apply import apply_change
 
         api = self._cluster.api_client
@@ -279,7 +281,6 @@ def replay_timeline(
 ) -> Any:
     """Replay a timeline file (see the module docstring); returns the engine's ReplayResult
     with `timeline` filled and each eviction's `at_s` in the ledger."""
-    from pytest_desched.replay.engine import replay
 
     tl, plan = checked or check_timeline(path, speed, pause_at, every)
     driver = TimelineDriver(tl, plan, report, resume)
