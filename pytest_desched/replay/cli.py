@@ -35,6 +35,7 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
 from pytest_desched.render import add_output
+from pytest_desched.replay import repeat as rep
 from pytest_desched.tools.groups import TOOL_GROUP
 
 
@@ -192,8 +193,6 @@ def _run_config(base: Any, repeat: int, i: int) -> Any:
 
 def _finish(args: argparse.Namespace, one: Any) -> int:
     """One replay, or --repeat N of them and their comparison; the exit code."""
-    # heavy: +? modules (~?), kept out of `desched` start-up
-    from pytest_desched.replay import repeat as rep
 
     if args.repeat == 1:
         result = one(1)

@@ -20,10 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.bounds import CLIENT_FLAGS, check_client_rate, check_cycles
 from pytest_desched.capabilities import capabilities_of
+from pytest_desched.config import build_config
 from pytest_desched.descheduler.decisions import Fate
-from pytest_desched.errors import ConfigError
+from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.descheduler.policy import Policy
+from pytest_desched.descheduler.rounds import run_round, runbook_job_name
+from pytest_desched.errors import ConfigError, RoundError
+from pytest_desched.evidence.report import write_replay_report
+from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.log import Reporter, say
-from pytest_desched.replay.format import Snapshot, controller_of, key
+from pytest_desched.replay.capacity import check_capacity
+from pytest_desched.replay.cli import read_log
+from pytest_desched.replay.format import Snapshot, controller_of, key, utc
 from pytest_desched.replay.ledger import (
     GONE,
     NOT_RESTORED,
@@ -35,10 +43,11 @@ from pytest_desched.replay.ledger import (
     round_fates,
     undecided,
 )
+from pytest_desched.replay.plan import AGES, plan_restore, runner_values
+from pytest_desched.session import DeschedSession
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
-    from pytest_desched.descheduler.policy import Policy
     from pytest_desched.providers.base import Cluster
 
 BeforeRound = Callable[[int, Any], dict[str, Any]]  # (round, cluster) -> the round's extra
@@ -141,9 +150,6 @@ def check_inputs(
     experiments/cycles.py) unless `max_rounds` is given (a timeline's rounds come from its
     window and --every, not from K).
     """
-    from pytest_desched.descheduler.policy import Policy
-    from pytest_desched.replay.capacity import check_capacity
-    from pytest_desched.replay.plan import plan_restore
 
     if isinstance(snapshot_path, Snapshot):
         path, snap = Path(source or "<snapshot>"), snapshot_path
@@ -159,8 +165,6 @@ def check_inputs(
     plan_restore(snap)  # a snapshot the restore would refuse is refused now
     text = None
     if log is not None:
-        from pytest_desched.replay.cli import read_log
-
         text = read_log(log, "--log")
     candidate = descheduler if descheduler and descheduler.startswith(CANDIDATE_PREFIXES) else None
     version = None if candidate else (descheduler or snap.descheduler_version)
@@ -223,12 +227,9 @@ def replay(
     ({"qps": Q, "burst": B}, either or both) sets the descheduler's API client limits in place
     of its own defaults: a replay option, recorded in the result and the ledger.
     """
-    from pytest_desched.config import build_config
-    from pytest_desched.session import DeschedSession
 
     t0 = time.monotonic()
     inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source, client)
-    from pytest_desched.replay.plan import AGES, runner_values
 
     if ages not in AGES:
         raise ConfigError(f"ages={ages!r}: use one of {AGES}")
@@ -280,8 +281,7 @@ def _run(
     finish: Finish | None = None,
     dry_run: bool = False,
 ) -> ReplayResult:
-    from pytest_desched.descheduler.rounds import run_round, runbook_job_name
-    from pytest_desched.errors import RoundError
+    # heavy: replay.kubeapi and replay.restore: kubernetes client (0.2-0.7 s), kept out of this module's import
     from pytest_desched.replay import kubeapi
     from pytest_desched.replay.restore import restore
 
@@ -398,7 +398,6 @@ def client_note(client: dict[str, Any]) -> str:
 
 
 def _drift(restored: Any) -> float | None:
-    from pytest_desched.replay.format import utc
 
     t = utc(restored.written_at)
     if t is None:
@@ -439,7 +438,7 @@ def _aftermath(
     none), `missing` (the controller made none) or `none` (no owner to replace it), and each
     replacement's owner UID.
     """
-    from pytest_desched.kube import WaitTimeout, wait_for
+    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
     from pytest_desched.replay import kubeapi
 
     api = cluster.api_client
@@ -544,7 +543,6 @@ def _audit_codes(rnd: Any) -> dict[str, int] | None:
 def _compare(
     inp: _Inputs, restored: Any, rnd: Any, rows: dict[str, PodRow], version: str
 ) -> dict[str, Any]:
-    from pytest_desched.descheduler.logparse import parse_log
 
     assert inp.incident_log is not None
     incident = parse_log(inp.incident_log, inp.incident_version)
@@ -587,7 +585,6 @@ def _write(session: Any, result: ReplayResult) -> None:
         ev = session.evidence
         j = ev.write_json("replay", "replay", result.to_dict())
         m = ev.write_text("replay", "ledger.md", result.markdown())
-        from pytest_desched.evidence.report import write_replay_report
 
         # Beside the JSON, from the same data and redacted by the same rule.
         h = write_replay_report(j.with_name("replay.html"), result.to_dict(), session.redactor)
