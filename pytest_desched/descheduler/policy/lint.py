@@ -21,7 +21,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
@@ -33,6 +33,8 @@ from pytest_desched.descheduler.policy.checker import (
     checker_for,
 )
 from pytest_desched.descheduler.policy.lint_output import (
+    RULES,
+    Severity,
     render,
     render_json,
     render_sarif,
@@ -85,43 +87,6 @@ __all__ = [
     "values_target",
     "verdict",
 ]
-
-Severity = Literal["error", "warning", "note"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    name: str
-    severity: Severity
-    summary: str
-
-
-RULES: dict[str, Rule] = {
-    r.id: r
-    for r in (
-        Rule("DL000", "unreadable-input", "error", "the file is not a policy, values or ConfigMap"),
-        Rule("DL001", "rejected-by-descheduler", "error", "the descheduler refuses the policy"),
-        Rule("DL002", "dropped-field", "error", "a field the descheduler silently ignores"),
-        Rule("DL003", "duplicate-field", "error", "a key given twice; one is silently kept"),
-        Rule("DL004", "inline-credential", "error", "a credential written into the policy"),
-        Rule("DL005", "template-marker", "error", "a '{{' the chart's tpl would evaluate"),
-        Rule("DL006", "deprecated-evictor-boolean", "warning", "a deprecated DefaultEvictor flag"),
-        Rule("DL007", "nothing-enabled", "warning", "no plugin evicts: the run does nothing"),
-        Rule("DL008", "protections-lowered", "warning", "default pod protections disabled"),
-        Rule("DL009", "no-eviction-cap", "warning", "a per-node, per-namespace or total cap unset"),
-        Rule("DL010", "event-notification-off", "warning", "failed evictions leave no event"),
-        Rule("DL011", "min-pod-age-missing", "warning", "new pods can be evicted at once"),
-        Rule("DL012", "known-bug", "warning", "the policy triggers a known bug of this version"),
-        Rule("DL013", "needs-live-cluster", "note", "accepted; only a live cluster can check it"),
-        Rule("DL014", "no-scope", "warning", "an evicting strategy with no namespace/label scope"),
-        Rule("DL015", "node-fit-off", "warning", "pods evicted with nowhere else to run"),
-        Rule("DL016", "short-pod-lifetime", "warning", "PodLifeTime evicts pods younger than it"),
-        Rule("DL017", "min-pod-age-short", "warning", "minPodAge below the runbook's"),
-        Rule("DL018", "safety-flag-off", "error", "values turn suspend or dry-run off"),
-        Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
-    )
-}
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""`desched lint`'s output: text, JSON or SARIF 2.1.0, and the one-line verdict of a CI gate.
+"""`desched lint`'s rules and output: text, JSON or SARIF 2.1.0, and the one-line verdict of a
+CI gate.
 
 ``--fail-on error`` (the default) fails on error findings only, ``--fail-on warning`` on
 warnings too; notes never fail. The verdict (``SAFE`` / ``UNSAFE: 3 findings``) counts the
@@ -11,9 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from pytest_desched import __version__
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAIL_ON",
+    "RULES",
+    "Rule",
+    "Severity",
     "failing",
     "render",
     "render_json",
@@ -34,6 +38,45 @@ __all__ = [
 ]
 
 FAIL_ON = ("error", "warning")  # --fail-on choices, most severe first
+# The linter's rules (`desched lint` reports them; SARIF lists them as the driver's rules).
+Severity = Literal["error", "warning", "note"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    name: str
+    severity: Severity
+    summary: str
+
+
+RULES: dict[str, Rule] = {
+    r.id: r
+    for r in (
+        Rule("DL000", "unreadable-input", "error", "the file is not a policy, values or ConfigMap"),
+        Rule("DL001", "rejected-by-descheduler", "error", "the descheduler refuses the policy"),
+        Rule("DL002", "dropped-field", "error", "a field the descheduler silently ignores"),
+        Rule("DL003", "duplicate-field", "error", "a key given twice; one is silently kept"),
+        Rule("DL004", "inline-credential", "error", "a credential written into the policy"),
+        Rule("DL005", "template-marker", "error", "a '{{' the chart's tpl would evaluate"),
+        Rule("DL006", "deprecated-evictor-boolean", "warning", "a deprecated DefaultEvictor flag"),
+        Rule("DL007", "nothing-enabled", "warning", "no plugin evicts: the run does nothing"),
+        Rule("DL008", "protections-lowered", "warning", "default pod protections disabled"),
+        Rule("DL009", "no-eviction-cap", "warning", "a per-node, per-namespace or total cap unset"),
+        Rule("DL010", "event-notification-off", "warning", "failed evictions leave no event"),
+        Rule("DL011", "min-pod-age-missing", "warning", "new pods can be evicted at once"),
+        Rule("DL012", "known-bug", "warning", "the policy triggers a known bug of this version"),
+        Rule("DL013", "needs-live-cluster", "note", "accepted; only a live cluster can check it"),
+        Rule("DL014", "no-scope", "warning", "an evicting strategy with no namespace/label scope"),
+        Rule("DL015", "node-fit-off", "warning", "pods evicted with nowhere else to run"),
+        Rule("DL016", "short-pod-lifetime", "warning", "PodLifeTime evicts pods younger than it"),
+        Rule("DL017", "min-pod-age-short", "warning", "minPodAge below the runbook's"),
+        Rule("DL018", "safety-flag-off", "error", "values turn suspend or dry-run off"),
+        Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
+    )
+}
+
+
 _RANK = {"error": 0, "warning": 1, "note": 2}
 
 
