@@ -70,7 +70,6 @@ from pytest_desched.tools.versions import load_versions
 
 def _error(msg: str) -> None:
     """The one error line: control characters a raw file name carries are shown escaped."""
-
     say(f"error: {printable(msg)}")
 
 
@@ -510,7 +509,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; every outcome is one of errors.py's exit codes and a line, never a
     traceback (unless --debug). SIGINT and SIGTERM unwind the work (its cleanup runs); once
     the work is over (`interrupts.finishing`) a signal no longer interrupts saying so."""
-
     interrupts.reset()
     args = parser().parse_args(argv)
     spell = _spelling(getattr(args, "parser", None))

@@ -45,7 +45,6 @@ _say = tagged("desched canary")
 
 def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
     """`name[variant]` or `name` (both built-in variants) -> (name, variant) pairs, checked."""
-
     if not items:
         return list(DEFAULT_EXPERIMENTS)
     out: list[tuple[str, str]] = []
@@ -244,7 +243,6 @@ def compare_tracks(
 
 def static_only_tracks(base: Any, cand: Any) -> tuple[TrackResult, TrackResult]:
     """Track headers for a static-only canary: versions and charts, no cluster, no rounds."""
-
     out = []
     for name, s in (("baseline", base), ("candidate", cand)):
         t = TrackResult(name, descheduler_version=s.toolchain.wanted_version("descheduler"))
@@ -273,7 +271,6 @@ def run_canary(
     `behaviour=False` is the static-only canary (charts and policies, no cluster): what CI
     can check before anything runs; its verdict judges the static differences alone.
     """
-
     t0 = time.monotonic()
     if not (static or behaviour):
         raise ConfigError(

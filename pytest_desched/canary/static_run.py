@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 def track_chart(session: DeschedSession) -> ChartRef:
     """The chart the track's release will install (cached; the same call install makes)."""
-
     tc = session.toolchain
     return obtain_chart(
         tc,

@@ -148,7 +148,6 @@ def first_cause(track: TrackResult) -> str:
 
 def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
     """The metric families this track's binary serves, or why they are not known."""
-
     rel, cluster = session.release, session.cluster
     if not cluster.capabilities.runs_local_binary or rel.binary is None:
         out.metrics_why = cluster.capabilities.local_binary_gap

@@ -182,7 +182,6 @@ def check_user_inputs(
     label)` raises PolicyError on any error finding (`lint_input`). Both come from the caller
     (the session), so this module needs no cluster and no toolchain of its own.
     """
-
     pf = read_input("--policy", policy) if policy is not None else None
     vfs = tuple(read_input("--values", v) for v in values)
     if pf is not None and pf.doc.get("kind") != "DeschedulerPolicy":
@@ -241,7 +240,6 @@ def lint_input(target: Target, label: str, version: str, toolchain: Any = None) 
     A values target (`values_target`) has its findings placed in the user's files by the lint
     itself; its DL018 (a safety flag off) was refused before, so only errors count here.
     """
-
     findings = lint_targets([target], checker_for(version, toolchain))
     errors = [f for f in findings if f.severity == "error"]
     if errors:

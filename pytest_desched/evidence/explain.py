@@ -188,7 +188,6 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
 
 def to_text(x: Mapping[str, Any]) -> str:
     """One screen: a header, one line a cycle, the loop verdict."""
-
     cols = {"cycle": "CYCLE", "node": "NODE", "fate": "FATE", "layer": "DECIDING LAYER"}
     cols |= {"strategy": "STRATEGY", "reason": "REASON"}
     head = f"pod {x['pod']}" + (f" (owner {x['owner']})" if x.get("owner") else "")

@@ -22,7 +22,6 @@ _EXTENSION_POINTS = ("deschedule", "balance")
 def _runbook_strategies() -> list[str]:
     """The strategies the runbook policy enables (deschedule and balance plugins), as written
     (read, not validated: validating needs the policy checker, a Go build on a fresh cache)."""
-
     out: list[str] = []
     for prof in Policy.load(manifest_path(DEFAULT_POLICY_FILE)).to_dict().get("profiles") or []:
         plugins = prof.get("plugins") or {}

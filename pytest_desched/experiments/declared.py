@@ -130,7 +130,6 @@ def drive(
     fidelity run, fidelity/engine.py); `before_record` runs after assess, while the lab is
     still up, so what it adds to the round views' `extra` lands in their records.
     """
-
     steps: list[tuple[str, Callable[[], Any]]] = [
         ("arrange", lambda: _arrange_beside_policy(r, exp)),
         ("act", exp.act),
@@ -248,7 +247,6 @@ def _arrange_beside_policy(r: Runner, exp: Experiment) -> None:
 
 def _stop(ctx: ExperimentContext, result: ExperimentResult) -> None:
     """Runbook: on anything unexpected, stop the executor first; never mask the failure."""
-
     try:
         result.artifacts["emergency stop"] = str(emergency_stop(ctx.cluster, ctx.release))
     except Exception as stop_exc:

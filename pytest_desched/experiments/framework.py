@@ -269,7 +269,6 @@ class Runner:
         and spec generation after the last round, and the owner of every pod of it the round
         watches saw and the lab holds now (replacements come from the same ReplicaSet).
         """
-
         base = self.rollout_baseline
         if base is None:
             return
@@ -284,7 +283,6 @@ class Runner:
 
     def run_round(self, name: str) -> RoundView:
         """One Job round, watched from before the Job exists until `stop_recording()`."""
-
         # The runbook's own name, so its commands find the Job; a run suffix only on collision.
         if self.ctx.lane:
             name = f"{name}-{self.ctx.lane}"
@@ -365,7 +363,6 @@ class Runner:
         self, rnd: Round, decisions: list[PodDecision], before: Snapshot
     ) -> tuple[dict[str, Any], dict[str, list[int]]]:
         """The API server's own view of the round's eviction requests, per lab pod."""
-
         namespaces = set(self.lab.namespaces)
         requests, others = rnd.audit_requests, 0
         if self.ctx.lane and requests is not None:

@@ -110,7 +110,6 @@ def plan_lanes(
 
 def scope_to_lane(policy: Policy, lane: Lane) -> Policy:
     """The policy held to the lane's namespace (every evicting plugin), as recorded overrides."""
-
     facts = facts_for()
     scoped = policy
     for i, ep, name in evicting_plugins(policy.to_dict()):
@@ -129,7 +128,6 @@ def scope_to_lane(policy: Policy, lane: Lane) -> Policy:
 
 def lane_problems(policy: Policy, namespace: str) -> list[str]:
     """Why `policy` could evict outside `namespace` (empty: it cannot)."""
-
     out = []
     for i, _, name in evicting_plugins(policy.to_dict()):
         try:

@@ -130,7 +130,6 @@ class NegativePDB(Experiment):
     def _outliving(self, uids: set[str], owed: int, mounted: dict) -> int | None:
         """The events a process that outlives its refusals delivers (event_probe.py); None
         where the provider runs round pods from images (no local binary to keep running)."""
-
         rel, cluster = self.ctx.release, self.ctx.cluster
         if not cluster.capabilities.runs_local_binary or rel.binary is None:
             self.r.result.notes.append(

@@ -50,7 +50,6 @@ def add_parser(sub: Any, add_config_options: Any) -> None:
 
 def text_of(outcome: Any) -> str:
     """One experiment's block: its line, then the table of every pod either half decided."""
-
     head = f"{outcome.head}  {SHOWN[outcome.outcome]}"
     c = outcome.comparison
     if c is None:

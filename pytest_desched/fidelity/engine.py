@@ -127,7 +127,6 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
 
 def half_of(r: Runner, v: RoundView, mode: Mode) -> Half:
     """One round of one half as compare() reads it (the lab must still be up)."""
-
     lab_ns = r.ctx.namespace
 
     def ident(p: Any) -> str:
@@ -348,7 +347,6 @@ def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...] | None, str]:
     """The mirror probe's settled cycle as fates of the dry lab's pods, on an unchanged lab,
     and what the probe did; fates None where it cannot run (no local binary), found no
     complete cycle in its time, or the lab changed meanwhile (the text says which)."""
-
     rel, cluster = dry.ctx.release, dry.ctx.cluster
     if not cluster.capabilities.runs_local_binary or rel.binary is None or not dry.views:
         how = (

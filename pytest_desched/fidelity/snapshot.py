@@ -62,7 +62,6 @@ class SnapshotFidelity:
 
 def in_scope(pods: list[dict[str, Any]], policy: Policy) -> list[str]:
     """The snapshot's pods (namespace/name) some evicting plugin of `policy` may act on."""
-
     scopes = []
     for i, _, name in evicting_plugins(policy.to_dict()):
         try:
@@ -97,7 +96,6 @@ def _refs(result: Any) -> list[PodRef]:
 
 def _expected(pods: list[dict[str, Any]], keys: list[str]) -> dict[str, Any]:
     """The snapshot's word on each pod in scope: its node, and whether it was Ready."""
-
     want = set(keys)
     out = {}
     for p in pods:
@@ -118,7 +116,6 @@ def _probe(
     """The mirror probe on the dry-run half's cluster when its round fell short of the real
     one's (fewer pods decided); None where it is not needed (a MirrorProbe saying why where
     it cannot run)."""
-
     cluster, rnd, real_rnd = box.get("cluster"), box.get("round"), real.get("round")
     if cluster is None or rnd is None or real_rnd is None:
         return None
@@ -176,7 +173,6 @@ def run_snapshot_fidelity(
     descheduler: str | None = None,
 ) -> SnapshotFidelity:
     """Both replays of `path`; ConfigError (exit 2) before any cluster on bad input."""
-
     t0 = time.monotonic()
     inp = check_inputs(path, descheduler, policy, 1, None)
     scoped = in_scope(inp.snap.pods, inp.policy)

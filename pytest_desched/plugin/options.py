@@ -110,7 +110,6 @@ def check_input_files(policy: str | None, values: list[str] | None) -> None:
 
 def check_early(c: pytest.Config) -> None:
     """Cheap checks at configure time: a bad option fails before any test or fixture."""
-
     try:
         parse_bins(opt(c, "--desched-bin"))
         spec, chart = opt(c, "--desched-candidate"), opt(c, "--desched-candidate-chart")

@@ -59,7 +59,6 @@ def junit_entry(entry: dict[str, Any]) -> dict[str, str]:
 
 def failure_sections(exc: BaseException | None) -> dict[str, str]:
     """The lab's logs, events and pods (and a step's traceback) kept by a failed experiment."""
-
     if not isinstance(exc, ExperimentFailed) or exc.result is None:
         return {}
     sections = dict(exc.result.artifacts)

@@ -25,7 +25,6 @@ REGISTRY: dict[str, str] = {
 
 def make_provider(config: DeschedConfig, toolchain: Toolchain) -> Provider:
     """The provider object for the configuration (plain function: usable without pytest)."""
-
     name = choose_provider(config.provider)
     module = importlib.import_module(REGISTRY[name])
     return module.from_config(config, toolchain)

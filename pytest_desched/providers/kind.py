@@ -97,7 +97,6 @@ def host_patches(info: Callable[[str], str | None] = docker_info_field) -> dict[
       must not ask runc to (`restrict_oom_score_adj`, as for rootless nodes), or every pod
       sandbox fails with "can't get final child's PID from pipe: EOF".
     """
-
     patches: dict[str, list[str]] = {}
     if info("{{.CgroupVersion}}") == "1":
         patches.setdefault("kubeadmConfigPatches", []).append(CGROUP_V1_PATCH)

@@ -236,7 +236,6 @@ _CHECKERS: dict[tuple[str, str], PolicyChecker] = {}
 
 def checker_for(version: str | None = None, toolchain: Toolchain | None = None) -> PolicyChecker:
     """The checker built against descheduler ``version`` (None: the pinned one), built on first use."""
-
     tc = toolchain
     if tc is None or (version is not None and tc.wanted_version("policycheck") != version):
         tc = Toolchain(

@@ -147,9 +147,6 @@ def sarif_uri(file: str) -> str:
 
 def render_sarif(findings: Sequence[Finding], version: str) -> str:
     """SARIF 2.1.0: one run, the rules as the driver's reportingDescriptors."""
-    # cycle: lint imports this module
-    from pytest_desched.descheduler.policy.lint import RULES
-
     ids = list(RULES)
     results = []
     for f in findings:

@@ -157,7 +157,6 @@ def render_values(
     timeout: float = 120,
 ) -> RenderedValues:
     """`helm template descheduler CHART -f A -f B ...`; ConfigError with helm's own reason."""
-
     cmd = [str(helm), "template", "descheduler", str(chart)]
     for f in files:
         cmd += ["-f", str(f.path)]
