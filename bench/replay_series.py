@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                 str(pods),
                 "--out",
                 str(out),
+                *extra,
             ]
             proc = subprocess.run(cmd, stdout=subprocess.DEVNULL)
             if proc.returncode != 0:
