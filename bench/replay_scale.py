@@ -32,8 +32,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -67,6 +70,17 @@ def log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def _cluster_processes(root: Path) -> Iterator[tuple[str, psutil.Process]]:
+    """Every process whose command line names the cluster's directory, by component name."""
+    needle = str(root)
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if not any(needle in a for a in argv):
+            continue
+        kubelet = any("embedded.kubelet" in a for a in argv)
+        yield ("stand-in-kubelet" if kubelet else Path(argv[0]).name), proc
+
+
 class PeakMemory:
     """VmHWM (peak RSS) of every process whose command line names the cluster's directory."""
 
@@ -82,22 +96,14 @@ class PeakMemory:
             self.root, self.peak_kib = root, {}
 
     def _sample(self) -> None:
-        needle = str(self.root).encode()
-        for d in Path("/proc").iterdir():
-            if not d.name.isdigit():
-                continue
-            try:
-                cmd = (d / "cmdline").read_bytes()
-                if needle not in cmd:
-                    continue
-                status = (d / "status").read_text()
+        for name, proc in _cluster_processes(self.root):
+            try:  # psutil has no peak RSS; the kernel keeps it in status (VmHWM)
+                status = Path(f"/proc/{proc.pid}/status").read_text()
             except OSError:
                 continue
             hwm = next(
                 (int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM:")), 0
             )
-            argv0 = Path(cmd.split(b"\0")[0].decode(errors="replace")).name
-            name = "stand-in-kubelet" if b"embedded.kubelet" in cmd else argv0
             self.peak_kib[name] = max(self.peak_kib.get(name, 0), hwm)
 
     def _run(self) -> None:
@@ -115,21 +121,13 @@ class PeakMemory:
 
 def _cpu_seconds(root: Path) -> dict[str, float]:
     """utime + stime of every process whose command line names the cluster's directory."""
-    needle, tick = str(root).encode(), os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+    for name, proc in _cluster_processes(root):
         try:
-            cmd = (d / "cmdline").read_bytes()
-            if needle not in cmd:
-                continue
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            t = proc.cpu_times()
+        except psutil.Error:
             continue
-        argv0 = Path(cmd.split(b"\0")[0].decode(errors="replace")).name
-        name = "stand-in-kubelet" if b"embedded.kubelet" in cmd else argv0
-        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out[name] = out.get(name, 0.0) + t.user + t.system
     me = os.times()
     out["this process"] = me.user + me.system
     return out
@@ -165,18 +163,13 @@ def _requests(api: Any) -> dict[str, float]:
 def _cluster_dir(root: Path, etcd_url: str) -> Path:
     """The directory of the cluster whose etcd listens on `etcd_url` (other sessions'
     clusters live under the same root and must not be counted)."""
-    port = f":{etcd_url.rsplit(':', 1)[1]}".encode()
-    for d in Path("/proc").iterdir():
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0") if d.name.isdigit() else []
-        except OSError:
-            continue
-        if (
-            argv
-            and Path(argv[0].decode(errors="replace")).name == "etcd"
-            and any(a.startswith(b"--listen-client-urls") and a.endswith(port) for a in argv)
+    port = f":{etcd_url.rsplit(':', 1)[1]}"
+    for name, proc in _cluster_processes(root):
+        argv = proc.info["cmdline"]
+        if name == "etcd" and any(
+            a.startswith("--listen-client-urls") and a.endswith(port) for a in argv
         ):
-            return root / Path(argv[0].decode()).relative_to(root).parts[0]
+            return root / Path(argv[0]).relative_to(root).parts[0]
     return root
 
 
