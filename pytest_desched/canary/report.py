@@ -13,6 +13,7 @@ from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import CanaryVerdict
 from pytest_desched.evidence.readable import prose
 from pytest_desched.evidence.report import write_canary_report
+from pytest_desched.render import table
 
 FIGURES = (
     ("candidates", "candidates"),
@@ -89,72 +90,67 @@ class CanaryReport:
             if t.teardown_error
         ]
         lines += [f"- not compared: {r}" for r in self.not_compared]
-        lines += [
-            "",
-            "| track | descheduler | chart | wall s | error |",
-            "|---|---|---|---|---|",
+        tracks = [
+            [
+                t.name,
+                t.descheduler_version,
+                f"{t.chart.get('version', '?')} ({t.chart.get('source', '?')})",
+                f"{t.wall_s:.1f}",
+                f"{t.error or ''}{' teardown: ' + t.teardown_error if t.teardown_error else ''}",
+            ]
+            for t in (b, c)
         ]
-        for t in (b, c):
-            chart = f"{t.chart.get('version', '?')} ({t.chart.get('source', '?')})"
-            lines.append(
-                f"| {t.name} | {t.descheduler_version} | {chart} | {t.wall_s:.1f} | "
-                f"{t.error or ''}{' teardown: ' + t.teardown_error if t.teardown_error else ''} |"
-            )
+        lines += ["", table(tracks, ["track", "descheduler", "chart", "wall s", "error"], "md")]
         if not (self.outcomes or self.rounds):
             lines += ["", "Behaviour not compared: a static-only canary (no cluster was started)."]
         else:
-            lines += [
-                "",
-                "## Experiments",
-                "",
-                "| experiment | baseline | candidate | note |",
-                "|---|---|---|---|",
+            outcomes = [
+                # the note as the HTML page writes it
+                [
+                    o["experiment"],
+                    o["baseline"],
+                    o["candidate"],
+                    prose(o["note"]) if o.get("note") else "",
+                ]
+                for o in self.outcomes
             ]
-            for o in self.outcomes:
-                note = prose(o["note"]) if o.get("note") else ""  # as the HTML page writes it
-                lines.append(f"| {o['experiment']} | {o['baseline']} | {o['candidate']} | {note} |")
+            lines += ["", "## Experiments", ""]
+            lines.append(table(outcomes, ["experiment", "baseline", "candidate", "note"], "md"))
             lines += ["", "## Rounds (baseline / candidate)", ""]
-            head = " | ".join(label for _, label in FIGURES)
-            lines += [f"| round | {head} | changed |", "|---" * (len(FIGURES) + 2) + "|"]
+            rounds = []
             for rd in self.rounds:
                 cells = []
                 for key, _ in FIGURES:
                     bv = getattr(rd.baseline, key, None) if rd.baseline else "-"
                     cv = getattr(rd.candidate, key, None) if rd.candidate else "-"
                     cells.append(f"{_fmt(bv)} / {_fmt(cv)}")
-                lines.append(
-                    f"| {rd.experiment}#{rd.index} | {' | '.join(cells)} | "
-                    f"{'yes' if rd.changed else 'no'} |"
+                rounds.append(
+                    [f"{rd.experiment}#{rd.index}", *cells, "yes" if rd.changed else "no"]
                 )
+            heads = ["round", *(label for _, label in FIGURES), "changed"]
+            lines.append(table(rounds, heads, "md"))
             classes = [(rd, w) for rd in self.rounds for w in rd.words]
             if classes:
-                lines += [
-                    "",
-                    "## Pod classes (what happened on each track)",
-                    "",
-                    "| round | pods | baseline | candidate |",
-                    "|---|---|---|---|",
-                ]
-                lines += [
-                    f"| {rd.experiment}#{rd.index} | {w['pods']} | {w['baseline']} | "
-                    f"{w['candidate']} |"
+                rows = [
+                    [f"{rd.experiment}#{rd.index}", w["pods"], w["baseline"], w["candidate"]]
                     for rd, w in classes
                 ]
+                lines += ["", "## Pod classes (what happened on each track)", ""]
+                lines.append(table(rows, ["round", "pods", "baseline", "candidate"], "md"))
         lines += ["", "## Changes", ""]
         if not self.verdict.judged and self.rounds and not self.broken:
             lines.append("No change to judge: every compared pod class kept its fates.")
         elif not self.verdict.judged:
             lines.append("No change found, and no pod class was compared (see above).")
         else:
-            lines += ["| experiment | kind | pods / subject | status | by | detail |"]
-            lines += ["|---|---|---|---|---|---|"]
+            changes = []
             for j in self.verdict.judged:
                 ch = j.change
                 where = ch.experiment if ch.round == NO_ROUND else f"{ch.experiment}#{ch.round}"
-                lines.append(
-                    f"| {where} | {ch.kind}{' (trigger)' if j.trigger else ''}"
-                    f" | {ch.subject} | {j.status} | {j.by or ''} | {ch.detail} |"
-                )
+                kind = f"{ch.kind}{' (trigger)' if j.trigger else ''}"
+                changes.append([where, kind, ch.subject, j.status, j.by or "", ch.detail])
+            heads = ["experiment", "kind", "pods / subject", "status", "by", "detail"]
+            lines.append(table(changes, heads, "md"))
         lines += ["", "## Metric families served", ""]
         for t in (b, c):
             names = ", ".join(t.metric_names) if t.metric_names else f"unknown ({t.metrics_why})"

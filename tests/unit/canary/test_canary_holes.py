@@ -153,8 +153,8 @@ def test_a_teardown_404_in_the_candidates_thread_keeps_the_cause() -> None:
     assert any("pass -> error" in r and "strict decoding" in r for r in rep.verdict.reasons)
     md = rep.markdown()  # the cause on the first screen: before the tables
     assert "FAIL" in md.splitlines()[2]
-    assert md.index("strict decoding error") < md.index("| track |")
-    assert md.index("404") < md.index("| track |")
+    assert md.index("strict decoding error") < md.index("| track")
+    assert md.index("404") < md.index("| track")
 
 
 def test_a_candidate_error_in_its_thread_is_a_track_error_with_its_cause() -> None:
