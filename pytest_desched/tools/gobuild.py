@@ -162,10 +162,41 @@ def write_wrapper_module(
         raise ToolError(f"{group.name}: `go mod tidy` in {src} failed; see {logf.name}")
 
 
-def _run_logged(cmd, cwd, env, logf, log: Path, group: Group, report: Reporter) -> None:
-    """Run a build, streaming its output to the log and a progress line every 30 s."""
+def dep_count(packages: list[str], cwd: Path, env: dict[str, str]) -> int | None:
+    """How many packages a build of `packages` compiles at most (`go list -deps`): the total
+    of the progress line. None when go cannot say within a minute (the build still runs)."""
+    try:
+        res = subprocess.run(
+            ["go", "list", "-deps", *packages],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [x for x in res.stdout.splitlines() if x.strip()]
+    return len(lines) if res.returncode == 0 and lines else None
+
+
+def progress_line(name: str, count: int, total: int | None, seconds: float) -> str:
+    """`name: [#####.....] 312/1450 packages, 90s`: a bar when the total is known."""
+    if not total:
+        return f"  {name}: {count} packages compiled, {seconds:.0f}s"
+    done = min(count, total)  # cached packages are not printed, so count can stay below
+    bar = "#" * (20 * done // total)
+    return f"  {name}: [{bar:.<20}] {done}/{total} packages, {seconds:.0f}s"
+
+
+def _run_logged(
+    cmd, cwd, env, logf, log: Path, group: Group, report: Reporter, interval: float = 30
+) -> None:
+    """Run a build, streaming its output to the log and a progress line every `interval` s."""
     logf.write("$ " + " ".join(cmd) + "\n")
     logf.flush()
+    total = dep_count(list(group.packages.values()), cwd, env)
     proc = subprocess.Popen(
         cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
@@ -174,8 +205,8 @@ def _run_logged(cmd, cwd, env, logf, log: Path, group: Group, report: Reporter) 
     stop = threading.Event()
 
     def heartbeat() -> None:
-        while not stop.wait(30):
-            report(f"  {group.name}: {count} packages compiled, {time.monotonic() - started:.0f}s")
+        while not stop.wait(interval):
+            report(progress_line(group.name, count, total, time.monotonic() - started))
 
     t = threading.Thread(target=heartbeat, daemon=True)
     t.start()
