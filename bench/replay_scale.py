@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_desched import build_config
     from pytest_desched.descheduler.logparse import parse_log
     from pytest_desched.replay.engine import replay
-    from pytest_desched.replay.genbase import POOL_LABEL
+    from pytest_desched.replay.genbase import NODE_POOL_LABEL
     from pytest_desched.replay.generator import Shape, generate
     from pytest_desched.session import interrupts_unwind
     from pytest_desched.tools.locate import default_cache_dir
@@ -266,9 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="desched-bench-replay-"))
     t0 = time.monotonic()
     snap = generate(Shape(seed=args.seed, nodes=args.nodes, pods=args.pods))
-    batch = [n for n in snap.nodes if n["metadata"]["labels"].get(POOL_LABEL) == "batch"]
+    batch = [n for n in snap.nodes if n["metadata"]["labels"].get(NODE_POOL_LABEL) == "batch"]
     for n in batch[: max(1, len(batch) // 10)]:  # the incident: the label moved away
-        n["metadata"]["labels"].pop(POOL_LABEL)
+        n["metadata"]["labels"].pop(NODE_POOL_LABEL)
     snap.policy = POLICY
     t_gen = time.monotonic() - t0
     path = snap.write(work / "snapshot.json")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pytest_desched.errors import LabApiError
 from pytest_desched.lab.base import LAB_LABEL, UNSCHEDULABLE_TAINT
 from pytest_desched.lab.inputs import (
+    EVICTABLE_LABEL,
     MANAGED_BY,
     MANAGER,
-    OPT_IN_LABEL,
     POOL_LABEL,
     POOL_VALUE,
     LabConfigError,
@@ -42,12 +42,12 @@ from pytest_desched.lab.workloads import (
 )
 
 __all__ = [
+    "EVICTABLE_LABEL",
     "HOSTNAME_KEY",
     "LAB_LABEL",
     "LAB_STORAGE_CLASS",
     "MANAGED_BY",
     "MANAGER",
-    "OPT_IN_LABEL",
     "POOL_LABEL",
     "POOL_VALUE",
     "UNSCHEDULABLE_TAINT",

@@ -16,7 +16,9 @@ from pytest_desched.names import check_namespace
 
 POOL_LABEL = "descheduler.example.com/pool"
 POOL_VALUE = "rebalance-lab"
-OPT_IN_LABEL = "descheduler.example.com/enabled"
+# Pods the lab lets a policy evict opt in with this label (the runbook policy selects it);
+# not the existing provider's node opt-in (providers.base.NODE_OPT_IN_LABEL).
+EVICTABLE_LABEL = "descheduler.example.com/enabled"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "pytest-desched"
 

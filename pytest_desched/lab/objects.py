@@ -13,9 +13,9 @@ from kubernetes.client.rest import ApiException
 from pytest_desched.kube import wait_for, watch_until
 from pytest_desched.lab.base import LAB_LABEL, _ignore_404, _pods_seen
 from pytest_desched.lab.inputs import (
+    EVICTABLE_LABEL,
     MANAGED_BY,
     MANAGER,
-    OPT_IN_LABEL,
     POOL_LABEL,
     LabConfigError,
     check_namespace,
@@ -44,7 +44,7 @@ class ObjectSteps(NodeSteps):
     def deployment_manifest(self, affinity: bool = True, preferred: bool = False) -> dict[str, Any]:
         """The runbook's spread-demo: pause pods, opt-in label, required affinity to the pool
         (`preferred`: the same term as preferredDuringScheduling, weight 100, upstream #1707)."""
-        labels = {"app": self.app, OPT_IN_LABEL: "true"}
+        labels = {"app": self.app, EVICTABLE_LABEL: "true"}
         spec: dict[str, Any] = {
             "containers": [{"name": "pause", "image": self.image}],
             "terminationGracePeriodSeconds": 30,
@@ -75,7 +75,7 @@ class ObjectSteps(NodeSteps):
         return {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
-            "metadata": {"name": self.app, "labels": {"app": self.app, OPT_IN_LABEL: "true"}},
+            "metadata": {"name": self.app, "labels": {"app": self.app, EVICTABLE_LABEL: "true"}},
             "spec": {
                 "replicas": self.replicas,
                 "selector": {"matchLabels": {"app": self.app}},

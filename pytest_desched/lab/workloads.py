@@ -19,7 +19,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, ClassVar
 
 from pytest_desched.lab.budgets import PodDisruptionBudget, PriorityClass
-from pytest_desched.lab.inputs import OPT_IN_LABEL
+from pytest_desched.lab.inputs import EVICTABLE_LABEL
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
 from pytest_desched.lab.values import (
     DEFAULT_IMAGE,
@@ -150,7 +150,7 @@ class Workload:
     def pod_labels(self) -> dict[str, str]:
         out = {"app": self.name, WORKLOAD_LABEL: self.name}
         if self.opt_in:
-            out[OPT_IN_LABEL] = "true"
+            out[EVICTABLE_LABEL] = "true"
         return {**out, **self.labels}
 
     def _volumes(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

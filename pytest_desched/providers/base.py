@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 # Nodes an experiment may label and drain must carry this label on an existing cluster.
-OPT_IN_LABEL = "descheduler.example.com/lab-node"
+NODE_OPT_IN_LABEL = "descheduler.example.com/lab-node"
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Someone else's cluster: used only through an explicit context, only on opted-in nodes.
 
 Experiments label, cordon and drain nodes, so nothing is implied: the context must be
-named, the nodes must carry `OPT_IN_LABEL=true`, and `stop` never deletes anything.
+named, the nodes must carry `NODE_OPT_IN_LABEL=true`, and `stop` never deletes anything.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.kube import node_annotations, node_labels, node_name
-from pytest_desched.providers.base import OPT_IN_LABEL, Cluster, Provider, ProviderError
+from pytest_desched.providers.base import NODE_OPT_IN_LABEL, Cluster, Provider, ProviderError
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -87,7 +87,7 @@ def check_context(kubeconfig: Mapping[str, Any], context: str | None) -> dict[st
 
 def opted_in_nodes(nodes: Iterable[Any]) -> list[str]:
     """Names of the nodes whose owner allowed experiments on them (label value exactly "true")."""
-    return sorted(node_name(n) for n in nodes if node_labels(n).get(OPT_IN_LABEL) == "true")
+    return sorted(node_name(n) for n in nodes if node_labels(n).get(NODE_OPT_IN_LABEL) == "true")
 
 
 def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN) -> list[str]:
@@ -96,7 +96,7 @@ def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN
     if len(chosen) >= minimum:
         return chosen
     lines = [
-        f"only {len(chosen)} node(s) on context {context!r} carry {OPT_IN_LABEL}=true; "
+        f"only {len(chosen)} node(s) on context {context!r} carry {NODE_OPT_IN_LABEL}=true; "
         f"experiments label, cordon and drain nodes, so at least {minimum} must opt in.",
         "nodes:",
     ]
@@ -104,7 +104,7 @@ def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN
         labels = node_labels(n)
         role = " (control-plane)" if CONTROL_PLANE_LABEL in labels else ""
         lines.append(
-            f"  {node_name(n)}{role}: {OPT_IN_LABEL}={labels.get(OPT_IN_LABEL, '<unset>')}"
+            f"  {node_name(n)}{role}: {NODE_OPT_IN_LABEL}={labels.get(NODE_OPT_IN_LABEL, '<unset>')}"
         )
     if len(nodes) > _MAX_LISTED:
         lines.append(f"  ... and {len(nodes) - _MAX_LISTED} more")
@@ -116,7 +116,7 @@ def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN
     if suggest:
         lines.append(f"fix: opt in at least {minimum - len(chosen)} more node(s), e.g.")
         lines += [
-            f"  kubectl label node {node_name(n)} {OPT_IN_LABEL}=true --context {context}"
+            f"  kubectl label node {node_name(n)} {NODE_OPT_IN_LABEL}=true --context {context}"
             for n in suggest
         ]
     raise ProviderError("\n".join(lines))
@@ -170,7 +170,7 @@ class ExistingProvider(Provider):
         cluster.workers = require_opted_in(nodes, context)
         # Not our cluster: every policy applied outside dry-run is held to the lab namespace
         # and the opted-in nodes (descheduler.policy.scope: scope_policy / check_policy_scope).
-        cluster.lab_node_selector = f"{OPT_IN_LABEL}=true"
+        cluster.lab_node_selector = f"{NODE_OPT_IN_LABEL}=true"
         cluster.info.update(nodes_total=len(nodes), opted_in=list(cluster.workers))
         if cluster.workers and all(
             _is_kwok_node(n) for n in nodes if node_name(n) in cluster.workers
@@ -193,7 +193,7 @@ class ExistingProvider(Provider):
         return (
             f"existing cluster, context {self.context!r} of {where}; nothing was created or "
             f"deleted. Opted-in nodes: KUBECONFIG={where} kubectl --context {self.context} "
-            f"get nodes -l {OPT_IN_LABEL}=true"
+            f"get nodes -l {NODE_OPT_IN_LABEL}=true"
         )
 
 

@@ -13,7 +13,9 @@ from typing import Any
 from pytest_desched.replay.format import Snapshot, rfc3339
 
 TAKEN_AT = dt.datetime(2026, 1, 15, 12, 0, 0, tzinfo=dt.UTC)
-POOL_LABEL = "example.com/pool"
+# The generated cluster's node pools (system, batch, general); not the lab's pool label
+# (lab.inputs.POOL_LABEL, which marks the lab's own nodes).
+NODE_POOL_LABEL = "example.com/pool"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 HOST_LABEL = "kubernetes.io/hostname"
 SYSTEM_TAINT = {"key": "example.com/dedicated", "value": "system", "effect": "NoSchedule"}
@@ -95,7 +97,7 @@ class GenBase:
             }.get(pool or "", "m6i.4xlarge"),
         }
         if pool:
-            labels[POOL_LABEL] = pool
+            labels[NODE_POOL_LABEL] = pool
         res = {"cpu": f"{cpu_m}m", "memory": f"{mem_mi}Mi", "pods": str(pods)}
         spec: dict[str, Any] = {}
         taints = list(taints or [])

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_desched.replay.format import Snapshot
-from pytest_desched.replay.genbase import _CPU, _MEM, HOST_LABEL, POOL_LABEL, SYSTEM_TAINT, GenBase
+from pytest_desched.replay.genbase import (
+    _CPU,
+    _MEM,
+    HOST_LABEL,
+    NODE_POOL_LABEL,
+    SYSTEM_TAINT,
+    GenBase,
+)
 
 
 @dataclass(frozen=True)
@@ -410,7 +417,7 @@ def generate(shape: Shape | None = None, **kw: Any) -> Snapshot:
         mem="256Mi",
         pdb={"maxUnavailable": 1},
         priority_class="system-cluster-critical",
-        node_selector={POOL_LABEL: "system"},
+        node_selector={NODE_POOL_LABEL: "system"},
         tolerations=sys_tol,
     )
     budget = shape.pods - len(g.snap.pods)
@@ -438,7 +445,7 @@ def generate(shape: Shape | None = None, **kw: Any) -> Snapshot:
                     cpu=g.rng.choice(["250m", "500m"]),
                     mem="256Mi",
                     priority_class="batch-low",
-                    affinity=_affinity_in(POOL_LABEL, ["batch"]),
+                    affinity=_affinity_in(NODE_POOL_LABEL, ["batch"]),
                 )
             )
         elif kind < 0.27:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_desched.replay.format import Snapshot
-from pytest_desched.replay.genbase import POOL_LABEL, SYSTEM_TAINT, ZONE_LABEL
+from pytest_desched.replay.genbase import NODE_POOL_LABEL, SYSTEM_TAINT, ZONE_LABEL
 from pytest_desched.replay.generator import _affinity_in, _Gen
 
 
@@ -93,7 +93,7 @@ def _common(g: _Gen, nodes: list[str], inc: Incident, system_nodes: list[str]) -
         system_nodes,
         priority_class="system-cluster-critical",
         tolerations=[{"key": SYSTEM_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}],
-        node_selector={POOL_LABEL: "system"},
+        node_selector={NODE_POOL_LABEL: "system"},
     )
     # v0.36.0 defaults priorityThreshold to the system-critical value: both checks fail
     _expect(inc, dns, "filtered", "evictor-filter", ["SystemCriticalPods", "priorityThreshold"])
@@ -121,7 +121,7 @@ def label_move(seed: int = 1) -> Incident:
     nodes = [n["metadata"]["name"] for n in g.snap.nodes]
     _common(g, nodes, inc, ["node-a-sys-1", "node-b-sys-2"])
     g.namespace("data", {"example.com/team": "data"})
-    pool = _affinity_in(POOL_LABEL, ["batch"])
+    pool = _affinity_in(NODE_POOL_LABEL, ["batch"])
     place = [old[i % 2] for i in range(4)]
     _expect(
         inc,
@@ -162,7 +162,7 @@ def label_move(seed: int = 1) -> Incident:
         ["PodsWithLocalStorage"],
     )
     zone_pinned = _affinity_in(
-        POOL_LABEL, ["batch"], [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]
+        NODE_POOL_LABEL, ["batch"], [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]
     )
     _expect(
         inc,

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from pytest_desched.kube import pod_ready, wait_for
-from pytest_desched.lab.inputs import OPT_IN_LABEL as EVICTABLE_LABEL
-from pytest_desched.providers.base import OPT_IN_LABEL
+from pytest_desched.lab.inputs import EVICTABLE_LABEL
+from pytest_desched.providers.base import NODE_OPT_IN_LABEL
 from tests.e2e.inner_run import start_inner
 
 pytestmark = pytest.mark.desched_selftest
@@ -100,7 +100,7 @@ def test_round_on_existing_cluster_leaves_pods_outside_the_lab_alone(
     outside = f"outside-lab-{uuid.uuid4().hex[:5]}"
     app = "outside-demo"
     for n in workers:
-        core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: "true"}}})
+        core.patch_node(n, {"metadata": {"labels": {NODE_OPT_IN_LABEL: "true"}}})
     core.patch_node(own, {"metadata": {"labels": {OUTSIDE_LABEL: "yes"}}})
     core.create_namespace({"metadata": {"name": outside}})
     proc = None
@@ -136,7 +136,7 @@ def test_round_on_existing_cluster_leaves_pods_outside_the_lab_alone(
         )
         out, _ = proc.communicate(timeout=240)
         assert proc.returncode == 0 and "1 passed" in out, out[-4000:]
-        assert f"namespace lab-scope, nodes {OPT_IN_LABEL}=true" in out, out[-4000:]
+        assert f"namespace lab-scope, nodes {NODE_OPT_IN_LABEL}=true" in out, out[-4000:]
         assert "EVICTED ['lab-scope/spread-demo-" in out, out[-4000:]
         assert outside not in out.split("CONSIDERED", 1)[1].splitlines()[0], out[-4000:]
         after = pods()
@@ -149,4 +149,6 @@ def test_round_on_existing_cluster_leaves_pods_outside_the_lab_alone(
             proc.wait()
         core.delete_namespace(outside, grace_period_seconds=0)
         for n in workers:
-            core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: None, OUTSIDE_LABEL: None}}})
+            core.patch_node(
+                n, {"metadata": {"labels": {NODE_OPT_IN_LABEL: None, OUTSIDE_LABEL: None}}}
+            )

@@ -180,7 +180,7 @@ def test_existing_cluster_run_leaves_no_namespace_label_or_release(
     import yaml
 
     from pytest_desched.lab.inputs import POOL_LABEL
-    from pytest_desched.providers.base import OPT_IN_LABEL
+    from pytest_desched.providers.base import NODE_OPT_IN_LABEL
 
     core, batch = desched_cluster.core, desched_cluster.batch
     ctx = (
@@ -190,7 +190,7 @@ def test_existing_cluster_run_leaves_no_namespace_label_or_release(
     workers = desched_cluster.workers[:3]
     release, namespace = "desched-inner", "lab-inner"
     for n in workers:
-        core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: "true"}}})
+        core.patch_node(n, {"metadata": {"labels": {NODE_OPT_IN_LABEL: "true"}}})
     proc = start_inner(
         tmp_path,
         INNER,
@@ -222,7 +222,7 @@ def test_existing_cluster_run_leaves_no_namespace_label_or_release(
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         for n in workers:
-            core.patch_node(n, {"metadata": {"labels": {OPT_IN_LABEL: None}}})
+            core.patch_node(n, {"metadata": {"labels": {NODE_OPT_IN_LABEL: None}}})
     if interrupt:
         assert proc.returncode != 0, out[-3000:]
     else:  # the experiment passes on an existing cluster too

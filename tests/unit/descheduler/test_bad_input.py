@@ -38,7 +38,7 @@ from pytest_desched.lab import (
     check_namespace,
 )
 from pytest_desched.proc import helm_env, require_explicit_kubeconfig, run
-from pytest_desched.providers.base import OPT_IN_LABEL
+from pytest_desched.providers.base import NODE_OPT_IN_LABEL
 from pytest_desched.providers.embedded.kubelet import wait_runs, write_facts
 from pytest_desched.providers.jobs import PodRun, error_lines, failed_pod, utcnow
 from pytest_desched.redaction import scrub_secrets
@@ -46,7 +46,7 @@ from pytest_desched.tools.versions import load_versions
 from tests.unit.descheduler.test_chart_checks import render
 
 JWT = "eyJhbGciOiJSUzI1NiIsImtpZCI6IngifQ.eyJzdWIiOiJzeXN0ZW06c2EifQ.c2lnbmF0dXJlLXBhcnQ"
-SCOPE = PolicyScope(node_selector=f"{OPT_IN_LABEL}=true")
+SCOPE = PolicyScope(node_selector=f"{NODE_OPT_IN_LABEL}=true")
 
 
 # == 1. a round whose pod fails ends at once, with the descheduler's own words ============
@@ -515,14 +515,14 @@ def test_scope_limits_namespace_and_nodes_with_recorded_overrides() -> None:
     pol = SCOPE.apply(load_default(), "lab-ns")
     pol.validate()
     doc = pol.to_dict()
-    assert doc["nodeSelector"] == f"{OPT_IN_LABEL}=true"
+    assert doc["nodeSelector"] == f"{NODE_OPT_IN_LABEL}=true"
     args = pol.plugin_args("RemovePodsViolatingNodeAffinity")
     assert args["namespaces"] == {"include": ["lab-ns"]}
     assert [o["path"] for o in pol.overrides] == [
         "nodeSelector",
         "profiles[0].pluginConfig[RemovePodsViolatingNodeAffinity].args.namespaces",
     ]
-    assert all("lab-ns" in o["why"] and OPT_IN_LABEL in o["why"] for o in pol.overrides)
+    assert all("lab-ns" in o["why"] and NODE_OPT_IN_LABEL in o["why"] for o in pol.overrides)
     assert SCOPE.problems(pol) == []
 
 
@@ -537,11 +537,13 @@ def test_scope_ands_an_existing_node_selector_and_replaces_exclude_lists() -> No
         )
     )
     scoped = SCOPE.apply(pol, "lab")
-    assert scoped.to_dict()["nodeSelector"] == f"pool=a,{OPT_IN_LABEL}=true"
+    assert scoped.to_dict()["nodeSelector"] == f"pool=a,{NODE_OPT_IN_LABEL}=true"
     assert scoped.plugin_args("RemovePodsViolatingNodeAffinity")["namespaces"] == {
         "include": ["lab"]
     }
-    assert SCOPE.apply(scoped, "lab").to_dict()["nodeSelector"] == f"pool=a,{OPT_IN_LABEL}=true"
+    assert (
+        SCOPE.apply(scoped, "lab").to_dict()["nodeSelector"] == f"pool=a,{NODE_OPT_IN_LABEL}=true"
+    )
 
 
 def test_scope_refuses_plugins_that_cannot_be_held_to_a_namespace() -> None:
@@ -561,7 +563,7 @@ def test_embedded_cluster_scopes_nothing() -> None:
 
 
 def test_scoped_cluster_refuses_an_unscoped_policy_before_any_command(tmp_path: Path) -> None:
-    cluster = FakeReleaseCluster(selector=f"{OPT_IN_LABEL}=true")
+    cluster = FakeReleaseCluster(selector=f"{NODE_OPT_IN_LABEL}=true")
     rel = _release(tmp_path, cluster)
     with pytest.raises(PolicyError, match="could evict outside the lab"):
         rel.apply_policy(load_default().override(

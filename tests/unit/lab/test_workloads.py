@@ -11,7 +11,7 @@ from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import ConfigError, LabInputError
 from pytest_desched.lab import (
-    OPT_IN_LABEL,
+    EVICTABLE_LABEL,
     WORKLOAD_LABEL,
     AntiAffinity,
     DaemonSet,
@@ -53,7 +53,7 @@ def test_replicated_workloads_select_their_own_pods(obj: Any, api: str, kind: st
     assert m["spec"]["replicas"] == 3
     assert m["spec"]["selector"] == {"matchLabels": {WORKLOAD_LABEL: "w"}}
     labels = m["spec"]["template"]["metadata"]["labels"]
-    assert labels == {"app": "w", WORKLOAD_LABEL: "w", OPT_IN_LABEL: "true"}
+    assert labels == {"app": "w", WORKLOAD_LABEL: "w", EVICTABLE_LABEL: "true"}
     assert _spec(m)["containers"] == [{"name": "app", "image": "img:1"}]
 
 

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pytest_desched.providers import base
-from pytest_desched.providers.base import OPT_IN_LABEL, ProviderError, choose_provider
+from pytest_desched.providers.base import NODE_OPT_IN_LABEL, ProviderError, choose_provider
 from pytest_desched.providers.existing import (
     ExistingProvider,
     check_context,
@@ -52,7 +52,7 @@ def node(name: str, ready: bool = True, **labels: str) -> dict[str, Any]:
 
 
 def opted(name: str) -> dict[str, Any]:
-    return node(name, **{OPT_IN_LABEL: "true"})
+    return node(name, **{NODE_OPT_IN_LABEL: "true"})
 
 
 @dataclass
@@ -232,9 +232,9 @@ def test_opted_in_nodes_accepts_dicts_and_api_objects() -> None:
 
     nodes = [
         opted("b"),
-        V1Node(metadata=V1ObjectMeta(name="a", labels={OPT_IN_LABEL: "true"})),
-        node("c", **{OPT_IN_LABEL: "True"}),  # only the exact value opts in
-        node("d", **{OPT_IN_LABEL: "false"}),
+        V1Node(metadata=V1ObjectMeta(name="a", labels={NODE_OPT_IN_LABEL: "true"})),
+        node("c", **{NODE_OPT_IN_LABEL: "True"}),  # only the exact value opts in
+        node("d", **{NODE_OPT_IN_LABEL: "false"}),
         node("e"),
     ]
     assert opted_in_nodes(nodes) == ["a", "b"]
@@ -246,15 +246,15 @@ def test_no_opted_in_node_lists_nodes_and_fix() -> None:
         require_opted_in(nodes, "lab")
     msg = str(err.value)
     assert "only 0 node(s)" in msg and "cp (control-plane)" in msg
-    assert f"kubectl label node w1 {OPT_IN_LABEL}=true --context lab" in msg
-    assert f"kubectl label node w2 {OPT_IN_LABEL}=true" in msg
+    assert f"kubectl label node w1 {NODE_OPT_IN_LABEL}=true --context lab" in msg
+    assert f"kubectl label node w2 {NODE_OPT_IN_LABEL}=true" in msg
     assert "kubectl label node cp " not in msg  # workers are suggested before control planes
 
 
 def test_one_opted_in_node_is_not_enough() -> None:
     with pytest.raises(ProviderError, match="only 1 node") as err:
         require_opted_in([opted("w1"), node("w2")], "lab")
-    assert f"kubectl label node w2 {OPT_IN_LABEL}=true" in str(err.value)
+    assert f"kubectl label node w2 {NODE_OPT_IN_LABEL}=true" in str(err.value)
     assert "kubectl label node w1 " not in str(err.value)
 
 
