@@ -72,7 +72,7 @@ class RoundRecord:
     events_delivered: dict[str, Any] = field(default_factory=dict)  # {"delivered", "owed"}
     known_bugs: dict[str, str] = field(default_factory=dict)  # bug id -> signature evidence
     verdict: str = ""
-    deciding_layer: str | None = None  # results.decide(...).label: summaries and JUnit show it
+    deciding_layer: str | None = None  # decisions.decide(...).label: summaries and JUnit show it
     notes: list[str] = field(default_factory=list)
     log_path: str | None = None
     # For the HTML report (evidence/report.py), seconds relative to the experiment start like

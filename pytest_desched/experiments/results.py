@@ -49,7 +49,7 @@ class ExperimentResult:
     rounds: list[Round] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     evictions: int = 0
-    blocking_layer: str | None = None  # results.decide(...).label of the last round
+    blocking_layer: str | None = None  # descheduler.decisions.decide(...).label of the last round
     verdict: str = ""
     ready_latency_s: float | None = None
     policy_digest: str = ""
