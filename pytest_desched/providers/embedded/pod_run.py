@@ -291,6 +291,9 @@ def run_pod(
         shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
 
 
+LOGS_SERVED_S = 10.0  # kwok's watch of a new Logs object, under load
+
+
 def until_api_answers(write: Callable[[], Any], timeout: float = 120) -> Any:
     """Retry a status write while the API server is down, as a kubelet keeps retrying.
 
@@ -340,7 +343,37 @@ def publish_logs(
         if (why := api_failure(exc)) is None:
             raise
         return f"kubectl logs unavailable: kwok Logs object not created ({why})"
-    return None
+    return logs_served(cluster, pod, c.name)
+
+
+def logs_served(
+    cluster: Cluster, pod: Any, container: str, timeout: float = LOGS_SERVED_S
+) -> str | None:
+    """Wait until the pod's log is served (kwok has seen its new `Logs` object), so that
+    `kubectl logs job/NAME` works once the Job is Complete: the terminated status is written
+    only after this. Under load kwok's watch lagged the Job controller and a user's
+    `kubectl logs` got "no logs found for container" (CI, test_runbook_commands)."""
+    from kubernetes import client  # heavy: kubernetes client, as publish_logs
+    from kubernetes.client.rest import ApiException
+
+    core = client.CoreV1Api(cluster.api_client)
+    deadline = time.monotonic() + timeout
+    last = ""
+    while True:
+        try:
+            core.read_namespaced_pod_log(
+                pod.metadata.name, pod.metadata.namespace, container=container, limit_bytes=1
+            )
+            return None
+        except ApiException as exc:
+            last = f"{exc.status} {exc.reason}"
+        except Exception as exc:
+            if (why := api_failure(exc)) is None:
+                raise
+            last = why
+        if time.monotonic() >= deadline:
+            return f"kubectl logs unavailable: not served within {timeout:.0f}s ({last})"
+        time.sleep(0.02)  # a local API server and kwok: a Logs object is seen in milliseconds
 
 
 def write_running(cluster: Cluster, pod: Any, started: dt.datetime) -> None:
