@@ -291,7 +291,7 @@ def run_pod(
         shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
 
 
-LOGS_SERVED_S = 10.0  # kwok's watch of a new Logs object, under load
+LOGS_SERVED_S = 5.0  # kwok's watch of a new Logs object, under load
 
 
 def until_api_answers(write: Callable[[], Any], timeout: float = 120) -> Any:
@@ -349,16 +349,17 @@ def publish_logs(
 def logs_served(
     cluster: Cluster, pod: Any, container: str, timeout: float = LOGS_SERVED_S
 ) -> str | None:
-    """Wait until the pod's log is served (kwok has seen its new `Logs` object), so that
-    `kubectl logs job/NAME` works once the Job is Complete: the terminated status is written
-    only after this. Under load kwok's watch lagged the Job controller and a user's
-    `kubectl logs` got "no logs found for container" (CI, test_runbook_commands)."""
+    """Wait while kwok answers "no logs found" for the pod (its watch has not yet seen the new
+    `Logs` object), so that `kubectl logs job/NAME` works once the Job is Complete: the
+    terminated status is written only after this. Under load kwok's watch lagged the Job
+    controller (CI, test_runbook_commands). Any other answer (a node the API server cannot
+    reach for logs, as a replay's snapshot nodes) ends the wait at once: waiting cannot help.
+    """
     from kubernetes import client  # heavy: kubernetes client, as publish_logs
     from kubernetes.client.rest import ApiException
 
     core = client.CoreV1Api(cluster.api_client)
     deadline = time.monotonic() + timeout
-    last = ""
     while True:
         try:
             core.read_namespaced_pod_log(
@@ -366,11 +367,13 @@ def logs_served(
             )
             return None
         except ApiException as exc:
-            last = f"{exc.status} {exc.reason}"
+            last = f"{exc.status} {exc.reason}: {str(exc.body or '')[:200]}"
+            if "no logs found" not in str(exc.body or ""):
+                return f"kubectl logs unavailable: {last}"
         except Exception as exc:
             if (why := api_failure(exc)) is None:
                 raise
-            last = why
+            return f"kubectl logs unavailable: {why}"
         if time.monotonic() >= deadline:
             return f"kubectl logs unavailable: not served within {timeout:.0f}s ({last})"
         time.sleep(0.02)  # a local API server and kwok: a Logs object is seen in milliseconds

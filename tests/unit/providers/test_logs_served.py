@@ -35,6 +35,7 @@ def _core(answers: list[Any]) -> type:
 
 def test_waits_until_kwok_serves_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
     not_yet = ApiException(status=400, reason="Bad Request")
+    not_yet.body = 'no logs found for container "descheduler" in pod "kube-system/x"'
     core = _core([not_yet, not_yet, "{"])
     monkeypatch.setattr(client, "CoreV1Api", core)
     assert pod_run.logs_served(SimpleNamespace(api_client=None), POD, "descheduler") is None
@@ -42,7 +43,20 @@ def test_waits_until_kwok_serves_the_log(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_says_why_when_never_served(monkeypatch: pytest.MonkeyPatch) -> None:
-    core = _core([ApiException(status=400, reason="Bad Request")] * 1000)
+    not_yet = ApiException(status=400, reason="Bad Request")
+    not_yet.body = "no logs found for container"
+    core = _core([not_yet] * 1000)
     monkeypatch.setattr(client, "CoreV1Api", core)
     why = pod_run.logs_served(SimpleNamespace(api_client=None), POD, "descheduler", timeout=0.1)
     assert why is not None and "not served within" in why and "400 Bad Request" in why
+
+
+def test_another_answer_ends_the_wait_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node the API server cannot reach for logs (a replay's): waiting cannot help."""
+    unreachable = ApiException(status=500, reason="Internal Server Error")
+    unreachable.body = "no preferred addresses found"
+    core = _core([unreachable] * 1000)
+    monkeypatch.setattr(client, "CoreV1Api", core)
+    why = pod_run.logs_served(SimpleNamespace(api_client=None), POD, "descheduler")
+    assert core.calls == 1
+    assert why is not None and "no preferred addresses found" in why
