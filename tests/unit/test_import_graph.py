@@ -9,10 +9,12 @@ unit may import only units on its own floor or below. A new package must be plac
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import pytest_desched
+from tests.unit import REPO
 
 ROOT = Path(pytest_desched.__file__).resolve().parent
 
@@ -117,3 +119,15 @@ def test_the_graph_is_read() -> None:
     edges = {(unit(a), unit(b)) for a, b, _ in imports(modules())}
     assert ("descheduler", "providers") in edges and ("providers", "proc") in edges
     assert ("errors", "redaction") in edges  # a ground-floor module on the ground floor
+
+
+def test_mypy_is_strict_on_exactly_the_ground_floor() -> None:
+    """One list of the ground floor: pyproject's strict mypy override names the same modules."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    strict = next(
+        set(o["module"])
+        for o in config["tool"]["mypy"]["overrides"]
+        if o.get("disallow_untyped_defs")
+    )
+    ground = {"pytest_desched" if u == "__init__" else f"pytest_desched.{u}" for u in FLOORS[0]}
+    assert strict == ground, f"strict only: {strict - ground}; ground floor only: {ground - strict}"
