@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pytest_desched.errors import ToolError
 from pytest_desched.log import Reporter
+from pytest_desched.proc import run
 from pytest_desched.tools.groups import Group
 from pytest_desched.tools.versions import Versions, load_versions
 
@@ -166,15 +167,7 @@ def dep_count(packages: list[str], cwd: Path, env: dict[str, str]) -> int | None
     """How many packages a build of `packages` compiles at most (`go list -deps`): the total
     of the progress line. None when go cannot say within a minute (the build still runs)."""
     try:
-        res = subprocess.run(
-            ["go", "list", "-deps", *packages],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        res = run(["go", "list", "-deps", *packages], env=env, check=False, timeout=60, cwd=cwd)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = [x for x in res.stdout.splitlines() if x.strip()]
