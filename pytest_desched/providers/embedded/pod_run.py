@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from pytest_desched.kube import api_failure
+from pytest_desched.errors import WaitTimeout
+from pytest_desched.kube import api_failure, wait_for
 from pytest_desched.proc import free_port
 from pytest_desched.providers.jobs import (
     MetricsScrape,
@@ -359,24 +360,31 @@ def logs_served(
     from kubernetes.client.rest import ApiException
 
     core = client.CoreV1Api(cluster.api_client)
-    deadline = time.monotonic() + timeout
-    while True:
+    not_yet = "not yet"
+
+    def probe() -> tuple[str | None, str]:
+        """(None, "") once served; (not_yet, answer) while kwok has no Logs for it; else why."""
         try:
             core.read_namespaced_pod_log(
                 pod.metadata.name, pod.metadata.namespace, container=container, limit_bytes=1
             )
-            return None
+            return None, ""
         except ApiException as exc:
-            last = f"{exc.status} {exc.reason}: {str(exc.body or '')[:200]}"
-            if "no logs found" not in str(exc.body or ""):
-                return f"kubectl logs unavailable: {last}"
+            answer = f"{exc.status} {exc.reason}: {str(exc.body or '')[:200]}"
+            return (not_yet if "no logs found" in str(exc.body or "") else answer), answer
         except Exception as exc:
             if (why := api_failure(exc)) is None:
                 raise
-            return f"kubectl logs unavailable: {why}"
-        if time.monotonic() >= deadline:
-            return f"kubectl logs unavailable: not served within {timeout:.0f}s ({last})"
-        time.sleep(0.02)  # a local API server and kwok: a Logs object is seen in milliseconds
+            return why, why
+
+    try:  # a local API server and kwok: a Logs object is seen in milliseconds
+        state, _ = wait_for(
+            f"the log of pod {pod.metadata.name}", probe, lambda r: r[0] != not_yet,
+            timeout=timeout, describe=lambda r: r[1], max_interval=0.1,
+        )  # fmt: skip
+    except WaitTimeout as exc:
+        return f"kubectl logs unavailable: not served within {timeout:.0f}s ({exc})"
+    return None if state is None else f"kubectl logs unavailable: {state}"
 
 
 def write_running(cluster: Cluster, pod: Any, started: dt.datetime) -> None:
