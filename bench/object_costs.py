@@ -17,35 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+from replay_scale import run_fresh  # noqa: E402
 
 
 def run_shape(nodes: int, pods: int, work: Path) -> dict[str, Any]:
-    out = work / f"scale-{nodes}-{pods}.json"
     load = os.getloadavg()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "replay_scale.py"),
-            "--nodes",
-            str(nodes),
-            "--pods",
-            str(pods),
-            "--out",
-            str(out),
-        ],
-        stdout=subprocess.DEVNULL,
-        check=False,
-    )
-    if proc.returncode != 0 or not out.is_file():
-        raise SystemExit(f"replay_scale.py --nodes {nodes} --pods {pods} exited {proc.returncode}")
-    doc = json.loads(out.read_text())
+    doc = run_fresh(nodes, pods, work / f"scale-{nodes}-{pods}.json")
     doc["load_avg_before"] = load
     doc["load_avg_after"] = os.getloadavg()
     return doc

@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import resource
+import subprocess
 import sys
 import tempfile
 import threading
@@ -64,6 +65,17 @@ profiles:
 
 ROUND_TARGET_S = 45.0  # issue 29: restore + one round, 1,000 nodes / 10,000 pods, quiet
 RESTORE_TARGET_S = 40.0  # issue 29: the restore alone, 5,000 nodes / 10,000 pods, quiet
+
+
+def run_fresh(nodes: int, pods: int, out: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """This script in a fresh process (a fresh cluster, nothing shared with the caller's):
+    its JSON report; SystemExit naming the shape when it failed."""
+    cmd = [sys.executable, __file__, "--nodes", str(nodes), "--pods", str(pods), "--out", str(out)]
+    proc = subprocess.run([*cmd, *extra], stdout=subprocess.DEVNULL, check=False)
+    if proc.returncode != 0 or not out.is_file():
+        raise SystemExit(f"replay_scale.py --nodes {nodes} --pods {pods} exited {proc.returncode}")
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
 
 
 def log(msg: str) -> None:

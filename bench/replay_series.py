@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from replay_scale import RESTORE_TARGET_S, ROUND_TARGET_S  # noqa: E402
+from replay_scale import RESTORE_TARGET_S, ROUND_TARGET_S, run_fresh  # noqa: E402
 
 SHAPES = ((1000, 10000), (5000, 10000))
 PARTS = (
@@ -116,25 +115,11 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             t0 = time.monotonic()
-            cmd = [
-                sys.executable,
-                str(HERE / "replay_scale.py"),
-                "--nodes",
-                str(nodes),
-                "--pods",
-                str(pods),
-                "--out",
-                str(out),
-                *extra,
-            ]
-            proc = subprocess.run(cmd, stdout=subprocess.DEVNULL)
-            if proc.returncode != 0:
-                print(
-                    f"[series] run {i} {nodes}/{pods} failed: exit {proc.returncode}",
-                    file=sys.stderr,
-                )
+            try:
+                report = run_fresh(nodes, pods, out, extra)
+            except SystemExit as exc:
+                print(f"[series] run {i}: {exc}", file=sys.stderr)
                 return 1
-            report = json.loads(out.read_text())
             report["load_at_start"] = load
             (limited if extra else runs[(nodes, pods)]).append(report)
             print(f"[series] done in {time.monotonic() - t0:.0f}s", file=sys.stderr, flush=True)

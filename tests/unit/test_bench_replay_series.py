@@ -49,7 +49,7 @@ def test_client_limits_reach_the_runs_and_targets_use_the_others(
         out.write_text(json.dumps(report))
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(mod.subprocess, "run", fake_run)
+    monkeypatch.setattr(subprocess, "run", fake_run)  # replay_scale.run_fresh starts the runs
     assert (
         mod.main(["--repeat", "1", "--out-dir", str(tmp_path), "--also-client-limits", "100,200"])
         == 0
