@@ -68,4 +68,9 @@ def check_client_rate(qps: Any = None, burst: Any = None) -> dict[str, float | i
                 "(the descheduler's --client-connection-burst)"
             )
         out["burst"] = b
+    if "qps" in out and "burst" not in out:  # the descheduler's client-go refuses it at start
+        raise ConfigError(
+            f"--client-qps {qps!r} without --client-burst: the descheduler exits at start "
+            "('burst is required to be greater than 0 ... when QPS is set'); give both"
+        )
     return out

@@ -22,7 +22,7 @@ from pytest_desched.tools.versions import load_versions
     [
         (None, None, {}),
         ("50", "100", {"qps": 50, "burst": 100}),
-        (2.5, None, {"qps": 2.5}),
+        (2.5, "5", {"qps": 2.5, "burst": 5}),
         (None, 7, {"burst": 7}),
         ("10000", "100000", {"qps": 10000, "burst": 100000}),
     ],
@@ -41,6 +41,9 @@ def test_client_rate_as_given(qps: object, burst: object, want: dict) -> None:
         ("10001", None, "--client-qps"),
         ("fast", None, "--client-qps"),
         (True, None, "--client-qps"),
+        # v0.36.0 exits at start: "burst is required to be greater than 0 when RateLimiter
+        # is not set and QPS is set to greater than 0" (a real round, 2026-12-02)
+        ("50", None, "--client-qps"),
         (None, "0", "--client-burst"),
         (None, "1.5", "--client-burst"),
         (None, "100001", "--client-burst"),
@@ -74,7 +77,9 @@ def test_client_rate_needs_a_replay_on_a_cluster(
 ) -> None:
     log = tmp_path / "incident.log"
     log.write_text("")
-    code = cli.main(["replay", "--from-log", str(log), "--client-qps", "50"])
+    code = cli.main(
+        ["replay", "--from-log", str(log), "--client-qps", "50", "--client-burst", "100"]
+    )
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--from-log" in err[0] and "--client-qps" in err[0], err
