@@ -15,6 +15,8 @@ from typing import Any
 from pytest_desched.errors import ConfigError
 
 MIN_CYCLES, MAX_CYCLES = 1, 50
+# A loop is a pod coming back in a later cycle: one cycle cannot show one (evidence/loops.py).
+MIN_LOOP_CYCLES = 2
 
 
 def check_cycles(value: Any, name: str = "cycles") -> int:
@@ -74,3 +76,21 @@ def check_client_rate(qps: Any = None, burst: Any = None) -> dict[str, float | i
             "('burst is required to be greater than 0 ... when QPS is set'); give both"
         )
     return out
+
+
+def cycles_to_run(requested: int, default: int) -> int:
+    """K a multi-cycle run makes: the caller's K when above 1, else the experiment's default."""
+    return requested if requested > 1 else max(MIN_CYCLES, default)
+
+
+def check_no_loop(
+    k: int, experiment: str, no_loop_flag: str = "--no-loop", cycles_flag: str = "--cycles"
+) -> None:
+    """`--no-loop` over K cycles, or a one-line ConfigError (exit 2) before any cluster: a
+    "no loop" answer from fewer than MIN_LOOP_CYCLES cycles could not have seen a loop."""
+    if k < MIN_LOOP_CYCLES:
+        raise ConfigError(
+            f"{no_loop_flag} with {k} cycle(s) of {experiment}: a loop is a pod evicted again "
+            f"in a later cycle, which {k} cycle(s) cannot show; give {cycles_flag} >= "
+            f"{MIN_LOOP_CYCLES}"
+        )

@@ -36,7 +36,7 @@ from typing import Any, NoReturn
 
 from pytest_desched import __version__, interrupts
 from pytest_desched import render as out
-from pytest_desched.bounds import check_cycles
+from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
     OPTION_ENV,
@@ -128,9 +128,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("--cycles/--no-loop with --parallel: not supported; drop --parallel")
     for n in names:
         try:
-            lookup(n)
+            cls = lookup(n)
         except KeyError:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
+        if args.no_loop:
+            check_no_loop(cycles_to_run(cycles, cls.default_cycles), n)
     # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
     from pytest_desched.experiments.framework import VARIANTS
 
@@ -423,7 +425,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--no-loop",
         action="store_true",
-        help="fail the experiment when the eviction-loop detector finds a loop in the K cycles",
+        help="fail the experiment unless the eviction-loop detector proves no loop in the K "
+        "cycles (K >= 2, every cycle settled; fewer cycles: refused, exit 2)",
     )
     add_config_options(r, "run")
     r.add_argument(

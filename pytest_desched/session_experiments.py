@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.bounds import check_cycles
+from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
 from pytest_desched.errors import ConfigError
 from pytest_desched.session_state import SessionState
 
@@ -308,6 +308,9 @@ class SessionExperiments(SessionState):
         from pytest_desched.experiments import lookup, run_experiment
 
         cls = lookup(experiment)
+        if params.get("no_loop") is True:  # before the context takes a namespace
+            k = cycles_to_run(check_cycles(params.get("cycles", 1)), cls.default_cycles)
+            check_no_loop(k, cls.name, "no_loop=True", "cycles")
         variant = variant or cls.default_variant
         if cls.keep_min_pod_age:
             params.setdefault("keep_min_pod_age", True)

@@ -10,10 +10,16 @@ records (`cycles_from_records`) or is constructed by a test.
 
 An owner loops when at least two cycles take part in one of these, and only then:
 - *bounce*: in one cycle a pod of the owner left node X and a replacement landed on X;
-- *alternation*: in cycle i a pod left A and a replacement landed on B, and in a later
-  cycle j a pod left B and a replacement landed on A.
+- *return*: in a later cycle a replacement landed on a node the owner's pods left in an
+  earlier cycle, whatever the path in between: an *alternation* (A->B, then B->A) or a
+  *rotation* over more nodes (A->B, B->C, C->A).
 An owner evicted in several cycles that always moves the same way (source to target, the
 runbook's positive experiment over K cycles) is no loop.
+
+"No loop" is a verdict only where a loop could have been seen (`LoopVerdict.proven`): at
+least MIN_LOOP_CYCLES cycles that ran (a skipped cycle evicts nothing), and every cycle
+settled (a replacement that arrived after the settle timeout is not in `arrived`, so a
+return through it cannot be seen). Otherwise the answer is "not proven", with why.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from itertools import dropwhile
 from typing import Any
+
+from pytest_desched.bounds import MIN_LOOP_CYCLES
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,9 @@ class CycleObs:
     cycle: int  # 1-based
     evicted: tuple[PodAt, ...] = ()
     arrived: tuple[PodAt, ...] = ()  # the owners' pods present after the cycle, not before
+    settled: bool | None = None  # False: the wait for replacements timed out (None: not waited)
+    skipped: str | None = None  # the descheduler skipped the cycle: why (its log line)
+    note: str = ""  # what the settle wait saw when it timed out
 
 
 @dataclass
@@ -48,7 +59,7 @@ class Loop:
     """One owner's loop: the cycles, nodes and pods that make it, and each step."""
 
     owner: str
-    kind: str  # "bounce" | "alternation" (both: "bounce+alternation")
+    kind: str  # "bounce" | "alternation" | "rotation", or several joined by "+"
     cycles: list[int]
     nodes: list[str]
     pods: list[str]
@@ -67,34 +78,69 @@ class Loop:
 
 @dataclass
 class LoopVerdict:
-    """The detector's answer over K cycles: `loops` empty means silent."""
+    """The detector's answer over K cycles: `loops` empty means silent; silent is "no loop"
+    only when `proven` (see the module docstring), else the `unproven` reasons say why not."""
 
     cycles: int
     loops: list[Loop] = field(default_factory=list)
     owners_evicted: dict[str, list[int]] = field(default_factory=dict)  # owner -> cycles
+    unproven: list[str] = field(default_factory=list)  # why a silent run proves nothing
 
     @property
     def silent(self) -> bool:
         return not self.loops
 
+    @property
+    def proven(self) -> bool:
+        """No loop, and a loop could have been seen: what `--no-loop` needs to pass."""
+        return self.silent and not self.unproven
+
     def summary(self) -> str:
-        if self.silent:
-            repeat = {o: c for o, c in self.owners_evicted.items() if len(c) > 1}
-            more = f"; evicted in several cycles without returning: {repeat}" if repeat else ""
-            return f"no eviction loop in {self.cycles} cycle(s){more}"
-        return "; ".join(lp.line() for lp in self.loops)
+        if not self.silent:
+            return "; ".join(lp.line() for lp in self.loops)
+        if self.unproven:
+            return f"no eviction loop seen in {self.cycles} cycle(s), but not proven: " + "; ".join(
+                self.unproven
+            )
+        repeat = {o: c for o, c in self.owners_evicted.items() if len(c) > 1}
+        more = f"; evicted in several cycles without returning: {repeat}" if repeat else ""
+        return f"no eviction loop in {self.cycles} cycle(s){more}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cycles": self.cycles,
             "silent": self.silent,
+            "proven": self.proven,
+            "unproven": self.unproven,
             "summary": self.summary(),
             "loops": [asdict(lp) for lp in self.loops],
             "owners_evicted": self.owners_evicted,
         }
 
 
-def _moves(obs: CycleObs, owner: str) -> list[tuple[PodAt, PodAt]]:
+def unproven(history: Sequence[CycleObs]) -> list[str]:
+    """Why a silent `history` cannot say "no loop": too few cycles ran, or one never settled."""
+    ran = [o.cycle for o in history if not o.skipped]
+    out = []
+    if len(ran) < MIN_LOOP_CYCLES:
+        skipped = [f"cycle {o.cycle} skipped ({o.skipped})" for o in history if o.skipped]
+        out.append(
+            f"{len(ran)} cycle(s) ran{': ' + ', '.join(skipped) if skipped else ''}; a loop is "
+            f"a pod coming back in a later cycle, so at least {MIN_LOOP_CYCLES} must run"
+        )
+    out += [
+        f"cycle {o.cycle} did not settle{': ' + o.note if o.note else ''}; a replacement that "
+        "arrived after the settle timeout is not seen, nor a loop through it"
+        for o in history
+        if o.settled is False
+    ]
+    return out
+
+
+Move = tuple[PodAt, PodAt]  # (a pod that left, a pod that landed) in one cycle
+
+
+def _moves(obs: CycleObs, owner: str) -> list[Move]:
     """Each (evicted, arrived) pair of one owner in one cycle: every pod left x every landing.
 
     Replacements carry no link to the pod they replace, so every pairing is a candidate; the
@@ -109,8 +155,47 @@ def _step(cycle: int, a: PodAt, b: PodAt) -> dict[str, Any]:
     return {"cycle": cycle, "left": a.key, "from": a.node, "landed": b.key, "on": b.node}
 
 
+def _owner_loop(owner: str, cycles: list[int], moves: dict[int, list[Move]]) -> Loop | None:
+    """One owner's loop over its eviction cycles (bounce, return), or None."""
+    steps: dict[tuple[int, str, str], dict[str, Any]] = {}
+    kinds: set[str] = set()
+
+    def add(c: int, a: PodAt, b: PodAt) -> None:
+        steps.setdefault((c, a.key, b.key), _step(c, a, b))
+
+    for c in cycles:
+        for a, b in moves[c]:
+            if a.node == b.node:
+                kinds.add("bounce")
+                add(c, a, b)
+    for j in cycles:
+        for x, y in moves[j]:
+            # a return: y landed on a node the owner's pods left in an earlier cycle i
+            left = [i for i in cycles if i < j and any(a.node == y.node for a, _ in moves[i])]
+            if x.node == y.node or not left:
+                continue
+            i = max(left)  # the latest departure from that node: the shortest way back
+            swap = any(a.node == y.node and b.node == x.node for a, b in moves[i])
+            kinds.add("alternation" if swap else "rotation")
+            add(j, x, y)
+            for a, b in moves[i]:  # the departure from y's node
+                if a.node == y.node:
+                    add(i, a, b)
+            for c in (c for c in cycles if i < c < j):  # the path: every move in between
+                for a, b in moves[c]:
+                    add(c, a, b)
+    looped = sorted({c for c, _, _ in steps})
+    if len(looped) < 2:
+        return None
+    ordered = [steps[k] for k in sorted(steps)]
+    nodes = sorted({str(s["from"]) for s in ordered} | {str(s["on"]) for s in ordered})
+    pods = sorted({s["left"] for s in ordered} | {s["landed"] for s in ordered})
+    return Loop(owner, "+".join(sorted(kinds)), looped, nodes, pods, ordered)
+
+
 def detect(history: Sequence[CycleObs]) -> LoopVerdict:
-    """Every owner that loops over `history` (see the module docstring for the rule)."""
+    """Every owner that loops over `history` (see the module docstring for the rule), and
+    whether a silent answer is proven."""
     history = sorted(history, key=lambda o: o.cycle)
     evicted_in: dict[str, list[int]] = {}
     for obs in history:
@@ -123,31 +208,10 @@ def detect(history: Sequence[CycleObs]) -> LoopVerdict:
         if len(cycles) < 2:
             continue
         moves = {o.cycle: _moves(o, owner) for o in history if o.cycle in cycles}
-        steps: dict[tuple[int, str, str], dict[str, Any]] = {}
-        kinds: set[str] = set()
-        for c, pairs in moves.items():
-            for a, b in pairs:
-                if a.node == b.node:
-                    kinds.add("bounce")
-                    steps.setdefault((c, a.key, b.key), _step(c, a, b))
-        for i in cycles:
-            for j in (c for c in cycles if c > i):
-                for a, b in moves[i]:
-                    for x, y in moves[j]:
-                        if a.node != b.node and x.node == b.node and y.node == a.node:
-                            kinds.add("alternation")
-                            steps.setdefault((i, a.key, b.key), _step(i, a, b))
-                            steps.setdefault((j, x.key, y.key), _step(j, x, y))
-        looped = sorted({c for c, _, _ in steps})
-        if len(looped) < 2:
-            continue
-        ordered = [steps[k] for k in sorted(steps)]
-        nodes = sorted({str(s["from"]) for s in ordered} | {str(s["on"]) for s in ordered})
-        pods = sorted({s["left"] for s in ordered} | {s["landed"] for s in ordered})
-        loops.append(
-            Loop(owner, "+".join(sorted(kinds, reverse=True)), looped, nodes, pods, ordered)
-        )
-    return LoopVerdict(len(history), loops, evicted_in)
+        lp = _owner_loop(owner, cycles, moves)
+        if lp is not None:
+            loops.append(lp)
+    return LoopVerdict(len(history), loops, evicted_in, unproven(history))
 
 
 # --- from the records a multi-cycle run writes ---------------------------------------------
@@ -169,6 +233,9 @@ def cycle_obs(cycle: Mapping[str, Any]) -> CycleObs:
         int(cycle["cycle"]),
         tuple(_pods(cycle.get("evicted") or [])),
         tuple(_pods(cycle.get("arrived") or [])),
+        settled=cycle.get("settled"),
+        skipped=cycle.get("skipped") or None,
+        note=str(cycle.get("note") or ""),
     )
 
 

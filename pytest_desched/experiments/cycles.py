@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.bounds import cycles_to_run
 from pytest_desched.descheduler.decisions import Fate, decide
 from pytest_desched.errors import WaitTimeout
 from pytest_desched.evidence.loops import cycles_from_records, detect
@@ -129,7 +130,7 @@ def settle(runner: Runner, before: Snapshot, timeout: float) -> tuple[Snapshot, 
 def run_cycles(runner: Runner, exp: Experiment) -> None:
     """Cycles 2..K after the experiment's own, each fate kept; then the loop verdict."""
     ctx, result = runner.ctx, runner.result
-    k = ctx.cycles if ctx.cycles > 1 else max(1, exp.default_cycles)
+    k = cycles_to_run(ctx.cycles, exp.default_cycles)
     own = list(runner.views)  # the experiment's own rounds are cycles 1..m
     if not own:
         return
@@ -140,7 +141,7 @@ def run_cycles(runner: Runner, exp: Experiment) -> None:
     for i, view in enumerate(own, 1):
         if i < len(own):
             after, ok, note = own[i].before, None, ""
-        elif k > len(own):
+        elif k > 1:  # a multi-cycle run's last own cycle settles too: its arrivals count
             after, ok, note = settle(runner, view.before, ctx.recovery_timeout)
         else:
             after, ok, note = runner.lab.snapshot(), None, ""
@@ -177,11 +178,11 @@ def run_cycles(runner: Runner, exp: Experiment) -> None:
             {"experiment": runner.label, "cycles": entries, "loops": result.loops},
             max_bytes=4 << 20,
         )
-    if ctx.no_loop:
+    if ctx.no_loop:  # passes only where a loop could have been seen (LoopVerdict.proven)
         runner.check(
             "no-eviction-loop",
-            f"no eviction loop in {k} cycle(s) (evidence/loops.py)",
-            verdict.silent,
+            f"no eviction loop in {k} cycle(s), proven (evidence/loops.py)",
+            verdict.proven,
             verdict.summary(),
         )
     exp.after_cycles()

@@ -175,6 +175,18 @@ def test_context_refuses_bad_input_before_any_change(
     assert session._provider is None
 
 
+@pytest.mark.parametrize("cycles", [1, "1"])
+def test_run_refuses_no_loop_with_one_cycle_before_any_change(
+    session: DeschedSession, cycles: object
+) -> None:
+    # one cycle cannot show a loop (a pod coming back in a later cycle): refused, not passed
+    with pytest.raises(ConfigError, match=r"no_loop=True with 1 cycle\(s\) of positive") as ei:
+        session.run("positive", no_loop=True, cycles=cycles)
+    assert "cycles >= 2" in str(ei.value) and "\n" not in str(ei.value)
+    assert session._cluster.scoped == 0  # type: ignore[union-attr]  # no policy was made
+    assert session._evidence is None and session._namespaces_used == set()
+
+
 def test_context_reserves_the_release_namespace(tmp_path: Path) -> None:
     s = DeschedSession(_config(tmp_path), report=lambda _: None)
     s._cluster = StrictCluster()  # type: ignore[assignment]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched import cli
-from pytest_desched.bounds import check_cycles
+from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
 from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.explain import explain, load, to_text
 
@@ -225,3 +225,26 @@ def test_replay_rounds_bound_is_the_cycles_bound(tmp_path: Path) -> None:
     assert check_inputs(path, None, None, 50, None).rounds == 50
     with pytest.raises(ConfigError, match=r"rounds 51: out of range; give K in 1\.\.50"):
         check_inputs(path, None, None, 51, None)
+
+
+def test_desched_run_refuses_no_loop_without_two_cycles(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    # --cycles defaults to 1 and `positive` runs one cycle: "no loop" could not be seen
+    assert cli.main(["run", "positive", "--no-loop", "--artifacts", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--no-loop with 1 cycle(s) of positive" in err[0], err
+    assert "--cycles >= 2" in err[0]
+    assert not (tmp_path / "a").exists()  # nothing was made
+
+
+@pytest.mark.parametrize(("requested", "default", "k"), [(1, 1, 1), (1, 6, 6), (3, 6, 3)])
+def test_no_loop_counts_the_cycles_the_experiment_will_run(
+    requested: int, default: int, k: int
+) -> None:
+    assert cycles_to_run(requested, default) == k
+    if k >= 2:  # preferred-1707-unfit runs 6 cycles by default: --no-loop alone is enough
+        check_no_loop(k, "x")
+    else:
+        with pytest.raises(ConfigError, match="give --cycles >= 2"):
+            check_no_loop(k, "x")

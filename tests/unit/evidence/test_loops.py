@@ -85,3 +85,86 @@ def test_records_round_trip_into_the_detector() -> None:
     v = detect(cycles_from_records(cycles))
     assert [lp.cycles for lp in v.loops] == [[1, 2]]
     assert v.to_dict()["silent"] is False
+
+
+def test_a_rotation_over_three_nodes_is_a_loop() -> None:
+    # A->B, B->C, C->A, A->B: never the exact reverse of an earlier move, yet the owner's pods
+    # come back to A (left in cycle 1) and to B (left in cycle 2)
+    history = [
+        cycle(1, [pod("a", "A")], [pod("b", "B")]),
+        cycle(2, [pod("b", "B")], [pod("c", "C")]),
+        cycle(3, [pod("c", "C")], [pod("d", "A")]),
+        cycle(4, [pod("d", "A")], [pod("e", "B")]),
+    ]
+    v = detect(history)
+    assert not v.silent and not v.proven
+    [lp] = v.loops
+    assert (lp.kind, lp.cycles, lp.nodes) == ("rotation", [1, 2, 3, 4], ["A", "B", "C"])
+    assert [(s["cycle"], s["from"], s["on"]) for s in lp.steps] == [
+        (1, "A", "B"),
+        (2, "B", "C"),
+        (3, "C", "A"),
+        (4, "A", "B"),
+    ]
+    assert "rotation" in v.summary() and "c3: lab/c left C, lab/d landed on A" in v.summary()
+
+
+def test_a_return_to_a_node_left_earlier_fires_whatever_comes_between() -> None:
+    history = [
+        cycle(1, [pod("a", "A")], [pod("b", "B")]),
+        cycle(2, [], []),
+        cycle(3, [pod("b", "B")], [pod("c", "D")]),
+        cycle(4, [pod("c", "D")], [pod("d", "A")]),
+    ]
+    [lp] = detect(history).loops
+    assert lp.cycles == [1, 3, 4] and lp.nodes == ["A", "B", "D"]
+
+
+def test_an_unsettled_cycle_makes_a_silent_run_unproven() -> None:
+    # cycle 2's replacement had not arrived by the settle timeout: a return to w1 through it
+    # cannot be seen, so "no loop" is not an answer
+    history = [
+        cycle(1, [pod("a", "w1")], [pod("b", "w2")]),
+        CycleObs(2, (pod("b", "w2"),), (), settled=False, note="timed out after 120 s"),
+        cycle(3, [], []),
+    ]
+    v = detect(history)
+    assert v.silent and not v.proven
+    assert v.unproven == [
+        "cycle 2 did not settle: timed out after 120 s; a replacement that arrived after the "
+        "settle timeout is not seen, nor a loop through it"
+    ]
+    assert v.summary().startswith("no eviction loop seen in 3 cycle(s), but not proven: cycle 2")
+    assert v.to_dict()["proven"] is False
+
+
+def test_one_cycle_or_one_that_ran_proves_nothing() -> None:
+    # a bounce inside the only cycle: no loop can be seen in one cycle, and silence is no proof
+    one = detect([cycle(1, [pod("a", "w1")], [pod("b", "w1")])])
+    assert one.silent and not one.proven
+    assert "1 cycle(s) ran; a loop is a pod coming back in a later cycle" in one.summary()
+    skipped = [
+        cycle(1, [pod("a", "w1")], [pod("b", "w2")]),
+        CycleObs(2, skipped="Skipping descheduling cycle: requires >=2 nodes"),
+    ]
+    v = detect(skipped)
+    assert not v.proven and "cycle 2 skipped (Skipping descheduling cycle" in v.unproven[0]
+
+
+def test_settled_and_skipped_cycles_proven_only_when_enough_ran() -> None:
+    history = [
+        CycleObs(1, (pod("a", "src"),), (pod("x", "dst"),), settled=True),
+        CycleObs(2, (), (), settled=True),
+        CycleObs(3, skipped="Skipping descheduling cycle: requires >=2 nodes"),
+    ]
+    v = detect(history)
+    assert v.proven and v.summary() == "no eviction loop in 3 cycle(s)"
+
+
+def test_records_carry_settled_and_skipped_into_the_verdict() -> None:
+    rows = [
+        {"cycle": 1, "evicted": [], "arrived": [], "settled": True, "skipped": None},
+        {"cycle": 2, "evicted": [], "arrived": [], "settled": False, "note": "pods Pending"},
+    ]
+    v = detect(cycles_from_records(rows))
+    assert not v.proven and "cycle 2 did not settle: pods Pending" in v.unproven[0]
