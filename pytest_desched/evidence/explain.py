@@ -3,7 +3,9 @@
 Reads what a run left, with no cluster: an experiment's `cycles.json` (experiments/cycles.py),
 its evidence folder, one round record (`<round>.json`), or a replay ledger (`desched replay
 ... -o json`). Every row comes from the descheduler's own log as the record parsed it; a
-cycle with no log line about the pod says so (no strategy selected it) instead of guessing.
+cycle with no log line about the pod says so (no strategy selected it) instead of guessing,
+and a cycle the descheduler skipped whole (its "requires >=2 nodes" line) says skipped, and
+why: no strategy looked at any pod in it, so "not picked" would be a claim it never made.
 """
 
 from __future__ import annotations
@@ -46,10 +48,12 @@ def _entry_of_record(rec: Mapping[str, Any], n: int) -> dict[str, Any]:
         }
         for d in rec.get("decisions") or []
     ]
+    verdict = str(rec.get("verdict") or "")
     return {
         "cycle": n,
         "round": rec.get("round_name"),
         "deciding_layer": rec.get("deciding_layer"),
+        "skipped": verdict.split(":", 1)[1] if verdict.startswith("skipped:") else None,
         "fates": fates,
     }
 
@@ -76,7 +80,15 @@ def _entries_of_ledger(led: Mapping[str, Any]) -> list[dict[str, Any]]:
                         "owner_ref": row.get("owner"),
                     }
                 )
-        entries.append({"cycle": i + 1, "round": (rnd or {}).get("name"), "fates": fates})
+        rnd = rnd or {}
+        entries.append(
+            {
+                "cycle": i + 1,
+                "round": rnd.get("name"),
+                "skipped": rnd.get("skipped"),
+                "fates": fates,
+            }
+        )
     return entries
 
 
@@ -131,7 +143,11 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
                     key = k
     if key is None:
         few = ", ".join(known[:6]) + (" ..." if len(known) > 6 else "")
-        raise ConfigError(f"pod {pod!r}: not in {run.get('source')}; pods there: {few or 'none'}")
+        skips = [f"cycle {c.get('cycle')}: {c['skipped']}" for c in cycles if c.get("skipped")]
+        why = f"; skipped, no pod weighed: {'; '.join(skips)}" if skips else ""
+        raise ConfigError(
+            f"pod {pod!r}: not in {run.get('source')}; pods there: {few or 'none'}{why}"
+        )
     rows, owner, gone_in = [], None, None
     for c in cycles:
         n = c.get("cycle")
@@ -139,7 +155,10 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
         before = next((p for p in c.get("pods_before") or [] if p.get("key") == key), None)
         owner = owner or (before or {}).get("owner_ref") or (fate or {}).get("owner_ref")
         row: dict[str, Any] = {"cycle": n, "round": c.get("round")}
-        if fate is not None:
+        if c.get("skipped"):  # the whole cycle: no strategy ran, no pod was weighed
+            row |= {"node": (before or {}).get("node"), "fate": "skipped", "layer": "-"}
+            row["reason"] = f"the descheduler skipped this cycle: {c['skipped']}"
+        elif fate is not None:
             why = fate.get("reason") or ""
             if fate.get("checks"):
                 why = (why + " " if why else "") + "checks: " + ", ".join(fate["checks"])

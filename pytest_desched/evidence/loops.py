@@ -251,7 +251,8 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
     engine's replacements). The owner is the row's (Kind/name) in the pod's namespace.
     """
     rows = [r for r in ledger.get("rows") or [] if isinstance(r, Mapping)]
-    n = len(ledger.get("rounds") or []) or max((len(r.get("fates") or []) for r in rows), default=0)
+    rounds = ledger.get("rounds") or []
+    n = len(rounds) or max((len(r.get("fates") or []) for r in rows), default=0)
 
     def at(r: Mapping[str, Any]) -> PodAt:
         pod = str(r.get("pod") or "")
@@ -268,5 +269,6 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
             news = len(fates) - len(list(dropwhile(lambda f: f == "new", fates)))
             if news == i:  # "new" in rounds 1..i: created after round i
                 arrived.append(at(r))
-        out.append(CycleObs(i, tuple(evicted), tuple(arrived)))
+        rnd = rounds[i - 1] if i <= len(rounds) and isinstance(rounds[i - 1], Mapping) else {}
+        out.append(CycleObs(i, tuple(evicted), tuple(arrived), skipped=rnd.get("skipped")))
     return out

@@ -248,3 +248,48 @@ def test_no_loop_counts_the_cycles_the_experiment_will_run(
     else:
         with pytest.raises(ConfigError, match="give --cycles >= 2"):
             check_no_loop(k, "x")
+
+
+SKIP = "Skipping descheduling cycle: requires >=2 nodes (found=1)"
+
+
+def test_explain_labels_a_skipped_cycle_skipped_with_why(tmp_path: Path) -> None:
+    # cycle 2 was skipped whole: no strategy weighed b, so "not-picked, layer policy" is false
+    run = json.loads(json.dumps(CYCLES))
+    run["cycles"][1] |= {"skipped": SKIP, "fates": []}
+    f = tmp_path / "cycles.json"
+    f.write_text(json.dumps(run))
+    rows = explain("b", load(f))["cycles"]
+    assert [(r["fate"], r["layer"]) for r in rows] == [
+        ("limited", "eviction-limits"),
+        ("skipped", "-"),
+    ]
+    assert rows[1]["reason"] == f"the descheduler skipped this cycle: {SKIP}"
+    assert rows[1]["node"] == "w1"
+    led = tmp_path / "ledger.json"
+    led.write_text(
+        json.dumps(
+            {
+                "rounds": [{"name": "r1"}, {"name": "r2", "skipped": SKIP}],
+                "rows": [
+                    {
+                        "pod": "lab/a",
+                        "node": "w1",
+                        "fates": [
+                            {"fate": "not-picked", "layer": "policy"},
+                            {"fate": "not-picked"},
+                        ],
+                    }
+                ],
+            }
+        )
+    )
+    assert [r["fate"] for r in explain("a", load(led))["cycles"]] == ["not-picked", "skipped"]
+
+
+def test_explain_a_skipped_round_record_names_the_skip(tmp_path: Path) -> None:
+    rec = tmp_path / "r.json"
+    rec.write_text(json.dumps({"round_name": "r1", "verdict": f"skipped:{SKIP}", "decisions": []}))
+    assert load(rec)["cycles"][0]["skipped"] == SKIP
+    with pytest.raises(ConfigError, match=r"skipped, no pod weighed: cycle 1: Skipping"):
+        explain("a", load(rec))

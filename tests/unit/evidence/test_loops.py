@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pytest_desched.evidence.loops import CycleObs, PodAt, cycles_from_records, detect
+from pytest_desched.evidence.loops import (
+    CycleObs,
+    PodAt,
+    cycles_from_ledger,
+    cycles_from_records,
+    detect,
+)
 
 RS = "lab/ReplicaSet/spread-demo-7d9f"
 
@@ -168,3 +174,12 @@ def test_records_carry_settled_and_skipped_into_the_verdict() -> None:
     ]
     v = detect(cycles_from_records(rows))
     assert not v.proven and "cycle 2 did not settle: pods Pending" in v.unproven[0]
+
+
+def test_a_ledger_round_the_descheduler_skipped_does_not_count_as_ran() -> None:
+    ledger = {
+        "rounds": [{"name": "r1"}, {"name": "r2", "skipped": "requires >=2 nodes (found=1)"}],
+        "rows": [{"pod": "lab/a", "owner": "ReplicaSet/x", "node": "w1", "fates": []}],
+    }
+    v = detect(cycles_from_ledger(ledger))
+    assert not v.proven and "cycle 2 skipped (requires >=2 nodes (found=1))" in v.unproven[0]
