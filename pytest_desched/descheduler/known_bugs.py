@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pytest_desched.descheduler.decisions import Fate, PodDecision
+from pytest_desched.descheduler.node_selector import count_selected
 
 Outcome = Literal["pass", "xfail", "fail"]
 
@@ -53,6 +54,10 @@ class RoundFacts:
     # Refused pods with an EvictionFailed event once the same binary ran long enough to
     # outlive its refusals (event_probe.py); None: not measured (no local binary).
     events_outliving: int | None = None
+    # The policy's top-level nodeSelector and each Ready node's labels: the nodes the
+    # descheduler's `found` counts (node_selector.py). None labels: not read.
+    node_selector: str | None = None
+    ready_node_labels: tuple[Mapping[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -152,18 +157,28 @@ def _skip_found(log: str) -> int | None:
 
 def _sig_1917(f: RoundFacts) -> str | None:
     """The dry-run mirror was empty, identified positively: the descheduler skipped its cycle
-    for too few nodes while the API server showed more Ready nodes.
+    for too few nodes while the API server showed more Ready nodes among those the policy's
+    nodeSelector selects (what `found` counts; a selector's other nodes prove nothing).
 
     Only this clause identifies the bug. "No decision and no lab pod named in the log" is also
     what a round whose listing was forbidden, or where no strategy ran, looks like: it is an
     absence, and an absence excuses nothing.
     """
     found = _skip_found(f.log)
-    if found is not None and found < f.ready_nodes:
-        return (
-            f"'{SKIP_MSG}' with found={found} while the API server reports "
-            f"{f.ready_nodes} Ready nodes"
-        )
+    if found is None:
+        return None
+    if not f.node_selector:
+        selected, which = f.ready_nodes, "Ready nodes"
+    elif f.ready_node_labels is None:  # the nodes `found` counts were not read: no proof
+        return None
+    else:
+        try:
+            selected = count_selected(f.node_selector, f.ready_node_labels)
+        except ValueError:  # a selector the descheduler cannot parse: it would not start
+            return None
+        which = f"Ready nodes the policy's nodeSelector {f.node_selector!r} selects"
+    if found < selected:
+        return f"'{SKIP_MSG}' with found={found} while the API server reports {selected} {which}"
     return None
 
 

@@ -26,6 +26,7 @@ from pytest_desched.descheduler.known_bugs import (
     classify,
     signatures,
 )
+from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
 from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL, Round
 from pytest_desched.evidence.assemble import (
@@ -45,7 +46,7 @@ from pytest_desched.descheduler.audit import compare
 from pytest_desched.descheduler.rounds import run_round, runbook_job_name
 from pytest_desched.experiments.assertions import no_rollout
 from pytest_desched.experiments.results import Check, ExperimentResult
-from pytest_desched.kube import node_ready, wait_for
+from pytest_desched.kube import wait_for
 from pytest_desched.tools.versions import load_versions
 
 EVICTOR = "profiles.safe-rebalance.DefaultEvictor"
@@ -288,7 +289,8 @@ class Runner:
             name = f"{name}-{self.ctx.lane}"
         name = runbook_job_name(self.ctx.cluster, self.ctx.release.namespace, name)
         before = self.lab.snapshot()
-        ready_nodes = sum(node_ready(n) for n in self.ctx.cluster.core.list_node().items)
+        pol = self.ctx.release.policy or self.ctx.policy  # what the round runs with
+        nodes = node_facts(self.ctx.cluster.core.list_node().items, pol.to_dict())
         rec = self._recording.enter_context(self.lab.record())
         if before.pdb is not None:  # the PDB must be under watch before the Job can evict
             wait_for(
@@ -316,7 +318,7 @@ class Runner:
         # codes and the outside-lab check all cover each of them, none is "outside".
         decisions = rnd.result.in_namespaces(self.lab.namespaces)
         audit, by_pod = self._audit(rnd, decisions, before)
-        view = RoundView(rnd, rec, before, after, decisions, ready_nodes, audit, by_pod)
+        view = RoundView(rnd, rec, before, after, decisions, nodes["ready_nodes"], audit, by_pod)
         self.views.append(view)
         evicted = [d for d in decisions if d.fate == Fate.EVICTED]
         self.result.evictions = len(evicted)
@@ -355,7 +357,7 @@ class Runner:
             replicas=self.ctx.replicas,
             pdb_expected_pods=(before.pdb or {}).get("expectedPods") if before.pdb else None,
             lab_pods_running=frozenset(p.name for p in before.live if p.phase == "Running"),
-            ready_nodes=ready_nodes,
+            **nodes,
         )
         return view
 

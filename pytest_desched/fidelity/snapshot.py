@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.known_bugs import RoundFacts, signatures
+from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy.scope import evicting_plugins
 from pytest_desched.errors import ConfigError
 from pytest_desched.fidelity.compare import (
@@ -29,7 +30,6 @@ from pytest_desched.fidelity.compare import (
     verdict_summary,
 )
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
-from pytest_desched.kube import node_ready
 from pytest_desched.replay.engine import check_inputs, replay
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ def _half(mode: Mode, result: Any, seen: dict[str, Any], policy: Policy, pdb: in
         frozenset(),
         decisions=tuple(rnd.result.decisions),
         log=rnd.logs,
-        ready_nodes=seen.get("ready_nodes", 0),
+        **seen.get("nodes", {}),
     )
     return Half(
         mode,
@@ -194,7 +194,7 @@ def run_snapshot_fidelity(
         box = seen[mode]
 
         def before(i: int, cluster: Any, box: dict[str, Any] = box) -> dict[str, Any]:
-            box["ready_nodes"] = sum(node_ready(n) for n in cluster.core.list_node().items)
+            box["nodes"] = node_facts(cluster.core.list_node().items, inp.policy.to_dict())
             box["cluster"] = cluster
             return {}
 

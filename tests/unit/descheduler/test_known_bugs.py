@@ -198,6 +198,30 @@ def test_1917_not_when_the_cluster_really_has_one_node() -> None:
     assert classify(facts).outcome == "fail"
 
 
+def test_1917_counts_only_the_nodes_the_policy_selects() -> None:
+    # issue 39 case 10: found=1 because the policy's nodeSelector (the existing provider's
+    # opt-in term) selects one of 5 Ready nodes; that is no mirror race
+    log = '{"ts":1,"msg":"Skipping descheduling cycle: requires >=2 nodes","v":0,"found":1}\n'
+    labels = ({"desched.io/lab": "true"},) + ({},) * 4
+    facts = dry(
+        "dry-run-skipped-mirror-race.log",
+        log=log,
+        ready_nodes=5,
+        node_selector="desched.io/lab=true",
+        ready_node_labels=labels,
+        lab_pods_running=frozenset(),
+    )
+    assert "descheduler#1917" not in signatures(facts)
+    assert classify(facts).outcome == "fail"
+    # three selected Ready nodes, found=1: the signature, naming the selector
+    three = replace(facts, ready_node_labels=({"desched.io/lab": "true"},) * 3 + ({},) * 2)
+    c = classify(three)
+    assert c.outcome == "xfail" and c.bug is BY_ID["descheduler#1917"]
+    assert "3 Ready nodes the policy's nodeSelector 'desched.io/lab=true' selects" in c.evidence
+    # a selector with the nodes' labels unread proves nothing
+    assert "descheduler#1917" not in signatures(replace(facts, ready_node_labels=None))
+
+
 def test_1917_not_on_an_absence_alone() -> None:
     """Issue 27 hole 6: no decision and no lab pod named in the log is also a round whose
     listing was forbidden or where no strategy ran; only the skip clause identifies #1917
