@@ -216,6 +216,8 @@ def _finish(args: argparse.Namespace, one: Any) -> int:
         for r in res.ledger.rounds
         if (r.extra or {}).get("exit_code") not in (0, None)
     ]
+    # a timeline change that failed to apply, a round run on a stale state (timeline_run)
+    failed += [f for res in results for f in (res.timeline or {}).get("failures") or []]
     return 1 if failed else 0
 
 

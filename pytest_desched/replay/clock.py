@@ -45,6 +45,10 @@ class WindowClock:
     def paused(self) -> bool:
         return self._paused_at is not None
 
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
     def window_t(self, wall: float | None = None) -> float:
         """Window seconds at wall time `wall` (default now); 0 before the start."""
         with self._cond:

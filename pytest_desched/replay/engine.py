@@ -101,12 +101,9 @@ class ReplayResult:
                 f"({applied or 'none reached'}); rounds at t={t['rounds_at'][:20]} s "
                 f"(every {t['every_s']:g} s: {t['every_from']})"
             )
-            late = [r for r in t["rounds"] if r.get("late_s")]
-            if late:
-                head.append(
-                    f"- {len(late)} rounds started late (up to {max(r['late_s'] for r in late):g} "
-                    "window s): the window outran the rounds at this speed"
-                )
+            # what the replay could not keep (timeline_run.finish): each failure fails it
+            head += [f"- **{f}**" for f in t.get("failures") or []]
+            head += [f"- {t['speed_check']['why']}"] if t.get("speed_check", {}).get("why") else []
             head += [
                 f"- eviction of `{e['pod']}` in round {e['round']} at t={e['at_s']} s"
                 for e in t["evictions"][:50]

@@ -118,6 +118,10 @@ class Ledger:
             counts = ", ".join(f"{k} {v}" for k, v in sorted(r.by_fate.items())) or "no decisions"
             audit = f"; API server: {r.audit_by_code}" if r.audit_by_code else ""
             skipped = f"; skipped: {r.skipped}" if r.skipped else ""
+            stale = r.extra.get("stale")  # a timeline round the due changes had not all reached
+            skipped += (
+                f"; **run on a stale state**: {len(stale)} due change(s) missing" if stale else ""
+            )
             out.append(
                 f"- round {i} `{r.name}`: {counts}; totalEvicted {r.total_evicted}{audit}{skipped}"
             )

@@ -10,10 +10,20 @@ timestamp of its eviction request (the audit log; the descheduler's log line whe
 none), read on the same clock. A round that starts later than its time (rounds take wall
 seconds; at a high speed the window outruns them) says by how much (`late_s`): the moments
 are still true, the cadence was not kept. Everything is checked before the cluster exists.
+
+A round starts only once every change due by its moment has an outcome (the barrier, up to
+BARRIER_S wall seconds without progress): at a speed the machine cannot apply changes at,
+the round waits instead of deciding on a state the incident never had at that moment. What
+the barrier could not get is in the round's record (`stale`: which change, due when, still
+missing how many window seconds later) and fails the replay (`failures`, exit 1), as does a
+change that failed to apply. A speed the machine did not keep up with (changes applied late
+or rounds started late, so a round saw changes due after its moment) is reported by how much
+(`speed`), never silently degraded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
@@ -32,6 +42,8 @@ from pytest_desched.replay.timeline import Timeline, check_speed, parse_duration
 
 Resume = Callable[[float], None]  # blocks while paused at window t; returns to resume
 DEFAULT_EVERY_S = 120.0  # the chart's CronJob schedule, */2 * * * *
+BARRIER_S = 60.0  # wall seconds a round waits for due changes with no change applied meanwhile
+KEEP_UP_S = 1.0  # window seconds a change may land after its moment and still count on time
 MAX_TIMELINE_ROUNDS = 1000
 _EVERY_N_MIN = re.compile(r"\*/(\d+) \* \* \* \*")
 
@@ -124,6 +136,46 @@ def eviction_walls(rnd: Any) -> dict[str, float]:
     return out
 
 
+# -- what a replay could not keep -----------------------------------------------------------
+def stale_line(r: dict[str, Any]) -> str:
+    """A round that ran on a stale state, in one line: which changes, how late."""
+    miss = r["stale"]
+    first = ", ".join(f"{m['verb']} {m['object']} (t={m['t']:g} s)" for m in miss[:3])
+    more = f" and {len(miss) - 3} more" if len(miss) > 3 else ""
+    return (
+        f"ran on a stale state: {len(miss)} of {r['changes_due']} change(s) due by its moment "
+        f"t={r['scheduled_t']:g} s had not been applied when it started at "
+        f"t={r['window_t']:g} s ({first}{more}; up to {max(m['late_by_s'] for m in miss):g} "
+        f"window s late) after {r['waited_s']:g} wall s of waiting"
+    )
+
+
+def kept_up(
+    speed: float, outcomes: list[dict[str, Any]], rounds: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Whether the machine kept `--speed`: every change applied and every round started within
+    KEEP_UP_S window seconds of its moment; else by how much, and a speed that would."""
+    lag = max((o["applied_t"] - o["t"] for o in outcomes), default=0.0)
+    late = max((r.get("late_s") or 0.0 for r in rounds), default=0.0)
+    ahead = [r for r in rounds if r.get("ahead")]
+    ok = lag <= KEEP_UP_S and late <= KEEP_UP_S
+    why = ""
+    if not ok:
+        saw = (
+            f" ({len(ahead)} of them saw {sum(r['ahead'] for r in ahead)} change(s) due after "
+            "their moments)"
+            if ahead
+            else ""
+        )
+        slower = speed * KEEP_UP_S / max(lag, late)  # a lag in window s scales with the speed
+        why = (
+            f"--speed {speed:g} is more than this machine kept up with: changes were applied up "
+            f"to {lag:.1f} window s after their moments, rounds started up to {late:.1f} window "
+            f"s late{saw}; replay at --speed {slower:.2g} or less to keep the incident's timing"
+        )
+    return {"kept_up": ok, "max_change_lag_s": round(lag, 2), "max_round_late_s": late, "why": why}
+
+
 # -- the driver ------------------------------------------------------------------------------
 class TimelineDriver:
     """The engine's hooks for one timeline replay: clock, change thread, rounds, moments."""
@@ -135,8 +187,10 @@ class TimelineDriver:
         report: Reporter = say,
         resume: Resume | None = None,
         now: Callable[[], float] = time.time,
+        barrier_s: float = BARRIER_S,
     ) -> None:
         self.tl, self.plan, self.report = tl, plan, report
+        self.barrier_s = barrier_s
         pause_at = plan.get("pause_at")
         self.clock = WindowClock(plan["speed"], now=now, pause_at=pause_at)
         self.resume = resume or (lambda t: None)
@@ -163,16 +217,42 @@ class TimelineDriver:
                 f"rounds at t={self.plan['rounds_at'][:8]}{' ...' if len(self.plan['rounds_at']) > 8 else ''}"
             )
         at = self.plan["rounds_at"][i - 1]
-        try:
-            started = self.clock.wait_until(at)
-        except Stopped:
-            started = self.clock.window_t()
-        late = max(0.0, started - at)
-        entry = {"round": i, "scheduled_t": at, "window_t": round(started, 2)}
-        entry["late_s"] = round(late, 2)
+        with contextlib.suppress(Stopped):  # a stopped replay: the barrier ends at once too
+            self.clock.wait_until(at)
+        due = sum(1 for c in self.tl.changes if c.t <= at)
+        waited = self._barrier(due)
+        started = self.clock.window_t()
+        with self._lock:
+            done = len(self.outcomes)
+        entry: dict[str, Any] = {"round": i, "scheduled_t": at, "window_t": round(started, 2)}
+        entry["late_s"] = round(max(0.0, started - at), 2)
         entry["wall_start"] = time.time()
+        entry |= {"changes_due": due, "waited_s": round(waited, 2), "ahead": max(0, done - due)}
+        # due by the round's moment, no outcome when it started: the round ran on a stale state
+        entry["stale"] = [
+            {"t": c.t, "verb": c.verb, "object": c.key, "late_by_s": round(started - c.t, 2)}
+            for c in self.tl.changes[done:due]
+        ]
         self.rounds.append(entry)
-        return {"window_t": entry["window_t"], "scheduled_t": at, "late_s": entry["late_s"]}
+        if entry["stale"]:
+            self.report(f"timeline round {i}: {stale_line(entry)}")
+        keys = ("window_t", "scheduled_t", "late_s", "changes_due", "waited_s", "ahead", "stale")
+        return {k: entry[k] for k in keys}
+
+    def _barrier(self, due: int) -> float:
+        """Wait until the first `due` changes have an outcome, or BARRIER_S wall seconds pass
+        with none applied (a pause restarts the count); the wall seconds waited."""
+        t0 = time.monotonic()
+        with self._progress:
+            seen, quiet_since = len(self.outcomes), t0
+            while len(self.outcomes) < due and not self.clock.stopped:
+                now = time.monotonic()
+                if len(self.outcomes) > seen or self.clock.paused:
+                    seen, quiet_since = len(self.outcomes), now
+                if now - quiet_since >= self.barrier_s:
+                    break
+                self._progress.wait(min(0.2, self.barrier_s))
+        return time.monotonic() - t0
 
     def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
         walls = eviction_walls(rnd)
@@ -201,6 +281,18 @@ class TimelineDriver:
         for t in self._threads:
             t.join(timeout=60)
         counts = Counter(o["outcome"].split(":", 1)[0] for o in self.outcomes)
+        failed = [o for o in self.outcomes if o["outcome"].startswith("failed")]
+        failures = [
+            f"change at t={o['t']:g} s ({o['verb']} {o['object']}) failed to apply: "
+            f"{o['outcome'].split(':', 1)[1].strip()}"
+            for o in failed
+        ]
+        failures += [f"round {r['round']}: {stale_line(r)}" for r in self.rounds if r.get("stale")]
+        speed = kept_up(self.plan["speed"], self.outcomes, self.rounds)
+        if not speed["kept_up"]:
+            self.report(f"timeline: {speed['why']}")
+        for f in failures:
+            self.report(f"timeline: {f}")
         return {
             **self.plan,
             "applied_changes": dict(counts),
@@ -210,6 +302,8 @@ class TimelineDriver:
             "evictions": self.evictions,
             "pauses": self.pauses,
             "paused_s": round(self.clock.paused_s(), 2),
+            "speed_check": speed,
+            "failures": failures,  # each fails the replay (exit 1)
         }
 
     # threads
@@ -228,11 +322,11 @@ class TimelineDriver:
                 self.clock.wait_until(c.t)
             except Stopped:
                 return
-            t_at = self.clock.window_t()
             try:
                 outcome = apply_change(api, c)
-            except Exception as exc:  # a change that fails never stops the replay
+            except Exception as exc:  # a change that fails never stops the replay (it fails it)
                 outcome = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+            t_at = self.clock.window_t()  # when the API server had answered: in the cluster
             with self._progress:
                 self._progress.notify_all()
                 self.outcomes.append(

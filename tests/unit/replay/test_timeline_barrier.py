@@ -1,0 +1,115 @@
+"""A timeline round starts only on the state due by its moment (issue 39 case 6): it waits for
+the changes already due, says which it could not get, and a replay that could not keep its
+speed, or whose changes failed to apply, says so and exits non-zero."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_desched.replay import apply as apply_mod
+from pytest_desched.replay.cli import _finish
+from pytest_desched.replay.engine import ReplayResult
+from pytest_desched.replay.generator import generate
+from pytest_desched.replay.ledger import Ledger, RoundFigures
+from pytest_desched.replay.timeline import Change, Timeline, make_header
+from pytest_desched.replay.timeline_run import TimelineDriver, check_timeline
+
+START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
+
+
+class Cluster:
+    api_client = object()
+    kubeconfig = "kc"
+
+
+def driver_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apply: Any, **kw: Any
+) -> TimelineDriver:
+    """20 node patches due at t=1..20 s of a 60 s window, rounds every 20 s, at 100x."""
+    snap = generate(seed=3, nodes=4, pods=12)
+    node = snap.nodes[0]["metadata"]["name"]
+    changes = [
+        Change(float(t), "patch", "Node", node, None, patch={"metadata": {"labels": {"s": str(t)}}})
+        for t in range(1, 21)
+    ]
+    path = Timeline(make_header(START, 60, "test"), snap, changes).write(tmp_path / "t.jsonl")
+    tl, plan = check_timeline(path, 100, every="20s")
+    monkeypatch.setattr(apply_mod, "apply_change", apply)
+    return TimelineDriver(tl, plan, report=lambda m: None, **kw)
+
+
+def test_a_round_waits_for_every_change_due_by_its_moment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a machine slower than 100x: the first change lands only after the round's moment (t=20)
+    rounds_seen: list[int] = []
+
+    def slow(api: object, c: Change) -> str:
+        if c.t == 1.0:
+            d.clock.wait_until(20.5)
+        rounds_seen.append(len(d.rounds))  # rounds started when this change was applied
+        return "applied"
+
+    d = driver_for(tmp_path, monkeypatch, slow)
+    extra = d.before_round(1, Cluster())
+    assert rounds_seen == [0] * 20  # every due change was in before round 1 started
+    assert (extra["changes_due"], extra["stale"]) == (20, [])
+    assert extra["window_t"] >= 20.5  # it started once the last due change had landed
+    done = d.finish()
+    assert done["failures"] == []
+    speed = done["speed_check"]
+    assert not speed["kept_up"] and speed["max_change_lag_s"] >= 19
+    assert speed["why"].startswith("--speed 100 is more than this machine kept up with")
+
+
+def test_changes_the_barrier_could_not_get_mark_the_round_stale_and_fail_the_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gate = threading.Event()
+
+    def stuck(api: object, c: Change) -> str:
+        if c.t == 5.0:
+            assert gate.wait(30)  # the API server does not answer for this one
+        return "applied"
+
+    d = driver_for(tmp_path, monkeypatch, stuck, barrier_s=0.3)
+    extra = d.before_round(1, Cluster())
+    gate.set()
+    stale = extra["stale"]
+    assert [m["t"] for m in stale] == [float(t) for t in range(5, 21)]
+    assert all(m["late_by_s"] >= 20 - m["t"] for m in stale)
+    done = d.finish()
+    [failure] = done["failures"]
+    assert failure.startswith(
+        "round 1: ran on a stale state: 16 of 20 change(s) due by its moment t=20 s had not "
+        "been applied when it started"
+    )
+    assert "patch Node node-" in failure
+    led = Ledger("replay", rounds=[RoundFigures("descheduler-replay-1", extra=extra)])
+    assert "**run on a stale state**: 16 due change(s) missing" in led.to_markdown()
+
+
+def test_a_change_that_failed_to_apply_fails_the_replay_with_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def forbidden(api: object, c: Change) -> str:
+        return "failed: Forbidden" if c.t == 3.0 else "applied"
+
+    d = driver_for(tmp_path, monkeypatch, forbidden)
+    d.before_round(1, Cluster())
+    done = d.finish()
+    [failure] = done["failures"]
+    assert failure.startswith("change at t=3 s (patch Node ") and failure.endswith(
+        "failed to apply: Forbidden"
+    )
+    result = ReplayResult({}, "v0.36.0", {}, Ledger("replay"), timeline=done)
+    args = argparse.Namespace(repeat=1, output="json", output_file=str(tmp_path / "out.json"))
+    assert _finish(args, lambda i: result) == 1
+    done["failures"] = []
+    assert _finish(args, lambda i: result) == 0
