@@ -155,6 +155,12 @@ def test_recorded_label_move_replays_at_10x_with_evictions_after_the_move(
     )
     t = out.timeline
     assert t["speed"] == 10 and t["rounds_at"] == [5.0, 10.0]
+    # each round started on the state due by its moment: every change due had landed (issue 39)
+    assert t["failures"] == [], t["failures"]
+    for r in t["rounds"]:
+        due = [o for o in t["outcomes"] if o["t"] <= r["scheduled_t"]]
+        assert r["stale"] == [] and r["changes_due"] == len(due), r
+        assert all(o["applied_t"] <= r["window_t"] for o in due), (r, due)
     applied = {(o["verb"], o["object"]): o for o in t["outcomes"]}
     for c in (gained[0], lost[0], pdb[0]):
         o = applied[(c.verb, c.key)]
