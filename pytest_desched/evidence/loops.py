@@ -248,7 +248,9 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
 
     Round i's evicted pods are the rows whose fate in round i is `evicted` (on the row's
     node); its arrivals are the rows created after round i (fate `new` up to round i, the
-    engine's replacements). The owner is the row's (Kind/name) in the pod's namespace.
+    engine's replacements). The owner is the row's (Kind/name) in the pod's namespace. A
+    round with an eviction whose replacement was `missing` or `pending` when the engine's
+    wait ended did not settle; a round the descheduler skipped is skipped.
     """
     rows = [r for r in ledger.get("rows") or [] if isinstance(r, Mapping)]
     rounds = ledger.get("rounds") or []
@@ -261,14 +263,26 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
 
     out = []
     for i in range(1, n + 1):
-        evicted, arrived = [], []
+        evicted, arrived, unplaced = [], [], []
         for r in rows:
             fates = [str((f or {}).get("fate")) for f in r.get("fates") or []]
             if len(fates) >= i and fates[i - 1] == "evicted":
                 evicted.append(at(r))
+                if (r["fates"][i - 1] or {}).get("replacement") in ("missing", "pending"):
+                    unplaced.append(str(r.get("pod")))  # the engine's wait ended first
             news = len(fates) - len(list(dropwhile(lambda f: f == "new", fates)))
             if news == i:  # "new" in rounds 1..i: created after round i
                 arrived.append(at(r))
         rnd = rounds[i - 1] if i <= len(rounds) and isinstance(rounds[i - 1], Mapping) else {}
-        out.append(CycleObs(i, tuple(evicted), tuple(arrived), skipped=rnd.get("skipped")))
+        note = f"no placed replacement of {', '.join(unplaced[:3])} by the end of the wait"
+        out.append(
+            CycleObs(
+                i,
+                tuple(evicted),
+                tuple(arrived),
+                settled=False if unplaced else None,
+                skipped=rnd.get("skipped"),
+                note=note if unplaced else "",
+            )
+        )
     return out

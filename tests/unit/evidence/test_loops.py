@@ -183,3 +183,22 @@ def test_a_ledger_round_the_descheduler_skipped_does_not_count_as_ran() -> None:
     }
     v = detect(cycles_from_ledger(ledger))
     assert not v.proven and "cycle 2 skipped (requires >=2 nodes (found=1))" in v.unproven[0]
+
+
+def test_a_ledger_round_whose_replacement_was_not_placed_did_not_settle() -> None:
+    ledger = {
+        "rounds": [{"name": "r1"}, {"name": "r2"}],
+        "rows": [
+            {
+                "pod": "lab/a",
+                "owner": "ReplicaSet/x",
+                "node": "w1",
+                "fates": [{"fate": "evicted", "replacement": "pending"}, {"fate": "gone"}],
+            }
+        ],
+    }
+    v = detect(cycles_from_ledger(ledger))
+    assert not v.proven
+    assert v.unproven[0].startswith(
+        "cycle 1 did not settle: no placed replacement of lab/a by the end of the wait"
+    )
