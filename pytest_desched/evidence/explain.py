@@ -54,6 +54,7 @@ def _entry_of_record(rec: Mapping[str, Any], n: int) -> dict[str, Any]:
         "round": rec.get("round_name"),
         "deciding_layer": rec.get("deciding_layer"),
         "skipped": verdict.split(":", 1)[1] if verdict.startswith("skipped:") else None,
+        "exit_code": (rec.get("job") or {}).get("exit_code"),
         "fates": fates,
     }
 
@@ -86,6 +87,7 @@ def _entries_of_ledger(led: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "cycle": i + 1,
                 "round": rnd.get("name"),
                 "skipped": rnd.get("skipped"),
+                "exit_code": (rnd.get("extra") or {}).get("exit_code"),
                 "fates": fates,
             }
         )
@@ -122,6 +124,19 @@ def load(path: str | Path) -> dict[str, Any]:
     raise ConfigError(
         f"--record {p}: neither cycles.json, a round record nor a replay ledger; give one of them"
     )
+
+
+def _unnamed(c: Mapping[str, Any]) -> dict[str, Any]:
+    """A pod no log line of cycle `c` names: not picked, unless the cycle's descheduler
+    exited non-zero (its log may stop before any strategy reached the pod)."""
+    if c.get("exit_code") in (0, None):
+        return {"fate": "not-picked", "layer": "policy", "reason": NOT_PICKED}
+    return {
+        "fate": "unknown",
+        "layer": "-",
+        "reason": f"the cycle's descheduler exited with code {c['exit_code']}: no log line "
+        "names the pod, but the cycle may have ended before any strategy reached it",
+    }
 
 
 def _match(pod: str, key: str) -> bool:
@@ -183,12 +198,11 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
                         ("; " if row["reason"] else "") + "replaced by " + ", ".join(new)
                     )
         elif before is not None:
-            row |= {"node": before.get("node"), "fate": "not-picked", "layer": "policy"}
-            row["reason"] = NOT_PICKED
+            row |= {"node": before.get("node"), **_unnamed(c)}
         elif gone_in is not None:
             row |= {"fate": "gone", "reason": f"evicted in cycle {gone_in}"}
         elif "pods_before" not in c:
-            row |= {"fate": "not-picked", "layer": "policy", "reason": NOT_PICKED}
+            row |= _unnamed(c)
         else:
             arrived = next((a for a in c.get("arrived") or [] if a.get("key") == key), None)
             row |= {"fate": "absent", "reason": "not in the lab before this cycle"}

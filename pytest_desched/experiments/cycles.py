@@ -84,6 +84,7 @@ def observe(
         "verdict": verdict.verdict,
         "deciding_layer": verdict.label,
         "skipped": view.rnd.result.skipped,
+        "exit_code": view.rnd.exit_code,  # not 0: the log may stop before the cycle's end
         "fates": fates,
         "evicted": evicted,
         "arrived": arrived,

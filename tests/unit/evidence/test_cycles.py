@@ -293,3 +293,13 @@ def test_explain_a_skipped_round_record_names_the_skip(tmp_path: Path) -> None:
     assert load(rec)["cycles"][0]["skipped"] == SKIP
     with pytest.raises(ConfigError, match=r"skipped, no pod weighed: cycle 1: Skipping"):
         explain("a", load(rec))
+
+
+def test_explain_does_not_call_a_pod_not_picked_in_a_cycle_that_crashed(tmp_path: Path) -> None:
+    run = json.loads(json.dumps(CYCLES))
+    run["cycles"][1] |= {"exit_code": 2, "fates": []}
+    f = tmp_path / "cycles.json"
+    f.write_text(json.dumps(run))
+    row = explain("b", load(f))["cycles"][1]
+    assert (row["fate"], row["layer"]) == ("unknown", "-")
+    assert row["reason"].startswith("the cycle's descheduler exited with code 2")
