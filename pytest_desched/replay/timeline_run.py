@@ -18,7 +18,7 @@ the barrier could not get is in the round's record (`stale`: which change, due w
 missing how many window seconds later) and fails the replay (`failures`, exit 1), as does a
 change that failed to apply. A speed the machine did not keep up with (changes applied late
 or rounds started late, so a round saw changes due after its moment) is reported by how much
-(`speed`), never silently degraded.
+(`speed_check`), never silently degraded.
 """
 
 from __future__ import annotations
@@ -322,6 +322,7 @@ class TimelineDriver:
                 self.clock.wait_until(c.t)
             except Stopped:
                 return
+            t_start = self.clock.window_t()
             try:
                 outcome = apply_change(api, c)
             except Exception as exc:  # a change that fails never stops the replay (it fails it)
@@ -332,6 +333,7 @@ class TimelineDriver:
                 self.outcomes.append(
                     {
                         "t": c.t,
+                        "started_t": round(t_start, 2),  # never before `t`
                         "applied_t": round(t_at, 2),
                         "verb": c.verb,
                         "object": c.key,

@@ -165,7 +165,7 @@ def test_recorded_label_move_replays_at_10x_with_evictions_after_the_move(
     for c in (gained[0], lost[0], pdb[0]):
         o = applied[(c.verb, c.key)]
         assert o["outcome"] == "applied", o
-        assert o["applied_t"] >= c.t, o  # never before its moment in the window
+        assert o["started_t"] >= c.t, o  # never before its moment in the window
     move_applied = max(applied[(c.verb, c.key)]["applied_t"] for c in (gained[0], lost[0]))
     lab_pods = {f"{ns}/{p['metadata']['name']}" for p in tl.snapshot.pods}
     evicted = [e for e in t["evictions"] if e["pod"] in lab_pods]

@@ -18,7 +18,7 @@ from pytest_desched.replay.engine import ReplayResult
 from pytest_desched.replay.generator import generate
 from pytest_desched.replay.ledger import Ledger, RoundFigures
 from pytest_desched.replay.timeline import Change, Timeline, make_header
-from pytest_desched.replay.timeline_run import TimelineDriver, check_timeline
+from pytest_desched.replay.timeline_run import TimelineDriver, check_timeline, kept_up
 
 START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
 
@@ -113,3 +113,22 @@ def test_a_change_that_failed_to_apply_fails_the_replay_with_its_name(
     assert _finish(args, lambda i: result) == 1
     done["failures"] = []
     assert _finish(args, lambda i: result) == 0
+
+
+def test_kept_up_reads_the_lags_and_names_a_speed_that_would_keep_them() -> None:
+    fast = [{"t": 1.0, "applied_t": 1.4}]
+    assert kept_up(10, fast, [{"late_s": 0.3, "ahead": 0}]) == {
+        "kept_up": True,
+        "max_change_lag_s": 0.4,
+        "max_round_late_s": 0.3,
+        "why": "",
+    }
+    slow = [{"t": 1.0, "applied_t": 20.5}]
+    v = kept_up(100, slow, [{"late_s": 4.0, "ahead": 3}])
+    assert not v["kept_up"] and v["max_change_lag_s"] == 19.5
+    assert v["why"] == (
+        "--speed 100 is more than this machine kept up with: changes were applied up to 19.5 "
+        "window s after their moments, rounds started up to 4.0 window s late (1 of them saw 3 "
+        "change(s) due after their moments); replay at --speed 5.1 or less to keep the "
+        "incident's timing"
+    )
