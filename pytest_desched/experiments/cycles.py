@@ -32,6 +32,11 @@ if TYPE_CHECKING:
     from pytest_desched.lab.snapshot import PodInfo
 
 
+NO_LOOP = "no-eviction-loop"  # the check `no_loop` adds: passes only on a proven verdict
+NO_LOOP_NAME = "no eviction loop in {k} cycle(s), proven (evidence/loops.py)"
+NO_CYCLE = "not proven: the experiment ran no descheduling cycle"
+
+
 def owner_ref(p: PodInfo) -> str:
     """What a replacement shares with the pod it replaces: namespace/Kind/name of its owner."""
     return f"{p.namespace}/{p.owner_kind or '-'}/{p.owner or p.name}"
@@ -134,6 +139,8 @@ def run_cycles(runner: Runner, exp: Experiment) -> None:
     k = cycles_to_run(ctx.cycles, exp.default_cycles)
     own = list(runner.views)  # the experiment's own rounds are cycles 1..m
     if not own:
+        if ctx.no_loop:  # asked for, and no cycle ran: no loop could have been seen
+            runner.check(NO_LOOP, NO_LOOP_NAME.format(k=k), False, NO_CYCLE)
         return
     entries: list[dict[str, Any]] = []
     if k > 1:  # the CronJob keeps 3 finished Jobs (successfulJobsHistoryLimit): read each now
@@ -180,10 +187,5 @@ def run_cycles(runner: Runner, exp: Experiment) -> None:
             max_bytes=4 << 20,
         )
     if ctx.no_loop:  # passes only where a loop could have been seen (LoopVerdict.proven)
-        runner.check(
-            "no-eviction-loop",
-            f"no eviction loop in {k} cycle(s), proven (evidence/loops.py)",
-            verdict.proven,
-            verdict.summary(),
-        )
+        runner.check(NO_LOOP, NO_LOOP_NAME.format(k=k), verdict.proven, verdict.summary())
     exp.after_cycles()
