@@ -17,7 +17,8 @@ An owner evicted in several cycles that always moves the same way (source to tar
 runbook's positive experiment over K cycles) is no loop.
 
 "No loop" is a verdict only where a loop could have been seen (`LoopVerdict.proven`): at
-least MIN_LOOP_CYCLES cycles that ran (a skipped cycle evicts nothing), and every cycle
+least MIN_LOOP_CYCLES cycles that ran to their end (a cycle the descheduler skipped, or whose
+descheduler exited non-zero, may have evicted nothing it would have), and every cycle
 settled (a replacement that arrived after the settle timeout is not in `arrived`, so a
 return through it cannot be seen). Otherwise the answer is "not proven", with why.
 """
@@ -50,7 +51,8 @@ class CycleObs:
     evicted: tuple[PodAt, ...] = ()
     arrived: tuple[PodAt, ...] = ()  # the owners' pods present after the cycle, not before
     settled: bool | None = None  # False: the wait for replacements timed out (None: not waited)
-    skipped: str | None = None  # the descheduler skipped the cycle: why (its log line)
+    # why the cycle did not run to its end: "skipped: <its log line>", "exited with code N"
+    incomplete: str | None = None
     note: str = ""  # what the settle wait saw when it timed out
 
 
@@ -120,12 +122,13 @@ class LoopVerdict:
 
 def unproven(history: Sequence[CycleObs]) -> list[str]:
     """Why a silent `history` cannot say "no loop": too few cycles ran, or one never settled."""
-    ran = [o.cycle for o in history if not o.skipped]
+    ran = [o.cycle for o in history if not o.incomplete]
     out = []
     if len(ran) < MIN_LOOP_CYCLES:
-        skipped = [f"cycle {o.cycle} skipped ({o.skipped})" for o in history if o.skipped]
+        short = [f"cycle {o.cycle} {o.incomplete}" for o in history if o.incomplete]
         out.append(
-            f"{len(ran)} cycle(s) ran{': ' + ', '.join(skipped) if skipped else ''}; a loop is "
+            f"{len(ran)} cycle(s) ran to their end{': ' + '; '.join(short) if short else ''}; "
+            "a loop is "
             f"a pod coming back in a later cycle, so at least {MIN_LOOP_CYCLES} must run"
         )
     out += [
@@ -227,6 +230,13 @@ def _pods(items: Iterable[Mapping[str, Any]]) -> list[PodAt]:
     ]
 
 
+def incomplete(skipped: Any, exit_code: Any) -> str | None:
+    """Why a cycle did not run to its end, from its record; None: it did."""
+    if skipped:
+        return f"skipped: {skipped}"
+    return None if exit_code in (0, None) else f"exited with code {exit_code}"
+
+
 def cycle_obs(cycle: Mapping[str, Any]) -> CycleObs:
     """One entry of a record's `cycles` list (descheduler/cycles.py) as detector input."""
     return CycleObs(
@@ -234,7 +244,7 @@ def cycle_obs(cycle: Mapping[str, Any]) -> CycleObs:
         tuple(_pods(cycle.get("evicted") or [])),
         tuple(_pods(cycle.get("arrived") or [])),
         settled=cycle.get("settled"),
-        skipped=cycle.get("skipped") or None,
+        incomplete=incomplete(cycle.get("skipped"), cycle.get("exit_code")),
         note=str(cycle.get("note") or ""),
     )
 
@@ -250,7 +260,8 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
     node); its arrivals are the rows created after round i (fate `new` up to round i, the
     engine's replacements). The owner is the row's (Kind/name) in the pod's namespace. A
     round with an eviction whose replacement was `missing` or `pending` when the engine's
-    wait ended did not settle; a round the descheduler skipped is skipped.
+    wait ended did not settle; a round the descheduler skipped, or whose Job's descheduler
+    exited non-zero, did not run to its end.
     """
     rows = [r for r in ledger.get("rows") or [] if isinstance(r, Mapping)]
     rounds = ledger.get("rounds") or []
@@ -281,7 +292,9 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
                 tuple(evicted),
                 tuple(arrived),
                 settled=False if unplaced else None,
-                skipped=rnd.get("skipped"),
+                incomplete=incomplete(
+                    rnd.get("skipped"), (rnd.get("extra") or {}).get("exit_code")
+                ),
                 note=note if unplaced else "",
             )
         )

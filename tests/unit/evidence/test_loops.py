@@ -148,20 +148,20 @@ def test_one_cycle_or_one_that_ran_proves_nothing() -> None:
     # a bounce inside the only cycle: no loop can be seen in one cycle, and silence is no proof
     one = detect([cycle(1, [pod("a", "w1")], [pod("b", "w1")])])
     assert one.silent and not one.proven
-    assert "1 cycle(s) ran; a loop is a pod coming back in a later cycle" in one.summary()
+    assert "1 cycle(s) ran to their end; a loop is a pod coming back" in one.summary()
     skipped = [
         cycle(1, [pod("a", "w1")], [pod("b", "w2")]),
-        CycleObs(2, skipped="Skipping descheduling cycle: requires >=2 nodes"),
+        CycleObs(2, incomplete="skipped: Skipping descheduling cycle: requires >=2 nodes"),
     ]
     v = detect(skipped)
-    assert not v.proven and "cycle 2 skipped (Skipping descheduling cycle" in v.unproven[0]
+    assert not v.proven and "cycle 2 skipped: Skipping descheduling cycle" in v.unproven[0]
 
 
 def test_settled_and_skipped_cycles_proven_only_when_enough_ran() -> None:
     history = [
         CycleObs(1, (pod("a", "src"),), (pod("x", "dst"),), settled=True),
         CycleObs(2, (), (), settled=True),
-        CycleObs(3, skipped="Skipping descheduling cycle: requires >=2 nodes"),
+        CycleObs(3, incomplete="skipped: Skipping descheduling cycle: requires >=2 nodes"),
     ]
     v = detect(history)
     assert v.proven and v.summary() == "no eviction loop in 3 cycle(s)"
@@ -182,7 +182,7 @@ def test_a_ledger_round_the_descheduler_skipped_does_not_count_as_ran() -> None:
         "rows": [{"pod": "lab/a", "owner": "ReplicaSet/x", "node": "w1", "fates": []}],
     }
     v = detect(cycles_from_ledger(ledger))
-    assert not v.proven and "cycle 2 skipped (requires >=2 nodes (found=1))" in v.unproven[0]
+    assert not v.proven and "cycle 2 skipped: requires >=2 nodes (found=1)" in v.unproven[0]
 
 
 def test_a_ledger_round_whose_replacement_was_not_placed_did_not_settle() -> None:
@@ -202,3 +202,13 @@ def test_a_ledger_round_whose_replacement_was_not_placed_did_not_settle() -> Non
     assert v.unproven[0].startswith(
         "cycle 1 did not settle: no placed replacement of lab/a by the end of the wait"
     )
+
+
+def test_a_cycle_whose_descheduler_exited_non_zero_did_not_run_to_its_end() -> None:
+    rows = [
+        {"cycle": 1, "evicted": [], "arrived": [], "settled": True, "exit_code": 0},
+        {"cycle": 2, "evicted": [], "arrived": [], "settled": True, "exit_code": 1},
+    ]
+    v = detect(cycles_from_records(rows))
+    assert not v.proven
+    assert v.unproven[0].startswith("1 cycle(s) ran to their end: cycle 2 exited with code 1")
