@@ -11,8 +11,9 @@ records (`cycles_from_records`) or is constructed by a test.
 An owner loops when at least two cycles take part in one of these, and only then:
 - *bounce*: in one cycle a pod of the owner left node X and a replacement landed on X;
 - *return*: in a later cycle a replacement landed on a node the owner's pods left in an
-  earlier cycle, whatever the path in between: an *alternation* (A->B, then B->A) or a
-  *rotation* over more nodes (A->B, B->C, C->A).
+  earlier cycle, whatever the path in between: an *alternation* (A->B, then B->A), a
+  *rotation* over more nodes (A->B, B->C, C->A), or a plain *return* when the departure's
+  own replacement was not seen.
 An owner evicted in several cycles that always moves the same way (source to target, the
 runbook's positive experiment over K cycles) is no loop.
 
@@ -61,7 +62,7 @@ class Loop:
     """One owner's loop: the cycles, nodes and pods that make it, and each step."""
 
     owner: str
-    kind: str  # "bounce" | "alternation" | "rotation", or several joined by "+"
+    kind: str  # "bounce" | "alternation" | "rotation" | "return", or several joined by "+"
     cycles: list[int]
     nodes: list[str]
     pods: list[str]
@@ -69,7 +70,8 @@ class Loop:
 
     def line(self) -> str:
         moves = "; ".join(
-            f"c{s['cycle']}: {s['left']} left {s['from']}, {s['landed']} landed on {s['on']}"
+            f"c{s['cycle']}: {s['left']} left {s['from']}"
+            + (f", {s['landed']} landed on {s['on']}" if s["landed"] else ", no replacement seen")
             for s in self.steps
         )
         return (
@@ -154,17 +156,27 @@ def _moves(obs: CycleObs, owner: str) -> list[Move]:
     return [(a, b) for a in left for b in landed if a.node and b.node]
 
 
-def _step(cycle: int, a: PodAt, b: PodAt) -> dict[str, Any]:
-    return {"cycle": cycle, "left": a.key, "from": a.node, "landed": b.key, "on": b.node}
+def _step(cycle: int, a: PodAt, b: PodAt | None) -> dict[str, Any]:
+    """One move; `b` None: a departure whose replacement was not seen (no landing)."""
+    return {
+        "cycle": cycle,
+        "left": a.key,
+        "from": a.node,
+        "landed": b.key if b else None,
+        "on": b.node if b else None,
+    }
 
 
-def _owner_loop(owner: str, cycles: list[int], moves: dict[int, list[Move]]) -> Loop | None:
-    """One owner's loop over its eviction cycles (bounce, return), or None."""
+def _owner_loop(
+    owner: str, cycles: list[int], moves: dict[int, list[Move]], left: dict[int, list[PodAt]]
+) -> Loop | None:
+    """One owner's loop over its eviction cycles (bounce, return), or None. `left` is each
+    cycle's evicted pods: a departure counts whether or not its replacement was seen."""
     steps: dict[tuple[int, str, str], dict[str, Any]] = {}
     kinds: set[str] = set()
 
-    def add(c: int, a: PodAt, b: PodAt) -> None:
-        steps.setdefault((c, a.key, b.key), _step(c, a, b))
+    def add(c: int, a: PodAt, b: PodAt | None) -> None:
+        steps.setdefault((c, a.key, b.key if b else ""), _step(c, a, b))
 
     for c in cycles:
         for a, b in moves[c]:
@@ -174,16 +186,20 @@ def _owner_loop(owner: str, cycles: list[int], moves: dict[int, list[Move]]) -> 
     for j in cycles:
         for x, y in moves[j]:
             # a return: y landed on a node the owner's pods left in an earlier cycle i
-            left = [i for i in cycles if i < j and any(a.node == y.node for a, _ in moves[i])]
-            if x.node == y.node or not left:
+            earlier = [i for i in cycles if i < j and any(a.node == y.node for a in left[i])]
+            if x.node == y.node or not earlier:
                 continue
-            i = max(left)  # the latest departure from that node: the shortest way back
-            swap = any(a.node == y.node and b.node == x.node for a, b in moves[i])
-            kinds.add("alternation" if swap else "rotation")
+            i = max(earlier)  # the latest departure from that node: the shortest way back
+            away = [(a, b) for a, b in moves[i] if a.node == y.node]  # from y's node, seen
+            if any(b.node == x.node for _, b in away):
+                kinds.add("alternation")  # A->B, then B->A
+            else:  # over more nodes, or the departure's landing not seen: "return"
+                kinds.add("rotation" if away else "return")
             add(j, x, y)
-            for a, b in moves[i]:  # the departure from y's node
-                if a.node == y.node:
-                    add(i, a, b)
+            for a in (a for a in left[i] if a.node == y.node):  # the departure from y's node
+                landed: list[PodAt | None] = [b for p, b in away if p == a]
+                for to in landed or [None]:
+                    add(i, a, to)
             for c in (c for c in cycles if i < c < j):  # the path: every move in between
                 for a, b in moves[c]:
                     add(c, a, b)
@@ -191,8 +207,8 @@ def _owner_loop(owner: str, cycles: list[int], moves: dict[int, list[Move]]) -> 
     if len(looped) < 2:
         return None
     ordered = [steps[k] for k in sorted(steps)]
-    nodes = sorted({str(s["from"]) for s in ordered} | {str(s["on"]) for s in ordered})
-    pods = sorted({s["left"] for s in ordered} | {s["landed"] for s in ordered})
+    nodes = sorted({str(s[k]) for s in ordered for k in ("from", "on") if s[k]})
+    pods = sorted({str(s[k]) for s in ordered for k in ("left", "landed") if s[k]})
     return Loop(owner, "+".join(sorted(kinds)), looped, nodes, pods, ordered)
 
 
@@ -211,7 +227,12 @@ def detect(history: Sequence[CycleObs]) -> LoopVerdict:
         if len(cycles) < 2:
             continue
         moves = {o.cycle: _moves(o, owner) for o in history if o.cycle in cycles}
-        lp = _owner_loop(owner, cycles, moves)
+        left = {
+            o.cycle: [p for p in o.evicted if p.owner == owner and p.node]
+            for o in history
+            if o.cycle in cycles
+        }
+        lp = _owner_loop(owner, cycles, moves, left)
         if lp is not None:
             loops.append(lp)
     return LoopVerdict(len(history), loops, evicted_in, unproven(history))

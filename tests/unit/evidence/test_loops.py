@@ -212,3 +212,15 @@ def test_a_cycle_whose_descheduler_exited_non_zero_did_not_run_to_its_end() -> N
     v = detect(cycles_from_records(rows))
     assert not v.proven
     assert v.unproven[0].startswith("1 cycle(s) ran to their end: cycle 2 exited with code 1")
+
+
+def test_a_departure_whose_replacement_was_not_seen_still_counts_for_a_return() -> None:
+    # cycle 1: a left A, its replacement not seen (cycle unsettled); cycle 2: b left B for A
+    history = [
+        CycleObs(1, (pod("a", "A"),), (), settled=False),
+        cycle(2, [pod("b", "B")], [pod("c", "A")]),
+    ]
+    v = detect(history)
+    [lp] = v.loops
+    assert (lp.kind, lp.cycles, lp.nodes) == ("return", [1, 2], ["A", "B"])
+    assert "c1: lab/a left A, no replacement seen" in v.summary() and not v.proven
