@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.evidence.record import lab_namespaces
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
 
@@ -114,6 +115,7 @@ class RoundFigures:
     # owed (one per refusal with the notification on); None: the experiment does not count them.
     events_delivered: int | None = None
     events_owed: int | None = None
+    no_cycle: str | None = None  # why the round completed no descheduling cycle (no_cycle())
 
     @classmethod
     def of(cls, record: Mapping[str, Any]) -> RoundFigures:
@@ -150,6 +152,7 @@ class RoundFigures:
         f.known_bugs = sorted(record.get("known_bugs") or {})
         f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
         f.version = str((record.get("versions") or {}).get("descheduler") or "")
+        f.no_cycle = no_cycle(record)
         ev = record.get("events_delivered") or {}
         if ev:
             # The long-running process's count is the proof where it was measured.
@@ -166,6 +169,18 @@ class RoundFigures:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def no_cycle(record: Mapping[str, Any]) -> str | None:
+    """Why a round record shows no completed descheduling cycle (None: it shows one).
+
+    A skipped cycle, a Job that failed, or an exit code that was not measured compares
+    nothing: the round's fates are the absence of a cycle, not the descheduler's decisions.
+    """
+    verdict = str(record.get("verdict") or "")
+    skipped = (verdict.partition(":")[2] or "skipped") if verdict.startswith("skipped:") else None
+    job = record.get("job") or {}
+    return cycle_gap(skipped, job.get("succeeded"), job.get("exit_code"))
 
 
 def created_in_round(record: Mapping[str, Any]) -> set[str]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.canary.compare import diff_rounds, node_roles
+from pytest_desched.canary.compare import diff_rounds, no_cycle, node_roles
 from pytest_desched.canary.expectations import NO_ROUND, Change, load_explanations
 from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.static_run import add_metric_names, compare_statically, track_chart
@@ -131,12 +131,21 @@ def _rounds(t: TrackResult, label: str) -> tuple[int, str]:
     return len(r.records), (r.outcome + (f": {r.message}" if r.message else ""))
 
 
-def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
-    """Why the behaviour comparison cannot give a verdict: the baseline compared no round.
+def _gaps(t: TrackResult, label: str) -> dict[int, str]:
+    """Round index -> why, for each round of the experiment that completed no cycle."""
+    r = t.by_label().get(label)
+    records = r.records if r is not None else []
+    return {i: why for i, rec in enumerate(records) if (why := no_cycle(rec))}
 
-    A pass needs something compared: an experiment with no round on the baseline (both
-    errored before their first round, or the baseline failed) leaves nothing to judge the
-    candidate against. No experiment at all is the same.
+
+def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
+    """Why the behaviour comparison cannot give a verdict: the baseline is no reference.
+
+    A pass needs something compared: an experiment whose baseline ran no round, failed or
+    errored (it did not do what the experiment expects), or has a round that completed no
+    descheduling cycle (skipped, Job failed, exit code not measured) leaves nothing to judge
+    the candidate against, whatever the candidate did: fail -> fail is never "no change".
+    No experiment at all is the same. Each reason names what happened on both tracks.
     """
     labels = list(dict.fromkeys([*b.by_label(), *c.by_label()]))
     if not labels:
@@ -149,17 +158,42 @@ def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
                 f"{label}: zero compared rounds (baseline ran none: {bwhy}; candidate ran {nc}"
                 + (f": {cwhy})" if nc == 0 else ")")
             )
+            continue
+        base = b.by_label()[label]
+        gaps = _gaps(b, label)
+        if base.outcome not in ("fail", "error") and not gaps:
+            continue
+        said = (
+            [f"the baseline's experiment ended {bwhy}"] if base.outcome in ("fail", "error") else []
+        )
+        said += [f"the baseline's round {i}: {why}" for i, why in gaps.items()]
+        cand_gaps = [f"round {i}: {why}" for i, why in _gaps(c, label).items()]
+        cand = "; ".join([cwhy, *cand_gaps]) if nc else f"ran no round: {cwhy}"
+        out.append(
+            f"{label}: not comparable, the baseline is no reference ({'; '.join(said)}); "
+            f"candidate: {cand}"
+        )
     return out
 
 
 def candidate_ran_nothing(b: TrackResult, c: TrackResult) -> list[str]:
-    """Experiments the baseline ran rounds of and the candidate ran none: a regression, never
-    explained away (e.g. a candidate that exits 1 at start-up), with the candidate's words."""
+    """Experiments the baseline ran rounds of and the candidate ran none, or rounds whose
+    descheduling cycle the baseline completed and the candidate did not (skipped, Job failed):
+    a regression, never explained away (e.g. a candidate that exits 1 at start-up), with the
+    candidate's words."""
     out = []
     for label in b.by_label():
         (nb, _), (nc, cwhy) = _rounds(b, label), _rounds(c, label)
         if nb > 0 and nc == 0 and not c.error:
             out.append(f"{label}: the candidate ran no round (the baseline ran {nb}): {cwhy}")
+            continue
+        base_gaps = _gaps(b, label)
+        for i, why in _gaps(c, label).items():
+            if i < nb and i not in base_gaps and not c.error:
+                out.append(
+                    f"{label} round {i}: the candidate completed no descheduling cycle ({why}); "
+                    "the baseline's did"
+                )
     return out
 
 
@@ -177,17 +211,30 @@ def static_changes(static: Any) -> list[tuple[Change, str | None]]:
 def metric_changes(b: TrackResult, c: TrackResult) -> list[tuple[Change, str | None]]:
     """A family the baseline's binary served and the candidate's does not: a trigger.
 
-    A candidate whose probe did not complete proves nothing about its metrics: that is a
-    finding of its own (`metrics-unproven`), never a silent pass; the user explains it (e.g.
-    a provider that cannot run the binary) or the canary fails.
+    A track whose probe did not complete proves nothing about its metrics: on either track
+    that is a finding of its own (`metrics-unproven`, subject the track), never a silent
+    pass. Without the baseline's set there is no reference, so nothing can be "lost" either;
+    the user explains it (e.g. a provider that cannot run the binary) or the canary fails.
     """
     if b.error or c.error:
         return []  # the track's own error is the reason; no second one for the same cause
-    if c.metric_names is None:
-        why = c.metrics_why or "the candidate's metric probe did not complete"
-        return [(Change("metrics", NO_ROUND, "metrics-unproven", "candidate", why), None)]
-    if not b.metric_names:
-        return []
+    unproven: list[tuple[Change, str | None]] = [
+        (
+            Change(
+                "metrics",
+                NO_ROUND,
+                "metrics-unproven",
+                t.name,
+                t.metrics_why or f"the {t.name}'s metric probe did not complete",
+            ),
+            None,
+        )
+        for t in (b, c)
+        if t.metric_names is None
+    ]
+    if unproven or not b.metric_names:
+        return unproven
+    assert c.metric_names is not None
     return [
         (
             Change(

@@ -138,7 +138,7 @@ class CanaryReport:
                 lines += ["", "## Pod classes (what happened on each track)", ""]
                 lines.append(table(rows, ["round", "pods", "baseline", "candidate"], "md"))
         lines += ["", "## Changes", ""]
-        if not self.verdict.judged and self.rounds and not self.broken:
+        if not self.verdict.judged and self.rounds and not (self.broken or self.regressions):
             lines.append("No change to judge: every compared pod class kept its fates.")
         elif not self.verdict.judged:
             lines.append("No change found, and no pod class was compared (see above).")

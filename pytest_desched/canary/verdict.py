@@ -5,8 +5,11 @@ fail-closed round becomes continue-evicting, a metric the baseline served is gon
 bug appears. Every other behaviour change fails too unless explained: an upgrade canary
 exists to catch what nobody predicted. Explanations come from two places only: the user's
 file (expectations.py) and a known upstream bug the candidate fixes, proven by its signature
-present on the baseline's round and gone from the candidate's, with the pods' baseline
-fates exactly the ones the bug causes (known_bugs.KnownBug.fates).
+present on the baseline's round (of a version the registry lists as affected) and gone from
+a candidate round that completed its cycle and listed pods, with the pods' baseline fates
+exactly the ones the bug causes (known_bugs.KnownBug.fates) and none of them left on the
+candidate's same pods. A baseline round that completed no cycle is no reference: nothing of
+it is compared (the engine's NO VERDICT names it).
 """
 
 from __future__ import annotations
@@ -60,17 +63,22 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
                 (Change(rd.experiment, rd.index, "round-missing", "-", f"no round on {side}"), None)
             )
             continue
+        if rd.baseline.no_cycle:
+            continue  # no reference to compare against: the engine's NO VERDICT names it
         fixed: list[KnownBug] = []
+        unproven: dict[str, str] = {}  # bug id -> why its absence on the candidate proves nothing
         for bug_id in rd.bugs_fixed:
             if why := race_on_both(bug_id, rd.candidate):
                 out.append(
                     (Change(rd.experiment, rd.index, "bug-intermittent", bug_id, why), bug_id)
                 )
                 continue
-            fixed += [BY_ID[bug_id]] if bug_id in BY_ID else []
-            out.append(
-                (Change(rd.experiment, rd.index, "bug-fixed", bug_id, "signature gone"), bug_id)
-            )
+            if why := fix_unproven(bug_id, rd.baseline, rd.candidate):
+                unproven[bug_id] = why
+                continue
+            fixed.append(BY_ID[bug_id])
+            why = f"signature gone from the candidate's round ({rd.candidate.candidates} pod(s) listed)"
+            out.append((Change(rd.experiment, rd.index, "bug-fixed", bug_id, why), bug_id))
         for bug_id in rd.bugs_new:
             if bug_id in baseline_bugs:
                 why = "signature appeared here; the baseline shows it in another round"
@@ -94,12 +102,12 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
                 )
             )
         for cd in rd.classes:
-            base_fates = _fate_names(cd.baseline)
-            by = next(
-                (b.id for b in fixed if b.fates and base_fates and base_fates <= set(b.fates)),
-                None,
-            )
+            base_fates, cand_fates = _fate_names(cd.baseline), _fate_names(cd.candidate)
+            by = next((b.id for b in fixed if _fix_explains(b, base_fates, cand_fates)), None)
             detail = f"baseline: {cd.baseline_words}; candidate: {cd.candidate_words}"
+            detail += "".join(
+                f"; not credited to a fix of {bug_id}: {why}" for bug_id, why in unproven.items()
+            )
             if cd.kinds == ["replacement-seen"]:
                 detail += (
                     ": a pod this round's own eviction created, listed before the round ended "
@@ -108,6 +116,40 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
             for kind in cd.kinds:
                 out.append((Change(rd.experiment, rd.index, kind, cd.pods, detail), by))
     return out
+
+
+def fix_unproven(bug_id: str, b: RoundFigures, c: RoundFigures) -> str | None:
+    """Why a signature on the baseline and absent from the candidate proves no fix, or None.
+
+    An absence is proof only from a candidate round that completed its cycle and listed pods
+    (a candidate that listed nothing shows no signature of anything), of a bug the registry
+    says the baseline's version has.
+    """
+    bug = BY_ID.get(bug_id)
+    if bug is None:
+        return f"{bug_id} is not in the known-bug registry (known_bugs.REGISTRY)"
+    if not bug.applies_to(b.version):
+        return (
+            f"the registry does not list the baseline's version ({b.version or 'not recorded'}) "
+            f"among those {bug_id} affects ({', '.join(sorted(bug.affected))})"
+        )
+    if c.no_cycle:
+        return f"the candidate's round completed no descheduling cycle ({c.no_cycle})"
+    if not c.candidates:
+        return "the candidate's round listed no pod, so its missing signature proves nothing"
+    return None
+
+
+def _fix_explains(bug: KnownBug, base_fates: set[str], cand_fates: set[str]) -> bool:
+    """The class's baseline fates are exactly the bug's, and the candidate's own pods show
+    they are gone: it listed them (some fate) and none of them kept a fate the bug causes."""
+    return bool(
+        bug.fates
+        and base_fates
+        and base_fates <= set(bug.fates)
+        and cand_fates
+        and not cand_fates & set(bug.fates)
+    )
 
 
 def events_lost(b: RoundFigures, c: RoundFigures) -> str | None:

@@ -184,3 +184,22 @@ def decide(
     if any(d.fate == Fate.DRY_RUN for d in decisions):
         return RoundVerdict("dry-run", Layer.DRY_RUN)
     return RoundVerdict("no-candidates")
+
+
+def cycle_gap(skipped: str | None, succeeded: bool | None, exit_code: int | None) -> str | None:
+    """Why a round completed no descheduling cycle, or None when it is proven to have done so.
+
+    The proof is a cycle that was not skipped in a Job that completed with exit 0. An exit
+    code that was not measured (None) proves nothing: "not measured", never success.
+    """
+    if skipped:
+        return f"skipped: {skipped}"
+    if exit_code is None:
+        return "its exit code was not measured" + (
+            "" if succeeded else "; its Job did not complete"
+        )
+    if exit_code != 0:
+        return f"its Job's pod exited {exit_code}"
+    if succeeded is not True:
+        return "its Job did not complete (exit 0, no Complete condition)"
+    return None

@@ -24,7 +24,12 @@ def dec(name: str, node: str, fate: str, layer: str, **kw: object) -> dict:
     return {"namespace": NS, "name": name, "node": node, "fate": fate, "layer": layer, **kw}
 
 
+# A round whose cycle completed, as a real record says it (canary/compare.no_cycle reads it).
+COMPLETED = {"succeeded": True, "exit_code": 0}
+
+
 def record(decisions: list[dict], **kw: object) -> dict:
+    kw.setdefault("job", COMPLETED)
     return {"namespace": NS, "decisions": decisions, **kw}
 
 
@@ -44,6 +49,7 @@ def filtered_1882(prefix: str, node: str) -> list[dict]:
 BASELINE = record(
     filtered_1882("a", "kwok-a-worker-1"),
     known_bugs={"descheduler#1882": "every lab pod FILTERED [PodsWithoutPDB]"},
+    versions={"descheduler": "v0.36.0"},  # a version the registry lists for #1882
     distribution_after={"kwok-a-worker-1": 3, "kwok-a-worker-2": 0},
     metrics={"names": ["descheduler_build_info", "descheduler_pods_evicted_total"]},
 )

@@ -38,6 +38,8 @@ def dec(name: str, node: str, fate: str, layer: str, **kw: object) -> dict:
 
 
 def rec(decisions: list[dict], **kw: object) -> dict:
+    """A round record whose cycle completed (as a real one says it), unless `kw` says not."""
+    kw.setdefault("job", {"succeeded": True, "exit_code": 0})
     return {"namespace": NS, "decisions": decisions, **kw}
 
 
@@ -108,7 +110,7 @@ def test_a_static_only_canary_judges_no_metric_it_never_served() -> None:
     """Static-only runs no binary: its unprobed metrics are a stated gap, not a finding (the
     static-only e2e canary failed on `metrics-unproven` before this)."""
     b, c = track("baseline", metric_names=None), track("candidate", metric_names=None)
-    assert [ch.kind for ch, _ in compare_tracks(b, c)[2]] == ["metrics-unproven"]
+    assert [ch.subject for ch, _ in compare_tracks(b, c)[2]] == ["baseline", "candidate"]
     assert compare_tracks(b, c, behaviour=False)[2] == []
 
 

@@ -1,0 +1,180 @@
+"""Issue 39's canary cases, built from hand-made track results as the reporter did: a canary
+passes only on what it measured. Each test failed on the code before its fix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_desched.canary.compare import diff_rounds, node_roles
+from pytest_desched.canary.engine import (
+    candidate_ran_nothing,
+    compare_tracks,
+    metric_changes,
+    no_verdict_reasons,
+)
+from pytest_desched.canary.report import CanaryReport
+from pytest_desched.canary.tracks import TrackResult
+from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.descheduler.decisions import cycle_gap
+from pytest_desched.experiments import ExperimentResult
+
+NS = "descheduler-lab"
+ROLES_B = node_roles(["a-1", "a-2", "a-3"])
+ROLES_C = node_roles(["b-1", "b-2", "b-3"])
+FAMILIES = ["descheduler_build_info", "descheduler_loop_duration_seconds"]
+SKIP = "Skipping descheduling cycle: requires >=2 nodes (found=1)"
+DONE = {"succeeded": True, "exit_code": 0}
+
+
+def rec(decisions: list[dict], **kw: Any) -> dict:
+    kw.setdefault("job", DONE)
+    return {"namespace": NS, "decisions": decisions, **kw}
+
+
+def dec(name: str, node: str, fate: str, layer: str, **kw: object) -> dict:
+    return {"namespace": NS, "name": name, "node": node, "fate": fate, "layer": layer, **kw}
+
+
+def skipped_round() -> dict:
+    return rec([], verdict=f"skipped:{SKIP}")
+
+
+def track(name: str, *results: ExperimentResult, **kw: Any) -> TrackResult:
+    kw.setdefault("metric_names", FAMILIES)
+    return TrackResult(name, workers=["w1", "w2", "w3"], results=list(results), **kw)
+
+
+def report_of(b: TrackResult, c: TrackResult) -> CanaryReport:
+    """What run_canary builds from two tracks (the same calls, no cluster)."""
+    rounds, rows, changes = compare_tracks(b, c)
+    rep = CanaryReport(b, c, rounds, judge(changes, []), None, rows)
+    rep.no_verdict = no_verdict_reasons(b, c)
+    rep.regressions = candidate_ran_nothing(b, c)
+    return rep
+
+
+def result(outcome: str, *records: dict, message: str = "") -> ExperimentResult:
+    return ExperimentResult(
+        "positive-affinity-migration",
+        "runbook",
+        outcome,  # type: ignore[arg-type]
+        message,
+        records=list(records),
+    )
+
+
+# -- case 1: fail -> fail is never "no change" ---------------------------------------------------
+
+
+def test_both_tracks_failing_the_same_way_on_a_skipped_round_is_no_verdict() -> None:
+    why = f"[round-not-skipped] skipped: {SKIP}"
+    b = track("baseline", result("fail", skipped_round(), message=why))
+    c = track("candidate", result("fail", skipped_round(), message=why))
+    rep = report_of(b, c)
+    assert rep.broken and not rep.ok  # the CLI and the fixture exit / report 3 on `broken`
+    assert rep.headline.startswith("NO VERDICT")
+    (reason,) = rep.no_verdict
+    assert reason.startswith("positive-affinity-migration[runbook]: not comparable")
+    assert "the baseline's experiment ended fail" in reason
+    assert f"the baseline's round 0: skipped: {SKIP}" in reason
+    assert "candidate: fail" in reason  # what happened on the other track is named too
+    md = rep.markdown()
+    assert "No change to judge" not in md and "no verdict: positive" in md
+
+
+def test_a_baseline_round_whose_job_failed_compares_nothing_even_when_it_passed() -> None:
+    """A passing outcome does not make a round whose Job exited 1 a reference."""
+    bad = rec([], job={"succeeded": False, "exit_code": 1})
+    b, c = track("baseline", result("pass", bad)), track("candidate", result("pass", bad))
+    (reason,) = report_of(b, c).no_verdict
+    assert "round 0: its Job's pod exited 1" in reason
+
+
+def test_a_candidate_that_skips_where_the_baseline_ran_is_a_regression() -> None:
+    ran = rec([dec("web-6d9f7b5c4-x2kq9", "w1", "filtered", "evictor-filter")])
+    b = track("baseline", result("pass", ran))
+    c = track("candidate", result("fail", skipped_round(), message="skipped"))
+    rep = report_of(b, c)
+    assert not rep.broken and not rep.ok
+    assert rep.regressions == [
+        "positive-affinity-migration[runbook] round 0: the candidate completed no descheduling "
+        f"cycle (skipped: {SKIP}); the baseline's did"
+    ]
+    assert "No change to judge" not in rep.markdown()
+
+
+def test_an_exit_code_that_was_not_measured_is_no_completed_cycle() -> None:
+    assert cycle_gap(None, True, None) == "its exit code was not measured"
+    assert cycle_gap(None, None, None) == (
+        "its exit code was not measured; its Job did not complete"
+    )
+    assert cycle_gap(None, True, 0) is None
+
+
+# -- case 5: a failed baseline metric probe leaves the metrics unproven ---------------------------
+
+
+def test_a_failed_baseline_metric_probe_makes_the_metrics_unproven() -> None:
+    b = track("baseline", metric_names=None, metrics_why="WaitTimeout: no scrape in 30 s")
+    c = track("candidate", metric_names=[])
+    ((ch, _),) = metric_changes(b, c)
+    assert (ch.kind, ch.subject, ch.detail) == (
+        "metrics-unproven",
+        "baseline",
+        "WaitTimeout: no scrape in 30 s",
+    )
+    verdict = judge([(ch, None)], [])
+    assert not verdict.ok and "metrics-unproven" in verdict.reasons[0]
+
+
+# -- case 12: a fix is credited only on the candidate's own evidence -----------------------------
+
+FILTERED_1882 = [
+    dec(
+        f"spread-demo-6d9f7b5c4-{s}", "a-1", "filtered", "evictor-filter", checks=["PodsWithoutPDB"]
+    )
+    for s in ("x2kq9", "b7mzp", "qq4rt")
+]
+BASE_1882 = rec(
+    FILTERED_1882,
+    known_bugs={"descheduler#1882": "every lab pod filtered [PodsWithoutPDB]"},
+    versions={"descheduler": "v0.36.0"},
+)
+
+
+def _judged(base: dict, cand: dict) -> list[tuple[str, str, str | None]]:
+    rounds = diff_rounds("positive[runbook]", [base], [cand], ROLES_B, ROLES_C)
+    return [(j.change.kind, j.status, j.by) for j in judge(changes_of(rounds), []).judged]
+
+
+def test_a_candidate_that_listed_nothing_is_not_credited_with_a_fix() -> None:
+    listed_nothing = rec([], versions={"descheduler": "v0.37.0"})
+    judged = _judged(BASE_1882, listed_nothing)
+    assert judged == [("candidate-set-shrank", "unexplained", None)]
+    rounds = diff_rounds("positive[runbook]", [BASE_1882], [listed_nothing], ROLES_B, ROLES_C)
+    ((ch, _),) = changes_of(rounds)
+    assert "not credited to a fix of descheduler#1882: the candidate's round listed no pod" in (
+        ch.detail
+    )
+
+
+def test_a_fix_needs_a_baseline_version_the_registry_lists() -> None:
+    unlisted = {**BASE_1882, "versions": {"descheduler": "v0.35.0"}}
+    cand = rec([dec("spread-demo-6d9f7b5c4-zzk2w", "b-1", "evicted", "api-server")] * 1)
+    statuses = {status for _, status, _ in _judged(unlisted, cand)}
+    assert "fixed-bug" not in statuses and "unexplained" in statuses
+
+
+def test_a_candidate_that_lists_the_pods_without_the_bugs_fates_is_credited() -> None:
+    cand = rec(
+        [
+            dec("spread-demo-6d9f7b5c4-zzk2w", "b-1", "evicted", "api-server"),
+            dec("spread-demo-6d9f7b5c4-wx5c8", "b-1", "limited", "eviction-limits"),
+            dec("spread-demo-6d9f7b5c4-hh7rt", "b-1", "limited", "eviction-limits"),
+        ],
+        versions={"descheduler": "v0.37.0"},
+    )
+    assert _judged(BASE_1882, cand) == [
+        ("bug-fixed", "informative", "descheduler#1882"),
+        ("continue-evicting", "fixed-bug", "descheduler#1882"),
+    ]
