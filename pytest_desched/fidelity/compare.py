@@ -4,23 +4,29 @@ Pure logic, no cluster. The two halves ran the same state, version and policy in
 namespaces, so pods are compared by a namespace-relative identity (the workload, else the
 owner, else the pod's own name) and the node they ran on; pods of one identity on one node are
 interchangeable, so equal fates are paired first. A difference is explained only by a layer a
-dry run cannot see, each proven from the halves' own evidence (a 429 or 403 status from the API
-server, the caps each half filled, a replacement left Pending), or by a known upstream bug whose
-signature the dry-run round shows (descheduler#1917). Anything else is unexplained: the
-fidelity verdict fails.
+dry run cannot see, each proven from the halves' own evidence (explain.py: a 429 from a PDB
+that selects the pod, an RBAC 403, the caps each half filled, a replacement left Pending), or
+by a known upstream bug whose signature the dry-run round shows (descheduler#1917). Anything
+else is unexplained: the fidelity verdict fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from pytest_desched.descheduler.decisions import Fate, PodDecision
+from pytest_desched.fidelity.explain import (
+    BUG_1917,
+    EVICT,
+    EXPLAINERS,
+    UNTOUCHED,
+    Budget,
+    refusal_unexplained,
+)
 
 Mode = Literal["dry-run", "real"]
-EVICT = "evict"  # dry run's "would evict" and a real run's 201 are the same prediction
-UNTOUCHED = "untouched"  # no decision about the pod in the round's log
 # A pod the log names more than once keeps the fate furthest down the runbook's chain.
 RANK = {
     UNTOUCHED: 0,
@@ -31,14 +37,6 @@ RANK = {
     "refused": 5,
     EVICT: 6,
 }
-CAP_KEYS = ("node", "namespace", "total")
-CAP_FIELDS = {
-    "node": "maxNoOfPodsToEvictPerNode",
-    "namespace": "maxNoOfPodsToEvictPerNamespace",
-    "total": "maxNoOfPodsToEvictTotal",
-}
-BUG_1917 = "descheduler#1917"
-BUG_1882 = "descheduler#1882"
 
 
 @dataclass(frozen=True)
@@ -49,6 +47,7 @@ class PodRef:
     identity: str  # "<lab>/spread-demo": the same in both halves
     node: str | None
     namespace: str = ""
+    budgets: tuple[Budget, ...] = ()  # the PDBs that select it (budgets_of)
 
 
 @dataclass(frozen=True)
@@ -63,6 +62,8 @@ class PodFate:
     checks: tuple[str, ...] = ()
     key: str = ""
     namespace: str = ""
+    budgets: tuple[Budget, ...] = ()  # the PDBs that select the pod, before the round
+    message: str = ""  # the API server's answer to a refused eviction, as the log gives it
 
     def same_as(self) -> tuple[str, str | None]:
         """What must match across the halves: the fate as shown (a filter's checks, a
@@ -82,8 +83,10 @@ class Half:
     """What one half's round showed: its pods' fates and the evidence explanations may use.
 
     `caps`: the policy's limits (None: unlimited); `pdb_disruptions_allowed`: the lab PDB's
-    status before the round (None: no PDB); `pending`: identities with a Pending pod at the
-    end; `signatures`: known-bug id -> evidence proven from this half's round.
+    status before the round (None: no PDB; the same-state check reads it, a 429 is judged by
+    the PDBs that select its pod, PodFate.budgets); `pending`: identities with a Pending pod at
+    the end; `signatures`: known-bug id -> evidence proven from this half's round; `user`: the
+    descheduler's service account user, when known (an RBAC 403 must name it).
     """
 
     mode: Mode
@@ -93,6 +96,7 @@ class Half:
     pending: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     signatures: Mapping[str, str] = field(default_factory=dict)
     skipped: str | None = None
+    user: str = ""
     # Dry run only: the same binary's settled cycle on the same unchanged lab (mirror_probe.py)
     # and how it ran; what the Job's cycle missed and this one predicts is #1917's. A
     # `settled_how` with no `settled`: the probe ran and found no complete cycle, or could not
@@ -240,7 +244,16 @@ def fates_of(
     for p in pods:
         found = best.get(p.key)
         if found is None:
-            out.append(PodFate(p.identity, p.node, UNTOUCHED, key=p.key, namespace=p.namespace))
+            out.append(
+                PodFate(
+                    p.identity,
+                    p.node,
+                    UNTOUCHED,
+                    key=p.key,
+                    namespace=p.namespace,
+                    budgets=p.budgets,
+                )
+            )
             continue
         out.append(
             PodFate(
@@ -252,127 +265,11 @@ def fates_of(
                 tuple(found.checks),
                 key=p.key,
                 namespace=p.namespace,
+                budgets=p.budgets,
+                message=found.message or "",
             )
         )
     return tuple(out)
-
-
-# -- explanations --------------------------------------------------------------------------
-
-Explainer = Callable[[Row, Half, Half], str | None]
-
-
-def _pdb_429(row: Row, dry: Half, real: Half) -> str | None:
-    d, r = row.dry, row.real
-    if not (d and r and d.fate == EVICT and r.fate == "refused" and r.status_code == 429):
-        return None
-    pdb = real.pdb_disruptions_allowed
-    if pdb is None:
-        return None  # a 429 with no PDB in the lab is not the PDB layer: unexplained
-    return (
-        f"api-server: the eviction of {r.key} got 429 while the lab PDB allowed {pdb} "
-        "disruption(s); a dry run calls no eviction API, so no PDB is checked "
-        "(descheduler#1584, #1805)"
-    )
-
-
-def _rbac_403(row: Row, dry: Half, real: Half) -> str | None:
-    d, r = row.dry, row.real
-    if not (d and r and d.fate == EVICT and r.fate == "refused" and r.status_code == 403):
-        return None
-    return (
-        f"api-server: the eviction of {r.key} got 403 (RBAC); a dry run sends its evictions to "
-        "an in-memory client, which authorises nothing"
-    )
-
-
-def _in_scope(scope: str, a: PodFate, b: PodFate) -> bool:
-    return scope == "total" or (a.node == b.node if scope == "node" else a.namespace == b.namespace)
-
-
-def _caps(row: Row, dry: Half, real: Half) -> str | None:
-    """One half stopped the pod at a cap that the other half's evictions never filled.
-
-    Stopped means `limited`, or left unnamed after a `limited` pod of the same cap's scope: a
-    strategy stops walking a node (or the cluster) at the first cap error, v0.36.0's plugins
-    `break` there. The other half must have reached the eviction step for its pod.
-    """
-    d, r = row.dry, row.real
-    if d is None or r is None or d.fate == r.fate:
-        return None
-    for capped, other, pod, twin in ((dry, real, d, r), (real, dry, r, d)):
-        if pod.fate not in ("limited", UNTOUCHED) or twin.fate not in (EVICT, "refused"):
-            continue
-        for scope in CAP_KEYS:
-            cap = capped.caps.get(scope)
-            if cap is None:
-                continue
-            if pod.fate == UNTOUCHED and not any(
-                f.fate == "limited" and _in_scope(scope, f, pod) for f in capped.fates
-            ):
-                continue
-            filled = capped.evictions(scope, pod)
-            there = other.evictions(scope, twin) - (twin.fate == EVICT)  # besides it
-            if filled >= cap > there:
-                stop = (
-                    "the strategy stopped there, so this pod is named nowhere; "
-                    if pod.fate == UNTOUCHED
-                    else ""
-                )
-                return (
-                    f"eviction-limits: {CAP_FIELDS[scope]}={cap} was filled by {filled} "
-                    f"{'would-be ' if capped.mode == 'dry-run' else ''}eviction(s) in the "
-                    f"{capped.mode} half and by {there} in the {other.mode} half; {stop}a dry run "
-                    "counts every would-be eviction, a real run only those the API server accepted"
-                )
-    return None
-
-
-def _pending(row: Row, dry: Half, real: Half) -> str | None:
-    d, r = row.dry, row.real
-    if not (d and r and d.fate == EVICT and r.fate == EVICT):
-        return None
-    if not row.pending:
-        return None
-    return (
-        f"scheduler: the eviction happened, and {', '.join(row.pending)} stayed Pending after it; a "
-        "dry run simulates no scheduling (descheduler#1584)"
-    )
-
-
-def _known_1917(row: Row, dry: Half, real: Half) -> str | None:
-    d, r = row.dry, row.real
-    if not (d and r and d.fate == UNTOUCHED and r.fate == EVICT):
-        return None
-    ev = dry.signatures.get(BUG_1917)
-    if not ev:
-        return None
-    return f"known bug {BUG_1917} (signature proven in the dry-run round): {ev}"
-
-
-def _known_1882(row: Row, dry: Half, real: Half) -> str | None:
-    """The real run filtered the pod by PodsWithoutPDB, #1882's signature proven in its round:
-    v0.36.0's real PDB lister is never started, while the dry run's mirror lister is."""
-    r = row.real
-    if r is None or r.fate != "filtered" or r.checks != ("PodsWithoutPDB",):
-        return None
-    ev = real.signatures.get(BUG_1882)
-    if not ev:
-        return None
-    return (
-        f"known bug {BUG_1882} (signature proven in the real round): {ev}; the dry run reads "
-        "PDBs from its own mirror, whose lister is started, so it does not show the bug"
-    )
-
-
-EXPLAINERS: tuple[tuple[str, Explainer], ...] = (
-    ("api-server(pdb-429)", _pdb_429),
-    ("api-server(rbac-403)", _rbac_403),
-    ("eviction-limits", _caps),
-    ("scheduler", _pending),
-    (BUG_1882, _known_1882),
-    (BUG_1917, _known_1917),
-)
 
 
 def _explain(row: Row, dry: Half, real: Half) -> Row:
@@ -380,6 +277,9 @@ def _explain(row: Row, dry: Half, real: Half) -> Row:
         proof = fn(row, dry, real)
         if proof:
             return Row(row.identity, row.node, row.dry, row.real, name, proof, row.pending)
+    r = row.real
+    if r is not None and r.fate == "refused" and r.status_code in (403, 429):
+        return replace(row, proof=f"UNEXPLAINED: {refusal_unexplained(r)}")
     return row
 
 
@@ -453,7 +353,11 @@ def _unproven(row: Row, dry: Half) -> Row:
         if dry.settled is not None
         else f"{BUG_1917} not proven: {dry.settled_how}"
     )
-    return replace(row, proof=f"UNEXPLAINED: no hidden layer or proven bug explains it; {why}")
+    said = row.proof.removeprefix("UNEXPLAINED: ")
+    said = f"{said}; " if said else ""
+    return replace(
+        row, proof=f"UNEXPLAINED: {said}no hidden layer or proven bug explains it; {why}"
+    )
 
 
 def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:

@@ -35,6 +35,7 @@ from pytest_desched.fidelity.compare import (
     merge,
     verdict_summary,
 )
+from pytest_desched.fidelity.explain import NOT_COMPARABLE, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
 
 if TYPE_CHECKING:
@@ -49,7 +50,8 @@ DRY_SUFFIX = "+dry-run"
 DRY_RELEASE_SUFFIX = "-dryrun"  # the dry-run half's own release on a throwaway cluster  # the dry-run half's records are filed under `name[variant+dry-run]`
 CHECK_ID = "dry-run-fidelity"
 # The dry-run half's own checks that may fail without spoiling the comparison: a skipped
-# cycle is evidence (#1917's signature), not a broken state.
+# cycle with #1917's signature proven is evidence, not a broken state (cycle_gaps refuses
+# any other skip first).
 DRY_TOLERATED = frozenset({"round-not-skipped"})
 
 
@@ -132,12 +134,27 @@ def half_of(r: Runner, v: RoundView, mode: Mode) -> Half:
     def ident(p: Any) -> str:
         return identity_of(p.namespace, lab_ns, p.workload, p.owner, p.name)
 
-    pods = [PodRef(p.key, ident(p), p.node, p.namespace) for p in v.before.live]
+    pdb = v.before.pdb
+    # The lab's PDB as the API gives it, with its budget before the round (budgets_of).
+    pdbs = (
+        [
+            {
+                "metadata": {"namespace": pdb.get("namespace"), "name": pdb.get("name")},
+                "spec": {"selector": pdb.get("selector")},
+                "status": {"disruptionsAllowed": pdb.get("disruptionsAllowed")},
+            }
+        ]
+        if pdb
+        else []
+    )
+    pods = [
+        PodRef(p.key, ident(p), p.node, p.namespace, budgets_of(p.namespace, p.labels, pdbs))
+        for p in v.before.live
+    ]
     pending: dict[str, tuple[str, ...]] = {}
     if mode == "real":
         for p in r.lab.snapshot().pending():
             pending[ident(p)] = (*pending.get(ident(p), ()), p.name)
-    pdb = v.before.pdb
     return Half(
         mode,
         fates_of(pods, v.decisions, mode),
@@ -146,6 +163,7 @@ def half_of(r: Runner, v: RoundView, mode: Mode) -> Half:
         pending=pending,
         signatures=signatures(r.facts) if r.facts is not None else {},
         skipped=v.rnd.result.skipped,
+        user=v.rnd.user,
     )
 
 
@@ -385,11 +403,33 @@ def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...] | None, str]:
     return fates_of(refs, p.settled.decisions, "dry-run"), p.how
 
 
+def cycle_gaps(dry: Runner, real: Runner) -> list[str]:
+    """Each round of either half that completed no cycle the comparison can stand on
+    (explain.half_gap: skipped, Job failed, exit code not measured; the dry-run half's skip
+    only with descheduler#1917's signature proven)."""
+    out = []
+    halves: tuple[tuple[Runner, Mode], ...] = ((real, "real"), (dry, "dry-run"))
+    for r, mode in halves:
+        sigs = signatures(r.facts) if r.facts is not None else {}
+        for i, v in enumerate(r.views):
+            rnd = v.rnd
+            if gap := half_gap(mode, rnd.result.skipped, rnd.succeeded, rnd.exit_code, sigs):
+                out.append(f"round {i}: {gap}")
+    return out
+
+
 def _judge(out: FidelityOutcome, dry: Runner, real: Runner) -> None:
-    """pass: the comparison holds and both halves did what they must; else fail or error."""
+    """pass: the comparison holds and both halves did what they must; else fail or error.
+
+    A half whose round completed no cycle compared nothing: an error ("not comparable"),
+    whatever the rows say (both halves skipping alike agree on nothing but the skip).
+    """
     broken = [c for c in dry.result.failed if c.id not in DRY_TOLERATED | {CHECK_ID}]
+    gaps = cycle_gaps(dry, real)
     if dry.result.outcome == "error":
         out.outcome, out.message = "error", f"dry-run half: {dry.result.message}"
+    elif gaps:
+        out.outcome, out.message = "error", NOT_COMPARABLE + "; ".join(gaps)
     elif out.comparison is None:
         out.outcome, out.message = "error", "the halves were not compared"
     elif not out.comparison.ok:

@@ -29,6 +29,7 @@ from pytest_desched.fidelity.compare import (
     fates_of,
     verdict_summary,
 )
+from pytest_desched.fidelity.explain import NOT_COMPARABLE, Budget, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
 from pytest_desched.replay.engine import check_inputs, replay
 
@@ -82,15 +83,26 @@ def in_scope(pods: list[dict[str, Any]], policy: Policy) -> list[str]:
     return out
 
 
-def _refs(result: Any) -> list[PodRef]:
-    """The restored snapshot pods, by namespace and owner (names are the same in both)."""
+def _refs(result: Any, budgets: dict[str, tuple[Budget, ...]]) -> list[PodRef]:
+    """The restored snapshot pods, by namespace and owner (names are the same in both), each
+    with the PDBs that select it (`budgets`, by namespace/name)."""
     restored = set(result.restored_pods)
     out = []
     for r in result.ledger.rows:
         if r.origin != "snapshot" or r.pod not in restored:
             continue
         ns, name = r.pod.split("/", 1)
-        out.append(PodRef(r.pod, f"{ns}/{r.owner or name}", r.node, ns))
+        out.append(PodRef(r.pod, f"{ns}/{r.owner or name}", r.node, ns, budgets.get(r.pod, ())))
+    return out
+
+
+def pod_budgets(pods: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, Any]:
+    """namespace/name -> the snapshot's PDBs that select the pod, at the snapshot's budget."""
+    out = {}
+    for p in pods:
+        meta = p.get("metadata") or {}
+        ns = meta.get("namespace") or ""
+        out[f"{ns}/{meta.get('name')}"] = budgets_of(ns, meta.get("labels") or {}, pdbs)
     return out
 
 
@@ -137,10 +149,15 @@ def _probe(
     )
 
 
-def _half(mode: Mode, result: Any, seen: dict[str, Any], policy: Policy, pdb: int | None) -> Half:
-
+def _half(
+    mode: Mode,
+    result: Any,
+    seen: dict[str, Any],
+    policy: Policy,
+    budgets: dict[str, tuple[Budget, ...]],
+) -> Half:
     rows = [r for r in result.ledger.rows if r.origin == "snapshot"]
-    refs = _refs(result)
+    refs = _refs(result, budgets)
     pending: dict[str, tuple[str, ...]] = {}
     ident = {ref.key: ref.identity for ref in refs}
     for r in rows:
@@ -159,11 +176,25 @@ def _half(mode: Mode, result: Any, seen: dict[str, Any], policy: Policy, pdb: in
         mode,
         fates_of(refs, rnd.result.decisions, mode),
         caps=dict(policy.limits),
-        pdb_disruptions_allowed=pdb,
         pending=pending,
         signatures=signatures(facts),
         skipped=rnd.result.skipped,
+        user=rnd.user,
     )
+
+
+def judge_snapshot(c: FidelityResult, halves: dict[str, tuple[Half, Any]]) -> tuple[Outcome, str]:
+    """The verdict: an error when a half's round 1 completed no cycle the comparison can stand
+    on (explain.half_gap, the lab form's round-not-skipped and job-completed checks), else
+    pass when every difference is explained. `halves`: mode -> (its Half, its Round)."""
+    gaps = [
+        g
+        for h, rnd in halves.values()
+        if (g := half_gap(h.mode, rnd.result.skipped, rnd.succeeded, rnd.exit_code, h.signatures))
+    ]
+    if gaps:
+        return "error", NOT_COMPARABLE + "; ".join(gaps)
+    return ("pass" if c.ok else "fail"), c.line()
 
 
 def run_snapshot_fidelity(
@@ -182,11 +213,8 @@ def run_snapshot_fidelity(
             "dry run and the real run would both decide nothing: take a snapshot of the "
             "namespaces the policy acts on, or give a policy that includes them"
         )
-    pdbs = [
-        (p.get("status") or {}).get("disruptionsAllowed")
-        for p in inp.snap.items("podDisruptionBudgets")
-    ]
-    pdb = min((x for x in pdbs if isinstance(x, int)), default=None)
+    # Each pod's own PDBs (namespace + selector), never the lowest budget of any PDB anywhere.
+    budgets = pod_budgets(inp.snap.pods, inp.snap.items("podDisruptionBudgets"))
     out = SnapshotFidelity(f"fidelity-snapshot[{Path(path).name}]", None)
     seen: dict[str, dict[str, Any]] = {"real": {}, "dry-run": {}}
     results = {}
@@ -217,16 +245,17 @@ def run_snapshot_fidelity(
             dry_run=mode == "dry-run",
         )
         out.artifacts[mode] = str(cfg.artifacts)
-    dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, pdb)
+    dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, budgets)
     p = seen["dry-run"].get("probe")
     if p is not None:  # probed (settled or not), or could not be: the verdict says which
-        rows = _refs(results["dry-run"])
+        rows = _refs(results["dry-run"], budgets)
         settled = fates_of(rows, p.settled.decisions, "dry-run") if p.settled else None
         dry = replace(dry, settled=settled, settled_how=p.how)
-    real = _half("real", results["real"], seen["real"], inp.policy, pdb)
+    real = _half("real", results["real"], seen["real"], inp.policy, budgets)
     out.comparison = c = compare(dry, real)
-    out.outcome = "pass" if c.ok else "fail"
-    out.message = c.line()
+    out.outcome, out.message = judge_snapshot(
+        c, {h.mode: (h, seen[h.mode]["round"]) for h in (real, dry)}
+    )
     out.duration_s = time.monotonic() - t0
     target = config.artifacts / "fidelity.json"
     target.parent.mkdir(parents=True, exist_ok=True)

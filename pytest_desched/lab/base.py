@@ -172,8 +172,22 @@ class LabBase:
 
     @staticmethod
     def _pdb_dict(p: Any) -> dict[str, Any]:
-        s = p.status
+        s, sel = p.status, p.spec.selector
         return {
+            "name": p.metadata.name,
+            "namespace": p.metadata.namespace,
+            # which pods it selects, in the API's own form (None: it selects none)
+            "selector": (
+                {
+                    "matchLabels": dict(sel.match_labels or {}),
+                    "matchExpressions": [
+                        {"key": e.key, "operator": e.operator, "values": list(e.values or [])}
+                        for e in sel.match_expressions or []
+                    ],
+                }
+                if sel is not None
+                else None
+            ),
             "minAvailable": p.spec.min_available,
             "disruptionsAllowed": s.disruptions_allowed if s else None,
             "currentHealthy": s.current_healthy if s else None,

@@ -8,7 +8,7 @@ holding Kubernetes client objects, whatever kinds of workload the lab runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_desched.kube import pod_ready
@@ -30,6 +30,8 @@ class PodInfo:
     owner_kind: str | None = None  # ReplicaSet, ReplicationController, DaemonSet, Job, ...
     workload: str | None = None  # the lab workload's name (its label), else the `app` label
     restarts: int = 0  # container restarts, summed
+    # The pod's labels: which PDB selects it (fidelity's 429 explanation reads them).
+    labels: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> str:
@@ -56,6 +58,7 @@ class PodInfo:
             owner_kind=owners[0].kind if owners else None,
             workload=labels.get(WORKLOAD_LABEL) or labels.get("app"),
             restarts=sum(int(c.restart_count or 0) for c in statuses),
+            labels=dict(labels),
         )
 
 

@@ -3,9 +3,12 @@ proven or the difference left unexplained (a failing verdict)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, PodDecision
 from pytest_desched.fidelity.compare import (
     BUG_1917,
+    Budget,
     Half,
     PodRef,
     compare,
@@ -15,6 +18,11 @@ from pytest_desched.fidelity.compare import (
 )
 
 SRC, DST = "worker-0", "worker-1"
+SA = "system:serviceaccount:kube-system:descheduler"
+RBAC_403 = (
+    f'pods "spread-demo-b0" is forbidden: User "{SA}" cannot create resource "pods/eviction" '
+    'in API group "" in the namespace "lab-b"'
+)
 NA = "strategy-x"
 CAPS = {"node": 1, "namespace": 1, "total": 2}
 
@@ -26,9 +34,18 @@ def _pods(ns: str, n: int = 3, node: str = SRC, workload: str = "spread-demo") -
     ]
 
 
-def _d(pod: PodRef, fate: Fate, code: int | None = None, strategy: str = NA) -> PodDecision:
+def _d(
+    pod: PodRef, fate: Fate, code: int | None = None, strategy: str = NA, message: str = ""
+) -> PodDecision:
     ns, name = pod.key.split("/")
-    return PodDecision(ns, name, fate, FATE_LAYER[fate], pod.node, strategy, status_code=code)
+    return PodDecision(
+        ns, name, fate, FATE_LAYER[fate], pod.node, strategy, status_code=code, message=message
+    )
+
+
+def _guarded(pods: list[PodRef], allowed: int | None = 0, pdb: str = "lab-pdb") -> list[PodRef]:
+    """The pods with a PDB selecting them, at `allowed` disruptions before the round."""
+    return [replace(p, budgets=(Budget(f"{p.namespace}/{pdb}", allowed),)) for p in pods]
 
 
 def _half(mode, pods, decisions, **kw) -> Half:  # type: ignore[no-untyped-def]
@@ -59,7 +76,7 @@ def test_pdb_at_zero_disruptions_is_the_429_layer_and_the_caps() -> None:
     )
     real = _half(
         "real",
-        rp,
+        _guarded(rp),
         [_d(p, Fate.REFUSED, 429) for p in rp],
         pdb_disruptions_allowed=0,
     )
@@ -119,7 +136,7 @@ def test_a_different_node_is_a_difference() -> None:
 def test_403_is_the_rbac_layer() -> None:
     dp, rp = _pods("lab-a", 1), _pods("lab-b", 1)
     dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
-    real = _half("real", rp, [_d(rp[0], Fate.REFUSED, 403)])
+    real = _half("real", rp, [_d(rp[0], Fate.REFUSED, 403, message=RBAC_403)])
     res = compare(dry, real)
     assert res.ok and res.differences[0].explained_by == "api-server(rbac-403)"
 
@@ -131,7 +148,7 @@ def test_caps_the_other_way_round() -> None:
     dry = _half("dry-run", pa, [_d(pa[0], Fate.DRY_RUN), _d(pa[1], Fate.LIMITED)])
     real = _half(
         "real",
-        pb,
+        _guarded(pb[:1]) + pb[1:],  # the PDB selects the guarded workload only
         [_d(pb[0], Fate.REFUSED, 429), _d(pb[1], Fate.EVICTED)],
         pdb_disruptions_allowed=0,
     )
@@ -187,7 +204,9 @@ def test_pdb_at_zero_as_v0_36_0_logs_it() -> None:
     and the strategy stops walking the node (the third is named nowhere); for real: 3 x 429."""
     dp, rp = _pods("lab-a"), _pods("lab-b")
     dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED)])
-    real = _half("real", rp, [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0)
+    real = _half(
+        "real", _guarded(rp), [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0
+    )
     res = compare(dry, real)
     assert res.ok, [r.to_dict() for r in res.unexplained]
     unnamed = next(r for r in res.rows if r.dry.fate == "untouched")
@@ -197,7 +216,9 @@ def test_pdb_at_zero_as_v0_36_0_logs_it() -> None:
 def test_untouched_is_not_a_cap_without_a_limited_pod_in_its_scope() -> None:
     dp, rp = _pods("lab-a", 2), _pods("lab-b", 2)
     dry = _half("dry-run", dp, [_d(dp[0], Fate.DRY_RUN)])
-    real = _half("real", rp, [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0)
+    real = _half(
+        "real", _guarded(rp), [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0
+    )
     res = compare(dry, real)
     assert [r.dry.fate for r in res.unexplained] == ["untouched"]
 
@@ -212,7 +233,9 @@ def test_1917_proven_by_the_settled_cycle_then_the_429() -> None:
     dp, rp = _pods("lab-a"), _pods("lab-b")
     settled = _settled(dp, [_d(dp[0], Fate.DRY_RUN), _d(dp[1], Fate.LIMITED)])
     dry = _half("dry-run", dp, [], settled=settled, settled_how="3 cycles")
-    real = _half("real", rp, [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0)
+    real = _half(
+        "real", _guarded(rp), [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0
+    )
     res = compare(dry, real)
     assert res.ok, [r.to_dict() for r in res.unexplained]
     assert {r.explained_by for r in res.differences} == {
