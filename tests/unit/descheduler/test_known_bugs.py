@@ -8,8 +8,8 @@ import pytest
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision
 from pytest_desched.descheduler.known_bugs import (
-    BY_ID,
     EVENT_FLUSH_WINDOW_S,
+    REGISTRY,
     RoundFacts,
     classify,
     signatures,
@@ -182,20 +182,21 @@ def test_working_rounds_show_no_1882_signature() -> None:
 # -- descheduler#1917: the dry-run mirror race, identified positively -------------------------
 
 
-def dry(name: str, failed=frozenset({"lists-candidates"}), **kw) -> RoundFacts:
-    return real(name, "dry-run", set(failed), **kw)
+def dry(name: str, failed=frozenset({"round-not-skipped"}), **kw) -> RoundFacts:
+    return real(name, "positive-affinity-migration", set(failed), **kw)
 
 
 def test_1917_skip_with_fewer_nodes_than_the_api_shows() -> None:
     facts = dry("dry-run-skipped-mirror-race.log", lab_pods_running=frozenset({"spread-demo-a"}))
-    c = classify(facts)
-    assert c.outcome == "xfail" and c.bug is BY_ID["descheduler#1917"]
-    assert "found=0" in c.evidence and "3 Ready nodes" in c.evidence
+    ev = signatures(facts)["descheduler#1917"]
+    assert "found=0" in ev and "3 Ready nodes" in ev
+    # evidence for fidelity (fidelity/explain.py), never an experiment's expected failure
+    assert classify(facts).outcome == "fail"
 
 
 def test_1917_not_when_the_cluster_really_has_one_node() -> None:
     facts = dry("dry-run-skipped-mirror-race.log", ready_nodes=0, lab_pods_running=frozenset())
-    assert classify(facts).outcome == "fail"
+    assert "descheduler#1917" not in signatures(facts)
 
 
 def test_1917_counts_only_the_nodes_the_policy_selects() -> None:
@@ -245,7 +246,31 @@ def test_1917_not_on_an_absence_alone() -> None:
 def test_1917_not_when_lab_pods_were_seen_but_not_listed() -> None:
     """The old catch-all (no lab decision) no longer excuses: the log named the pods."""
     facts = dry("dry-run-candidates.log", decisions=())
-    assert facts.lab_pods_running and classify(facts).outcome == "fail"
+    assert facts.lab_pods_running and "descheduler#1917" not in signatures(facts)
+
+
+def test_every_registry_entry_names_experiments_and_checks_that_exist() -> None:
+    """An entry naming a removed experiment (#1917's "dry-run") or check excuses nothing and
+    says something false: each key must be a registered experiment's title (the name its
+    results and RoundFacts carry) whose module makes the check."""
+    import inspect
+
+    from pytest_desched.experiments import REGISTRY as EXPERIMENTS
+
+    by_title = {cls.title or cls.name: cls for cls in EXPERIMENTS.values()}
+    wrong = []
+    for bug in REGISTRY:
+        for title, checks in bug.explains.items():
+            if title not in by_title:
+                wrong.append(f"{bug.id}: no registered experiment is titled {title!r}")
+                continue
+            source = inspect.getsource(inspect.getmodule(by_title[title]))  # type: ignore[arg-type]
+            wrong += [
+                f"{bug.id}: {title} makes no check {c!r}"
+                for c in sorted(checks)
+                if f'"{c}"' not in source
+            ]
+    assert wrong == []
 
 
 # -- descheduler#1687: events lost at a one-shot exit, tolerated only with its signature ------
