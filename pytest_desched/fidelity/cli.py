@@ -4,8 +4,9 @@
     desched fidelity snapshot.yaml [--policy FILE]     (a replay snapshot restored twice)
 
 Prints, per experiment, "dry-run predicted N of M real evictions; K differences, each
-explained" and the per-pod table. Exit 0 every comparison held, 1 a difference unexplained or
-a half failed, 2 bad input (nothing changed), 3 no toolchain or cluster.
+explained" and the per-pod table, or ERROR "not comparable: ..." when a half's round completed
+no descheduling cycle. Exit 0 every comparison held, 1 a difference unexplained, a half failed
+or was not comparable, 2 bad input (nothing changed), 3 no toolchain or cluster.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def text_of(outcome: Any) -> str:
     """One experiment's block: its line, then the table of every pod either half decided."""
     head = f"{outcome.head}  {SHOWN[outcome.outcome]}"
     c = outcome.comparison
-    if c is None:
+    if c is None or outcome.outcome == "error":  # nothing compared: never "each explained"
         return f"{head}  {outcome.message}"
     lines = [
         f"{head}  {c.line()}",

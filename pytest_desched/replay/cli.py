@@ -31,6 +31,7 @@ from typing import Any
 from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
+from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
@@ -210,15 +211,27 @@ def _finish(args: argparse.Namespace, one: Any) -> int:
             data, args.output, text=lambda: rep.markdown(cmp), md=lambda: rep.markdown(cmp)
         )
         _emit(out, args.output_file)
-    failed = [
-        r.name
-        for res in results
-        for r in res.ledger.rounds
-        if (r.extra or {}).get("exit_code") not in (0, None)
-    ]
+    failed = failed_rounds(results)
+    for f in failed:
+        say(f"round {f}")
     # a timeline change that failed to apply, a round run on a stale state (timeline_run)
     failed += [f for res in results for f in (res.timeline or {}).get("failures") or []]
     return 1 if failed else 0
+
+
+def failed_rounds(results: list[Any]) -> list[str]:
+    """Each replayed round whose Job is not proven to have completed with exit 0: failed, or
+    its exit code not measured (None is "not measured", never success)."""
+    return [
+        f"{r.name}: {gap}"
+        for res in results
+        for r in res.ledger.rounds
+        if (
+            gap := cycle_gap(
+                None, (r.extra or {}).get("succeeded"), (r.extra or {}).get("exit_code")
+            )
+        )
+    ]
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

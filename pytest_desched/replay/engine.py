@@ -346,6 +346,7 @@ def _run(
         fig.audit_by_code = _audit_codes(rnd)
         fig.extra = {
             "job": rnd.name,
+            "succeeded": rnd.succeeded,
             "exit_code": rnd.exit_code,
             "age_drift_s": _drift(restored),
             **hook_extra,

@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, PodDecision
 from pytest_desched.experiments.results import ExperimentResult
+from pytest_desched.fidelity.cli import text_of
 from pytest_desched.fidelity.compare import Half, PodRef, compare, fates_of, identity_of
 from pytest_desched.fidelity.engine import FidelityOutcome, _judge
 from pytest_desched.fidelity.explain import BUG_1917, Budget
@@ -171,3 +172,16 @@ def test_the_lab_form_errors_when_a_half_skipped_its_cycle() -> None:
         "not comparable: round 0: the real half's round completed no descheduling cycle"
     )
     assert "round 0: the dry-run half's round completed no descheduling cycle" in out.message
+
+
+def test_the_command_says_not_comparable_never_each_explained() -> None:
+    c = compare(_untouched("dry-run"), _untouched("real"))
+    o = SimpleNamespace(
+        head="fidelity-snapshot[s.yaml]",
+        outcome="error",
+        comparison=c,
+        message="not comparable: the real half's round completed no cycle",
+    )
+    assert text_of(o) == (
+        "fidelity-snapshot[s.yaml]  ERROR  not comparable: the real half's round completed no cycle"
+    )
