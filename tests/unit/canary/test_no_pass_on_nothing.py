@@ -3,54 +3,20 @@ passes only on what it measured. Each test failed on the code before its fix."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pytest_desched.canary.compare import diff_rounds, node_roles
-from pytest_desched.canary.engine import (
-    candidate_ran_nothing,
-    compare_tracks,
-    metric_changes,
-    no_verdict_reasons,
-)
-from pytest_desched.canary.report import CanaryReport
-from pytest_desched.canary.tracks import TrackResult
+from pytest_desched.canary.engine import metric_changes
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.experiments import ExperimentResult
+from tests.unit.canary.test_canary_holes import dec, rec, report_of, track
 
-NS = "descheduler-lab"
 ROLES_B = node_roles(["a-1", "a-2", "a-3"])
 ROLES_C = node_roles(["b-1", "b-2", "b-3"])
-FAMILIES = ["descheduler_build_info", "descheduler_loop_duration_seconds"]
 SKIP = "Skipping descheduling cycle: requires >=2 nodes (found=1)"
-DONE = {"succeeded": True, "exit_code": 0}
-
-
-def rec(decisions: list[dict], **kw: Any) -> dict:
-    kw.setdefault("job", DONE)
-    return {"namespace": NS, "decisions": decisions, **kw}
-
-
-def dec(name: str, node: str, fate: str, layer: str, **kw: object) -> dict:
-    return {"namespace": NS, "name": name, "node": node, "fate": fate, "layer": layer, **kw}
 
 
 def skipped_round() -> dict:
     return rec([], verdict=f"skipped:{SKIP}")
-
-
-def track(name: str, *results: ExperimentResult, **kw: Any) -> TrackResult:
-    kw.setdefault("metric_names", FAMILIES)
-    return TrackResult(name, workers=["w1", "w2", "w3"], results=list(results), **kw)
-
-
-def report_of(b: TrackResult, c: TrackResult) -> CanaryReport:
-    """What run_canary builds from two tracks (the same calls, no cluster)."""
-    rounds, rows, changes = compare_tracks(b, c)
-    rep = CanaryReport(b, c, rounds, judge(changes, []), None, rows)
-    rep.no_verdict = no_verdict_reasons(b, c)
-    rep.regressions = candidate_ran_nothing(b, c)
-    return rep
 
 
 def result(outcome: str, *records: dict, message: str = "") -> ExperimentResult:
