@@ -21,9 +21,11 @@ from pytest_desched.fidelity.explain import (
     BUG_1917,
     EVICT,
     EXPLAINERS,
+    NOT_COMPARABLE,
     UNTOUCHED,
     Budget,
     refusal_unexplained,
+    skip_gap,
 )
 
 Mode = Literal["dry-run", "real"]
@@ -169,6 +171,9 @@ class FidelityResult:
     real_evictions: int
     dry_evictions: int
     mirror: str = ""  # what the #1917 mirror probe did (or why not), when it was asked
+    # Why the halves could not be compared (a half's cycle skipped: explain.skip_gap): the
+    # rows then agree on nothing but the absence of a cycle, and the verdict cannot pass.
+    not_comparable: tuple[str, ...] = ()
 
     @property
     def differences(self) -> list[Row]:
@@ -180,9 +185,11 @@ class FidelityResult:
 
     @property
     def ok(self) -> bool:
-        return not self.unexplained
+        return not self.unexplained and not self.not_comparable
 
     def line(self) -> str:
+        if self.not_comparable:
+            return NOT_COMPARABLE + "; ".join(self.not_comparable)
         k, u = len(self.differences), len(self.unexplained)
         tail = "each explained" if not u else f"{u} unexplained"
         if u and self.mirror:  # #1917 was the one explanation left: say why it is not proven
@@ -202,6 +209,7 @@ class FidelityResult:
             "differences": len(self.differences),
             "unexplained": len(self.unexplained),
             "mirror_probe": self.mirror or None,
+            "not_comparable": list(self.not_comparable),
             "rows": [r.to_dict() for r in self.rows],
         }
 
@@ -343,6 +351,9 @@ def compare(dry: Half, real: Half) -> FidelityResult:
         real_evictions=len(real_ev),
         dry_evictions=sum(1 for r in rows if r.dry and r.dry.fate == EVICT),
         mirror=dry.settled_how,
+        not_comparable=tuple(
+            g for h in (real, dry) if (g := skip_gap(h.mode, h.skipped, h.signatures))
+        ),
     )
 
 
@@ -437,6 +448,7 @@ def merge(results: Iterable[FidelityResult]) -> FidelityResult:
         real_evictions=sum(r.real_evictions for r in rs),
         dry_evictions=sum(r.dry_evictions for r in rs),
         mirror=next((r.mirror for r in rs if r.mirror), ""),
+        not_comparable=tuple(g for r in rs for g in r.not_comparable),
     )
 
 

@@ -68,6 +68,18 @@ def budgets_of(
 NOT_COMPARABLE = "not comparable: "  # the verdict's words when a half completed no cycle
 
 
+def skip_gap(mode: Mode, skipped: str | None, signatures: Mapping[str, str]) -> str | None:
+    """Why a half's skipped cycle leaves nothing to compare (None: not skipped, or excused).
+
+    The one excuse: the dry-run half's skip with descheduler#1917's signature proven in its
+    own round is the bug under test (its mirror saw too few nodes), compared and explained
+    row by row.
+    """
+    if not skipped or (mode == "dry-run" and BUG_1917 in signatures):
+        return None
+    return f"the {mode} half's round completed no descheduling cycle (skipped: {skipped})"
+
+
 def half_gap(
     mode: Mode,
     skipped: str | None,
@@ -75,20 +87,14 @@ def half_gap(
     exit_code: int | None,
     signatures: Mapping[str, str],
 ) -> str | None:
-    """Why a half's round completed no cycle the comparison can stand on (None: it did).
-
-    Skipped, Job failed, or exit code not measured (descheduler.decisions.cycle_gap): the
-    half's fates are the absence of a cycle, so nothing was compared. One exception: the
-    dry-run half's skip with descheduler#1917's signature proven in its own round is the bug
-    under test (its mirror saw too few nodes), compared and explained row by row.
-    """
-    gap = cycle_gap(skipped, succeeded, exit_code)
-    if gap is None:
-        return None
-    proven_1917 = mode == "dry-run" and skipped and BUG_1917 in signatures
-    if proven_1917 and cycle_gap(None, succeeded, exit_code) is None:
-        return None
-    return f"the {mode} half's round completed no descheduling cycle ({gap})"
+    """Why a half's round completed no cycle the comparison can stand on (None: it did):
+    a skip (skip_gap), a Job that failed or whose exit code was not measured
+    (descheduler.decisions.cycle_gap); the half's fates are then the absence of a cycle."""
+    if gap := skip_gap(mode, skipped, signatures):
+        return gap
+    if job := cycle_gap(None, succeeded, exit_code):
+        return f"the {mode} half's round completed no descheduling cycle ({job})"
+    return None
 
 
 # -- explainers --------------------------------------------------------------------------

@@ -119,7 +119,13 @@ def _untouched(mode: str, **kw: Any) -> Half:
 def test_the_snapshot_form_errors_when_neither_half_ran_a_cycle() -> None:
     dry, real = _untouched("dry-run", skipped=SKIP), _untouched("real", skipped=SKIP)
     c = compare(dry, real)
-    assert c.ok  # 0 of 0, nothing to explain: the hole this closes
+    # the comparison reads Half.skipped: never "0 of 0 real evictions; 0 differences, each
+    # explained" (what it said before)
+    assert not c.ok and not c.differences
+    assert c.line() == (
+        f"not comparable: the real half's round completed no descheduling cycle (skipped: {SKIP}); "
+        f"the dry-run half's round completed no descheduling cycle (skipped: {SKIP})"
+    )
     outcome, message = judge_snapshot(
         c, {"real": (real, _round(SKIP)), "dry-run": (dry, _round(SKIP))}
     )
