@@ -115,15 +115,11 @@ def _pdb_429(row: Row, dry: Half, real: Half) -> str | None:
     if not r.budgets or not (spent or answered):
         return None  # throttling, or a PDB with budget left: not the PDB layer, unexplained
     pdb = (spent or r.budgets)[0]
-    said = []
+    said = [f"{pdb.name} selects it"]
     if spent:
-        said.append(
-            f"{pdb.name}, which selects it, allowed {pdb.disruptions_allowed} before the round"
-        )
+        said[0] += f" and allowed {pdb.disruptions_allowed} disruption(s) before the round"
     if answered:
-        said.append(
-            f"the API server answered that it would violate a disruption budget ({pdb.name} selects it)"
-        )
+        said.append("the API server answered that it would violate the pod's disruption budget")
     why = "; ".join(said)
     return (
         f"api-server: the eviction of {r.key} got 429: {why}; a dry run calls no eviction API, "

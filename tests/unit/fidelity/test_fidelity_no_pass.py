@@ -56,7 +56,9 @@ def test_a_pdb_with_budget_left_does_not_explain_a_429() -> None:
 
 def test_a_pdb_at_zero_or_the_api_servers_answer_explains_a_429() -> None:
     at_zero = _refused(429, THROTTLED, (Budget("lab-b/web", 0),))
-    assert at_zero.ok and "lab-b/web, which selects it, allowed 0" in at_zero.rows[0].proof
+    assert (
+        at_zero.ok and "lab-b/web selects it and allowed 0 disruption(s)" in at_zero.rows[0].proof
+    )
     # budget 1 before the round, spent by an earlier eviction in it: the answer says so
     answered = _refused(429, PDB_SAID, (Budget("lab-b/web", 1),))
     assert answered.ok and answered.rows[0].explained_by == "api-server(pdb-429)"
