@@ -96,8 +96,11 @@ def _refs(result: Any, budgets: dict[str, tuple[Budget, ...]]) -> list[PodRef]:
     return out
 
 
-def pod_budgets(pods: list[dict[str, Any]], pdbs: list[dict[str, Any]]) -> dict[str, Any]:
-    """namespace/name -> the snapshot's PDBs that select the pod, at the snapshot's budget."""
+def pod_budgets(
+    pods: list[dict[str, Any]], pdbs: list[dict[str, Any]]
+) -> dict[str, tuple[Budget, ...]]:
+    """namespace/name -> the PDBs that select the pod (namespace + selector), each with its
+    budget as `pdbs` give it: never the lowest budget of any PDB anywhere."""
     out = {}
     for p in pods:
         meta = p.get("metadata") or {}
@@ -213,8 +216,6 @@ def run_snapshot_fidelity(
             "dry run and the real run would both decide nothing: take a snapshot of the "
             "namespaces the policy acts on, or give a policy that includes them"
         )
-    # Each pod's own PDBs (namespace + selector), never the lowest budget of any PDB anywhere.
-    budgets = pod_budgets(inp.snap.pods, inp.snap.items("podDisruptionBudgets"))
     out = SnapshotFidelity(f"fidelity-snapshot[{Path(path).name}]", None)
     seen: dict[str, dict[str, Any]] = {"real": {}, "dry-run": {}}
     results = {}
@@ -222,8 +223,13 @@ def run_snapshot_fidelity(
         box = seen[mode]
 
         def before(i: int, cluster: Any, box: dict[str, Any] = box) -> dict[str, Any]:
+            # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+            from pytest_desched.replay.kubeapi import list_all
+
             box["nodes"] = node_facts(cluster.core.list_node().items, inp.policy.to_dict())
             box["cluster"] = cluster
+            if i == 1:  # the restored PDBs' budgets as the round is about to start
+                box["pdbs"] = list_all(cluster.api_client, "/apis/policy/v1/poddisruptionbudgets")
             return {}
 
         def after(
@@ -245,13 +251,14 @@ def run_snapshot_fidelity(
             dry_run=mode == "dry-run",
         )
         out.artifacts[mode] = str(cfg.artifacts)
-    dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, budgets)
+    budgets = {m: pod_budgets(inp.snap.pods, seen[m].get("pdbs") or []) for m in seen}
+    dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, budgets["dry-run"])
     p = seen["dry-run"].get("probe")
     if p is not None:  # probed (settled or not), or could not be: the verdict says which
-        rows = _refs(results["dry-run"], budgets)
+        rows = _refs(results["dry-run"], budgets["dry-run"])
         settled = fates_of(rows, p.settled.decisions, "dry-run") if p.settled else None
         dry = replace(dry, settled=settled, settled_how=p.how)
-    real = _half("real", results["real"], seen["real"], inp.policy, budgets)
+    real = _half("real", results["real"], seen["real"], inp.policy, budgets["real"])
     out.comparison = c = compare(dry, real)
     out.outcome, out.message = judge_snapshot(
         c, {h.mode: (h, seen[h.mode]["round"]) for h in (real, dry)}
