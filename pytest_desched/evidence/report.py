@@ -401,6 +401,8 @@ def canary_answer(canary: Mapping[str, Any]) -> str:
             else ("canary: PASS, no change")
         )
     parts = []
+    if regressions := canary.get("regressions") or []:  # the candidate ran or completed less
+        parts.append(f"{len(regressions)} regression{'s' if len(regressions) > 1 else ''}")
     if triggers:
         parts.append(f"{len(triggers)} rollback trigger{'s' if len(triggers) > 1 else ''}")
     if other:

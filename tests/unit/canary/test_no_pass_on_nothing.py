@@ -144,3 +144,14 @@ def test_a_candidate_that_lists_the_pods_without_the_bugs_fates_is_credited() ->
         ("bug-fixed", "informative", "descheduler#1882"),
         ("continue-evicting", "fixed-bug", "descheduler#1882"),
     ]
+
+
+def test_the_canary_page_names_a_regression(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """canary.html ignored `regressions`: its answer read 'canary: FAIL, see below' over an
+    empty list, beside 'no change between the tracks'."""
+    ran = rec([dec("web-6d9f7b5c4-x2kq9", "w1", "filtered", "evictor-filter")])
+    b = track("baseline", result("pass", ran))
+    c = track("candidate", result("pass", skipped_round()))  # the outcome alone hides it
+    html = report_of(b, c).write(tmp_path)["html"].read_text()
+    assert "canary: FAIL, 1 regression" in html
+    assert "regression: positive-affinity-migration[runbook] round 0: the candidate" in html
