@@ -17,11 +17,7 @@ stdout, progress on stderr. Every `--desched-*` option of the plugin is here wit
 prefix (`--provider`, `--keep`, `--artifacts`, ...) on the subcommands it applies to, with the
 same `DESCHED_*` environment variables.
 
-Exit codes: 0 every experiment passed or failed as a registered known bug explains (canary:
-every change explained); 1 an experiment failed or errored (canary: a rollback trigger, an
-unexplained change or a stale explanation; a track that could not run exits 3); 2 bad input (nothing was changed); 3 the toolchain or
-the provider could not give a cluster; 130 interrupted (the last line says what the cleanup
-verified gone, what was kept, or what is left and who removes it).
+Exit codes (the same on every subcommand; docs/cli.md#exit-codes):
 """
 
 from __future__ import annotations
@@ -48,8 +44,10 @@ from pytest_desched.config import (
     respell,
 )
 from pytest_desched.errors import (
+    EXIT_CODES,
     EXIT_FAILED,
     EXIT_INFRA,
+    EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
@@ -370,9 +368,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def exit_code_table() -> str:
+    """errors.EXIT_CODES as `desched --help` shows them (docs/cli.md has the same table)."""
+    import textwrap
+
+    return "\n".join(
+        textwrap.fill(text, 92, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+        for code, text in EXIT_CODES.items()
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="desched", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="desched",
+        description=f"{__doc__}{exit_code_table()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--version", action=_VersionAction, help="this tool, its pins; then exit")
     ap.add_argument(
@@ -505,6 +515,9 @@ def parser() -> argparse.ArgumentParser:
     out.add_output(ex)
     add_parsers(sub)
     add_fidelity(sub, add_config_options)
+    short = ", ".join(f"{c} {t.split(':')[0].split(' (')[0]}" for c, t in EXIT_CODES.items())
+    for p in sub.choices.values():  # each subcommand's --help cites the one table
+        p.epilog = f"exit codes: {short} (desched --help, docs/cli.md#exit-codes)"
     return ap
 
 
@@ -548,10 +561,11 @@ def main(argv: list[str] | None = None) -> int:
                 return EXIT_USAGE
             first = (str(exc).splitlines() or [""])[0][:300]
             _error(
-                f"{type(exc).__name__}: {scrub_secrets(first)} (unexpected; rerun with "
-                "--debug or DESCHED_DEBUG=1 for the traceback, and report it)"
+                f"internal error: {type(exc).__name__}: {scrub_secrets(first)} (a bug in "
+                "pytest-desched; rerun with --debug or DESCHED_DEBUG=1 for the traceback, and "
+                f"report it; exit {EXIT_INTERNAL})"
             )
-            return EXIT_FAILED
+            return EXIT_INTERNAL
 
 
 def _exit_now(rc: int) -> NoReturn:

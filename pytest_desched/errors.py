@@ -13,8 +13,25 @@ from typing import Protocol
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
 
-# The exit codes of every front end (desched and its subcommands).
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+# The exit codes of every front end (desched, each subcommand, desched-tools; the plugin uses
+# EXIT_INTERNAL too): the one table, shown in `desched --help` and docs/cli.md#exit-codes.
+# 70 is sysexits.h's EX_SOFTWARE: clear of pytest's own 0-5, so a crash is told apart from
+# a failed experiment (1) and from a usage error (2 here, 4 in pytest) in both front ends.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
+EXIT_INTERNAL, EXIT_INTERRUPTED = 70, 130
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success: every experiment passed (or failed only as a registered known bug "
+    "explains); lint: no finding at or above --fail-on; canary: every change explained",
+    EXIT_FAILED: "a verdict against you: an experiment failed or errored, lint found UNSAFE, "
+    "canary found a rollback trigger or an unexplained change",
+    EXIT_USAGE: "bad input (a flag, an option value, a file): one line, nothing was changed",
+    EXIT_INFRA: "the toolchain or the provider could not give a cluster (or a canary track "
+    "could not run): no verdict",
+    EXIT_INTERNAL: "an internal error (a bug in pytest-desched): one line, the traceback with "
+    "--debug or DESCHED_DEBUG=1; please report it",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): the last line says what the cleanup "
+    "verified gone, what was kept, or what is left and who removes it",
+}
 
 
 class FailedResult(Protocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_desched.plugin import fixtures
+from pytest_desched.plugin import fixtures, internal
 from pytest_desched.plugin.fixtures import *  # noqa: F403 (pytest finds fixtures by name here)
 from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
 from pytest_desched.plugin.reporting import (
@@ -39,6 +39,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
     check_early(config)  # bad input is a usage error before any cluster work
+    if not config.pluginmanager.is_registered(internal):  # a crash in the plugin exits 70
+        config.pluginmanager.register(internal, "desched-internal")
     state(config)  # the run's Stash entry, read by the fixtures and the summary
 
 

@@ -1,0 +1,40 @@
+"""The `desched` command's conventions (issue 40): one exit-code table, `-o` takes a format
+only, typos get a suggestion, bare `desched` is help and exit 2."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_desched import cli
+from pytest_desched.errors import EXIT_CODES, EXIT_INTERNAL
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_docs_exit_code_table_is_errors_table() -> None:
+    doc = (ROOT / "docs" / "cli.md").read_text()
+    rows = dict(re.findall(r"^\| `(\d+)` \| (.*) \|$", doc, re.M))
+    assert {int(c): t for c, t in rows.items()} == EXIT_CODES
+
+
+def test_internal_error_code_is_distinct() -> None:
+    assert EXIT_INTERNAL == 70 and list(EXIT_CODES).count(EXIT_INTERNAL) == 1
+    assert len(set(EXIT_CODES)) == len(EXIT_CODES)
+
+
+def test_help_prints_the_table_and_each_subcommand_cites_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    top = " ".join(capsys.readouterr().out.split())
+    for code in EXIT_CODES:
+        assert f" {code} " in top
+    assert "docs/cli.md#exit-codes" in top
+    for sub in ("lint", "run", "replay", "snapshot", "fidelity"):
+        with pytest.raises(SystemExit):
+            cli.main([sub, "--help"])
+        assert "70 an internal error" in " ".join(capsys.readouterr().out.split()), sub
