@@ -479,13 +479,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="TOOL=PATH,...",
         help="e.g. policycheck=PATH [env DESCHED_BIN]",
     )
-    out.add_output(
-        li,
-        formats=(*out.FORMATS, "sarif"),
-        output_file=True,
-        legacy_file=True,
-        aliases={"--format": None},
-    )
+    out.add_output(li, formats=(*out.FORMATS, "sarif"), output_file=True)
     c = command("canary", cmd_canary, "a candidate descheduler/chart against the baseline")
     add_config_options(c, "canary")  # includes --candidate and --candidate-chart
     c.add_argument("--expect", default=None, metavar="FILE", help="explanations of changes")
@@ -502,7 +496,7 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="charts and policies only: no cluster, no experiments (a CI pre-check)",
     )
-    out.add_output(c, default="md", aliases={"--json": "json"})
+    out.add_output(c, default="md")
     ex = command("explain", cmd_explain, "one pod's fate in every cycle, its layer and reason")
     ex.add_argument("pod", metavar="POD", help="pod name or namespace/name")
     ex.add_argument(

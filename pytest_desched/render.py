@@ -113,11 +113,14 @@ def emit(
 
 # -- the option ------------------------------------------------------------------------------
 class _OutputAction(argparse.Action):
-    """`-o FORMAT`; where the command used to take `-o FILE`, a non-format value still works as
-    the file (with a deprecation note on stderr), so old scripts keep running."""
+    """`-o FORMAT`, and only a format: `-o jsno` is refused (exit 2) with the valid ones.
 
-    def __init__(self, *args: Any, formats: Sequence[str], legacy_file: bool, **kw: Any) -> None:
-        self.formats, self.legacy_file = tuple(formats), legacy_file
+    `-o FILE` (lint, replay, snapshot once took a file) is retired: a file is `--output-file`,
+    and the refusal says so where the command has it.
+    """
+
+    def __init__(self, *args: Any, formats: Sequence[str], file_hint: bool, **kw: Any) -> None:
+        self.formats, self.file_hint = tuple(formats), file_hint
         super().__init__(*args, **kw)
 
     def __call__(
@@ -126,32 +129,24 @@ class _OutputAction(argparse.Action):
         if value in self.formats:
             ns.output = value
             return
-        if self.legacy_file:
-            print(
-                f"[desched] deprecated: `{opt} FILE` writes a file; use --output-file {value} "
-                f"(`-o` now takes a format: {'|'.join(self.formats)})",
-                file=sys.stderr,
-            )
-            ns.output_file = value
-            return
+        hint = f"; to write a file use --output-file {value}" if self.file_hint else ""
         parser.error(
-            f"argument {opt}: invalid choice: {value!r} (choose from {', '.join(self.formats)})"
+            f"argument {opt}: invalid choice: {value!r} (choose from "
+            f"{', '.join(self.formats)}){hint}"
         )
 
 
-class _AliasAction(argparse.Action):
-    """An old spelling of `-o` (`--format F`, `--json`): same effect, with a note on stderr."""
-
-    def __init__(self, *args: Any, value: str | None = None, **kw: Any) -> None:
-        self.value = value
-        super().__init__(*args, **kw)
+class _RetiredAction(argparse.Action):
+    """A retired spelling of `-o` (`--format F`, `--json`): refused, naming the current flag."""
 
     def __call__(
         self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, opt: Any = None
     ) -> None:
-        fmt = self.value or value
-        print(f"[desched] deprecated: {opt} is now `-o {fmt}`", file=sys.stderr)
-        ns.output = fmt
+        fmt = value if isinstance(value, str) else "json" if opt == "--json" else "FORMAT"
+        parser.error(f"{opt} is retired; use -o {fmt} (-o/--output takes a format)")
+
+
+RETIRED = {"--format": "?", "--json": 0}  # flag -> nargs; refused on every subcommand
 
 
 def add_output(
@@ -160,18 +155,16 @@ def add_output(
     formats: Sequence[str] = FORMATS,
     default: str = "text",
     output_file: bool = False,
-    legacy_file: bool = False,
-    aliases: Mapping[str, str | None] | None = None,
 ) -> None:
-    """`-o/--output FORMAT` (dest `output`), optionally `--output-file FILE` (dest `output_file`)
-    and old spellings: {"--json": "json"} (a switch) or {"--format": None} (takes the format)."""
+    """`-o/--output FORMAT` (dest `output`), optionally `--output-file FILE` (dest
+    `output_file`); the retired spellings (RETIRED) are refused with the current one."""
     choices = "|".join(formats)
     ap.add_argument(
         "-o",
         "--output",
         action=_OutputAction,
         formats=formats,
-        legacy_file=legacy_file,
+        file_hint=output_file,
         default=default,
         metavar=choices,
         help=f"output format (default: {default}); machine-readable output goes to stdout, "
@@ -188,12 +181,5 @@ def add_output(
         )
     else:
         ap.set_defaults(output_file=None)
-    for flag, value in (aliases or {}).items():
-        if value is None:
-            ap.add_argument(
-                flag, action=_AliasAction, choices=formats, help=f"deprecated: use -o {choices}"
-            )
-        else:
-            ap.add_argument(
-                flag, action=_AliasAction, nargs=0, value=value, help=f"deprecated: use -o {value}"
-            )
+    for flag, nargs in RETIRED.items():
+        ap.add_argument(flag, action=_RetiredAction, nargs=nargs, help=argparse.SUPPRESS)

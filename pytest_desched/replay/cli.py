@@ -300,7 +300,7 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
     s.add_argument("--exporter", choices=("auto", "kwokctl", "client"), default="auto")
     s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
-    add_output(s, output_file=True, legacy_file=True)  # --output-file: the snapshot
+    add_output(s, output_file=True)  # --output-file: the snapshot
     s.set_defaults(func=cmd_snapshot)
     rc = sub.add_parser("record", help="record an incident window as a timeline (read-only)")
     rc.set_defaults(parser=rc)
@@ -355,6 +355,6 @@ def add_parsers(sub: Any) -> None:
     )
     r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
     r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")
-    add_output(r, default="md", output_file=True, legacy_file=True, aliases={"--format": None})
+    add_output(r, default="md", output_file=True)
     add_config_options(r, "replay")
     r.set_defaults(func=cmd_replay)

@@ -317,7 +317,7 @@ def test_replay_interrupted_mid_round(run_cmd, tmp_path: Path, record_property) 
     from pytest_desched.replay.incidents import label_move
 
     snap = label_move().snapshot.write(tmp_path / "incident.yaml")
-    cmd = run_cmd("replay", str(snap), "-o", str(tmp_path / "ledger.md"))
+    cmd = run_cmd("replay", str(snap), "--output-file", str(tmp_path / "ledger.md"))
     _wait_point(cmd, "the replay's round", _round_running)
     took = _interrupt(cmd, signal.SIGTERM, record=record_property)
     _assert_says_verified(cmd)
@@ -342,7 +342,7 @@ def test_snapshot_interrupted_leaves_no_copy_of_the_kubeconfig(
         str(desched_cluster.kubeconfig),
         "--exporter",
         "kwokctl",
-        "-o",
+        "--output-file",
         str(out),
     )
     _wait_point(cmd, "kwokctl's export folder", lambda c: any(c.tmp.glob("desched-snapshot-*")))

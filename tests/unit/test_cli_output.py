@@ -138,23 +138,48 @@ def test_a_bad_format_is_a_usage_error(sub: str, capsys: pytest.CaptureFixture[s
     assert "invalid choice: 'xml'" in capsys.readouterr().err
 
 
-def test_old_spellings_still_work_with_a_deprecation_note(
-    capsys: pytest.CaptureFixture[str],
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["lint", "x.yaml", "-o", "jsno"],
+        ["replay", "--from-log", "l", "-o", "jsno"],
+        ["snapshot", "--context", "c", "-o", "jsno"],
+    ],
+)
+def test_an_unknown_format_is_refused_where_o_once_took_a_file(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    p = cli.parser()
-    a = p.parse_args(["canary", "--json"])
-    assert a.output == "json"
-    a = p.parse_args(["lint", "x.yaml", "--format", "sarif", "-o", "report.sarif"])
-    assert (a.output, a.output_file) == ("sarif", "report.sarif")
-    a = p.parse_args(["replay", "--from-log", "l", "--format", "json", "-o", "out.json"])
-    assert (a.output, a.output_file) == ("json", "out.json")
-    a = p.parse_args(["snapshot", "--context", "c", "-o", "snap.yaml"])
-    assert (a.output, a.output_file) == ("text", "snap.yaml")
+    """`-o jsno` was taken as a file name with a deprecation note (issue 40): now exit 2 with
+    the valid formats, and the file flag named, as `desched list -o jsno` already did."""
+    with pytest.raises(SystemExit) as ei:
+        cli.parser().parse_args(argv)
+    assert ei.value.code == 2
     err = capsys.readouterr().err
-    assert "--json is now `-o json`" in err
-    assert "--format is now `-o sarif`" in err
-    assert "use --output-file report.sarif" in err
-    assert "use --output-file snap.yaml" in err
+    assert "invalid choice: 'jsno' (choose from text, json, yaml, md" in err
+    assert "use --output-file jsno" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["canary", "--json"], "--json is retired; use -o json"),
+        (["lint", "x.yaml", "--format", "sarif"], "--format is retired; use -o sarif"),
+        (["replay", "--from-log", "l", "--format", "json"], "--format is retired; use -o json"),
+        (["snapshot", "--context", "c", "-o", "snap.yaml"], "use --output-file snap.yaml"),
+    ],
+)
+def test_retired_spellings_are_refused_naming_the_current_flag(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as ei:
+        cli.parser().parse_args(argv)
+    assert ei.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+def test_output_file_is_the_file_flag() -> None:
+    a = cli.parser().parse_args(["lint", "x.yaml", "-o", "sarif", "--output-file", "r.sarif"])
+    assert (a.output, a.output_file) == ("sarif", "r.sarif")
 
 
 def test_run_json_is_the_only_thing_on_stdout(

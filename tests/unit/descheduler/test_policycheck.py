@@ -421,7 +421,7 @@ def test_inline_token_is_an_error_never_printed(
     )
     (tmp_path / "t.yaml").write_text(text)
     for fmt in ("text", "json", "sarif"):
-        assert cli_main(["lint", str(tmp_path / "t.yaml"), "--format", fmt]) == 1
+        assert cli_main(["lint", str(tmp_path / "t.yaml"), "-o", fmt]) == 1
         out = capsys.readouterr().out
         assert token not in out and "DL004" in out
 

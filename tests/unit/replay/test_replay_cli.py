@@ -22,7 +22,7 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def test_replay_from_a_log_needs_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:
-    args = _parse("replay", "--from-log", str(DATA / "pdb-429.log"), "--format", "json")
+    args = _parse("replay", "--from-log", str(DATA / "pdb-429.log"), "-o", "json")
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["source"] == "log"
@@ -69,7 +69,13 @@ def test_snapshot_without_a_kubeconfig_is_refused(
 ) -> None:
     monkeypatch.delenv("KUBECONFIG", raising=False)
     args = _parse(
-        "snapshot", "--context", "prod", "--exporter", "client", "-o", str(tmp_path / "s")
+        "snapshot",
+        "--context",
+        "prod",
+        "--exporter",
+        "client",
+        "--output-file",
+        str(tmp_path / "s"),
     )
     with pytest.raises(ConfigError, match="never read implicitly"):
         args.func(args)
