@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 from pytest_desched import __version__, interrupts
 from pytest_desched import render as out
 from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
+from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
     OPTION_ENV,
@@ -44,7 +45,6 @@ from pytest_desched.config import (
     respell,
 )
 from pytest_desched.errors import (
-    EXIT_CODES,
     EXIT_FAILED,
     EXIT_INFRA,
     EXIT_INTERNAL,
@@ -368,18 +368,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def exit_code_table() -> str:
-    """errors.EXIT_CODES as `desched --help` shows them (docs/cli.md has the same table)."""
-    import textwrap
-
-    return "\n".join(
-        textwrap.fill(text, 92, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
-        for code, text in EXIT_CODES.items()
-    )
-
-
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = Parser(
         prog="desched",
         description=f"{__doc__}{exit_code_table()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -388,7 +378,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--debug", action="store_true", help="show the traceback of an unexpected error"
     )
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = ap.add_subparsers(dest="command")  # none: the help, exit 2 (cli_parser.Parser)
 
     def command(name: str, func: Any, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
@@ -509,9 +499,7 @@ def parser() -> argparse.ArgumentParser:
     out.add_output(ex)
     add_parsers(sub)
     add_fidelity(sub, add_config_options)
-    short = ", ".join(f"{c} {t.split(':')[0].split(' (')[0]}" for c, t in EXIT_CODES.items())
-    for p in sub.choices.values():  # each subcommand's --help cites the one table
-        p.epilog = f"exit codes: {short} (desched --help, docs/cli.md#exit-codes)"
+    cite_exit_codes(sub)
     return ap
 
 

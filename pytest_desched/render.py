@@ -146,7 +146,7 @@ class _RetiredAction(argparse.Action):
         parser.error(f"{opt} is retired; use -o {fmt} (-o/--output takes a format)")
 
 
-RETIRED = {"--format": "?", "--json": 0}  # flag -> nargs; refused on every subcommand
+RETIRED: dict[str, int | str] = {"--format": "?", "--json": 0}  # flag -> nargs; refused everywhere
 
 
 def add_output(

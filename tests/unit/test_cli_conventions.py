@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched import cli
-from pytest_desched.errors import EXIT_CODES, EXIT_INTERNAL
+from pytest_desched.errors import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,3 +38,34 @@ def test_help_prints_the_table_and_each_subcommand_cites_it(
         with pytest.raises(SystemExit):
             cli.main([sub, "--help"])
         assert "70 an internal error" in " ".join(capsys.readouterr().out.split()), sub
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["lnt", "x.yaml"], "invalid choice: 'lnt' (choose from"),
+        (["lint", "x.yaml", "--fial-on", "warning"], "did you mean --fail-on?"),
+        (["lint", "x.yaml", "--fail-on", "warnin"], "did you mean 'warning'?"),
+        (["lint", "x.yaml", "-o", "jsno"], "did you mean 'json'?"),
+        (["run", "--cycels", "2"], "unrecognized arguments: --cycels; did you mean --cycles?"),
+        (["replay", "--from-log", "l", "--rouns", "2"], "did you mean --rounds?"),
+    ],
+)
+def test_a_typo_gets_the_nearest_spelling(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse on 3.11 has no suggest_on_error: cli_parser.Parser adds it (issue 40)."""
+    with pytest.raises(SystemExit) as ei:
+        cli.main(argv)
+    assert ei.value.code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert said in err
+    if argv[0] == "lnt":
+        assert "did you mean 'lint'?" in err
+
+
+def test_no_guess_when_nothing_is_near(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["lint", "x.yaml", "--zzzzzz"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
