@@ -11,17 +11,9 @@ from typing import Any, Literal
 import pytest
 
 from pytest_desched.artifacts_dir import claim
-from pytest_desched.config import (
-    OPTIONS,
-    DeschedConfig,
-    _parse_candidate_cached,
-    build_config,
-    ini_key,
-    named,
-    parse_bins,
-    resolve,
-)
+from pytest_desched.config import OPTIONS, DeschedConfig, build_config, ini_key, resolve
 from pytest_desched.errors import ConfigError
+from pytest_desched.inputs_safe import max_bytes
 from pytest_desched.plugin.state import state
 
 MARKERS = {
@@ -109,19 +101,21 @@ def check_input_files(policy: str | None, values: list[str] | None) -> None:
 
 
 def check_early(c: pytest.Config) -> None:
-    """Cheap checks at configure time: a bad option fails before any test or fixture."""
+    """Every option and `DESCHED_*` variable checked at configure time, before any test runs
+    (even in a run that uses no desched fixture): the whole configuration is resolved and
+    validated as the fixtures will (config.build_config, nothing created), then the input
+    files' content and the input size limits (DESCHED_MAX_INPUT_BYTES, ..._BULK_BYTES)."""
+    import tempfile
+    from pathlib import Path
+
+    if c.getoption("help", False):  # --help shows the valid values; it must work
+        return
+    values = {flag: c.getoption(_dest(flag)) for flag, _, _ in OPTIONS}
+    ini = {flag: _ini(c, flag) for flag, _, _ in OPTIONS}
     try:
-        parse_bins(opt(c, "--desched-bin"))
-        spec, chart = opt(c, "--desched-candidate"), opt(c, "--desched-candidate-chart")
-        if spec or chart:  # a bad candidate (path, tarball, label) fails before any cluster
-            _parse_candidate_cached(spec, chart)
-        if int(opt(c, "--desched-workers")) < 2:
-            raise ValueError
+        for kind in ("small", "bulk"):
+            max_bytes(kind)
+        build_config(values, run_dir=Path(tempfile.gettempdir()), ini=ini)  # no folder made
         check_input_files(opt(c, "--desched-policy"), opt(c, "--desched-values"))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    except ValueError:
-        raise pytest.UsageError(
-            f"{named('--desched-workers')} (or ini {ini_key('--desched-workers')}) must be an "
-            "integer >= 2 (the descheduler skips smaller clusters)"
-        ) from None
