@@ -8,6 +8,7 @@ imports nothing from the package.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from datetime import UTC, datetime
@@ -31,9 +32,13 @@ def default_run_dir(root: Path | None = None, now: datetime | None = None) -> Pa
     return base / (f"{stamp}-{run_id}-{worker}" if worker else f"{stamp}-{run_id}")
 
 
+CLAIMED: list[Path] = []  # this process's claimed run folders (release_if_empty at its end)
+
+
 def claim(run_dir: Path) -> Path:
     """Create the run folder and point `<root>/latest` at it (atomically; relative link)."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    CLAIMED.append(run_dir)
     link = run_dir.parent / LATEST
     tmp = run_dir.parent / f".{LATEST}.{os.getpid()}"
     try:
@@ -43,3 +48,22 @@ def claim(run_dir: Path) -> Path:
     except OSError:  # a file system without symlinks: the folder itself is what matters
         tmp.unlink(missing_ok=True)
     return run_dir
+
+
+def release_if_empty(run_dir: Path) -> bool:
+    """Remove a claimed run folder that nothing was written to, and `latest` if it points there.
+
+    A run that failed before its first record (no Go, a refused provider) left an empty
+    timestamped folder per attempt; True when the folder was removed.
+    """
+    try:
+        run_dir.rmdir()  # only an empty folder: anything written keeps it
+    except OSError:
+        return False
+    link = run_dir.parent / LATEST
+    with contextlib.suppress(OSError):
+        if link.is_symlink() and os.readlink(link) == run_dir.name:
+            link.unlink()
+    with contextlib.suppress(OSError):
+        run_dir.parent.rmdir()  # ./desched-artifacts itself, when this was its only run
+    return True

@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 
 from pytest_desched import __version__, interrupts
 from pytest_desched import render as out
+from pytest_desched.artifacts_dir import CLAIMED, release_if_empty
 from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
@@ -519,6 +520,8 @@ def main(argv: list[str] | None = None) -> int:
                 return int(args.func(args))
             finally:  # a signal past here cannot turn the error being said into another
                 interrupts.finishing()
+                while CLAIMED:  # a run that wrote nothing leaves no empty folder
+                    release_if_empty(CLAIMED.pop())
         except PolicyError as exc:  # one line: the source, then each problem
             one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
             _error(respell(one, spell))

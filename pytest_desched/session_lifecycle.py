@@ -87,8 +87,8 @@ class SessionLifecycle(SessionState):
                     self.report(
                         f"interrupted: cleaning up {what} (a second signal does not stop it)"
                     )
-                elif provider is not None:
-                    kept = self.keep and self._cluster is not None
+                elif provider is not None and self._cluster is not None:  # one that came up
+                    kept = self.keep
                     self.report(
                         f"stopping the release; keeping {what}" if kept else f"cleaning up {what}"
                     )

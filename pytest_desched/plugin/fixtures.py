@@ -8,13 +8,14 @@ need two clusters or two releases (pytest-postgresql style), each cleaned up aft
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 from pytest_desched import interrupts
-from pytest_desched.errors import ConfigError, PolicyError, ProviderError
-from pytest_desched.plugin.options import config_from_pytest
+from pytest_desched.artifacts_dir import release_if_empty
+from pytest_desched.errors import ConfigError, PolicyError, ProviderError, ToolError
+from pytest_desched.plugin.options import config_from_pytest, opt
 from pytest_desched.plugin.reporting import junit_entry, terminal_reporter
 from pytest_desched.plugin.state import set_entry, state
 from pytest_desched.session import DeschedSession, interrupts_unwind
@@ -27,15 +28,24 @@ if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
     from pytest_desched.tools.toolchain import Toolchain
 
+T = TypeVar("T")
+
 
 @pytest.fixture(scope="session")
 def desched_settings(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DeschedConfig]:
-    """The run's configuration; while in use, SIGTERM unwinds like Ctrl-C."""
+    """The run's configuration; while in use, SIGTERM unwinds like Ctrl-C. The evidence folder
+    it claimed is removed at the end if nothing was written to it (a run that failed before
+    its first record left one empty folder per attempt)."""
     config = config_from_pytest(request.config, tmp_path_factory)
-    with interrupts_unwind():
-        yield config
+    claimed = not opt(request.config, "--desched-artifacts")  # a folder the user named stays
+    try:
+        with interrupts_unwind():
+            yield config
+    finally:
+        if claimed and release_if_empty(config.artifacts):
+            state(request.config).artifacts = None  # the summary names no folder that is gone
 
 
 def _session_for(
@@ -66,17 +76,25 @@ def desched_session(
 
 @pytest.fixture(scope="session")
 def desched_toolchain(desched_session: DeschedSession) -> Toolchain:
-    return desched_session.toolchain
+    return _said_in_one_line(lambda: desched_session.toolchain)
+
+
+def _said_in_one_line(call: Callable[[], T]) -> T:
+    """`call()`, with a named failure of the engine as the one line it already is, not a
+    40-line traceback: no cluster or no tool (ProviderError, ToolError: the test errors with
+    the message and its fix), or the user's inputs refused before any change (usage error)."""
+    failed = ""
+    try:
+        return call()
+    except (ProviderError, ToolError) as exc:
+        failed = str(exc)
+    except (ConfigError, PolicyError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    pytest.fail(failed, pytrace=False)  # outside the except: no "During handling..." copy
 
 
 def _cluster(session: DeschedSession) -> Cluster:
-
-    try:
-        return session.cluster
-    except ProviderError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    except (ConfigError, PolicyError) as exc:  # the user's inputs, refused before any change
-        raise pytest.UsageError(str(exc)) from None
+    return _said_in_one_line(lambda: session.cluster)
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +114,7 @@ def desched_evidence(
 @pytest.fixture(scope="session")
 def desched_release(desched_session: DeschedSession, desched_cluster: Cluster) -> Release:
     """The chart at its pinned version, first-installed suspended and in dry run (runbook)."""
-    return desched_session.release
+    return _said_in_one_line(lambda: desched_session.release)
 
 
 @pytest.fixture
@@ -148,12 +166,11 @@ def desched_experiment(
             raise pytest.UsageError(str(exc.args[0])) from None
         entry: dict[str, Any] = {"nodeid": request.node.nodeid, "rounds": []}
         params.setdefault("why", f"test override in {request.node.nodeid}")
-        try:
-            result = desched_session.run(
+        result = _said_in_one_line(
+            lambda: desched_session.run(
                 cls, variant=variant, on_record=entry["rounds"].append, **params
             )
-        except ConfigError as exc:
-            raise pytest.UsageError(str(exc)) from None
+        )
         entry["name"] = f"{cls.name}[{result.variant}]"
         entry["result"] = result
         state(request.config).results.append(entry)

@@ -97,3 +97,22 @@ def test_cli_claims_a_run_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert config.artifacts.is_dir()
     assert config.artifacts.parent == tmp_path / ROOT_NAME
     assert (tmp_path / ROOT_NAME / LATEST).resolve() == config.artifacts.resolve()
+
+
+def test_release_if_empty_removes_only_an_empty_folder_and_its_latest(tmp_path: Path) -> None:
+    """A run that failed before its first record leaves no empty folder (issue 40)."""
+    from pytest_desched.artifacts_dir import release_if_empty
+
+    root = tmp_path / ROOT_NAME
+    empty = claim(root / "a")
+    assert release_if_empty(empty) is True
+    assert not root.exists()  # the folder, `latest` and the root it alone held
+    full = claim(root / "b")
+    (full / "record.json").write_text("{}")
+    assert release_if_empty(full) is False
+    assert (root / LATEST).resolve() == full.resolve()
+    other = claim(root / "c")
+    (root / LATEST).unlink()
+    (root / LATEST).symlink_to("b")  # latest points at another run: left alone
+    assert release_if_empty(other) is True
+    assert (root / LATEST).resolve() == full.resolve()

@@ -69,3 +69,21 @@ def test_no_guess_when_nothing_is_near(capsys: pytest.CaptureFixture[str]) -> No
         cli.main(["lint", "x.yaml", "--zzzzzz"])
     err = capsys.readouterr().err
     assert "unrecognized arguments: --zzzzzz" in err and "did you mean" not in err
+
+
+def test_no_go_is_one_line_exit_3_and_no_empty_evidence_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`desched run` on a machine without Go: exit 3, one line, and the run folder it claimed
+    is gone again (it left an empty one per attempt)."""
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.setenv("DESCHED_CACHE_DIR", str(tmp_path / "cache"))
+    for env in ("DESCHED_ARTIFACTS", "DESCHED_PROVIDER", "DESCHED_BIN"):
+        monkeypatch.delenv(env, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "positive", "--provider", "embedded"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no `go` on PATH" in err and "--bin TOOL=PATH" in err
+    assert not (tmp_path / "desched-artifacts").exists()
