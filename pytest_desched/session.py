@@ -156,7 +156,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             # heavy: +5 modules (~6ms), kept out of pytest start-up
             from pytest_desched.providers import make_provider
 
-            provider = make_provider(self.config, self.toolchain)
+            provider = make_provider(self.config, self.toolchain, self.report)
             self._check_candidate_runs_on(provider.name)  # `auto` is only known now
             self._provider = provider
         return self._provider

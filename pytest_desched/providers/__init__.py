@@ -7,9 +7,15 @@ one entry in `REGISTRY`; modules load only when chosen (kind needs pytest-kind-n
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytest_desched.providers.base import choose_provider
+from pytest_desched.providers.base import (  # choose_provider: re-exported, its old home
+    choose_provider,  # noqa: F401
+    kind_tools_missing,
+    provider_choice,
+)
+from pytest_desched.tools.groups import TOOL_GROUP
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -23,8 +29,15 @@ REGISTRY: dict[str, str] = {
 }
 
 
-def make_provider(config: DeschedConfig, toolchain: Toolchain) -> Provider:
-    """The provider object for the configuration (plain function: usable without pytest)."""
-    name = choose_provider(config.provider)
+def make_provider(
+    config: DeschedConfig, toolchain: Toolchain, report: Callable[[str], None] | None = None
+) -> Provider:
+    """The provider object for the configuration (plain function: usable without pytest);
+    what `auto` chose, and why, is said through `report`."""
+    group = toolchain.groups[TOOL_GROUP["kind"]]
+    cached = toolchain.overrides.get("kind") or toolchain.bin_dir(group) / "kind"
+    name, why = provider_choice(config.provider, kind_missing=lambda: kind_tools_missing(cached))
+    if config.provider == "auto" and report is not None:
+        report(f"provider: auto chose {name} ({why}); pin it with --desched-provider {name}")
     module = importlib.import_module(REGISTRY[name])
     return module.from_config(config, toolchain)

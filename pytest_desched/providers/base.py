@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -192,13 +193,49 @@ def docker_available(timeout: float = 5) -> bool:
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
-def choose_provider(requested: str, docker_answers: bool | None = None) -> str:
-    """Resolve `auto`: kind when a Docker engine answers, else the embedded cluster."""
+def choose_provider(
+    requested: str,
+    docker_answers: bool | None = None,
+    kind_missing: Callable[[], str | None] | None = None,
+) -> str:
+    """Resolve `auto` (provider_choice without its reason)."""
+    return provider_choice(requested, docker_answers, kind_missing)[0]
+
+
+def provider_choice(
+    requested: str,
+    docker_answers: bool | None = None,
+    kind_missing: Callable[[], str | None] | None = None,
+) -> tuple[str, str]:
+    """(provider, why): `auto` is kind when a Docker engine answers and kind's tools are here
+    (`kind_missing()` says what is not: default kind_tools_missing), else the embedded cluster.
+
+    A hosted CI runner has Docker but not the kind extra: auto once picked kind there and the
+    run failed; a provider whose tools are missing is never chosen silently.
+    """
     requested = (requested or "auto").strip().lower()
     if requested not in PROVIDERS:
         raise ProviderError(unknown_provider(requested))
     if requested != "auto":
-        return requested
+        return requested, "asked for"
     if docker_answers is None:
         docker_answers = docker_available()
-    return "kind" if docker_answers else "embedded"
+    if not docker_answers:
+        return "embedded", "no Docker engine answers"
+    missing = (kind_missing or kind_tools_missing)()
+    if missing:
+        return "embedded", f"a Docker engine answers, but {missing}"
+    return "kind", "a Docker engine answers and kind's tools are here"
+
+
+def kind_tools_missing(cached_kind: Path | None = None) -> str | None:
+    """What the kind provider lacks here (None: nothing): the kind extra, or a kind binary
+    (given, on PATH or cached at `cached_kind`) or Go to build one."""
+    import importlib.util
+
+    if importlib.util.find_spec("pytest_kind") is None:
+        return "the kind extra is not installed (pip install 'pytest-desched[kind]')"
+    have_kind = shutil.which("kind") or (cached_kind is not None and cached_kind.is_file())
+    if not have_kind and shutil.which("go") is None:
+        return "no kind binary and no Go to build one (`desched tools kind`)"
+    return None

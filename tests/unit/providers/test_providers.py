@@ -127,13 +127,14 @@ def script(bin_dir: Path, name: str, body: str, shebang: str = "/bin/sh") -> Pat
 # -- choose_provider / docker_available ------------------------------------------------
 @pytest.mark.parametrize(("answers", "expected"), [(True, "kind"), (False, "embedded")])
 def test_auto_follows_docker(answers: bool, expected: str) -> None:
-    assert choose_provider("auto", docker_answers=answers) == expected
-    assert choose_provider("", docker_answers=answers) == expected
+    kind_here = lambda: None  # noqa: E731 (kind's tools present: Docker alone decides)
+    assert choose_provider("auto", docker_answers=answers, kind_missing=kind_here) == expected
+    assert choose_provider("", docker_answers=answers, kind_missing=kind_here) == expected
 
 
 def test_auto_probes_docker_when_not_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(base, "docker_available", lambda: True)
-    assert choose_provider("auto") == "kind"
+    assert choose_provider("auto", kind_missing=lambda: None) == "kind"
     monkeypatch.setattr(base, "docker_available", lambda: False)
     assert choose_provider("auto") == "embedded"
 
