@@ -11,6 +11,7 @@
     desched list                                           the experiments, variants, strategies
     desched explain POD --record FILE                      a pod's fate in every cycle, and why
     desched version (or --version)                         this tool, its pins, the descheduler
+    desched init                                           a starter test, values, CI workflow
 
 Every subcommand takes `-o text|json|yaml|md` (lint also sarif): machine-readable output on
 stdout, progress on stderr. Every `--desched-*` option of the plugin is here without its
@@ -34,6 +35,7 @@ from pytest_desched import __version__, interrupts
 from pytest_desched import render as out
 from pytest_desched.artifacts_dir import CLAIMED, release_if_empty
 from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
+from pytest_desched.cli_init import add_parser as add_init
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
@@ -63,6 +65,7 @@ from pytest_desched.log import say
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
 from pytest_desched.replay.cli import add_parsers
+from pytest_desched.tools.cache_key import cache_key
 from pytest_desched.tools.candidate import parse_candidate
 from pytest_desched.tools.versions import load_versions
 
@@ -100,6 +103,9 @@ def cmd_tools(args: argparse.Namespace) -> int:
         candidate=cand,
         report=say,
     )
+    if args.cache_key:  # nothing built: the key a CI cache of tc.cache_dir is saved under
+        out.emit(cache_key(tc.groups.values(), tc.versions))
+        return EXIT_OK
     started = time.monotonic()
     rows = list(provide(tc, args.tools))
     say(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
@@ -396,6 +402,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
     t.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     t.add_argument("--bin", default=None, metavar="TOOL=PATH,...", help="use these binaries")
+    key_help = "print the key for a CI cache of the tools (the pins, the platform); build nothing"
+    t.add_argument("--cache-key", action="store_true", help=key_help)
     out.add_output(t)
     u = command("up", cmd_up, "bring up a kept cluster with the release installed")
     add_config_options(u, "up")
@@ -500,6 +508,7 @@ def parser() -> argparse.ArgumentParser:
     out.add_output(ex)
     add_parsers(sub)
     add_fidelity(sub, add_config_options)
+    add_init(sub)
     cite_exit_codes(sub)
     return ap
 

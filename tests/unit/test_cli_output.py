@@ -36,6 +36,7 @@ SUBCOMMANDS = (
     "canary",
     "snapshot",
     "replay",
+    "init",
 )
 POLICY = Path(__file__).parents[2] / "manifests" / "policy-safe-rebalance.yaml"
 
