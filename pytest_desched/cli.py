@@ -31,10 +31,11 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pytest_desched import __version__, interrupts
+from pytest_desched import interrupts
 from pytest_desched import render as out
 from pytest_desched.artifacts_dir import CLAIMED, release_if_empty
 from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
+from pytest_desched.cli_info import _VersionAction, cmd_list, cmd_version
 from pytest_desched.cli_init import add_parser as add_init
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
@@ -67,7 +68,6 @@ from pytest_desched.render import printable
 from pytest_desched.replay.cli import add_parsers
 from pytest_desched.tools.cache_key import cache_key
 from pytest_desched.tools.candidate import parse_candidate
-from pytest_desched.tools.versions import load_versions
 
 
 def _error(msg: str) -> None:
@@ -296,82 +296,12 @@ def _shown(outcome: str) -> str:
     return {"pass": "passed", "xfail": "xfailed", "fail": "failed", "error": "error"}[outcome]
 
 
-def version_info() -> dict[str, Any]:
-    """This tool's version and every pin, from tools/versions.py (manifests/versions.yaml)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        tool = version("pytest-desched")
-    except PackageNotFoundError:
-        tool = __version__
-    v = load_versions()
-    return {
-        "desched": tool,
-        "descheduler": v.descheduler.version,
-        "descheduler_image": v.descheduler_image,
-        "chart": f"{v.chart_name}-{v.chart_version}",
-        "chart_app_version": v.chart_app_version,
-        "kubernetes": v.kubernetes.version,
-        "kwok": v.kwok.version,
-        "etcd": v.etcd.version,
-        "helm": v.helm.version,
-        "kind": v.kind.version,
-        "kind_node_image": v.kind_node_image,
-    }
-
-
-def _version_text(info: dict[str, Any]) -> str:
-    rows = [[k, v] for k, v in info.items() if k != "desched"]
-    return f"desched {info['desched']}\n" + out.table(rows, ["PIN", "VERSION"], "text")
-
-
-def cmd_version(args: argparse.Namespace) -> int:
-    info = version_info()
-    rows = [[k, v] for k, v in info.items()]
-    out.emit(
-        out.render(
-            info,
-            args.output,
-            text=lambda: _version_text(info),
-            md=lambda: out.table(rows, ["component", "version"], "md"),
-        )
-    )
-    return EXIT_OK
-
-
-class _VersionAction(argparse.Action):
-    """`desched --version`: print and exit (as argparse's own, but built on demand)."""
-
-    def __init__(self, option_strings: list[str], dest: str = "", **kw: Any) -> None:
-        super().__init__(option_strings, dest=argparse.SUPPRESS, nargs=0, **kw)
-
-    def __call__(self, parser: argparse.ArgumentParser, *a: Any, **kw: Any) -> None:
-        print(_version_text(version_info()))
-        parser.exit()
-
-
 def cmd_explain(args: argparse.Namespace) -> int:
     # heavy: +7 modules (~24ms), kept out of `desched` start-up
     from pytest_desched.evidence.explain import explain, load, to_text
 
     x = explain(args.pod, load(args.record))
     out.emit(out.render(x, args.output, text=lambda: to_text(x)))
-    return EXIT_OK
-
-
-def cmd_list(args: argparse.Namespace) -> int:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.experiments.catalogue import catalogue
-
-    rows = catalogue()
-    cols = {"name": "NAME", "variants": "VARIANTS", "strategies": "STRATEGIES"}
-    cols |= {"description": "DESCRIPTION"}
-
-    def text() -> str:
-        short = [{**r, "description": r["description"].split(". ")[0]} for r in rows]
-        return out.table(short, cols, "text")
-
-    out.emit(out.render(rows, args.output, text=text, md=lambda: out.table(rows, cols, "md")))
     return EXIT_OK
 
 
@@ -409,7 +339,7 @@ def parser() -> argparse.ArgumentParser:
     add_config_options(u, "up")
     out.add_output(u)
     d = command("down", cmd_down, "delete kept embedded clusters (list them without names)")
-    d.add_argument("names", nargs="*")
+    d.add_argument("names", nargs="*", help="kept clusters to delete (none: list them)")
     d.add_argument("--all", action="store_true", help="every kept embedded cluster")
     d.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     out.add_output(d)

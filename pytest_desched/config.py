@@ -259,6 +259,11 @@ OPTION_GROUPS: dict[str, str] = {
 }
 
 
+def shown_default(default: Any) -> str:
+    """` (default: X)` for an option's help, nothing when unset (None, False): no noise."""
+    return "" if default in (None, False) else f" (default: {default})"
+
+
 def cli_flag(flag: str) -> str:
     """`--desched-workers` -> `--workers` (the `desched` command's spelling)."""
     return "--" + flag.removeprefix("--desched-")
@@ -538,7 +543,7 @@ def add_config_options(ap: argparse.ArgumentParser, command: str | None = None) 
             groups[title] = ap.add_argument_group(title)
         kw = dict(kw)
         default = kw.pop("default", False if kw.get("action") == "store_true" else None)
-        kw["help"] = f"{kw['help']} [env {env}] (default: {default})"
+        kw["help"] = f"{kw['help']} [env {env}]{shown_default(default)}"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value beats the environment
             kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))

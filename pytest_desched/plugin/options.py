@@ -11,7 +11,14 @@ from typing import Any, Literal
 import pytest
 
 from pytest_desched.artifacts_dir import claim
-from pytest_desched.config import OPTIONS, DeschedConfig, build_config, ini_key, resolve
+from pytest_desched.config import (
+    OPTIONS,
+    DeschedConfig,
+    build_config,
+    ini_key,
+    resolve,
+    shown_default,
+)
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import max_bytes
 from pytest_desched.plugin.state import state
@@ -35,7 +42,7 @@ def add_options(parser: pytest.Parser) -> None:
     for flag, env, kw in OPTIONS:
         kw = dict(kw)
         default = kw.pop("default", False if kw.get("action") == "store_true" else None)
-        kw["help"] = f"{kw['help']} [env {env}] [ini {ini_key(flag)}] (default: {default})"
+        kw["help"] = f"{kw['help']} [env {env}] [ini {ini_key(flag)}]{shown_default(default)}"
         if kw.get("action") != "store_true":
             kw["default"] = None  # unset, so an explicit value always beats the env var
         group.addoption(flag, dest=_dest(flag), **kw)

@@ -298,7 +298,13 @@ def add_parsers(sub: Any) -> None:
     s.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
     s.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
     s.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
-    s.add_argument("--exporter", choices=("auto", "kwokctl", "client"), default="auto")
+    s.add_argument(
+        "--exporter",
+        choices=("auto", "kwokctl", "client"),
+        default="auto",
+        help="who lists the objects: kwokctl (cluster-wide only), the Python client, or auto "
+        "(default: kwokctl when cached and no --namespace, else the client)",
+    )
     s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
     add_output(s, output_file=True)  # --output-file: the snapshot
     s.set_defaults(func=cmd_snapshot)
@@ -332,7 +338,13 @@ def add_parsers(sub: Any) -> None:
     r.add_argument(
         "--log", default=None, metavar="FILE", help="the incident's JSON log, to compare"
     )
-    r.add_argument("--ages", choices=("shift", "preserve"), default="shift")
+    r.add_argument(
+        "--ages",
+        choices=("shift", "preserve"),
+        default="shift",
+        help="pod timestamps: shift them by the snapshot's age, so ages are as when it was "
+        "taken (default), or preserve them as recorded",
+    )
     r.add_argument("--timeline", default=None, metavar="FILE", help="a `desched record` window")
     r.add_argument("--speed", default=None, help="window seconds per wall second (default 1)")
     r.add_argument("--pause-at", default=None, metavar="T", help="pause at window time T")

@@ -3,6 +3,7 @@ only, typos get a suggestion, bare `desched` is help and exit 2."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from pytest_desched import cli
 from pytest_desched.errors import EXIT_CODES, EXIT_INTERNAL, EXIT_USAGE
 
 ROOT = Path(__file__).resolve().parents[2]
+
+pytest_plugins = ["pytester"]
 
 
 def test_docs_exit_code_table_is_errors_table() -> None:
@@ -87,3 +90,34 @@ def test_no_go_is_one_line_exit_3_and_no_empty_evidence_folder(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no `go` on PATH" in err and "--bin TOOL=PATH" in err
     assert not (tmp_path / "desched-artifacts").exists()
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    ap = cli.parser()
+    sub = next(a for a in ap._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def test_every_option_has_help_and_no_default_none_noise() -> None:
+    """`--exporter`, `--ages` and `down names` had no help; unset defaults printed
+    '(default: None)' on ~50 options (issue 40)."""
+    for name, p in _subparsers().items():
+        for a in p._actions:
+            where = f"desched {name} {'/'.join(a.option_strings) or a.dest}"
+            assert a.help, f"{where}: no help"
+            assert "(default: None)" not in a.help and "(default: False)" not in a.help, where
+
+
+def test_pytest_help_has_no_default_none_noise(pytester: pytest.Pytester) -> None:
+    config = pytester.parseconfig()
+    helps = [o.attrs()["help"] for o in config._parser.getgroup("desched").options]
+    assert len(helps) > 15 and any("(default: auto)" in h for h in helps)
+    for h in helps:
+        assert "(default: None)" not in h and "(default: False)" not in h, h
+
+
+def test_list_descriptions_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines[0].index("DESCRIPTION")
+    assert max(len(line[start:]) for line in lines) <= 60  # was up to 230
