@@ -104,7 +104,10 @@ def test_the_tool_cache_is_keyed_by_the_plugin_restored_and_saved_always() -> No
     assert "actions/cache" not in uses  # the combined action saves only on success
     restore, save = (steps[uses.index(a)] for a in ("actions/cache/restore", "actions/cache/save"))
     assert restore["with"]["key"] == save["with"]["key"] == "${{ steps.key.outputs.key }}"
-    assert save["if"].startswith("always()")
+    assert save["if"].startswith("always()") and "steps.tools.outcome == 'success'" in save["if"]
+    assert uses.index("actions/cache/save") < next(  # before the lint and the tests can fail
+        i for i, s in enumerate(steps) if s.get("name", "").startswith("Lint gate")
+    )
     assert "desched tools --cache-key" in _step("e2e", "Tool cache key")["run"]
     assert uses.index("actions/cache/restore") < uses.index("actions/cache/save")
 
