@@ -753,7 +753,7 @@ def test_session_checks_the_provider_auto_chose(
             self.started = True
 
     fake = Fake()
-    monkeypatch.setattr(providers, "make_provider", lambda config, tc: fake)
+    monkeypatch.setattr(providers, "make_provider", lambda config, tc, report=None: fake)
     s = DeschedSession(build_config({"--desched-candidate": spec}, run_dir=tmp_path))
     with pytest.raises(ConfigError, match=why):
         s.provider  # noqa: B018
