@@ -13,8 +13,8 @@ from typing import Protocol
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
 
-# The exit codes of every front end (desched, each subcommand, desched-tools; the plugin uses
-# EXIT_INTERNAL too): the one table, shown in `desched --help` and docs/cli.md#exit-codes.
+# The exit codes of `desched` and each subcommand (the pytest plugin uses EXIT_INTERNAL too):
+# the one table, shown in `desched --help` and docs/cli.md#exit-codes.
 # 70 is sysexits.h's EX_SOFTWARE: clear of pytest's own 0-5, so a crash is told apart from
 # a failed experiment (1) and from a usage error (2 here, 4 in pytest) in both front ends.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3
