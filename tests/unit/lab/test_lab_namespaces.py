@@ -88,9 +88,10 @@ def view(monkeypatch: pytest.MonkeyPatch) -> Any:
     cluster = SimpleNamespace(core=SimpleNamespace(list_node=lambda: SimpleNamespace(items=[])))
     ctx = SimpleNamespace(
         cluster=cluster,
-        release=SimpleNamespace(namespace="kube-system"),
+        release=SimpleNamespace(namespace="kube-system", policy=None),
         namespace=NAMESPACES[0],
         lane=None,
+        policy=SimpleNamespace(to_dict=lambda: {}),  # the round's policy: no nodeSelector
         policy_label=None,
         on_point=None,
         log_dir=".",
