@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pytest_desched import interrupts
+from pytest_desched import interrupts, scratch
 from pytest_desched import render as out
 from pytest_desched.artifacts_dir import CLAIMED, release_if_empty
 from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
@@ -451,6 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     spell = _spelling(getattr(args, "parser", None))
     debug = bool(args.debug or os.environ.get("DESCHED_DEBUG"))
+    made_before = scratch.made()
     with interrupts.interrupts_unwind():  # SIGTERM cleans up like Ctrl-C
         try:
             try:
@@ -461,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 interrupts.finishing()
                 while CLAIMED:  # a run that wrote nothing leaves no empty folder
                     release_if_empty(CLAIMED.pop())
+                scratch.remove_all(but=made_before)  # its temporary folders, on every path
         except PolicyError as exc:  # one line: the source, then each problem
             one = f"invalid DeschedulerPolicy ({exc.source}): " + "; ".join(exc.problems)
             _error(respell(one, spell))

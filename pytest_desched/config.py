@@ -10,14 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import tempfile
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_desched import names
+from pytest_desched import names, scratch
 from pytest_desched.artifacts_dir import claim, default_run_dir
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.errors import ConfigError, LabInputError
@@ -353,7 +352,7 @@ class DeschedConfig:
     existing_kubeconfig: Path | None = None
     allow_existing: bool = False
     kind_cluster: str | None = None  # a kind cluster the user has: used, never created/deleted
-    run_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="desched-")))
+    run_dir: Path = field(default_factory=scratch.make)  # removed at the end (scratch)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> DeschedConfig:
@@ -502,7 +501,7 @@ def build_config(
     if kind_cluster and provider == "auto":
         provider = "kind"  # a kind cluster the user named: nothing else to choose
     pol = get("--desched-policy")
-    run_dir = run_dir or Path(tempfile.mkdtemp(prefix="desched-"))
+    run_dir = run_dir or scratch.make()
     config = DeschedConfig(
         provider=provider,
         keep=get("--desched-keep"),

@@ -12,7 +12,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched import interrupts
+from pytest_desched import interrupts, scratch
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import api_failure
 from pytest_desched.session_state import SessionState
@@ -197,6 +197,7 @@ class SessionLifecycle(SessionState):
                 self._note_teardown(self._provider, keep)
                 if keep:
                     out["kept"] = self._provider.resume_hint()
+                    scratch.keep(self.config.run_dir)  # the hint's kubeconfig lives there
             if report is not None:
                 report.join()
         self.info.update(out)

@@ -7,12 +7,11 @@ named, the nodes must carry `NODE_OPT_IN_LABEL=true`, and `stop` never deletes a
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched import scratch
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.kube import node_annotations, node_labels, node_name
@@ -178,7 +177,7 @@ class ExistingProvider(Provider):
             # A kwok cluster (e.g. another run's embedded one): its own supervised stand-in
             # kubelet runs round pods, as a kubelet would; rounds read them back through the API.
             cluster.info["job_pods_run_by"] = "the embedded cluster's stand-in kubelet"
-        cluster.workdir = Path(tempfile.mkdtemp(prefix="desched-existing-"))
+        cluster.workdir = scratch.make("desched-existing-")
         return cluster
 
     def stop(self) -> None:
@@ -186,7 +185,7 @@ class ExistingProvider(Provider):
         if self.cluster is not None:
             close_clients(self.cluster)
             if self.cluster.workdir is not None:
-                shutil.rmtree(self.cluster.workdir, ignore_errors=True)
+                scratch.remove(self.cluster.workdir)
 
     def resume_hint(self) -> str:
         where = self.cluster.kubeconfig if self.cluster else (self.kubeconfig or "$KUBECONFIG")

@@ -22,7 +22,7 @@ ROOT = Path(pytest_desched.__file__).resolve().parent
 FLOORS: list[set[str]] = [
     # the ground floor: imports nothing above it
     {"__init__", "errors", "names", "log", "proc", "redaction", "render", "inputs_safe"}
-    | {"interrupts", "artifacts_dir", "capabilities", "bounds"},
+    | {"interrupts", "artifacts_dir", "capabilities", "bounds", "scratch"},
     {"tools"},  # versions, resolution, Go builds, candidates
     {"config"},  # the frozen configuration (checks tool names and candidate specs itself)
     {"kube"},  # waiting on the API
