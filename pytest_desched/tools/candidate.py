@@ -40,6 +40,7 @@ import yaml
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.tools.locate import file_lock, probe_version
+from pytest_desched.tools.tarballs import check_member, check_tarball, extract, open_checked
 from pytest_desched.tools.versions import load_versions
 
 __all__ = [
@@ -153,6 +154,9 @@ class SourceInfo:
     has_chart: bool
 
 
+_TAR_FIX = "pass a .tar.gz made by `git archive` of a descheduler checkout, or the checkout"
+
+
 def _fail(spec: str, why: str, fix: str) -> ConfigError:
     return ConfigError(f"candidate {spec!r}: {why}; {fix}")
 
@@ -241,10 +245,11 @@ def source_info(path: Path) -> SourceInfo:
         commit = _git_commit(path)
     else:
         try:
-            with tarfile.open(path) as tf:
+            with open_checked(path, f"candidate {spec!r}", _TAR_FIX) as tf:
                 names: list[str] = []
                 members: dict[str, tarfile.TarInfo] = {}
                 for m in tf:
+                    check_member(m, f"candidate {spec!r}", _TAR_FIX)  # before any unpacking
                     names.append(m.name)
                     members[m.name.rstrip("/")] = m
                 root = _tar_root(names)
@@ -259,9 +264,7 @@ def source_info(path: Path) -> SourceInfo:
                 commit = commit_raw if COMMIT.fullmatch(commit_raw) else None
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise _fail(
-                spec,
-                f"cannot read the tarball ({type(exc).__name__}: {exc})",
-                "pass a .tar.gz made by `git archive` of a descheduler checkout, or the checkout",
+                spec, f"cannot read the tarball ({type(exc).__name__}: {exc})", _TAR_FIX
             ) from None
     gomod = wanted["go.mod"]
     if gomod is None or not has_cmd:
@@ -507,12 +510,8 @@ def parse_chart_spec(chart: str, candidate_kind: str | None = None) -> ChartSpec
             f"candidate chart {chart!r}: pins apply to tree or a chart directory, not a packaged "
             ".tgz; unpack it or drop the pins"
         )
-    try:
-        with tarfile.open(path) as tf:
-            ok = any(m.name.endswith("/Chart.yaml") and m.name.count("/") == 1 for m in tf)
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ConfigError(f"candidate chart {chart!r}: cannot read {path}: {exc}") from None
-    if not ok:
+    members = check_tarball(path, f"candidate chart {chart!r}", "pass a `helm package` .tgz")
+    if not any(m.name.endswith("/Chart.yaml") and m.name.count("/") == 1 for m in members):
         raise ConfigError(
             f"candidate chart {chart!r}: {path} has no NAME/Chart.yaml; pass a `helm package` .tgz"
         )
@@ -583,9 +582,7 @@ def resolve_source(cand: Candidate, cache_dir: Path, report: Any = None) -> Cand
                         symlinks=True,
                     )
                 else:
-                    with tarfile.open(cand.path) as tf:
-                        names = tf.getnames()
-                        tf.extractall(tmp / "x", filter="data")
+                    names = extract(cand.path, tmp / "x", f"candidate {cand.ref!r}", _TAR_FIX)
                     top = _tar_root(names)
                     (tmp / "x" / top if top else tmp / "x").rename(tmp / "tree")
                     with contextlib.suppress(OSError):
