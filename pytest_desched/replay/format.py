@@ -22,6 +22,7 @@ import yaml
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_json, load_yaml, read_text
 from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
+from pytest_desched.replay.schema import check_shape
 
 API_VERSION = "desched.pytest.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -220,9 +221,8 @@ class Snapshot:
             raise ConfigError(
                 f"{source}: apiVersion {doc.get('apiVersion')!r}, this version reads {API_VERSION}"
             )
+        check_shape(doc, source)  # every field the replay reads has its type (exit 2, path)
         objects = doc.get("objects") or {}
-        if not isinstance(objects, dict):
-            raise ConfigError(f"{source}: objects must be a mapping of section -> list")
         snap = cls(
             header=dict(doc.get("header") or {}),
             policy=doc.get("policy"),
@@ -240,7 +240,7 @@ class Snapshot:
         if text.lstrip().startswith("{"):
             doc = load_json(text, str(path))
         else:
-            doc = load_yaml(text, str(path))
+            doc = load_yaml(text, str(path), kube=True)  # timestamps as text: JSON data
         return cls.from_doc(doc, str(path))
 
     # -- validation -----------------------------------------------------------------------

@@ -127,6 +127,20 @@ CASES: list[tuple[str, list[str], Any, str]] = [
         _snap({"nodes": [NODE], "pods": [_pod(spec={"nodeName": "gone"})]}),
         "lacks",
     ),
+    # issue 43: a wrong type anywhere is the path of the field (the snapshot's JSON Schema)
+    ("replay-section-number", ["replay", "{f}"], _snap({"nodes": 1}), "objects.nodes: is 1"),
+    (
+        "replay-policy-mapping",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE]}).replace('"header"', '"policy": {"a": 1}, "header"'),
+        "policy: is a mapping, not a string",
+    ),
+    (
+        "replay-header-string",
+        ["replay", "{f}"],
+        _snap({"nodes": [NODE]}).replace('"header": {', '"header": "oops", "h": {'),
+        "header: is 'oops' (a string)",
+    ),
     ("from-log-random-bytes", ["replay", "--from-log", "{f}"], os.urandom(256), "log"),
     ("from-log-empty", ["replay", "--from-log", "{f}"], "", "no descheduler JSON log line"),
     (
