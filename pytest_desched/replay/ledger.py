@@ -23,8 +23,9 @@ from typing import Any
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
 from pytest_desched.descheduler.logparse import parse_log
-from pytest_desched.errors import ConfigError
+from pytest_desched.errors import ConfigError, InputError
 from pytest_desched.inputs_safe import load_json, read_text
+from pytest_desched.replay.schema import first_problem
 
 # How far along the chain a fate got; the furthest wins when a pod has several decisions.
 _RANK = {
@@ -311,17 +312,28 @@ def _node_of(result: RoundResult, pod: str) -> str | None:
     return next((d.node for d in result.decisions if d.key == pod and d.node), None)
 
 
+_RECORD_FIX = "give evidence/<experiment>/<round>.json as a run wrote it (a log: --from-log)"
+
+
 def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
     """The ledger of a round record (evidence/<experiment>/<round>.json).
 
     The record keeps the lab namespace's decisions; when its log file is still there, the
     whole log is parsed instead, so every namespace's pods are in the ledger.
     """
+    source = "round record"
     if not isinstance(record, Mapping):
         path = Path(record)
+        source = f"round record {path}"
         record = load_json(read_text(path, kind="bulk", what="round record"), str(path))
         if not isinstance(record, Mapping):
             raise ConfigError(f"round record {path}: not a JSON object; give <round>.json")
+    found = first_problem("round record", record)
+    if found is not None:  # e.g. a log line: a ledger of nothing would say "nothing happened"
+        at, problem = found
+        if "msg" in record and "experiment" not in record:
+            at, problem = "", "is a descheduler log line, not a round record"
+        raise InputError(source, at, problem, _RECORD_FIX)
     version = (record.get("versions") or {}).get("descheduler")
     log_path = record.get("log_path")
     if log_path and Path(log_path).is_file():

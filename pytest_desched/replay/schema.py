@@ -1,11 +1,12 @@
-"""The snapshot file's shape as a JSON Schema: every field the replay reads has the type it
-reads it as, checked (jsonschema-rs) before anything else looks at the file.
+"""The shapes of the files the replay reads, as JSON Schemas checked (jsonschema-rs) before
+anything else looks at them: a snapshot, a descheduler JSON log's lines, a round record.
 
 A wrong type anywhere (`objects.nodes: 1`, a policy that is a mapping, a header that is a
-string, labels that are a list) is one ConfigError (exit 2) naming the file, the path of the
-field and what it is, instead of a TypeError deep in the restore. Fields the replay never
-reads are left free (a real cluster's objects carry many more), and the checks that are about
-values rather than types (names, kinds, timestamps, pods on missing nodes) stay in
+string, labels that are a list, a log line whose pod is a number, a log line given as a round
+record) is one ConfigError (exit 2) naming the file, the path of the field and what it is,
+instead of a TypeError deep in the restore or a ledger of nothing. Fields never read are left
+free (a real cluster's objects carry many more), and the checks that are about values rather
+than types (names, kinds, timestamps, pods on missing nodes) stay in
 `format.Snapshot.problems`.
 """
 
@@ -17,7 +18,13 @@ from typing import Any
 
 from pytest_desched.errors import InputError
 
-__all__ = ["SNAPSHOT_SCHEMA", "check_shape"]
+__all__ = [
+    "LOG_LINE_SCHEMA",
+    "ROUND_RECORD_SCHEMA",
+    "SNAPSHOT_SCHEMA",
+    "check_shape",
+    "first_problem",
+]
 
 _STR = {"type": "string"}
 _STR_OR_NULL = {"type": ["string", "null"]}
@@ -127,6 +134,58 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
     },
 }
 
+# One line of a descheduler JSON log (klog's JSON format) that has a "msg": the fields the
+# log parser reads (descheduler/logparse.py), with the types v0.36.0 writes them as.
+_NAMED = {"type": ["object", "string"], "properties": {"name": _STR, "namespace": _STR}}
+LOG_LINE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "msg": _STR,
+        "v": _INT,
+        "ts": {"type": ["number", "string"]},
+        "err": _STR,
+        "pod": _NAMED,
+        "node": _NAMED,
+        **{k: _STR for k in ("strategy", "plugin", "profile", "reason", "checks")},
+        **{k: _INT for k in ("totalEvicted", "evictionRequests")},
+    },
+}
+
+# A round record (evidence/<experiment>/<round>.json, evidence.record.RoundRecord.to_dict):
+# what `desched replay --from-record` reads.
+_DECISION = {
+    "type": "object",
+    "required": ["fate", "layer", "namespace", "name"],
+    "properties": {
+        **{k: _STR for k in ("fate", "layer", "namespace", "name")},
+        **{k: _STR_OR_NULL for k in ("reason", "strategy", "node")},
+        "checks": {"type": ["array", "null"], "items": _STR},
+        "status_code": {"type": ["integer", "null"]},
+    },
+}
+ROUND_RECORD_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["experiment", "round_name"],
+    "properties": {
+        "experiment": _STR,
+        "round_name": _STR,
+        "namespace": _STR_OR_NULL,
+        "versions": {"type": "object", "additionalProperties": _STR_OR_NULL},
+        "log_path": _STR_OR_NULL,
+        "decisions": {"type": "array", "items": _DECISION},
+        "caps": {"type": "object", "additionalProperties": {"type": ["integer", "null"]}},
+        "counts": {"type": "object", "additionalProperties": _INT},
+        "audit": _obj(available=_BOOL, by_code={"type": ["object", "null"]}),
+        "verdict": _STR,
+        "deciding_layer": _STR_OR_NULL,
+    },
+}
+SCHEMAS = {
+    "snapshot": SNAPSHOT_SCHEMA,
+    "log line": LOG_LINE_SCHEMA,
+    "round record": ROUND_RECORD_SCHEMA,
+}
+
 _JSON_TYPE = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}
 _WANTED = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer"}
 _WANTED |= {"number": "a number", "boolean": "a boolean", "null": "null"}
@@ -136,7 +195,7 @@ def _path(parts: Iterable[Any]) -> str:
     out = ""
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "the document"
+    return out  # "" for the document itself
 
 
 def _what(value: Any) -> str:
@@ -163,33 +222,37 @@ def _non_json(doc: Any) -> tuple[list[Any], Any] | None:
 
 
 @functools.cache
-def _validator() -> Any:
-    # heavy: the validator (Rust) is built once, only when a snapshot is read
+def _validator(kind: str) -> Any:
+    # heavy: the validator (Rust) is built once, only when such a file is read
     import jsonschema_rs
 
-    return jsonschema_rs.validator_for(SNAPSHOT_SCHEMA)
+    return jsonschema_rs.validator_for(SCHEMAS[kind])
 
 
-def check_shape(doc: Any, source: str) -> None:
-    """InputError naming the first field (by path) whose type is not what the replay reads.
+def first_problem(kind: str, doc: Any) -> tuple[str, str] | None:
+    """(path, problem) of the first field of `doc` that breaks the `kind` schema, or None.
 
     jsonschema-rs: 10,000 pods are checked in ~25 ms (the Python jsonschema took 3.8 s)."""
     try:
-        error = next(iter(_validator().iter_errors(doc)), None)
+        error = next(iter(_validator(kind).iter_errors(doc)), None)
     except ValueError:  # a value that is not JSON data at all
         found = _non_json(doc)
         path, value = found if found else ([], doc)
-        what = type(value).__name__
-        raise InputError(source, _path(path), f"is a {what}, not JSON data", _FIX) from None
+        return _path(path), f"is a {type(value).__name__}, not JSON data"
     if error is None:
-        return
-    if type(error.kind).__name__ == "Type":
+        return None
+    name = type(error.kind).__name__
+    if name == "Type":
         types = sorted(map(str, error.kind.types), key=lambda t: t == "null")  # null last
         wanted = " or ".join(_WANTED.get(t, t) for t in types)
-        problem = f"is {_what(error.instance)}, not {wanted}"
-    else:
-        problem = error.message[:120]
-    raise InputError(source, _path(error.instance_path), problem, _FIX)
+        return _path(error.instance_path), f"is {_what(error.instance)}, not {wanted}"
+    if name == "Required":
+        return _path(error.instance_path), f"has no {error.kind.property!r}"
+    return _path(error.instance_path), error.message[:120]
 
 
-_FIX = "fix the field's type"
+def check_shape(doc: Any, source: str) -> None:
+    """InputError naming the first field (by path) whose type is not what the replay reads."""
+    found = first_problem("snapshot", doc)
+    if found is not None:
+        raise InputError(source, *found, "fix the field's type")

@@ -142,6 +142,31 @@ CASES: list[tuple[str, list[str], Any, str]] = [
         "header: is 'oops' (a string)",
     ),
     ("from-log-random-bytes", ["replay", "--from-log", "{f}"], os.urandom(256), "log"),
+    # issue 43: lines of the wrong types, and a log line given as a round record
+    (
+        "from-log-pod-number",
+        ["replay", "--from-log", "{f}"],
+        '{"msg": "Evicted pod", "pod": 5, "v": 0}\n',
+        ":1: pod is 5 (a number), not a string or a mapping",
+    ),
+    (
+        "from-log-msg-list",
+        ["replay", "--from-log", "{f}"],
+        '{"v": 0, "msg": ["Evicted pod"]}\n',
+        "msg is a list, not a string",
+    ),
+    (
+        "from-record-log-line",
+        ["replay", "--from-record", "{f}"],
+        '{"msg": "Evicted pod", "pod": {"name": "p", "namespace": "ns"}}\n',
+        "is a descheduler log line, not a round record",
+    ),
+    (
+        "from-record-decisions-string",
+        ["replay", "--from-record", "{f}"],
+        '{"experiment": "e", "round_name": "r", "decisions": "all"}\n',
+        "decisions: is 'all' (a string), not a list",
+    ),
     ("from-log-empty", ["replay", "--from-log", "{f}"], "", "no descheduler JSON log line"),
     (
         "from-log-deep-line",

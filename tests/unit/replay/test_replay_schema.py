@@ -122,3 +122,52 @@ def test_a_json_document_with_too_many_values_is_refused_before_it_is_parsed(
     # an escaped quote before a colon inside a string is no key: not counted
     monkeypatch.undo()
     assert load_json('{"a": "x\\": y"}', "s.json") == {"a": 'x": y'}
+
+
+# -- --from-log lines and --from-record records ------------------------------------------
+
+
+def test_real_descheduler_logs_and_a_real_record_pass_their_schemas() -> None:
+    """Every JSON line of the v0.36.0 logs kept as test data, and a record as a run writes it."""
+    from pytest_desched.evidence.record import RoundRecord
+    from pytest_desched.inputs_safe import json_lines
+    from pytest_desched.replay.schema import first_problem
+
+    data = Path(__file__).resolve().parents[1] / "data" / "descheduler-v0.36.0"
+    lines = [
+        (f.name, i, doc)
+        for f in sorted(data.glob("*.log"))
+        for i, doc in json_lines(f.read_text(), f.name)
+        if "msg" in doc
+    ]
+    assert len(lines) > 500
+    assert [
+        (n, i, first_problem("log line", d)) for n, i, d in lines if first_problem("log line", d)
+    ] == []
+    decision = {"fate": "evicted", "layer": "api", "namespace": "ns", "name": "p"}
+    record = RoundRecord(
+        experiment="positive",
+        round_name="round-1",
+        provider="embedded",
+        verdict="evicted",
+        decisions=[decision],
+    )
+    assert first_problem("round record", json.loads(json.dumps(record.to_dict()))) is None
+
+
+@pytest.mark.parametrize(
+    ("record", "words"),
+    [
+        ({"msg": "Evicted pod", "pod": {"name": "p"}}, "is a descheduler log line, not a round"),
+        ({"experiment": "e"}, "has no 'round_name'"),
+        ({"experiment": "e", "round_name": "r", "decisions": [{"fate": 1}]}, "decisions[0]"),
+        ({"experiment": "e", "round_name": "r", "caps": {"total": "2"}}, "caps.total: is '2'"),
+    ],
+    ids=["log-line", "no-round-name", "decision-fate-number", "cap-string"],
+)
+def test_a_round_record_of_the_wrong_shape_is_refused(record: dict[str, Any], words: str) -> None:
+    from pytest_desched.replay.ledger import ledger_from_record
+
+    with pytest.raises(InputError) as err:
+        ledger_from_record(record)
+    assert words in str(err.value), str(err.value)
