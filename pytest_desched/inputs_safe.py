@@ -50,6 +50,7 @@ __all__ = [
     "load_yaml_all",
     "max_bytes",
     "read_text",
+    "require_mapping",
 ]
 
 SMALL_BYTES_DEFAULT = 16 * 1024 * 1024
@@ -341,6 +342,21 @@ def load_yaml(text: str, source: str = "<yaml>", *, kube: bool = False) -> Any:
     """The single document of `text` (None when empty); more than one is refused."""
     docs = load_yaml_all(text, source, max_documents=1, kube=kube)
     return docs[0] if docs else None
+
+
+def require_mapping(doc: Any, source: str, what: str, field: str = "") -> dict[str, Any]:
+    """`doc` when it is a mapping; else the one refusal (exit 2) for a file that is no YAML
+    mapping at all: empty, comments only, a bare scalar or a list. `what` names what was
+    asked for ("a DeschedulerPolicy, Helm values or ConfigMap")."""
+    if isinstance(doc, dict):
+        return doc
+    if doc is None:
+        problem = "holds no YAML document (empty, or comments only)"
+    elif isinstance(doc, list):
+        problem = "is a list, not a mapping"
+    else:
+        problem = f"is the bare {type(doc).__name__} {str(doc)[:40]!r}, not a mapping"
+    raise InputError(source, field, problem, f"give {what}")
 
 
 def load_yaml_file(path: str | Path, *, kind: str = "small", what: str = "file") -> Any:

@@ -50,6 +50,14 @@ CASES: list[tuple[str, list[str], Any, str]] = [
     ("lint-binary", ["lint", "{f}"], os.urandom(64) + b"\x00", "binary"),
     ("lint-latin1", ["lint", "{f}"], POLICY.encode() + b"# caf\xe9\n", "not UTF-8"),
     ("lint-directory", ["lint", "{d}"], None, "is a directory"),
+    # issue 43: no mapping at all is unreadable input too (was a DL000 finding, exit 1)
+    ("lint-empty", ["lint", "{f}"], "", "holds no YAML document"),
+    ("lint-comments-only", ["lint", "{f}"], "# a comment\n# another\n", "holds no YAML document"),
+    ("lint-bare-scalar", ["lint", "{f}"], "hello\n", "is the bare str 'hello', not a mapping"),
+    ("lint-list", ["lint", "{f}"], "- a\n- b\n", "is a list, not a mapping"),
+    ("lint-duplicate-key", ["lint", "{f}"], POLICY + "profiles: []\n", "duplicate key 'profiles'"),
+    ("lint-deployment", ["lint", "{f}"], "apiVersion: apps/v1\nkind: Deployment\n", "nothing lint"),
+    ("lint-values-list", ["lint", "--values", "{f}"], "- a\n", "is a list, not a mapping"),
     ("lint-fifo", ["lint", "{fifo}"], None, "FIFO"),
     ("lint-too-big", ["lint", "{f}"], POLICY + "#" * (2 * 1024 * 1024) + "\n", "limit"),
     (

@@ -59,7 +59,7 @@ from pytest_desched.descheduler.policy.values import (
     safety_off,
 )
 from pytest_desched.errors import ConfigError, InputError, PolicyError
-from pytest_desched.inputs_safe import load_yaml, load_yaml_all, read_text
+from pytest_desched.inputs_safe import load_yaml, load_yaml_all, read_text, require_mapping
 from pytest_desched.log import say
 from pytest_desched.proc import helm_env
 from pytest_desched.redaction import scrub_secrets
@@ -200,22 +200,19 @@ def load_targets(path: str | Path, render: Renderer | None = None) -> list[Targe
     and the line when known): bad input, refused before any lint.
     """
     name = str(path)
-    text = read_text(path, what="policy, values or ConfigMap")  # bounded: InputError, exit 2
-    try:
-        docs = load_yaml_all(text, name)  # depth, aliases, ints: refused before any walk
-        nodes = list(yaml.compose_all(text, Loader=_NODE_LOADER))
-    except InputError as exc:
-        if exc.code != "DL003":
-            raise
-        return [Target(name, None, "", problem=str(exc), rule=exc.code)]
+    text = read_text(path, what=_LINTABLE)  # bounded: InputError, exit 2
+    # depth, aliases, ints, duplicate keys: refused (exit 2) before any walk
+    docs = load_yaml_all(text, name)
+    nodes = list(yaml.compose_all(text, Loader=_NODE_LOADER))
     docs_nodes = [(d, n) for d, n in zip(docs, nodes, strict=False) if d is not None]
+    if not docs_nodes:  # empty, or comments only
+        require_mapping(None, name, _LINTABLE)
     out: list[Target] = []
     single = len(docs_nodes) == 1
     for i, (doc, node) in enumerate(docs_nodes):
         where = "" if single else f"[doc {i}]"
-        if not isinstance(doc, dict):
-            out.append(Target(name, None, "", where, problem="document is not a mapping"))
-        elif doc.get("kind") == "DeschedulerPolicy":
+        require_mapping(doc, name, _LINTABLE, "" if single else f"document {i + 1}")
+        if doc.get("kind") == "DeschedulerPolicy":
             out.append(Target(name, doc, text if single else json.dumps(doc), where, node))
         elif single and is_values(doc):
             render = render or pinned_renderer()
@@ -239,21 +236,17 @@ def load_targets(path: str | Path, render: Renderer | None = None) -> list[Targe
             else:
                 out.append(Target(name, None, "", prefix, problem="policy.yaml is not a mapping"))
         elif doc.get("kind") in (None, "ConfigMap") or single:
-            out.append(
-                Target(
-                    name,
-                    None,
-                    "",
-                    where,
-                    problem=(
-                        "not a DeschedulerPolicy, Helm values (a file of its own), or a "
-                        "ConfigMap with data.policy.yaml"
-                    ),
-                )
+            field = "" if single else f"document {i + 1}"
+            kind = doc.get("kind")
+            raise InputError(
+                name, field, f"kind {kind!r} is nothing lint reads", f"give {_LINTABLE}"
             )
     if not out:
-        out.append(Target(name, None, "", problem="no document in the file"))
+        raise InputError(name, "", "no document lint reads", f"give {_LINTABLE}")
     return out
+
+
+_LINTABLE = "a DeschedulerPolicy, Helm values (a file of its own) or a ConfigMap with policy.yaml"
 
 
 def _present(node: yaml.Node | None, toks: Sequence[str | int]) -> int:

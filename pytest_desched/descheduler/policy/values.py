@@ -24,7 +24,7 @@ import yaml
 
 from pytest_desched.descheduler.render_checks import find, parse_manifests
 from pytest_desched.errors import CommandError, ConfigError
-from pytest_desched.inputs_safe import load_yaml, read_text
+from pytest_desched.inputs_safe import load_yaml, read_text, require_mapping
 from pytest_desched.proc import run
 from pytest_desched.redaction import scrub_secrets
 
@@ -62,10 +62,9 @@ def read_values(path: str | Path) -> ValuesFile:
     text = read_text(p, what="Helm values")  # bounded: size, file type, UTF-8
     doc = load_yaml(text, str(p))  # depth, aliases, ints, duplicate keys: before any walk
     node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    if doc is None:
+    if doc is None:  # empty, or comments only: Helm's "no overrides"
         doc = {}
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{p}: the document is a {type(doc).__name__}, not a mapping of values")
+    doc = require_mapping(doc, str(p), "Helm values")
     return ValuesFile(p, doc, node)
 
 
