@@ -1,6 +1,7 @@
 """The one `desched` logger and its progress reporter: every line is written whole.
 
-Ground floor (imports nothing of the package). Progress used to be printed by ten copies of
+Ground floor (imports only `redaction`: every line said goes through `scrub_secrets`, so a
+token a tool echoes back in its error text never reaches the terminal). Progress used to be printed by ten copies of
 `print(..., file=sys.stderr)`, which writes the text and the newline as two calls: two canary
 tracks' threads then interleaved into one line ("[baseline] starting ...[candidate] starting
 ...") and a reader keyed on lines missed one. Here a line goes out in one `write` under the
@@ -18,6 +19,8 @@ import logging
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
+
+from pytest_desched.redaction import scrub_secrets
 
 LOGGER_NAME = "desched"
 Reporter = Callable[[str], None]  # the one type of a progress callback
@@ -48,7 +51,7 @@ class _Tagged(logging.Formatter):
     """`[tag] message`; the tag defaults to `desched` and may be set per record."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"[{getattr(record, 'tag', LOGGER_NAME)}] {record.getMessage()}"
+        return f"[{getattr(record, 'tag', LOGGER_NAME)}] {scrub_secrets(record.getMessage())}"
 
 
 def _logger() -> logging.Logger:

@@ -48,6 +48,13 @@ _URL_QUERY = re.compile(
     r"|sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature)=)"
     r"(?!<redacted>)[^&#\s\"'<>]+"
 )
+# A token echoed back in quotes by a tool that refused it as some other kind of value (Go's
+# `time: invalid duration "..."`, `invalid argument "..." for "--flag"`, strconv's `parsing
+# "..."`): mixed case and a digit, 20+ characters of a token's alphabet, no space or dot (so
+# plugin names, paths, versions, DNS names and lowercase commit/UID hex stay).
+_QUOTED_TOKEN = re.compile(
+    r"""(?P<q>["'])(?=[^"'\s]*[0-9])(?=[^"'\s]*[a-z])(?=[^"'\s]*[A-Z])[A-Za-z0-9+/_=-]{20,}(?P=q)"""
+)
 _KEYED = re.compile(
     rf"""(?P<key>["']?[A-Za-z0-9_.-]*(?:{_SENSITIVE})[A-Za-z0-9_.-]*["']?)(?P<sep>\s*[:=]\s*)
     (?:"(?P<dq>[^"\n]*)"|'(?P<sq>[^'\n]*)'|(?P<bare>[^\s"',;}}\])]+))""",
@@ -88,6 +95,7 @@ def scrub_secrets(text: str) -> str:
     text = _URL_USERINFO.sub(f"{REDACTED}@", text)
     text = _BASIC_BARE.sub(rf"\1{REDACTED}", text)
     text = _URL_QUERY.sub(rf"\1{REDACTED}", text)
+    text = _QUOTED_TOKEN.sub(rf"\g<q>{REDACTED}\g<q>", text)
     return _KEYED.sub(_keyed, text)
 
 

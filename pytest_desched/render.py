@@ -4,7 +4,8 @@ A command builds one JSON-able value (what `-o json` prints) and, where a person
 a table or a text of its own; this module turns that into the format asked for. Tables go
 through `tabulate` (plain columns for text, GitHub pipes for Markdown), never a hand-written
 writer. Machine-readable output goes to stdout; progress stays on stderr (the `[desched]`
-lines), so `desched run -o json | jq` sees only JSON. Imports nothing of the package.
+lines), so `desched run -o json | jq` sees only JSON. Imports only `redaction`: every result
+it prints or writes is scrubbed of secrets (`emit`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 import yaml
 from tabulate import tabulate
+
+from pytest_desched.redaction import scrub_secrets
 
 FORMATS = ("text", "json", "yaml", "md")
 
@@ -101,7 +104,9 @@ def render(
 def emit(
     out: str, path: str | Path | None = None, say: Callable[[str], None] | None = None
 ) -> None:
-    """Print `out` to stdout, or write it to `path` (then say so on stderr)."""
+    """Print `out` to stdout, or write it to `path` (then say so on stderr), secrets scrubbed:
+    a command's result may quote a tool's output, and a token in it (`scrub_secrets`)."""
+    out = scrub_secrets(out)
     if path:
         Path(path).write_text(out if out.endswith("\n") else out + "\n")
         if say:
