@@ -521,3 +521,19 @@ def test_the_final_scan_still_runs_where_the_cluster_stays_or_is_unchecked(
     assert log.index("scan") < log.index("cluster"), log  # the cluster stops after the scan
     assert out["namespaces_gone"] == ["descheduler-lab", "descheduler-lab-2"]
     assert "namespaces_discarded" not in out
+
+
+@pytest.mark.parametrize("keep", ["always", "never"])
+def test_a_kept_clusters_run_folder_outlives_the_runs_temporary_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep: str
+) -> None:
+    """The kept cluster's kubeconfig (its resume hint) lives in the run folder: `desched`
+    removes its temporary folders at exit (scratch), but not that one."""
+    from pytest_desched import scratch
+
+    before = scratch.made()
+    s, _ = _with_reaper(tmp_path, monkeypatch, DeletingProvider([]))
+    s.config = replace(s.config, keep=keep, run_dir=scratch.make())
+    s.close()
+    assert scratch.remove_all(but=before) == []
+    assert s.config.run_dir.is_dir() is (keep == "always")
