@@ -5,8 +5,8 @@ embedded clusters (issue 29, deliverable 3), the eviction sets compared per pod 
     python bench/repeat_bench.py [--repeat 10] [--out FILE]
 
 The same path as `desched replay SNAPSHOT --repeat N`: `replay()` once per run, then
-`replay.repeat.compare_runs`. JSON on stdout (and in --out): per incident the comparison
-(same or not, the pods that differ and in how many runs), the wall seconds of each run and
+`replay.repeat.run_comparison`. JSON on stdout (and in --out): per incident the comparison
+(same, different or not comparable; the identities that differ and their pods per run), the wall seconds of each run and
 the load average before and after, since the machine is shared.
 """
 
@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_desched.log import say
     from pytest_desched.replay.engine import replay
     from pytest_desched.replay.incidents import label_move, pdb_drain
-    from pytest_desched.replay.repeat import compare_runs, eviction_set
+    from pytest_desched.replay.ledger import evictions
+    from pytest_desched.replay.repeat import run_comparison
     from pytest_desched.session import interrupts_unwind
 
     work = Path(tempfile.mkdtemp(prefix="desched-bench-repeat-"))
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     for make in (label_move, pdb_drain):
         inc = make()
         path = inc.snapshot.write(work / f"{inc.name}.yaml")
-        sets, walls, loads = [], [], []
+        ledgers, walls, loads = [], [], []
         for i in range(1, args.repeat + 1):
             run_dir = work / f"{inc.name}-{i}"
             config = build_config({"--desched-provider": "embedded"}, run_dir=run_dir)
@@ -58,9 +59,10 @@ def main(argv: list[str] | None = None) -> int:
                 res = replay(path, config=config, report=lambda m: None)
             walls.append(round(time.monotonic() - t0, 1))
             loads.append((round(load0, 2), round(os.getloadavg()[0], 2)))
-            sets.append(eviction_set(res.ledger))
-            say(f"repeat bench: {inc.name} run {i}/{args.repeat}: {len(sets[-1])} evicted")
-        cmp = compare_runs(sets)
+            ledgers.append(res.ledger)
+            n = len(evictions(res.ledger))
+            say(f"repeat bench: {inc.name} run {i}/{args.repeat}: {n} evicted")
+        cmp = run_comparison(ledgers)
         cmp["expected_evicted"] = sorted(
             p for p, w in inc.expected.items() if w["fate"] == "evicted"
         )

@@ -29,7 +29,7 @@ class Identity:
     """A pod as a comparison counts it across runs (see the module docstring)."""
 
     namespace: str
-    owner: str | None  # Kind/name; None for a bare pod (then `name` is kept)
+    owner: str | None  # Kind/name; None: a bare pod (then `name` is kept) or unknown
     generation: int = 0
     node: str | None = None
     strategy: str | None = None
@@ -78,10 +78,12 @@ def identity_of(
     strategy: str | None = None,
     status_code: int | None = None,
     checks: Iterable[str] = (),
+    bare: bool = False,
 ) -> Identity:
-    """The identity of `pod` (namespace/name): its name is dropped unless it is a bare pod."""
+    """The identity of `pod` (namespace/name): its name is dropped unless the pod is known to
+    be bare (`bare`: no owner, so nothing renames it); an unknown owner keeps no name."""
     namespace, _, name = pod.partition("/")
-    keep = name if not owner and not generation else None
+    keep = name if bare and not owner and not generation else None
     return Identity(
         namespace,
         owner or None,

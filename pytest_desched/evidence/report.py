@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
+from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.evidence.readable import NONE_SHOWN, human, prose
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
 from pytest_desched.redaction import Redactor
@@ -487,10 +488,14 @@ def replay_answer(replay: Mapping[str, Any]) -> str:
     c = ledger.get("comparison")
     if c:
         differ = len(c.get("differ") or [])
-        same = "the same" if c.get("same_fates_up_to_order") else "not the same"
+        same = {True: "the same", False: "not the same"}.get(
+            c.get("same_fates_up_to_order"), NOT_COMPARABLE
+        )
+        cov = ((c.get("coverage") or {}).get("evicted") or {}).get("line")
         return (
             f"replay: {differ} pod(s) differ from the incident's log; fates up to order: {same}"
-            f" ({len(c.get('identities_differ') or [])} pod identities differ)"
+            f" ({len(c.get('identities_differ') or [])} pod identities differ"
+            + (f"; {cov})" if cov else ")")
         )
     rounds = ledger.get("rounds") or []
     first = (rounds[0].get("by_fate") if rounds else None) or {}

@@ -18,7 +18,8 @@ the file (with a deprecation note), and so does the old `--format`.
     desched replay --from-record <artifacts>/<experiment>/<round>.json (no cluster)
 
 The main `desched` parser only needs `add_parsers(sub)`; each command's function returns the
-exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no cluster).
+exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no cluster, or a
+--log/--repeat verdict that compared nothing: "not comparable").
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.errors import ConfigError, InputError
+from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, ConfigError, InputError
+from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
 from pytest_desched.render import add_output
@@ -206,6 +208,7 @@ def _run_config(base: Any, repeat: int, i: int) -> Any:
 def _finish(args: argparse.Namespace, one: Any) -> int:
     """One replay, or --repeat N of them and their comparison; the exit code."""
 
+    cmp: dict[str, Any] | None = None
     if args.repeat == 1:
         result = one(1)
         out = _ledger_out(result.ledger, args.output, result.markdown, result.to_dict())
@@ -217,17 +220,27 @@ def _finish(args: argparse.Namespace, one: Any) -> int:
         cmp = rep.repeat(one, args.repeat, say)
         results = cmp.pop("results")
         data = {**cmp, "artifacts": [r.artifacts for r in results]}
-
-        out = render.render(
-            data, args.output, text=lambda: rep.markdown(cmp), md=lambda: rep.markdown(cmp)
-        )
+        md = rep.markdown(cmp)
+        out = render.render(data, args.output, text=lambda: md, md=lambda: md)
         _emit(out, args.output_file)
     failed = failed_rounds(results)
     for f in failed:
         say(f"round {f}")
     # a timeline change that failed to apply, a round run on a stale state (timeline_run)
     failed += [f for res in results for f in (res.timeline or {}).get("failures") or []]
-    return 1 if failed else 0
+    if failed:
+        return EXIT_FAILED
+    return EXIT_INFRA if not_comparable(results, cmp) else EXIT_OK
+
+
+def not_comparable(results: list[Any], repeats: dict[str, Any] | None) -> bool:
+    """A verdict asked for (--log, --repeat) that compared nothing: exit 3, as the canary's
+    NO VERDICT; the report says "not comparable" and why."""
+    verdicts = [repeats.get("same")] if repeats is not None else []
+    for res in results:
+        c = res.ledger.comparison or {}
+        verdicts += [c.get("same_evictions"), c.get("same_fates_up_to_order")] if c else []
+    return NOT_COMPARABLE in verdicts
 
 
 def failed_rounds(results: list[Any]) -> list[str]:

@@ -37,6 +37,7 @@ from pytest_desched.replay.ledger import (
     PodRow,
     compare,
     figures,
+    replacement_origin,
     round_fates,
     undecided,
 )
@@ -506,7 +507,7 @@ def _aftermath(
                 pod=key(p),
                 node=(p.get("spec") or {}).get("nodeName"),
                 owner=f"{ref.get('kind')}/{ref.get('name')}",
-                origin=f"replacement of {pod}",
+                origin=replacement_origin(pod),
             )
         )
         owners[key(p)] = str(owner)

@@ -24,6 +24,17 @@ from typing import Any
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.errors import ConfigError, InputError
+from pytest_desched.evidence.compare import (
+    Coverage,
+    Identity,
+    NotCompared,
+    answer,
+    answer_label,
+    differences,
+    generation,
+    identity_label,
+    identity_of,
+)
 from pytest_desched.inputs_safe import load_json, read_text
 from pytest_desched.replay.schema import first_problem
 
@@ -147,8 +158,9 @@ class Ledger:
                 "",
                 "## Compared with the incident's log",
                 "",
-                f"- same evictions: {c['same_evictions']}; same refusals: {c['same_refusals']}; "
-                f"pods that differ: {len(c['differ'])}",
+                _same_line("same evictions", c["same_evictions"], c, "evicted"),
+                _same_line("same refusals", c["same_refusals"], c, "refused"),
+                f"- pods that differ: {len(c['differ'])}",
             ]
             out += [
                 f"- `{d['pod']}`: incident {d['incident']}, replay {d['replay']}: {d['why']}"
@@ -157,7 +169,7 @@ class Ledger:
             ids = c.get("identities_differ") or []
             out.append(
                 f"- same fates up to order (the same pod identities per outcome): "
-                f"{c.get('same_fates_up_to_order')}"
+                f"{answer_label(c.get('same_fates_up_to_order'))}"
             )
             out += [
                 f"  - {identity_label(d['identity'])}: incident {len(d['incident'])} "
@@ -165,6 +177,12 @@ class Ledger:
                 f"({', '.join(d['replay']) or 'none'})"
                 for d in ids[:100]
             ]
+            left_out = c.get("not_compared") or []
+            if left_out:
+                out += ["", f"## Not compared ({len(left_out)} pods)", ""]
+                out += [f"- `{n['pod']}` {n['fate']}: {n['why']}" for n in left_out[:200]]
+                if len(left_out) > 200:
+                    out.append(f"- ... {len(left_out) - 200} more in the JSON")
         if self.notes:
             out += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
         return "\n".join(out) + "\n"
@@ -175,6 +193,12 @@ class Ledger:
             fates = "; ".join(f"{f.label} [{f.layer or '-'}]" for f in row.fates)
             lines.append(f"{row.pod:60} {row.node or '-':24} {fates}")
         return "\n".join(lines) + "\n"
+
+
+def _same_line(what: str, value: Any, c: Mapping[str, Any], side: str) -> str:
+    """`- same evictions: yes (compared 3 of 3 evicted pods)`: the answer and its coverage."""
+    cov = (c.get("coverage") or {}).get(side) or {}
+    return f"- {what}: {answer_label(value)}" + (f" ({cov['line']})" if cov else "")
 
 
 # -- one round ---------------------------------------------------------------------------
@@ -386,6 +410,13 @@ def _rank_of(fate: str) -> int:
 
 
 # -- comparing two logs ----------------------------------------------------------------------
+def shown(f: PodFate, verbose: bool = True) -> bool:
+    """A decision a log can show: a pod no strategy picked is no decision, and a log below
+    -v=4 never shows the pods the evictor filtered. The one rule for both the per-pod
+    differences and the identity counts."""
+    return f.fate != NOT_PICKED and (verbose or f.fate != Fate.FILTERED.value)
+
+
 def compare(
     incident: Mapping[str, PodFate],
     replay: Mapping[str, PodFate],
@@ -396,27 +427,26 @@ def compare(
 
     `context`: what is known about the replay (`versions` {incident, replay},
     `not_restored` {pod: why}, `pdbs` {pod: snapshot PDB status}, `ages`, `limited`,
-    `identities` {pod: {"owner": "Kind/name", "node": ...}} from the snapshot).
+    `identities` {pod: {"owner": "Kind/name", "node": ...}} from the snapshot,
+    `compare_only`: the pods the replay could decide).
 
-    "Same fates up to order" means the same multiset of pod identities per outcome: each
-    decided pod counted as (namespace, owner, node, strategy, layer, fate, code, checks), so
-    a cap that cut a sibling (same owner, same node) instead agrees, and an eviction moved
-    from `prod/web` to `kube-system/coredns` does not. `identities_differ` names each
-    identity whose count differs and the pods behind it on each side.
+    Identities and "not comparable" come from the comparison core (`evidence/compare.py`).
+    "Same fates up to order" means the same multiset of identities per outcome, so a cap that
+    cut a sibling (same owner, same node) instead agrees, and an eviction moved from
+    `prod/web` to `kube-system/coredns` does not. Every "same" is computed over what was
+    compared and says how much of the incident's evictions that was: with none of them
+    compared (a snapshot taken after the incident no longer holds the evicted pods), it is
+    NOT_COMPARABLE, never True.
     """
     ctx = dict(context or {})
     only = ctx.get("compare_only")
-    not_compared = []
+    all_incident = dict(incident)
+    not_compared: list[NotCompared] = []
     if only is not None:
         for pod in sorted((set(incident) | set(replay)) - set(only)):
             f = incident.get(pod) or replay.get(pod)
-            not_compared.append(
-                {
-                    "pod": pod,
-                    "fate": f.label if f else "",
-                    "why": _why(pod, f or no_decision(None), f or no_decision(None), ctx),
-                }
-            )
+            nd = no_decision(None)
+            not_compared.append(NotCompared(pod, _why(pod, f or nd, f or nd, ctx), _label(f)))
         incident = {p: f for p, f in incident.items() if p in only}
         replay = {p: f for p, f in replay.items() if p in only}
 
@@ -426,86 +456,108 @@ def compare(
     def refused(m: Mapping[str, PodFate]) -> set[tuple[str, int | None]]:
         return {(p, f.status_code) for p, f in m.items() if f.fate == Fate.REFUSED.value}
 
-    identities_differ = _identity_diff(incident, replay, ctx.get("identities") or {})
+    facts = ctx.get("identities") or {}
+
+    def ids(m: Mapping[str, PodFate]) -> dict[str, Identity]:
+        return {
+            p: fate_identity(p, f, facts.get(p)) for p, f in m.items() if shown(f, incident_verbose)
+        }
+
+    diffs = differences([ids(incident), ids(replay)])
     differ = []
     for pod in sorted(set(incident) | set(replay)):
         a = incident.get(pod) or no_decision(None)
         b = replay.get(pod) or no_decision(None)
-        if not incident_verbose and {a.fate, b.fate} <= {Fate.FILTERED.value, NOT_PICKED}:
-            continue  # a -v<4 log never shows filtered pods
+        if not shown(a, incident_verbose) and not shown(b, incident_verbose):
+            continue
         if (a.fate, a.status_code, sorted(a.checks)) == (b.fate, b.status_code, sorted(b.checks)):
             continue
         differ.append(
             {"pod": pod, "incident": a.label, "replay": b.label, "why": _why(pod, a, b, ctx)}
         )
+    anything = bool(incident) and bool(replay)
+    cov_ev = Coverage("evicted pods", len(evicted(incident)), len(evicted(all_incident)), anything)
+    cov_ref = Coverage("refused pods", len(refused(incident)), len(refused(all_incident)), anything)
+    cov_pods = Coverage("pods", len(set(incident) | set(replay)), len(all_incident), anything)
+    cov_fates = cov_pods if cov_ev.comparable else cov_ev
     return {
-        "same_evictions": evicted(incident) == evicted(replay),
-        "same_refusals": refused(incident) == refused(replay),
+        "same_evictions": answer(evicted(incident) == evicted(replay), cov_ev),
+        "same_refusals": answer(refused(incident) == refused(replay), cov_ref),
+        "coverage": {"evicted": cov_ev.to_dict(), "refused": cov_ref.to_dict()},
         "evicted": {"incident": sorted(evicted(incident)), "replay": sorted(evicted(replay))},
         "refused": {
             "incident": sorted(f"{p} {c}" for p, c in refused(incident)),
             "replay": sorted(f"{p} {c}" for p, c in refused(replay)),
         },
         "differ": differ,
-        "same_fates_up_to_order": not identities_differ,
-        "identities_differ": identities_differ,
-        "not_compared": not_compared,
+        "same_fates_up_to_order": answer(not diffs, cov_fates),
+        "identities_differ": [d.to_dict(("incident", "replay")) for d in diffs],
+        "not_compared": [n.to_dict() for n in not_compared],
     }
 
 
-IDENTITY = ("namespace", "owner", "node", "strategy", "layer", "fate", "status_code", "checks")
+def _label(f: PodFate | None) -> str:
+    return f.label if f else ""
 
 
-def identity(pod: str, f: PodFate, facts: Mapping[str, Any] | None = None) -> tuple[Any, ...]:
-    """A decided pod as the comparison counts it (see IDENTITY); `facts`: owner and node."""
-    facts = facts or {}
-    return (
-        pod.split("/", 1)[0],
+def fate_identity(pod: str, f: PodFate, facts: Mapping[str, Any] | None = None) -> Identity:
+    """A decided pod as the comparison core counts it; `facts`: owner, node, generation (a
+    pod whose facts say no owner is bare; without facts its owner is unknown)."""
+    known, facts = facts is not None, facts or {}
+    return identity_of(
+        pod,
         facts.get("owner"),
+        int(facts.get("generation") or 0),
         facts.get("node"),
-        f.strategy,
-        f.layer,
         f.fate,
+        f.layer,
+        f.strategy,
         f.status_code,
-        tuple(sorted(f.checks)),
+        f.checks,
+        bare=known and not facts.get("owner"),
     )
 
 
-def _identity_diff(
-    a: Mapping[str, PodFate],
-    b: Mapping[str, PodFate],
-    facts: Mapping[str, Mapping[str, Any]],
-) -> list[dict[str, Any]]:
-    """Each identity whose count differs between the two sides, with the pods behind it."""
-
-    def bag(m: Mapping[str, PodFate]) -> dict[tuple[Any, ...], list[str]]:
-        out: dict[tuple[Any, ...], list[str]] = {}
-        for pod, f in sorted(m.items()):
-            if f.fate != NOT_PICKED:  # a pod no strategy picked is not a decision
-                out.setdefault(identity(pod, f, facts.get(pod)), []).append(pod)
-        return out
-
-    left, right = bag(a), bag(b)
-    diff = []
-    for ident in sorted(set(left) | set(right), key=str):
-        pa, pb = left.get(ident, []), right.get(ident, [])
-        if len(pa) != len(pb):
-            d = dict(zip(IDENTITY, ident, strict=True))
-            d["checks"] = list(d["checks"])
-            diff.append({"identity": d, "label": identity_label(d), "incident": pa, "replay": pb})
-    return diff
+# -- one replay as the core counts it (replay --repeat) --------------------------------------
+REPLACEMENT_OF = "replacement of "
 
 
-def identity_label(d: Mapping[str, Any]) -> str:
-    """`ns owner@node fate code [checks] by strategy (layer)`, for people."""
-    owner = d.get("owner") or "(owner unknown)"
-    node = d.get("node") or "?"
-    code = f" {d['status_code']}" if d.get("status_code") else ""
-    checks = f" [{', '.join(d['checks'])}]" if d.get("checks") else ""
-    by = f" by {d['strategy']}" if d.get("strategy") else ""
+def replacement_origin(evicted: str) -> str:
+    """A replacement row's origin: the pod it replaced (the controller's name is random)."""
+    return f"{REPLACEMENT_OF}{evicted}"
+
+
+def replaced(origin: str) -> str | None:
+    """The pod a replacement row replaced, from its origin; None for any other row."""
     return (
-        f"{d.get('namespace')} {owner}@{node}: {d.get('fate')}{code}{checks}{by} ({d.get('layer')})"
+        origin[len(REPLACEMENT_OF) :].split(" ", 1)[0]
+        if origin.startswith(REPLACEMENT_OF)
+        else None
     )
+
+
+def evictions(ledger: Ledger) -> dict[str, Identity]:
+    """Each pod evicted in any round of one replay -> its identity (generation included)."""
+    parents = {r.pod: replaced(r.origin) for r in ledger.rows}
+    out = {}
+    for row in ledger.rows:
+        for f in row.fates:
+            if f.fate == Fate.EVICTED.value:
+                gen = generation(row.pod, parents)
+                out[row.pod] = fate_identity(
+                    row.pod, f, {"owner": row.owner, "node": row.node, "generation": gen}
+                )
+    return out
+
+
+def unmeasured(ledger: Ledger) -> str | None:
+    """Why a replay measured nothing a comparison could use (no round, or every round
+    skipped), else None."""
+    if not ledger.rounds:
+        return "no round ran"
+    if all(r.skipped for r in ledger.rounds):
+        return f"every round skipped: {ledger.rounds[0].skipped}"
+    return None
 
 
 def _why(pod: str, a: PodFate, b: PodFate, ctx: Mapping[str, Any]) -> str:

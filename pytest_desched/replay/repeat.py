@@ -1,12 +1,15 @@
 """`replay --repeat N`: the same replay N times, each on a fresh cluster, and whether the
-eviction set (per pod identity) came out the same every time.
+eviction set came out the same every time.
 
-A pod's identity is its name in the snapshot (restored pods keep their names); a replacement
-made during the replay is named by the pod it replaced (`replacement of ns/pod`), since its
-own name is the controller's random one. Why this matters: the descheduler walks pods in
-informer order and the caps cut that walk, so which pods of a set go can differ between runs
-of the same input; SimKube says so of its reruns. This names the pods that differ and in how
-many runs each was evicted, instead of claiming or denying determinism.
+Each evicted pod is counted by its identity in the comparison core (`evidence/compare.py`):
+owner, generation of replacement, node, strategy, layer, fate; never its name, since a
+replacement's name is its controller's random one (a second-generation replacement named
+after the first one's random name made identical runs differ). Why this matters: the
+descheduler walks pods in informer order and the caps cut that walk, so which pods of a set go
+can differ between runs of the same input; SimKube says so of its reruns. This names the
+identities that differ and how many pods each had per run, instead of claiming or denying
+determinism. A run whose every round was skipped measured nothing: it is listed as not
+compared and the answer is "not comparable", never "same".
 """
 
 from __future__ import annotations
@@ -15,62 +18,68 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pytest_desched.descheduler.decisions import Fate
+from pytest_desched.evidence.compare import (
+    Identity,
+    NotCompared,
+    answer_label,
+    compare_runs,
+    counted,
+)
+from pytest_desched.replay.ledger import evictions, unmeasured
 
 
-def eviction_set(ledger: Any) -> set[str]:
-    """Identities of the pods evicted in any round of one replay."""
-    out = set()
-    for row in ledger.rows:
-        if any(f.fate == Fate.EVICTED.value for f in row.fates):
-            out.add(row.origin if row.origin.startswith("replacement of") else row.pod)
-    return out
-
-
-def compare_runs(sets: list[set[str]]) -> dict[str, Any]:
-    """Same in all runs, or which pods differ and in how many runs each was evicted."""
-    n = len(sets)
-    counts: Counter[str] = Counter(p for s in sets for p in s)
-    always = sorted(p for p, k in counts.items() if k == n)
-    differ = [{"pod": p, "evicted_in_runs": k, "of": n} for p, k in sorted(counts.items()) if k < n]
-    distinct = len({frozenset(s) for s in sets})
+def run_comparison(ledgers: list[Any]) -> dict[str, Any]:
+    """Same in all runs (over the runs that measured something), or which identities differ."""
+    runs: list[dict[str, Identity]] = []
+    left_out: list[NotCompared] = []
+    for i, ledger in enumerate(ledgers, 1):
+        why = unmeasured(ledger)
+        if why:
+            left_out.append(NotCompared(f"run {i}", why))
+        else:
+            runs.append(evictions(ledger))
+    c = compare_runs(runs, left_out)
+    bags = [counted(r) for r in runs]
+    common = set.intersection(*(set(b) for b in bags)) if bags else set()
+    always = [i for i in common if len({b[i] for b in bags}) == 1]
     return {
-        "runs": n,
-        "same": not differ,
-        "distinct_sets": distinct,
-        "evicted_in_every_run": always,
-        "differ": differ,
-        "per_run": [len(s) for s in sets],
+        "runs": len(ledgers),
+        "same": c.same,
+        "coverage": c.coverage.to_dict() if c.coverage else None,
+        "distinct_sets": len({frozenset(b.items()) for b in bags}),
+        "evicted_in_every_run": sorted(f"{i.label} x{bags[0][i]}" for i in always),
+        "differ": [d.to_dict() for d in c.differences],
+        "not_compared": [n.to_dict() for n in c.not_compared],
+        "per_run": [sum(Counter(r.values()).values()) for r in runs],
     }
 
 
 def markdown(cmp: dict[str, Any]) -> str:
     lines = ["## Repeats", ""]
-    if cmp["same"]:
+    cov = cmp.get("coverage") or {}
+    lines.append(f"- the same eviction set: {answer_label(cmp['same'])} ({cov.get('line')})")
+    if cmp["same"] is True:
+        lines.append(f"- evicted in every run: {len(cmp['evicted_in_every_run'])} pod identities")
+    elif cmp["same"] is False:
         lines.append(
-            f"- the same eviction set in all {cmp['runs']} runs: "
-            f"{len(cmp['evicted_in_every_run'])} pods"
-        )
-    else:
-        lines.append(
-            f"- the eviction set differed: {cmp['distinct_sets']} distinct sets in "
-            f"{cmp['runs']} runs; {len(cmp['evicted_in_every_run'])} pods evicted in every run"
+            f"- the eviction set differed: {cmp['distinct_sets']} distinct sets over the "
+            f"compared runs; {len(cmp['evicted_in_every_run'])} identities the same in every run"
         )
         lines += [
-            f"- `{d['pod']}`: evicted in {d['evicted_in_runs']} of {d['of']} runs"
+            f"- `{d['label']}`: pods per run {d['counts']} ({d['pods']})"
             for d in cmp["differ"][:200]
         ]
-    lines.append(f"- evictions per run: {cmp['per_run']}")
+    lines += [f"- not compared: {n['pod']}: {n['why']}" for n in cmp["not_compared"]]
+    lines.append(f"- evictions per compared run: {cmp['per_run']}")
     return "\n".join(lines) + "\n"
 
 
 def repeat(run: Callable[[int], Any], n: int, report: Callable[[str], None]) -> dict[str, Any]:
     """`run(i)` -> a ReplayResult, n times; the comparison (results kept under `results`)."""
-    results, sets = [], []
+    results = []
     for i in range(1, n + 1):
         report(f"repeat {i}/{n}")
         res = run(i)
         results.append(res)
-        sets.append(eviction_set(res.ledger))
-        report(f"repeat {i}/{n}: {len(sets[-1])} pods evicted")
-    return {**compare_runs(sets), "results": results}
+        report(f"repeat {i}/{n}: {len(evictions(res.ledger))} pods evicted")
+    return {**run_comparison([r.ledger for r in results]), "results": results}

@@ -237,6 +237,19 @@ def _replay() -> dict[str, Any]:
     }
 
 
+def test_the_replay_page_says_not_comparable_when_no_eviction_was_compared() -> None:
+    """Issue 39 case 4: the incident's evicted pods were outside the snapshot, yet the page's
+    first line said "fates up to order: the same"."""
+    replay = _replay()
+    ledger = replay["ledger"]
+    fates = {r["pod"]: PodFate(**r["fates"][0]) for r in ledger["rows"]}
+    ledger["comparison"] = compare(fates, {}, {"compare_only": set()})
+    page = _parse(render_replay_report(replay))
+    assert page.first_p is not None
+    assert "fates up to order: not comparable" in page.first_p
+    assert "compared 0 of 1 evicted pods: not comparable" in page.first_p
+
+
 def test_the_replay_page_shows_the_ledger_layers_and_the_comparison() -> None:
     replay = _replay()
     html = render_replay_report(replay)

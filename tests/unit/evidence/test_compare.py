@@ -24,8 +24,10 @@ def test_an_identity_never_carries_a_controllers_random_name() -> None:
     assert a == b and a.name is None
     assert a != identity_of("prod/web-7c9d-aaaaa", RS, 2, "n1", "evicted", "api-server")
     # a bare pod has no controller to rename it: its own name is stable, and kept
-    bare = identity_of("prod/adhoc", None, 0, "n1", "evicted")
-    assert bare.name == "adhoc" and bare != identity_of("prod/other", None, 0, "n1", "evicted")
+    bare = identity_of("prod/adhoc", None, 0, "n1", "evicted", bare=True)
+    assert bare.name == "adhoc"
+    assert bare != identity_of("prod/other", None, 0, "n1", "evicted", bare=True)
+    assert identity_of("prod/adhoc", None).name is None  # owner unknown: no name either
     assert identity_of("p/x", RS, checks=["b", "a"]).checks == ("a", "b")
 
 

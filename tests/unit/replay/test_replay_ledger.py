@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.evidence.record import RoundRecord
 from pytest_desched.replay.ledger import (
     NOT_PICKED,
@@ -190,3 +191,40 @@ def test_a_sibling_cut_by_a_cap_is_the_same_up_to_order_a_pod_on_another_node_is
     assert not c["same_fates_up_to_order"] and len(c["identities_differ"]) == 4
     md = Ledger("replay", "v0.36.0", comparison=c).to_markdown()
     assert "prod ReplicaSet/web-7c9d@n2: evicted by PodLifeTime (api-server)" in md
+
+
+def test_evictions_the_snapshot_no_longer_holds_are_not_comparable_never_same() -> None:
+    """Issue 39 case 4: a snapshot taken after the incident lacks the pods it evicted; they
+    went to `not_compared` (which ledger.md never printed) and "same evictions" said True."""
+    gone = [f"prod/web-7c9d-{i:05d}" for i in range(14)]
+    incident = {p: PodFate("evicted", "api-server", strategy="PodLifeTime") for p in gone}
+    kept = {"prod/db-0": PodFate(NOT_PICKED, "policy")}
+    incident.update(kept)
+    ctx = {"compare_only": set(kept), "pods": set(kept)}
+    c = compare(incident, dict(kept), ctx)
+    assert c["same_evictions"] == NOT_COMPARABLE
+    assert c["same_fates_up_to_order"] == NOT_COMPARABLE
+    assert c["coverage"]["evicted"]["line"] == "compared 0 of 14 evicted pods: not comparable"
+    md = Ledger("replay", "v0.36.0", comparison=c).to_markdown()
+    assert "- same evictions: not comparable (compared 0 of 14 evicted pods: not comparable)" in md
+    assert "## Not compared (14 pods)" in md
+    assert f"- `{gone[0]}` evicted: not in the snapshot" in md
+    # half of them compared: the answer holds over those, and says how much that was
+    ctx = {"compare_only": set(kept) | set(gone[:7])}
+    c = compare(incident, {**kept, **{p: incident[p] for p in gone[:7]}}, ctx)
+    assert c["same_evictions"] is True
+    assert c["coverage"]["evicted"]["line"] == "compared 7 of 14 evicted pods"
+
+
+def test_identity_counts_skip_what_a_quiet_log_cannot_show_as_differ_does() -> None:
+    """Issue 39: `identities_differ` ignored the incident_verbose rule `differ` applies, so a
+    -v=3 incident log 'differed' by every pod the replay's evictor filtered."""
+    incident = {"a/x": PodFate("evicted", "api-server")}
+    replay = {
+        "a/x": PodFate("evicted", "api-server"),
+        "a/y": PodFate("filtered", "evictor-filter", checks=["DaemonSetPods"]),
+    }
+    ids = {p: {"owner": "DaemonSet/agent", "node": "n1"} for p in ("a/x", "a/y")}
+    c = compare(incident, replay, {"identities": ids}, incident_verbose=False)
+    assert c["identities_differ"] == [] and c["same_fates_up_to_order"] is True
+    assert not compare(incident, replay, {"identities": ids})["same_fates_up_to_order"]

@@ -10,10 +10,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from pytest_desched.errors import ConfigError
+from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.replay.apply import label_patch, observed_only, update_patch
 from pytest_desched.replay.audit_changes import (
     changes_from_audit,
@@ -21,11 +24,21 @@ from pytest_desched.replay.audit_changes import (
     merge_patch,
     record_from_audit,
 )
+from pytest_desched.replay.cli import _finish
 from pytest_desched.replay.clock import Stopped, WindowClock
 from pytest_desched.replay.format import controller_of, key
 from pytest_desched.replay.generator import generate
+from pytest_desched.replay.ledger import (
+    NOT_PICKED,
+    Ledger,
+    PodFate,
+    PodRow,
+    RoundFigures,
+    compare,
+    replacement_origin,
+)
 from pytest_desched.replay.record import State, check_window, redact_timeline
-from pytest_desched.replay.repeat import compare_runs, eviction_set
+from pytest_desched.replay.repeat import markdown, repeat
 from pytest_desched.replay.timeline import Change, Timeline, make_header
 from pytest_desched.replay.timeline_run import check_timeline, eviction_walls, round_times
 
@@ -352,32 +365,84 @@ def test_redaction_renames_the_snapshot_and_the_changes_with_one_table() -> None
 
 
 # -- repeats ------------------------------------------------------------------------------------
-def test_repeats_name_the_pods_that_differ_and_in_how_many_runs() -> None:
-    same = compare_runs([{"a", "b"}, {"b", "a"}])
-    assert same["same"] and same["evicted_in_every_run"] == ["a", "b"]
-    diff = compare_runs([{"a", "b"}, {"a", "c"}, {"a", "b"}])
-    assert not diff["same"] and diff["distinct_sets"] == 2
-    assert diff["differ"] == [
-        {"pod": "b", "evicted_in_runs": 2, "of": 3},
-        {"pod": "c", "evicted_in_runs": 1, "of": 3},
+def _run(i: int, node3: str = "n1", skipped: str | None = None) -> Any:
+    """One hand-built 3-round replay: web's original evicted in round 1, its replacement in
+    round 2, that one's replacement in round 3; each replacement has run i's random name."""
+    ev = PodFate("evicted", "api-server", strategy="PodLifeTime")
+    gone, new = PodFate("gone", None), PodFate("new", None)
+    r1, r2 = f"prod/web-7c9d-r{i}a", f"prod/web-7c9d-r{i}b"
+    rows = [
+        PodRow("prod/web-7c9d-aaaaa", "n1", RS, fates=[ev, gone, gone]),
+        PodRow(r1, "n1", RS, replacement_origin("prod/web-7c9d-aaaaa"), [new, ev, gone]),
+        PodRow(r2, node3, RS, replacement_origin(r1), [new, new, ev]),
+        PodRow("prod/db-0", "n2", "StatefulSet/db", fates=[PodFate(NOT_PICKED, "policy")] * 3),
     ]
+    rounds = [RoundFigures(f"round-{k}", skipped=skipped) for k in (1, 2, 3)]
+    return SimpleNamespace(ledger=Ledger("replay", "v0.36.0", rows, rounds))
 
-    class F:
-        def __init__(self, fate: str) -> None:
-            self.fate = fate
 
-    class Row:
-        def __init__(self, pod: str, origin: str, fates: list[str]) -> None:
-            self.pod, self.origin, self.fates = pod, origin, [F(f) for f in fates]
+RS = "ReplicaSet/web-7c9d"
 
-    class L:
-        rows = [
-            Row("ns/a", "snapshot", ["evicted", "gone"]),
-            Row("ns/x-r4nd", "replacement of ns/a", ["new", "evicted"]),
-            Row("ns/c", "snapshot", ["not-picked", "not-picked"]),
-        ]
 
-    assert eviction_set(L()) == {"ns/a", "replacement of ns/a"}
+def test_two_identical_three_round_runs_are_the_same() -> None:
+    """Issue 39 case 8: the second-generation replacement's identity carried the first
+    replacement's random name, so identical runs reported `same: False, distinct: 2`."""
+    cmp = repeat(_run, 2, lambda _: None)
+    assert cmp["same"] is True and cmp["distinct_sets"] == 1 and cmp["differ"] == []
+    assert cmp["per_run"] == [3, 3]
+    assert "the same eviction set: yes (compared 2 of 2 runs)" in markdown(cmp)
+
+
+def test_repeats_name_the_identities_that_differ_and_per_run_counts() -> None:
+    runs = [_run(1), _run(2, node3="n9"), _run(3)]
+    cmp = repeat(lambda i: runs[i - 1], 3, lambda _: None)
+    assert cmp["same"] is False and cmp["distinct_sets"] == 2
+    got = {d["label"]: d["counts"] for d in cmp["differ"]}
+    assert got == {
+        "prod ReplicaSet/web-7c9d (replacement gen 2)@n1: evicted by PodLifeTime (api-server)": [
+            1,
+            0,
+            1,
+        ],
+        "prod ReplicaSet/web-7c9d (replacement gen 2)@n9: evicted by PodLifeTime (api-server)": [
+            0,
+            1,
+            0,
+        ],
+    }
+
+
+def test_a_run_that_measured_nothing_makes_repeats_not_comparable() -> None:
+    runs = [_run(1), _run(2, skipped="requires >=2 nodes")]
+    cmp = repeat(lambda i: runs[i - 1], 2, lambda _: None)
+    assert cmp["same"] == NOT_COMPARABLE
+    assert cmp["not_compared"] == [
+        {"pod": "run 2", "fate": "", "why": "every round skipped: requires >=2 nodes"}
+    ]
+    assert "compared 1 of 2 runs: not comparable" in markdown(cmp)
+
+
+@pytest.mark.parametrize(
+    ("runs", "code"),
+    [
+        ([_run(1), _run(2)], 0),
+        ([_run(1), _run(2, skipped="requires >=2 nodes")], 3),
+    ],
+)
+def test_repeats_that_compared_nothing_exit_3(runs: list[Any], code: int) -> None:
+    for r in runs:
+        r.artifacts = {}
+    args = argparse.Namespace(repeat=len(runs), output="md", output_file=None)
+    assert _finish(args, lambda i: runs[i - 1]) == code
+
+
+def test_a_log_verdict_that_compared_nothing_exits_3() -> None:
+    res = _run(1)
+    incident = {"prod/gone-1": PodFate("evicted", "api-server")}
+    res.ledger.comparison = compare(incident, {}, {"compare_only": set()})
+    res.markdown, res.to_dict, res.artifacts = res.ledger.to_markdown, res.ledger.to_dict, {}
+    args = argparse.Namespace(repeat=1, output="md", output_file=None)
+    assert _finish(args, lambda i: res) == 3
 
 
 # -- the command line: exit 2, one line, before anything starts --------------------------------
