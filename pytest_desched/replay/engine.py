@@ -22,7 +22,6 @@ from pytest_desched.bounds import CLIENT_FLAGS, check_client_rate, check_cycles
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import build_config
 from pytest_desched.descheduler.decisions import Fate
-from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
@@ -35,13 +34,14 @@ from pytest_desched.replay.ledger import (
     Ledger,
     PodFate,
     PodRow,
-    compare,
     figures,
     replacement_origin,
     round_fates,
     undecided,
 )
+from pytest_desched.replay.log_compare import compare_with_log
 from pytest_desched.replay.plan import AGES, plan_restore, runner_values
+from pytest_desched.replay.rows import BORN_NOTE, Moment, born_rows, snapshot_rows
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -207,6 +207,7 @@ def replay(
     finish: Finish | None = None,
     dry_run: bool = False,
     client: dict[str, Any] | None = None,
+    moment: Moment | None = None,
 ) -> ReplayResult:
     """Replay a snapshot; see the module docstring. Usable without pytest.
 
@@ -219,7 +220,8 @@ def replay(
     before the cluster goes, and its answer is `result.timeline`. `dry_run=True` runs the
     rounds in dry run (the dry-run half of `desched fidelity snapshot.yaml`). `client`
     ({"qps": Q, "burst": B}, either or both) sets the descheduler's API client limits in place
-    of its own defaults: a replay option, recorded in the result and the ledger.
+    of its own defaults: a replay option, recorded in the result and the ledger. `moment`
+    places a pod born during the replay in the incident window (a timeline's clock).
     """
 
     t0 = time.monotonic()
@@ -258,6 +260,7 @@ def replay(
             after_round,
             finish,
             dry_run,
+            moment,
         )
         result.timings = {**timings, **session.timings, **result.timings}
         _write(session, result)
@@ -277,6 +280,7 @@ def _run(
     after_round: AfterRound | None = None,
     finish: Finish | None = None,
     dry_run: bool = False,
+    moment: Moment | None = None,
 ) -> ReplayResult:
     # heavy: replay.kubeapi and replay.restore: kubernetes client (0.2-0.7 s), kept out of this module's import
     # heavy: +11 modules (~13 ms), kept out of `desched replay`'s input checks
@@ -295,13 +299,14 @@ def _run(
             cluster, inp.snap, ages=ages, method=method, timeout=restore_timeout, report=report
         )
     version = release.descheduler_version
-    rows = _rows(inp.snap, restored)
+    rows = snapshot_rows(inp.snap, restored)
     ledger = Ledger("replay", version, list(rows.values()), notes=[client_note(inp.client)])
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
     for i in range(1, inp.rounds + 1):
         hook_extra = before_round(i, cluster) if before_round else {}
-        known = {p["metadata"]["uid"] for p in kubeapi.list_all(cluster.api_client, "/api/v1/pods")}
+        seen = kubeapi.list_all(cluster.api_client, "/api/v1/pods")
+        known = {p["metadata"]["uid"] for p in seen}
         name = runbook_job_name(cluster, release.namespace, f"descheduler-replay-{i}")
         with session.phase(f"replay.round{i}"):
             rnd = run_round(
@@ -314,6 +319,10 @@ def _run(
                 f"{len(rnd.pod_runs)} pod runs); no fate can be read from it"
             )
         fates = round_fates(rnd.result, rnd.logs)
+        born = born_rows(seen, fates, {r.pod: r for r in ledger.rows}, i, moment)
+        ledger.rows += born
+        if born and moment and BORN_NOTE not in ledger.notes:
+            ledger.notes.append(BORN_NOTE)
         evicted = [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
         if after_round:
             hook_extra = {**hook_extra, **after_round(i, rnd, fates)}
@@ -360,7 +369,15 @@ def _run(
         f"{restored.written_at}; ages at a round are the snapshot's plus that round's age_drift_s",
     ]
     if inp.incident_log is not None:
-        ledger.comparison = _compare(inp, restored, round_results[0], rows, version)
+        ledger.comparison = compare_with_log(
+            inp.incident_log,
+            inp.incident_version,
+            inp.snap,
+            restored,
+            round_results[0],
+            rows,
+            version,
+        )
     return ReplayResult(
         snapshot={
             "path": str(inp.path),
@@ -405,23 +422,6 @@ def _drift(restored: Any) -> float | None:
     import datetime as dt
 
     return round((dt.datetime.now(dt.UTC) - t).total_seconds(), 1)
-
-
-def _rows(snap: Snapshot, restored: Any) -> dict[str, PodRow]:
-    rows: dict[str, PodRow] = {}
-    skipped = {s["pod"]: s["why"] for s in restored.skipped}
-    for p in snap.pods:
-        k = key(p)
-        ref = controller_of(p)
-        row = PodRow(
-            pod=k,
-            node=(p.get("spec") or {}).get("nodeName"),
-            owner=f"{ref['kind']}/{ref['name']}" if ref else None,
-        )
-        if k in skipped:
-            row.fates.append(PodFate(NOT_RESTORED, None, skipped[k]))
-        rows[k] = row
-    return rows
 
 
 def _aftermath(
@@ -540,45 +540,6 @@ def _audit_codes(rnd: Any) -> dict[str, int] | None:
         if r.is_eviction:
             codes[str(r.code)] = codes.get(str(r.code), 0) + 1
     return codes
-
-
-def _compare(
-    inp: _Inputs, restored: Any, rnd: Any, rows: dict[str, PodRow], version: str
-) -> dict[str, Any]:
-
-    assert inp.incident_log is not None
-    incident = parse_log(inp.incident_log, inp.incident_version)
-    verbose = any('"v":4' in line for line in inp.incident_log.splitlines()[:5000])
-    pdbs = {}
-    for pdb in inp.snap.items("podDisruptionBudgets"):
-        sel = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
-        for p in inp.snap.pods:
-            labels = p["metadata"].get("labels") or {}
-            if (
-                p["metadata"]["namespace"] == pdb["metadata"]["namespace"]
-                and sel
-                and all(labels.get(k) == v for k, v in sel.items())
-            ):
-                pdbs[key(p)] = pdb.get("status")
-    nodes = {key(p): (p.get("spec") or {}).get("nodeName") for p in inp.snap.pods}
-    a, b = round_fates(incident, inp.incident_log), round_fates(rnd.result, rnd.logs)
-    for pod in restored.expected:  # no decision: not picked, or not reached after a cap
-        a.setdefault(pod, undecided(incident, nodes.get(pod)))
-        b.setdefault(pod, undecided(rnd.result, nodes.get(pod)))
-    return compare(
-        a,
-        b,
-        {
-            "versions": {"incident": inp.incident_version, "replay": version},
-            "not_restored": {s["pod"]: s["why"] for s in restored.skipped},
-            "compare_only": set(restored.expected),
-            "pods": set(rows),
-            "identities": {k: {"owner": r.owner, "node": r.node} for k, r in rows.items()},
-            "pdbs": pdbs,
-            "ages": f"{restored.ages}, {restored.shift_s} s",
-        },
-        incident_verbose=verbose,
-    )
 
 
 def _write(session: Any, result: ReplayResult) -> None:

@@ -306,6 +306,11 @@ class TimelineDriver:
             "failures": failures,  # each fails the replay (exit 1)
         }
 
+    def moment(self, wall: float) -> float | None:
+        """Window seconds at epoch `wall`; None before the window started (the restore)."""
+        start = self.clock.wall_of(0.0)
+        return None if start is None or wall < start - 1 else round(self.clock.window_t(wall), 2)
+
     # threads
     def _spawn(self, fn: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=fn, name=f"desched-timeline-{name}", daemon=True)
@@ -395,6 +400,7 @@ def replay_timeline(
             max_rounds=MAX_TIMELINE_ROUNDS,
             source=str(path),
             client=client,
+            moment=driver.moment,
         )
     finally:
         driver.clock.stop()  # a failed round: the change thread ends with the replay

@@ -1,0 +1,62 @@
+"""A replay's round 1 against the incident's own log (`replay --log`): the facts the
+comparison needs from the snapshot and the restore, then `ledger.compare`, which judges
+through the comparison core (`evidence/compare.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_desched.descheduler.logparse import parse_log
+from pytest_desched.replay.format import Snapshot, key
+from pytest_desched.replay.ledger import PodRow, compare, round_fates, undecided
+
+
+def pdb_status_by_pod(snap: Snapshot) -> dict[str, Any]:
+    """pod -> the snapshot status of a PDB whose matchLabels select it (for the reasons)."""
+    out = {}
+    for pdb in snap.items("podDisruptionBudgets"):
+        sel = ((pdb.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        for p in snap.pods:
+            labels = p["metadata"].get("labels") or {}
+            if (
+                p["metadata"]["namespace"] == pdb["metadata"]["namespace"]
+                and sel
+                and all(labels.get(k) == v for k, v in sel.items())
+            ):
+                out[key(p)] = pdb.get("status")
+    return out
+
+
+def compare_with_log(
+    log: str,
+    log_version: str | None,
+    snap: Snapshot,
+    restored: Any,
+    rnd: Any,
+    rows: Mapping[str, PodRow],
+    version: str,
+) -> dict[str, Any]:
+    """Round 1 (`rnd`, a run_round Round) against the incident's log, over the restored pods;
+    every other pod is in `not_compared` with its reason."""
+    incident = parse_log(log, log_version)
+    verbose = any('"v":4' in line for line in log.splitlines()[:5000])
+    nodes = {key(p): (p.get("spec") or {}).get("nodeName") for p in snap.pods}
+    a, b = round_fates(incident, log), round_fates(rnd.result, rnd.logs)
+    for pod in restored.expected:  # no decision: not picked, or not reached after a cap
+        a.setdefault(pod, undecided(incident, nodes.get(pod)))
+        b.setdefault(pod, undecided(rnd.result, nodes.get(pod)))
+    return compare(
+        a,
+        b,
+        {
+            "versions": {"incident": log_version, "replay": version},
+            "not_restored": {s["pod"]: s["why"] for s in restored.skipped},
+            "compare_only": set(restored.expected),
+            "pods": set(rows),
+            "identities": {k: {"owner": r.owner, "node": r.node} for k, r in rows.items()},
+            "pdbs": pdb_status_by_pod(snap),
+            "ages": f"{restored.ages}, {restored.shift_s} s",
+        },
+        incident_verbose=verbose,
+    )

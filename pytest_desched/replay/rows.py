@@ -1,0 +1,84 @@
+"""Who the replay's ledger has a row for: every pod a round saw, with where it came from.
+
+A row's origin is `snapshot` (restored from it), a replacement (`ledger.replacement_origin`:
+made by a controller after an eviction), or a pod born during the replay: in a timeline
+replay, created by the window's changes ("created in window at t=T s"), else created by a
+controller after the restore. Why: in an incident the pods created during the window are
+often the ones evicted; a ledger of the snapshot's pods alone hid them (issue 39 case 13).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from pytest_desched.replay.format import Snapshot, controller_of, key, utc
+from pytest_desched.replay.ledger import NOT_RESTORED, PodFate, PodRow
+from pytest_desched.replay.plan import RUNNER_NODE
+
+Moment = Callable[[float], float | None]  # epoch seconds -> window seconds (None: before it)
+BORN = "created during the replay"
+BORN_IN_WINDOW = "created in window"
+BORN_NOTE = (
+    "a pod created during the window: its moment is its creationTimestamp on the window clock; "
+    "the API server stamps whole seconds, so it is exact to one wall second times the speed"
+)
+
+
+def snapshot_rows(snap: Snapshot, restored: Any) -> dict[str, PodRow]:
+    """One row per snapshot pod; a pod the restore skipped says why in its first fate."""
+    rows: dict[str, PodRow] = {}
+    skipped = {s["pod"]: s["why"] for s in restored.skipped}
+    for p in snap.pods:
+        k = key(p)
+        row = PodRow(pod=k, node=(p.get("spec") or {}).get("nodeName"), owner=_owner(p))
+        if k in skipped:
+            row.fates.append(PodFate(NOT_RESTORED, None, skipped[k]))
+        rows[k] = row
+    return rows
+
+
+def _owner(p: dict[str, Any]) -> str | None:
+    ref = controller_of(p)
+    return f"{ref['kind']}/{ref['name']}" if ref else None
+
+
+def born_origin(created_epoch: float | None, moment: Moment | None) -> str:
+    """`created in window at t=T s` when the window clock places it, else where it came from."""
+    t = moment(created_epoch) if moment and created_epoch is not None else None
+    if t is not None:
+        return f"{BORN_IN_WINDOW} at t={t:.1f}s"
+    if moment is not None and created_epoch is not None:
+        return f"{BORN} (before the window started)"
+    return BORN
+
+
+def born_rows(
+    seen: Iterable[dict[str, Any]],
+    decided: Iterable[str],
+    known: Mapping[str, PodRow],
+    round_i: int,
+    moment: Moment | None = None,
+) -> list[PodRow]:
+    """Rows for the pods round `round_i` saw that no row holds yet: pods on a node before the
+    round (`seen`, the API's list; the runner's own pods excepted) and pods its log decided
+    (`decided`). Rounds before it say `new`, as for a replacement."""
+    by_key = {
+        key(p): p
+        for p in seen
+        if (p.get("spec") or {}).get("nodeName") not in (None, RUNNER_NODE)
+        and not (p.get("metadata") or {}).get("deletionTimestamp")
+    }
+    out = []
+    for pod in sorted((set(by_key) | set(decided)) - set(known)):
+        p = by_key.get(pod) or {}
+        created = utc((p.get("metadata") or {}).get("creationTimestamp"))
+        row = PodRow(
+            pod=pod,
+            node=(p.get("spec") or {}).get("nodeName"),
+            owner=_owner(p) if p else None,
+            origin=born_origin(created.timestamp() if created else None, moment),
+        )
+        row.fates = [PodFate("new", None, f"not there at round {k}") for k in range(1, round_i)]
+        out.append(row)
+    return out
