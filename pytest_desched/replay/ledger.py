@@ -428,7 +428,8 @@ def compare(
     `context`: what is known about the replay (`versions` {incident, replay},
     `not_restored` {pod: why}, `pdbs` {pod: snapshot PDB status}, `ages`, `limited`,
     `identities` {pod: {"owner": "Kind/name", "node": ...}} from the snapshot,
-    `compare_only`: the pods the replay could decide).
+    `compare_only`: the pods the replay could decide, `skipped` {incident, replay}: a round
+    that decided nothing, so nothing is comparable).
 
     Identities and "not comparable" come from the comparison core (`evidence/compare.py`).
     "Same fates up to order" means the same multiset of identities per outcome, so a cap that
@@ -475,7 +476,9 @@ def compare(
         differ.append(
             {"pod": pod, "incident": a.label, "replay": b.label, "why": _why(pod, a, b, ctx)}
         )
-    anything = bool(incident) and bool(replay)
+    skipped = {side: why for side, why in (ctx.get("skipped") or {}).items() if why}
+    not_compared += [NotCompared(f"({side} round)", f"skipped: {w}") for side, w in skipped.items()]
+    anything = bool(incident) and bool(replay) and not skipped
     cov_ev = Coverage("evicted pods", len(evicted(incident)), len(evicted(all_incident)), anything)
     cov_ref = Coverage("refused pods", len(refused(incident)), len(refused(all_incident)), anything)
     cov_pods = Coverage("pods", len(set(incident) | set(replay)), len(all_incident), anything)

@@ -57,6 +57,7 @@ def compare_with_log(
             "identities": {k: {"owner": r.owner, "node": r.node} for k, r in rows.items()},
             "pdbs": pdb_status_by_pod(snap),
             "ages": f"{restored.ages}, {restored.shift_s} s",
+            "skipped": {"incident": incident.skipped, "replay": rnd.result.skipped},
         },
         incident_verbose=verbose,
     )

@@ -228,3 +228,16 @@ def test_identity_counts_skip_what_a_quiet_log_cannot_show_as_differ_does() -> N
     c = compare(incident, replay, {"identities": ids}, incident_verbose=False)
     assert c["identities_differ"] == [] and c["same_fates_up_to_order"] is True
     assert not compare(incident, replay, {"identities": ids})["same_fates_up_to_order"]
+
+
+def test_a_skipped_replay_round_is_not_comparable_even_when_nothing_was_evicted() -> None:
+    """A replay round skipped ('requires >=2 nodes') decided nothing: an incident that evicted
+    nothing is not 'the same' as it."""
+    quiet = {"prod/db-0": PodFate(NOT_PICKED, "policy")}
+    skipped = {"prod/db-0": PodFate("round-skipped", None, "requires >=2 nodes")}
+    assert compare(quiet, skipped)["same_evictions"] is True  # the two sides alone
+    c = compare(quiet, skipped, {"skipped": {"replay": "requires >=2 nodes"}})
+    assert c["same_evictions"] == NOT_COMPARABLE == c["same_fates_up_to_order"]
+    assert c["not_compared"] == [
+        {"pod": "(replay round)", "fate": "", "why": "skipped: requires >=2 nodes"}
+    ]
