@@ -16,6 +16,9 @@ from pytest_desched.replay.format import Snapshot, controller_of, key, utc
 from pytest_desched.replay.ledger import NOT_RESTORED, PodFate, PodRow
 from pytest_desched.replay.plan import RUNNER_NODE
 
+# A born pod's fate in the rounds before it: not `new`, which marks a replacement (the loop
+# detector reads `new` rows as arrivals after an eviction; a scale-up's pod is none).
+ABSENT = "absent"
 Moment = Callable[[float], float | None]  # epoch seconds -> window seconds (None: before it)
 BORN = "created during the replay"
 BORN_IN_WINDOW = "created in window"
@@ -62,7 +65,7 @@ def born_rows(
 ) -> list[PodRow]:
     """Rows for the pods round `round_i` saw that no row holds yet: pods on a node before the
     round (`seen`, the API's list; the runner's own pods excepted) and pods its log decided
-    (`decided`). Rounds before it say `new`, as for a replacement."""
+    (`decided`). Rounds before it say ABSENT."""
     by_key = {
         key(p): p
         for p in seen
@@ -79,6 +82,6 @@ def born_rows(
             owner=_owner(p) if p else None,
             origin=born_origin(created.timestamp() if created else None, moment),
         )
-        row.fates = [PodFate("new", None, f"not there at round {k}") for k in range(1, round_i)]
+        row.fates = [PodFate(ABSENT, None, f"not there at round {k}") for k in range(1, round_i)]
         out.append(row)
     return out

@@ -7,9 +7,10 @@ import datetime as dt
 from types import SimpleNamespace
 from typing import Any
 
+from pytest_desched.evidence.loops import cycles_from_ledger
 from pytest_desched.replay.ledger import Ledger, PodFate, PodRow
 from pytest_desched.replay.plan import RUNNER_NODE
-from pytest_desched.replay.rows import BORN, born_origin, born_rows
+from pytest_desched.replay.rows import ABSENT, BORN, born_origin, born_rows
 from pytest_desched.replay.timeline_run import TimelineDriver
 
 RS = "ReplicaSet/web-7c9d"
@@ -50,7 +51,8 @@ def test_pods_born_in_the_window_get_rows_with_their_moment() -> None:
     assert sorted(got) == ["prod/bare-gone"] + [f"prod/web-7c9d-n{i}" for i in range(4)]
     n1 = got["prod/web-7c9d-n1"]
     assert (n1.origin, n1.node, n1.owner) == ("created in window at t=40.0s", "n2", RS)
-    assert [f.fate for f in n1.fates] == ["new"]  # round 1 came before it
+    assert [f.fate for f in n1.fates] == [ABSENT]  # round 1 came before it: not a replacement
+    assert cycles_from_ledger(Ledger("replay", None, rows).to_dict())[0].arrived == ()
     assert got["prod/bare-gone"].origin == BORN  # decided, then gone: no moment known
     md = Ledger("replay", "v0.36.0", list(snapshot.values()) + rows).to_markdown()
     assert "| prod/web-7c9d-n3 (created in window at t=60.0s) | n2 | " + RS in md
