@@ -1,5 +1,6 @@
 """Incident replay in time (issue 29): record a window of the embedded cluster in which the
-pool label moves, replay it at 10x, and find every eviction placed after the move.
+pool label moves (and a Deployment is born), replay it at 10x, and find every eviction placed
+after the move and the born pods in the ledger.
 
 Real clusters only: the window is watched on the session's embedded cluster, the replay
 runs on a fresh one with the real controllers, scheduler and descheduler. No fixed sleeps:
@@ -45,6 +46,24 @@ POLICY = {
         }
     ],
 }
+
+
+def born(image: str) -> dict[str, Any]:
+    """Two pause pods, no affinity, no PDB: nothing evicts them; they only have to be seen."""
+    labels = {"app": "born"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "born", "labels": labels},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "pause", "image": image}]},
+            },
+        },
+    }
 
 
 class RecordTheLabelMove(Experiment):
@@ -94,6 +113,8 @@ class RecordTheLabelMove(Experiment):
         t.start()
         assert snapshot_done.wait(60), "the recorder never finished its start snapshot"
         assert "error" not in out, out.get("error")
+        # a Deployment born in the window: its pods are in no snapshot (issue 39 case 13)
+        self.ctx.cluster.apps.create_namespaced_deployment(self.lab.namespace, born(self.lab.image))
         self.lab.create_pdb(min_available=2)
         self.lab.wait_pdb(1)  # 3 replicas, minAvailable 2: one disruption allowed
         self.lab.label_node(self.ctx.target)
@@ -177,3 +198,8 @@ def test_recorded_label_move_replays_at_10x_with_evictions_after_the_move(
     created = sum((r.audit_by_code or {}).get("201", 0) for r in out.ledger.rounds)
     assert created == len(evicted), [r.audit_by_code for r in out.ledger.rounds]
     assert "at t=" in out.markdown()
+    # every pod a round saw has a row: the born Deployment's pods, placed in the window
+    rows = [r for r in out.ledger.rows if r.pod.startswith(f"{ns}/born-")]
+    assert len(rows) >= 2, [(r.pod, r.origin) for r in out.ledger.rows]
+    assert all(r.origin.startswith("created in window at t=") for r in rows), rows
+    assert all(str(r.owner).startswith("ReplicaSet/born-") for r in rows), rows
