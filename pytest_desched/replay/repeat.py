@@ -31,6 +31,7 @@ from pytest_desched.replay.ledger import evictions, unmeasured
 def run_comparison(ledgers: list[Any]) -> dict[str, Any]:
     """Same in all runs (over the runs that measured something), or which identities differ."""
     runs: list[dict[str, Identity]] = []
+    numbers: list[int] = []  # which runs were compared (1-based)
     left_out: list[NotCompared] = []
     for i, ledger in enumerate(ledgers, 1):
         why = unmeasured(ledger)
@@ -38,12 +39,14 @@ def run_comparison(ledgers: list[Any]) -> dict[str, Any]:
             left_out.append(NotCompared(f"run {i}", why))
         else:
             runs.append(evictions(ledger))
+            numbers.append(i)
     c = compare_runs(runs, left_out)
     bags = [counted(r) for r in runs]
     common = set.intersection(*(set(b) for b in bags)) if bags else set()
     always = [i for i in common if len({b[i] for b in bags}) == 1]
     return {
         "runs": len(ledgers),
+        "compared_runs": numbers,
         "same": c.same,
         "coverage": c.coverage.to_dict() if c.coverage else None,
         "distinct_sets": len({frozenset(b.items()) for b in bags}),
@@ -60,18 +63,24 @@ def markdown(cmp: dict[str, Any]) -> str:
     lines.append(f"- the same eviction set: {answer_label(cmp['same'])} ({cov.get('line')})")
     if cmp["same"] is True:
         lines.append(f"- evicted in every run: {len(cmp['evicted_in_every_run'])} pod identities")
-    elif cmp["same"] is False:
+    if cmp["differ"]:
         lines.append(
             f"- the eviction set differed: {cmp['distinct_sets']} distinct sets over the "
             f"compared runs; {len(cmp['evicted_in_every_run'])} identities the same in every run"
         )
         lines += [
-            f"- `{d['label']}`: pods per run {d['counts']} ({d['pods']})"
+            f"- `{d['label']}`: {_per_run(cmp['compared_runs'], d['pods'])}"
             for d in cmp["differ"][:200]
         ]
     lines += [f"- not compared: {n['pod']}: {n['why']}" for n in cmp["not_compared"]]
     lines.append(f"- evictions per compared run: {cmp['per_run']}")
     return "\n".join(lines) + "\n"
+
+
+def _per_run(numbers: list[int], pods: list[list[str]]) -> str:
+    return "; ".join(
+        f"run {i}: {len(p)} ({', '.join(p) or 'none'})" for i, p in zip(numbers, pods, strict=True)
+    )
 
 
 def repeat(run: Callable[[int], Any], n: int, report: Callable[[str], None]) -> dict[str, Any]:
