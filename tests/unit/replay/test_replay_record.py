@@ -397,19 +397,14 @@ def test_repeats_name_the_identities_that_differ_and_per_run_counts() -> None:
     runs = [_run(1), _run(2, node3="n9"), _run(3)]
     cmp = repeat(lambda i: runs[i - 1], 3, lambda _: None)
     assert cmp["same"] is False and cmp["distinct_sets"] == 2
+    gen2 = "prod ReplicaSet/web-7c9d (replacement gen 2)"
     got = {d["label"]: d["counts"] for d in cmp["differ"]}
     assert got == {
-        "prod ReplicaSet/web-7c9d (replacement gen 2)@n1: evicted by PodLifeTime (api-server)": [
-            1,
-            0,
-            1,
-        ],
-        "prod ReplicaSet/web-7c9d (replacement gen 2)@n9: evicted by PodLifeTime (api-server)": [
-            0,
-            1,
-            0,
-        ],
+        f"{gen2}@n1: evicted by PodLifeTime (api-server)": [1, 0, 1],
+        f"{gen2}@n9: evicted by PodLifeTime (api-server)": [0, 1, 0],
     }
+    md = markdown(cmp)
+    assert "run 1: 1 (prod/web-7c9d-r1b); run 2: 0 (none); run 3: 1 (prod/web-7c9d-r3b)" in md
 
 
 def test_a_run_that_measured_nothing_makes_repeats_not_comparable() -> None:
