@@ -33,7 +33,7 @@ from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, ConfigError, InputError
+from pytest_desched.errors import EXIT_INFRA, ConfigError, InputError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
@@ -208,7 +208,7 @@ def _run_config(base: Any, repeat: int, i: int) -> Any:
 def _finish(args: argparse.Namespace, one: Any) -> int:
     """One replay, or --repeat N of them and their comparison; the exit code."""
 
-    cmp: dict[str, Any] | None = None
+    repeats: dict[str, Any] | None = None  # --repeat's comparison
     if args.repeat == 1:
         result = one(1)
         out = _ledger_out(result.ledger, args.output, result.markdown, result.to_dict())
@@ -220,17 +220,18 @@ def _finish(args: argparse.Namespace, one: Any) -> int:
         cmp = rep.repeat(one, args.repeat, say)
         results = cmp.pop("results")
         data = {**cmp, "artifacts": [r.artifacts for r in results]}
-        md = rep.markdown(cmp)
-        out = render.render(data, args.output, text=lambda: md, md=lambda: md)
+        repeats = cmp
+
+        out = render.render(
+            data, args.output, text=lambda: rep.markdown(cmp), md=lambda: rep.markdown(cmp)
+        )
         _emit(out, args.output_file)
     failed = failed_rounds(results)
     for f in failed:
         say(f"round {f}")
     # a timeline change that failed to apply, a round run on a stale state (timeline_run)
     failed += [f for res in results for f in (res.timeline or {}).get("failures") or []]
-    if failed:
-        return EXIT_FAILED
-    return EXIT_INFRA if not_comparable(results, cmp) else EXIT_OK
+    return 1 if failed else (EXIT_INFRA if not_comparable(results, repeats) else 0)
 
 
 def not_comparable(results: list[Any], repeats: dict[str, Any] | None) -> bool:
