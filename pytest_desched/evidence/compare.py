@@ -21,7 +21,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-NOT_COMPARABLE = "not comparable"  # the one wording, in every report
+
+class _NotComparable(str):
+    """The one wording, and falsy: code that asks `if comparison["same_evictions"]:` must
+    not read a comparison of nothing as a pass (a plain non-empty string would be true)."""
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NOT_COMPARABLE: str = _NotComparable("not comparable")  # in every report, and in the JSON
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pytest_desched.evidence.compare import (
     NOT_COMPARABLE,
     Coverage,
@@ -51,7 +53,9 @@ def test_differences_count_identities_per_run_and_name_the_pods() -> None:
 
 def test_nothing_compared_is_not_comparable_never_same() -> None:
     none_of_14 = Coverage("evicted pods", 0, 14)
-    assert answer(True, none_of_14) == NOT_COMPARABLE
+    assert answer(True, none_of_14) == NOT_COMPARABLE == "not comparable"
+    assert not answer(True, none_of_14)  # `if same:` never passes on nothing
+    assert json.dumps(answer(True, none_of_14)) == '"not comparable"'
     assert none_of_14.line() == "compared 0 of 14 evicted pods: not comparable"
     assert answer(True, Coverage("evicted pods", 3, 14)) is True  # over what was compared
     assert answer(False, Coverage("evicted pods", 0, 0)) is False  # nothing to cover: fine
