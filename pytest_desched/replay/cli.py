@@ -239,8 +239,10 @@ def not_comparable(results: list[Any], repeats: dict[str, Any] | None) -> bool:
     NO VERDICT; the report says "not comparable" and why."""
     verdicts = [repeats.get("same")] if repeats is not None else []
     for res in results:
-        c = res.ledger.comparison or {}
-        verdicts += [c.get("same_evictions"), c.get("same_fates_up_to_order")] if c else []
+        c = res.ledger.comparison or {}  # none: no --log given, no verdict asked for
+        verdicts += [
+            c.get(k) for k in ("same_evictions", "same_refusals", "same_fates_up_to_order")
+        ]
     return NOT_COMPARABLE in verdicts
 
 

@@ -431,13 +431,21 @@ def test_repeats_that_compared_nothing_exit_3(runs: list[Any], code: int) -> Non
     assert _finish(args, lambda i: runs[i - 1]) == code
 
 
-def test_a_log_verdict_that_compared_nothing_exits_3() -> None:
+@pytest.mark.parametrize(
+    ("incident", "code"),
+    [
+        ({}, 0),  # the incident evicted and refused nothing: compared, the same
+        ({"prod/gone-1": PodFate("evicted", "api-server")}, 3),
+        ({"prod/gone-1": PodFate("refused", "api-server", status_code=429)}, 3),
+    ],
+)
+def test_a_log_verdict_that_compared_nothing_exits_3(incident: dict[str, Any], code: int) -> None:
     res = _run(1)
-    incident = {"prod/gone-1": PodFate("evicted", "api-server")}
-    res.ledger.comparison = compare(incident, {}, {"compare_only": set()})
+    kept = {"prod/db-0": PodFate(NOT_PICKED, "policy")}
+    res.ledger.comparison = compare({**incident, **kept}, kept, {"compare_only": set(kept)})
     res.markdown, res.to_dict, res.artifacts = res.ledger.to_markdown, res.ledger.to_dict, {}
     args = argparse.Namespace(repeat=1, output="md", output_file=None)
-    assert _finish(args, lambda i: res) == 3
+    assert _finish(args, lambda i: res) == code
 
 
 # -- the command line: exit 2, one line, before anything starts --------------------------------
