@@ -41,7 +41,13 @@ from pytest_desched.replay.ledger import (
 )
 from pytest_desched.replay.log_compare import compare_with_log
 from pytest_desched.replay.plan import AGES, plan_restore, runner_values
-from pytest_desched.replay.rows import BORN_NOTE, Moment, born_rows, snapshot_rows
+from pytest_desched.replay.rows import (
+    BORN_NOTE,
+    Moment,
+    born_rows,
+    decided_nodes,
+    snapshot_rows,
+)
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -319,7 +325,9 @@ def _run(
                 f"{len(rnd.pod_runs)} pod runs); no fate can be read from it"
             )
         fates = round_fates(rnd.result, rnd.logs)
-        born = born_rows(seen, fates, {r.pod: r for r in ledger.rows}, i, moment)
+        decided = decided_nodes(rnd.result, fates)
+        own = f"{rnd.namespace}/{rnd.name}-"  # the round's own pod
+        born = born_rows(seen, decided, {r.pod: r for r in ledger.rows}, i, moment, own)
         ledger.rows += born
         if born and moment and BORN_NOTE not in ledger.notes:
             ledger.notes.append(BORN_NOTE)

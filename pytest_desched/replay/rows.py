@@ -56,29 +56,41 @@ def born_origin(created_epoch: float | None, moment: Moment | None) -> str:
     return BORN
 
 
+def decided_nodes(result: Any, fates: Iterable[str]) -> dict[str, str | None]:
+    """Each pod the round's log decided -> the node its decisions name (None: none did)."""
+    nodes: dict[str, str] = {}
+    for d in result.decisions:
+        if d.node:
+            nodes.setdefault(d.key, str(d.node))
+    return {p: nodes.get(p) for p in fates}
+
+
 def born_rows(
     seen: Iterable[dict[str, Any]],
-    decided: Iterable[str],
+    decided: Mapping[str, str | None],
     known: Mapping[str, PodRow],
     round_i: int,
     moment: Moment | None = None,
+    own: str | None = None,
 ) -> list[PodRow]:
     """Rows for the pods round `round_i` saw that no row holds yet: pods on a node before the
-    round (`seen`, the API's list; the runner's own pods excepted) and pods its log decided
-    (`decided`). Rounds before it say ABSENT."""
-    by_key = {
-        key(p): p
-        for p in seen
-        if (p.get("spec") or {}).get("nodeName") not in (None, RUNNER_NODE)
-        and not (p.get("metadata") or {}).get("deletionTimestamp")
-    }
+    round (`seen`, the API's list) and pods its log decided (`decided`: pod -> node). The
+    replay's own machinery is no incident pod and gets none: pods on the runner node (the
+    round Jobs', a DaemonSet's pod there) and the round's own pod (`own`: its
+    `namespace/job-` prefix, made after the list). Rounds before it say ABSENT."""
+    live = [p for p in seen if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    runner = {key(p) for p in live if (p.get("spec") or {}).get("nodeName") == RUNNER_NODE}
+    runner |= {p for p, node in decided.items() if node == RUNNER_NODE}
+    by_key = {key(p): p for p in live if (p.get("spec") or {}).get("nodeName")}
     out = []
-    for pod in sorted((set(by_key) | set(decided)) - set(known)):
+    for pod in sorted((set(by_key) | set(decided)) - set(known) - runner):
+        if own and pod.startswith(own):
+            continue
         p = by_key.get(pod) or {}
         created = utc((p.get("metadata") or {}).get("creationTimestamp"))
         row = PodRow(
             pod=pod,
-            node=(p.get("spec") or {}).get("nodeName"),
+            node=(p.get("spec") or {}).get("nodeName") or decided.get(pod),
             owner=_owner(p) if p else None,
             origin=born_origin(created.timestamp() if created else None, moment),
         )

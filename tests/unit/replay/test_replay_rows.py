@@ -43,10 +43,13 @@ def test_pods_born_in_the_window_get_rows_with_their_moment() -> None:
     snapshot = {f"prod/web-7c9d-s{i}": PodRow(f"prod/web-7c9d-s{i}", "n1") for i in range(4)}
     new = [_pod(f"web-7c9d-n{i}", "n2", 3.0 + i) for i in range(4)]
     seen = [_pod(f"web-7c9d-s{i}", "n1", -600) for i in range(4)] + new
-    seen += [_pod("descheduler-replay-2-abcde", RUNNER_NODE, 5, owner="job")]  # the runner's
+    seen += [_pod("descheduler-replay-1-abcde", RUNNER_NODE, 5, owner="job")]  # the runner's
     seen += [_pod("web-7c9d-pending", None, 6)]  # on no node: no descheduler sees it
-    decided = {"prod/web-7c9d-n0", "prod/web-7c9d-s0", "prod/bare-gone"}
-    rows = born_rows(seen, decided, snapshot, 2, _moment)
+    decided = dict.fromkeys(["prod/web-7c9d-n0", "prod/web-7c9d-s0", "prod/bare-gone"], "n2")
+    decided["prod/descheduler-replay-1-abcde"] = None  # on the runner node (the API's list)
+    decided["prod/node-agent-x1"] = RUNNER_NODE  # a DaemonSet's pod there (the log's node)
+    decided["prod/descheduler-replay-2-fghij"] = None  # this round's own pod, made after
+    rows = born_rows(seen, decided, snapshot, 2, _moment, own="prod/descheduler-replay-2-")
     got = {r.pod: r for r in rows}
     assert sorted(got) == ["prod/bare-gone"] + [f"prod/web-7c9d-n{i}" for i in range(4)]
     n1 = got["prod/web-7c9d-n1"]
@@ -62,7 +65,7 @@ def test_a_pod_born_before_the_window_or_without_a_clock_says_so() -> None:
     assert born_origin(START - 30, _moment) == f"{BORN} (before the window started)"
     assert born_origin(START + 1, None) == BORN  # a plain replay: no window clock
     row = PodRow("prod/x", fates=[PodFate("new", None)])
-    assert born_rows([], {"prod/x"}, {"prod/x": row}, 1) == []  # a row already: none twice
+    assert born_rows([], {"prod/x": "n1"}, {"prod/x": row}, 1) == []  # a row: never twice
 
 
 def test_the_timeline_driver_places_a_birth_on_its_window_clock() -> None:
