@@ -441,7 +441,7 @@ def compare(
     """
     ctx = dict(context or {})
     only = ctx.get("compare_only")
-    all_incident = dict(incident)
+    all_incident, every_pod = dict(incident), set(incident) | set(replay)
     not_compared: list[NotCompared] = []
     if only is not None:
         for pod in sorted((set(incident) | set(replay)) - set(only)):
@@ -481,12 +481,16 @@ def compare(
     anything = bool(incident) and bool(replay) and not skipped
     cov_ev = Coverage("evicted pods", len(evicted(incident)), len(evicted(all_incident)), anything)
     cov_ref = Coverage("refused pods", len(refused(incident)), len(refused(all_incident)), anything)
-    cov_pods = Coverage("pods", len(set(incident) | set(replay)), len(all_incident), anything)
+    cov_pods = Coverage("pods", len(set(incident) | set(replay)), len(every_pod), anything)
     cov_fates = cov_pods if cov_ev.comparable else cov_ev
     return {
         "same_evictions": answer(evicted(incident) == evicted(replay), cov_ev),
         "same_refusals": answer(refused(incident) == refused(replay), cov_ref),
-        "coverage": {"evicted": cov_ev.to_dict(), "refused": cov_ref.to_dict()},
+        "coverage": {
+            "evicted": cov_ev.to_dict(),
+            "refused": cov_ref.to_dict(),
+            "pods": cov_pods.to_dict(),
+        },
         "evicted": {"incident": sorted(evicted(incident)), "replay": sorted(evicted(replay))},
         "refused": {
             "incident": sorted(f"{p} {c}" for p, c in refused(incident)),

@@ -205,6 +205,7 @@ def test_evictions_the_snapshot_no_longer_holds_are_not_comparable_never_same() 
     assert c["same_evictions"] == NOT_COMPARABLE
     assert c["same_fates_up_to_order"] == NOT_COMPARABLE
     assert c["coverage"]["evicted"]["line"] == "compared 0 of 14 evicted pods: not comparable"
+    assert c["coverage"]["pods"]["line"] == "compared 1 of 15 pods"
     md = Ledger("replay", "v0.36.0", comparison=c).to_markdown()
     assert "- same evictions: not comparable (compared 0 of 14 evicted pods: not comparable)" in md
     assert "## Not compared (14 pods)" in md
