@@ -378,7 +378,7 @@ def _run(i: int, node3: str = "n1", skipped: str | None = None) -> Any:
         PodRow("prod/db-0", "n2", "StatefulSet/db", fates=[PodFate(NOT_PICKED, "policy")] * 3),
     ]
     rounds = [RoundFigures(f"round-{k}", skipped=skipped) for k in (1, 2, 3)]
-    return SimpleNamespace(ledger=Ledger("replay", "v0.36.0", rows, rounds))
+    return SimpleNamespace(ledger=Ledger("replay", "v0.36.0", rows, rounds), timeline={})
 
 
 RS = "ReplicaSet/web-7c9d"
