@@ -10,6 +10,7 @@
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
     desched list                                           the experiments, variants, strategies
     desched explain POD --record FILE                      a pod's fate in every cycle, and why
+    desched merge DIR... --out-dir OUT                     N CI shards' evidence as one run
     desched version (or --version)                         this tool, its pins, the descheduler
     desched init                                           a starter test, values, CI workflow
 
@@ -60,6 +61,7 @@ from pytest_desched.errors import (
     ProviderError,
     ToolError,
 )
+from pytest_desched.evidence.merge import add_parser as add_merge
 from pytest_desched.fidelity.cli import add_parser as add_fidelity
 from pytest_desched.inputs_safe import check_file, check_output
 from pytest_desched.log import say
@@ -439,6 +441,7 @@ def parser() -> argparse.ArgumentParser:
     add_parsers(sub)
     add_fidelity(sub, add_config_options)
     add_init(sub)
+    add_merge(sub)
     cite_exit_codes(sub)
     return ap
 

@@ -300,6 +300,11 @@ def _is_switch(flag: str) -> bool:
     return next(k for f, _, k in OPTIONS if f == flag).get("action") == "store_true"
 
 
+def env_true(raw: object) -> bool:
+    """A switch's environment value: 1, true, yes or on (any case) turn it on."""
+    return str(raw).lower() in ("1", "true", "yes", "on")
+
+
 def resolve(flag: str, explicit: Any = None, ini: Any = None) -> Any:
     """One option: the explicit value, else its environment variable, else the ini value
     (pytest's `desched_*` keys), else its default."""
@@ -318,7 +323,7 @@ def resolve(flag: str, explicit: Any = None, ini: Any = None) -> Any:
         if kw.get("action") == "append":  # a list option: comma-separated in the environment
             return [p.strip() for p in raw.split(",") if p.strip()]
         if kw.get("action") == "store_true":
-            return str(raw).lower() in ("1", "true", "yes", "on")
+            return env_true(raw)
         if "choices" in kw and raw not in kw["choices"]:
             raise ConfigError(f"{source}={raw!r}: choose from {kw['choices']}")
         return raw

@@ -6,6 +6,7 @@ value is a `pytest.UsageError` before any fixture runs.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Literal
 
 import pytest
@@ -15,6 +16,7 @@ from pytest_desched.config import (
     OPTIONS,
     DeschedConfig,
     build_config,
+    env_true,
     ini_key,
     resolve,
     shown_default,
@@ -33,6 +35,48 @@ MARKERS = {
     "`candidate` (version:vX.Y.Z, source:PATH, binary:PATH) against the pinned baseline, each on "
     "its own cluster; the report is the `desched_canary_report` fixture",
 }
+
+
+# Options of the plugin alone (they pick tests at collection; `desched` collects none):
+# flag > `DESCHED_*`. How sharding works: plugin/sharding.py and docs/ci.md.
+SHARD_OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
+    (
+        "--desched-shard",
+        "DESCHED_SHARD",
+        {
+            "metavar": "K/N",
+            "help": "run only shard K of N of the selected tests (one CI job "
+            "each), balanced by recorded durations; `desched merge` joins the N evidence folders",
+        },
+    ),
+    (
+        "--desched-shard-run-id",
+        "DESCHED_SHARD_RUN_ID",
+        {
+            "metavar": "ID",
+            "help": "the id every shard of one run shares (default: "
+            "$GITHUB_RUN_ID, else $CI_PIPELINE_ID)",
+        },
+    ),
+    (
+        "--desched-shard-durations",
+        "DESCHED_SHARD_DURATIONS",
+        {
+            "metavar": "FILE",
+            "help": "seconds per test id, as `desched merge` writes them "
+            "(default: <rootdir>/desched-durations.json if present, else equal weights)",
+        },
+    ),
+    (
+        "--desched-shard-allow-empty",
+        "DESCHED_SHARD_ALLOW_EMPTY",
+        {
+            "action": "store_true",
+            "help": "a shard left without tests (N > tests) passes "
+            "and says so, instead of a usage error",
+        },
+    ),
+]
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -56,10 +100,23 @@ def add_options(parser: pytest.Parser) -> None:
             type=ini_type,
             default=False if switch else [] if many else "",
         )
+    for flag, env, kw in SHARD_OPTIONS:
+        group.addoption(flag, dest=_dest(flag), **{**kw, "help": f"{kw['help']} [env {env}]"})
 
 
 def _dest(flag: str) -> str:
     return ini_key(flag)
+
+
+def shard_opt(config: pytest.Config, flag: str) -> Any:
+    """A SHARD_OPTIONS value: the command line, then its environment variable."""
+    value = config.getoption(_dest(flag))
+    if value:
+        return value
+    env = os.environ.get(dict((f, e) for f, e, _ in SHARD_OPTIONS)[flag], "")
+    if flag == "--desched-shard-allow-empty":
+        return env_true(env)
+    return env or None
 
 
 def _ini(config: pytest.Config, flag: str) -> Any:
