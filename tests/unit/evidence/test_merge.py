@@ -210,3 +210,25 @@ def test_shards_that_wrote_no_junit_merge_without_one(tmp_path: Path) -> None:
     m = merge(shards(tmp_path / "in", with_junit=False), tmp_path / "merged")
     assert m.ok and m.summary["junit"] is None
     assert not (tmp_path / "merged" / "junit.xml").exists()
+
+
+def test_the_sharded_ci_recipe_feeds_the_merge_what_it_reads() -> None:
+    """examples/ci/descheduler-e2e-sharded.yml: each shard's JUnit inside its evidence folder
+    (where the merge looks for it), N from the matrix, and a merge command `desched` takes."""
+    import yaml
+
+    from tests.unit import REPO
+
+    recipe = yaml.safe_load((REPO / "examples/ci/descheduler-e2e-sharded.yml").read_text())
+    shard_run = next(
+        s["run"] for s in recipe["jobs"]["e2e"]["steps"] if "--desched-shard" in s.get("run", "")
+    )
+    art = re.search(r"--desched-artifacts (.+?) --", shard_run)[1]  # type: ignore[index]
+    assert f"--junitxml {art}/junit.xml" in shard_run
+    assert "--desched-shard ${{ matrix.shard }}/${{ strategy.job-total }}" in shard_run
+    merge_run = next(
+        s["run"] for s in recipe["jobs"]["merge"]["steps"] if "merge" in s.get("run", "")
+    )
+    args = cli.parser().parse_args(merge_run.split(">>")[0].split()[1:])
+    assert (args.command, args.shards, args.out_dir) == ("merge", ["shards/*"], "desched-merged")
+    assert recipe["jobs"]["merge"]["needs"] == "e2e" and recipe["jobs"]["merge"]["if"] == "always()"
