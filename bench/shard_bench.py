@@ -2,7 +2,7 @@
 
 Each run is its own pytest process with its own embedded cluster and evidence folder, one
 after another (on 2 cores, concurrent shards would only share the same cores). Reported: the
-unsharded wall, each shard's wall, their sum (one runner doing every shard), their maximum
+unsharded wall, each shard's wall (and its cluster's bring-up), their sum (one runner doing every shard), their maximum
 (what N independent runners give: the slowest shard), the merge's wall, and the 1-minute
 load at each start. tests/e2e/test_shards_e2e.py runs `compare` and checks the merged
 verdict, outcomes and evictions against the unsharded run's.
@@ -54,7 +54,15 @@ def pytest_run(workdir: Path, name: str, *args: str) -> dict[str, Any]:
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     wall = round(time.monotonic() - started, 1)
     (workdir / f"{name}.log").write_text(proc.stdout + proc.stderr)
-    return {"name": name, "rc": proc.returncode, "wall_s": wall, "load_1m": load, "art": str(art)}
+    up = re.search(r"bring-up=([\d.]+)s", proc.stdout)  # the terminal summary's cluster line
+    return {
+        "name": name,
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "bring_up_s": float(up[1]) if up else None,
+        "load_1m": load,
+        "art": str(art),
+    }
 
 
 def compare(workdir: Path, n: int = 3) -> dict[str, Any]:
