@@ -377,7 +377,8 @@ def _run(i: int, node3: str = "n1", skipped: str | None = None) -> Any:
         PodRow(r2, node3, RS, replacement_origin(r1), [new, new, ev]),
         PodRow("prod/db-0", "n2", "StatefulSet/db", fates=[PodFate(NOT_PICKED, "policy")] * 3),
     ]
-    rounds = [RoundFigures(f"round-{k}", skipped=skipped) for k in (1, 2, 3)]
+    done = {"succeeded": True, "exit_code": 0}  # each round's Job completed with exit 0
+    rounds = [RoundFigures(f"round-{k}", skipped=skipped, extra=dict(done)) for k in (1, 2, 3)]
     return SimpleNamespace(ledger=Ledger("replay", "v0.36.0", rows, rounds), timeline={})
 
 
