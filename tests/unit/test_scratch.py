@@ -66,7 +66,7 @@ def test_an_unexpected_exception_leaves_no_temporary_folder(
         raise RuntimeError("boom")
 
     monkeypatch.setattr(engine, "run_canary", boom)
-    assert cli.main(["canary", "--candidate", "version:v0.36.0"]) == cli.EXIT_FAILED
+    assert cli.main(["canary", "--candidate", "version:v0.36.0"]) == cli.EXIT_INTERNAL
     assert made and made[0].is_relative_to(tmpdir_env)  # the run had made its folder
     assert _left(tmpdir_env) == []
 
