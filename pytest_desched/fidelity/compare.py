@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from pytest_desched.descheduler.decisions import Fate, PodDecision
+from pytest_desched.evidence import compare as core
 from pytest_desched.fidelity.explain import (
     BUG_1917,
     EVICT,
@@ -229,8 +230,14 @@ def relative_namespace(namespace: str, lab_namespace: str) -> str:
 def identity_of(
     namespace: str, lab_namespace: str, workload: str | None, owner: str | None, name: str
 ) -> str:
-    """The pod's namespace-relative identity: workload, else owner, else its own name."""
-    return f"{relative_namespace(namespace, lab_namespace)}/{workload or owner or name}"
+    """The pod's namespace-relative identity: workload, else owner, else its own name.
+
+    The comparison core's rule (evidence/compare.py): the halves' pods are originals in two
+    lab namespaces, so a controller's random name is dropped and only a bare pod keeps its own.
+    """
+    ns = relative_namespace(namespace, lab_namespace)
+    ident = core.identity_of(f"{ns}/{name}", owner=workload or owner, bare=True)
+    return f"{ident.namespace}/{ident.owner or ident.name}"
 
 
 def _normal(d: PodDecision, mode: Mode) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import cycle_gap
+from pytest_desched.evidence import compare as core
 from pytest_desched.replay.settled import selector_matches
 
 if TYPE_CHECKING:
@@ -65,7 +66,8 @@ def budgets_of(
     return tuple(out)
 
 
-NOT_COMPARABLE = "not comparable: "  # the verdict's words when a half completed no cycle
+# The verdict's words when a half completed no cycle: the comparison core's one wording.
+NOT_COMPARABLE = f"{core.NOT_COMPARABLE}: "
 
 
 def skip_gap(mode: Mode, skipped: str | None, signatures: Mapping[str, str]) -> str | None:

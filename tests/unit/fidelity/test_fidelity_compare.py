@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, PodDecision
+from pytest_desched.evidence import compare as core
 from pytest_desched.fidelity.compare import (
     BUG_1917,
     Budget,
@@ -16,6 +17,7 @@ from pytest_desched.fidelity.compare import (
     identity_of,
     table_rows,
 )
+from pytest_desched.fidelity.explain import NOT_COMPARABLE as FIDELITY_NOT_COMPARABLE
 
 SRC, DST = "worker-0", "worker-1"
 SA = "system:serviceaccount:kube-system:descheduler"
@@ -293,3 +295,26 @@ def test_a_probe_that_found_no_complete_cycle_is_named_in_the_verdict() -> None:
         assert res.to_dict()["mirror_probe"] == how
     plain = compare(_half("dry-run", dp, []), real)  # the probe was not asked: no words on it
     assert plain.line().endswith("1 unexplained") and plain.unexplained[0].proof == ""
+
+
+def test_pods_are_paired_by_the_comparison_cores_identity() -> None:
+    """The halves' pods carry random names of their own; fidelity pairs them by the core's
+    identity (evidence/compare.identity_of: owner kept, a controller's name dropped, a bare
+    pod's own name kept) and says "not comparable" in its words, so a fix there lands here."""
+    dry = identity_of("lab-a", "lab-a", None, "ReplicaSet/web-7d4f9c8b6", "web-7d4f9c8b6-x2kq9")
+    real = identity_of("lab-b", "lab-b", None, "ReplicaSet/web-7d4f9c8b6", "web-7d4f9c8b6-q8wzt")
+    ident = core.identity_of("<lab>/web-7d4f9c8b6-q8wzt", owner="ReplicaSet/web-7d4f9c8b6")
+    assert dry == real == f"{ident.namespace}/{ident.owner}" == "<lab>/ReplicaSet/web-7d4f9c8b6"
+    assert identity_of("lab-a", "lab-a", None, None, "bare") == "<lab>/bare"
+    a, b = (
+        PodRef("lab-a/web-x2kq9", dry, SRC, "lab-a"),
+        PodRef("lab-b/web-q8wzt", real, SRC, "lab-b"),
+    )
+    result = compare(
+        Half("dry-run", fates_of([a], [_d(a, Fate.DRY_RUN)], "dry-run")),
+        Half("real", fates_of([b], [_d(b, Fate.EVICTED)], "real")),
+    )
+    rows = [r.to_dict() for r in result.rows]
+    assert [(r["dry_pod"], r["real_pod"]) for r in rows] == [(a.key, b.key)]
+    assert result.ok and not result.differences
+    assert f"{core.NOT_COMPARABLE}: " == FIDELITY_NOT_COMPARABLE
