@@ -1,8 +1,8 @@
 """The behaviour diff of two tracks: per round, the runbook's figures and each pod class's fates.
 
 Both tracks run on clusters of their own, so pod names, UIDs and node names differ. Pods are
-matched by owner and node role: a Deployment pod `web-7d4f9c8b6-x2kq9` belongs to owner
-`web`, and a node is named by its position among the cluster's workers (`worker-1`...), which
+matched by the comparison core's identity (evidence/compare.py), owner and node role: a
+Deployment pod `web-7d4f9c8b6-x2kq9` belongs to owner `web`, and a node is named by its position among the cluster's workers (`worker-1`...), which
 both clusters create the same way. Replicas of one owner on one node are interchangeable to
 the descheduler (it has nothing else to tell them apart), so their fates are compared as a
 multiset: "3 filtered" against "1 evicted, 2 limited", never a guessed one-to-one pairing.
@@ -15,19 +15,16 @@ Left alone on one track only, it is `replacement-seen`; evicted, it counts like 
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pytest_desched.descheduler.decisions import cycle_gap
+from pytest_desched.evidence.compare import Identity, identity_of
+from pytest_desched.evidence.compare import owner_from_name as owner_of
 from pytest_desched.evidence.record import lab_namespaces
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
-
-# Kubernetes' random suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3).
-_POD_SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
-_TEMPLATE_HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
 
 STOPPED = ("refused", "limited", "filtered", "nodefit", "error")
 MOVED = ("evicted",)
@@ -70,14 +67,6 @@ def in_words(fates: Mapping[str, int]) -> str:
             words += f" ({detail.rstrip(')')})"
         parts.append(f"{n} x {words}")
     return ", ".join(parts)
-
-
-def owner_of(pod_name: str) -> str:
-    """The owning workload's name as both clusters would spell it (suffix and hash removed)."""
-    base = _POD_SUFFIX.sub("", pod_name)
-    if base != pod_name:
-        base = _TEMPLATE_HASH.sub("", base)
-    return base
 
 
 def node_roles(workers: Sequence[str]) -> dict[str, str]:
@@ -193,6 +182,12 @@ def created_in_round(record: Mapping[str, Any]) -> set[str]:
     }
 
 
+def class_of(ident: Identity) -> str:
+    """A pod class, `owner@worker-N`, from the comparison core's identity (evidence/compare.py:
+    never a random name; a replacement is generation 1, its own class)."""
+    return f"{ident.owner or ''}@{ident.node}" + (CREATED_IN_ROUND if ident.generation else "")
+
+
 def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[str, Counter[str]]:
     """`owner@role` -> fates of the lab's pods of that class in one round (fate/layer)."""
     ns = lab_namespaces(record)
@@ -203,9 +198,14 @@ def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[st
             continue
         node = d.get("node") or "?"
         name = str(d.get("name"))
-        key = f"{owner_of(name)}@{roles.get(node, node)}"
-        if name in created:
-            key += CREATED_IN_ROUND
+        key = class_of(
+            identity_of(
+                f"{d.get('namespace')}/{name}",
+                owner=owner_of(name),
+                generation=int(name in created),
+                node=roles.get(node, node),
+            )
+        )
         fate = str(d.get("fate"))
         if fate == "filtered" and d.get("checks"):
             fate += "(" + ",".join(sorted(d["checks"])) + ")"

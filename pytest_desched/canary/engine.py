@@ -28,6 +28,7 @@ from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError, PolicyError
+from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.experiments import VARIANTS, lab_policy, lookup
 from pytest_desched.log import tagged
 from pytest_desched.session import DeschedSession
@@ -170,7 +171,7 @@ def no_verdict_reasons(b: TrackResult, c: TrackResult) -> list[str]:
         cand_gaps = [f"round {i}: {why}" for i, why in _gaps(c, label).items()]
         cand = "; ".join([cwhy, *cand_gaps]) if nc else f"ran no round: {cwhy}"
         out.append(
-            f"{label}: not comparable, the baseline is no reference ({'; '.join(said)}); "
+            f"{label}: {NOT_COMPARABLE}, the baseline is no reference ({'; '.join(said)}); "
             f"candidate: {cand}"
         )
     return out

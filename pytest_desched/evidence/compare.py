@@ -16,6 +16,7 @@ then interchangeable: a cap that cut a sibling instead agrees "up to order", as 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -105,6 +106,21 @@ def identity_of(
         tuple(sorted(checks)),
         keep,
     )
+
+
+# Kubernetes' random suffixes (k8s.io/apimachinery/pkg/util/rand: no vowels, no 0/1/3).
+_POD_SUFFIX = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{5}$")
+_TEMPLATE_HASH = re.compile(r"-[bcdfghjklmnpqrstvwxz2456789]{6,10}$")
+
+
+def owner_from_name(pod_name: str) -> str:
+    """The owning workload's name as every run spells it, when a record names no owner: the
+    controller's random pod suffix and ReplicaSet hash removed (a StatefulSet's `web-0` and a
+    bare pod's name are kept: no run renames them)."""
+    base = _POD_SUFFIX.sub("", pod_name)
+    if base != pod_name:
+        base = _TEMPLATE_HASH.sub("", base)
+    return base
 
 
 def generation(pod: str, parent_of: Mapping[str, str | None]) -> int:

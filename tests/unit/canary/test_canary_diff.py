@@ -6,6 +6,7 @@ import pytest
 
 from pytest_desched.canary.compare import (
     RoundFigures,
+    class_of,
     diff_rounds,
     fate_classes,
     node_roles,
@@ -14,6 +15,7 @@ from pytest_desched.canary.compare import (
 from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.errors import ConfigError
+from pytest_desched.evidence import compare as core
 
 NS = "descheduler-lab"
 B_ROLES = node_roles(["kwok-a-worker-1", "kwok-a-worker-2", "kwok-a-worker-3"])
@@ -70,6 +72,27 @@ def test_owner_strips_replicaset_hash_and_pod_suffix() -> None:
     assert owner_of("spread-demo-6d9f7b5c4-x2kq9") == "spread-demo"
     assert owner_of("web-0") == "web-0"  # a StatefulSet pod's name is its identity
     assert owner_of("bare-pod") == "bare-pod"
+
+
+def test_a_replacement_is_matched_across_tracks_by_the_cores_identity() -> None:
+    """Each track's replacement has a random name of its own; the canary's pod class is the
+    comparison core's identity (owner from the name, generation 1 for a pod the round made),
+    so the two replacements are one class and evicting both is no change."""
+    made = {"what": "replacement-scheduled"}
+    b = record(
+        [dec("web-7d4f9c8b6-x2kq9", "kwok-a-worker-2", "evicted", "api-server")],
+        timeline=[{**made, "pod": "web-7d4f9c8b6-x2kq9"}],
+    )
+    c = record(
+        [dec("web-5c8d7f9b4-q8wzt", "kwok-b-worker-2", "evicted", "api-server")],
+        timeline=[{**made, "pod": "web-5c8d7f9b4-q8wzt"}],
+    )
+    ident = core.identity_of("ns/web-5c8d7f9b4-q8wzt", owner="web", generation=1, node="worker-2")
+    assert set(fate_classes(b, B_ROLES)) == set(fate_classes(c, C_ROLES)) == {class_of(ident)}
+    assert class_of(ident) == "web@worker-2 (created in round)"
+    assert owner_of is core.owner_from_name
+    (rd,) = diff_rounds("positive[runbook]", [b], [c], B_ROLES, C_ROLES)
+    assert not rd.classes
 
 
 def test_fate_classes_ignore_other_namespaces_and_name_roles() -> None:
