@@ -55,6 +55,12 @@ class Identity:
         return d
 
     @property
+    def lineage(self) -> str:
+        """`namespace/owner`, or `namespace/name` for a bare pod: what a pod shares with its
+        replacements and its counterparts in other runs, fate aside."""
+        return f"{self.namespace}/{self.owner or self.name or ''}"
+
+    @property
     def label(self) -> str:
         """`ns owner@node: fate code [checks] by strategy (layer)`, for people."""
         return identity_label(self.to_dict())

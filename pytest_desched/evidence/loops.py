@@ -32,6 +32,7 @@ from itertools import dropwhile
 from typing import Any
 
 from pytest_desched.bounds import MIN_LOOP_CYCLES
+from pytest_desched.evidence.compare import identity_of
 
 
 @dataclass(frozen=True)
@@ -277,12 +278,13 @@ def cycles_from_records(cycles: Iterable[Mapping[str, Any]]) -> list[CycleObs]:
 def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
     """A replay ledger (`Ledger.to_dict()`, `desched replay ... -o json`) as a cycle history.
 
-    Round i's evicted pods are the rows whose fate in round i is `evicted` (on the row's
-    node); its arrivals are the rows created after round i (fate `new` up to round i, the
-    engine's replacements). The owner is the row's (Kind/name) in the pod's namespace. A
-    round with an eviction whose replacement was `missing` or `pending` when the engine's
-    wait ended did not settle; a round the descheduler skipped, or whose Job's descheduler
-    exited non-zero, did not run to its end.
+        Round i's evicted pods are the rows whose fate in round i is `evicted` (on the row's
+        node); its arrivals are the rows created after round i (fate `new` up to round i, the
+        engine's replacements). The owner is the comparison core's `Identity.lineage`: the row's
+    Kind/name in the pod's namespace, a bare pod's own name (never a random one). A
+        round with an eviction whose replacement was `missing` or `pending` when the engine's
+        wait ended did not settle; a round the descheduler skipped, or whose Job's descheduler
+        exited non-zero, did not run to its end.
     """
     rows = [r for r in ledger.get("rows") or [] if isinstance(r, Mapping)]
     rounds = ledger.get("rounds") or []
@@ -290,8 +292,8 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
 
     def at(r: Mapping[str, Any]) -> PodAt:
         pod = str(r.get("pod") or "")
-        ns = pod.split("/", 1)[0] if "/" in pod else ""
-        return PodAt(pod, "", f"{ns}/{r.get('owner') or pod}", r.get("node"))
+        ident = identity_of(pod, owner=r.get("owner"), bare=True)  # the core's rule
+        return PodAt(pod, "", ident.lineage, r.get("node"))
 
     out = []
     for i in range(1, n + 1):

@@ -236,8 +236,7 @@ def identity_of(
     lab namespaces, so a controller's random name is dropped and only a bare pod keeps its own.
     """
     ns = relative_namespace(namespace, lab_namespace)
-    ident = core.identity_of(f"{ns}/{name}", owner=workload or owner, bare=True)
-    return f"{ident.namespace}/{ident.owner or ident.name}"
+    return core.identity_of(f"{ns}/{name}", owner=workload or owner, bare=True).lineage
 
 
 def _normal(d: PodDecision, mode: Mode) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pytest_desched.evidence.compare import identity_of
 from pytest_desched.evidence.loops import (
     CycleObs,
     PodAt,
@@ -224,3 +225,19 @@ def test_a_departure_whose_replacement_was_not_seen_still_counts_for_a_return() 
     [lp] = v.loops
     assert (lp.kind, lp.cycles, lp.nodes) == ("return", [1, 2], ["A", "B"])
     assert "c1: lab/a left A, no replacement seen" in v.summary() and not v.proven
+
+
+def test_a_ledger_pods_owner_is_the_comparison_cores_lineage() -> None:
+    """A replacement with a random name shares its owner with the pod it replaced, and a bare
+    pod is its own owner once (`lab/a`, not `lab/lab/a`): evidence/compare's Identity.lineage."""
+    rs, ev, new = "ReplicaSet/web-7d4f9c8b6", [{"fate": "evicted"}], [{"fate": "new"}]
+    rows = [
+        {"pod": "lab/web-7d4f9c8b6-x2kq9", "owner": rs, "node": "w1", "fates": ev},
+        {"pod": "lab/a", "owner": None, "node": "w1", "fates": ev},
+        {"pod": "lab/web-7d4f9c8b6-q8wzt", "owner": rs, "node": "w2", "fates": new},
+    ]
+    ledger = {"rounds": [{"name": "r1"}], "rows": rows}
+    [c1] = cycles_from_ledger(ledger)
+    assert [p.owner for p in c1.evicted] == ["lab/ReplicaSet/web-7d4f9c8b6", "lab/a"]
+    assert [p.owner for p in c1.arrived] == ["lab/ReplicaSet/web-7d4f9c8b6"]
+    assert c1.evicted[1].owner == identity_of("lab/a", bare=True).lineage
