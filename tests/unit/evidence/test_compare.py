@@ -15,6 +15,7 @@ from pytest_desched.evidence.compare import (
     differences,
     generation,
     identity_of,
+    owner_from_name,
 )
 
 RS = "ReplicaSet/web-7c9d"
@@ -75,3 +76,11 @@ def test_runs_compare_only_when_every_run_measured_something() -> None:
     assert c.same == NOT_COMPARABLE and c.coverage is not None
     assert c.coverage.line() == "compared 2 of 3 runs: not comparable"
     assert compare_runs([{"p/a-1": ident}]).same == NOT_COMPARABLE  # one run: nothing to compare
+
+
+def test_lineage_and_owner_from_name_drop_random_names_and_keep_a_bare_pods() -> None:
+    """What fidelity, the canary and the loop detector's ledger reading group pods by."""
+    assert owner_from_name("web-7d4f9c8b6-x2kq9") == owner_from_name("web-7d4f9c8b6-q8wzt") == "web"
+    assert owner_from_name("web-0") == "web-0"  # a StatefulSet pod: no run renames it
+    assert identity_of("prod/web-7c9d-aaaaa", RS).lineage == f"prod/{RS}"
+    assert identity_of("prod/adhoc", bare=True).lineage == "prod/adhoc"
