@@ -11,7 +11,6 @@ import argparse
 import os
 import re
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,9 @@ from pytest_desched import names, scratch
 from pytest_desched.artifacts_dir import claim, default_run_dir
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.errors import ConfigError, LabInputError
-from pytest_desched.tools.candidate import Candidate, parse_candidate
+from pytest_desched.tools.candidate import Candidate
 from pytest_desched.tools.groups import TOOL_GROUP
+from pytest_desched.tools.release import parse_release_cached
 
 __all__ = [
     "OPTIONS",
@@ -202,6 +202,32 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
             "baseline's chart)",
         },
     ),
+    (
+        "--desched-baseline",
+        "DESCHED_BASELINE",
+        {
+            "default": None,
+            "help": "the canary's baseline, any form --desched-candidate takes (default: pinned)",
+        },
+    ),
+    (
+        "--desched-baseline-chart",
+        "DESCHED_BASELINE_CHART",
+        {"default": None, "help": "the baseline's chart, as --desched-candidate-chart"},
+    ),
+    *(
+        (
+            f"--desched-{track}-values",
+            f"DESCHED_{track.upper()}_VALUES",
+            {
+                "default": None,
+                "action": "append",
+                "metavar": "FILE",
+                "help": f"Helm values for the {track} track only, after --desched-values",
+            },
+        )
+        for track in ("baseline", "candidate")
+    ),
 ]
 
 
@@ -215,6 +241,10 @@ OPTION_ENV = {flag: env for flag, env, _ in OPTIONS}
 # Which `desched` subcommands take an option (the plugin takes every one). An option not
 # listed here (a new one) is taken by every command that builds a configuration.
 CONFIG_COMMANDS = ("run", "up", "canary", "replay")
+# A canary's two releases (tools.release), their charts and per-track values.
+_TRACK_OPTIONS = tuple(
+    f"--desched-{t}{s}" for t in ("candidate", "baseline") for s in ("", "-chart", "-values")
+)
 _CLUSTER = ("run", "up", "canary")
 OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-provider": _CLUSTER,
@@ -228,8 +258,7 @@ OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-keep": ("run", "canary", "replay"),  # `up` always keeps
     "--desched-artifacts": ("run", "canary", "replay"),
     "--desched-redact": ("run", "canary", "replay"),
-    "--desched-candidate": ("canary",),
-    "--desched-candidate-chart": ("canary",),
+    **dict.fromkeys(_TRACK_OPTIONS, ("canary",)),
 }
 # The `--help` section each option is listed under (unlisted: "input options").
 OPTION_GROUPS: dict[str, str] = {
@@ -253,8 +282,7 @@ OPTION_GROUPS: dict[str, str] = {
     ),
     "--desched-artifacts": "evidence options",
     "--desched-redact": "evidence options",
-    "--desched-candidate": "candidate options",
-    "--desched-candidate-chart": "candidate options",
+    **dict.fromkeys(_TRACK_OPTIONS, "candidate options"),
 }
 
 
@@ -349,6 +377,12 @@ class DeschedConfig:
     # and checked by validate(), the parsed form is `parsed_candidate()`.
     candidate: str | None = None
     candidate_chart: str | None = None
+    # The canary's baseline release (default: the pin) and each track's own values files,
+    # applied after `values` (Helm's order): how values change with the upgrade.
+    baseline: str | None = None
+    baseline_chart: str | None = None
+    baseline_values: tuple[Path, ...] = ()
+    candidate_values: tuple[Path, ...] = ()
     # The user's own inputs (descheduler.inputs): a DeschedulerPolicy file and Helm values
     # files in Helm's order; read and checked before any cluster change.
     policy: Path | None = None
@@ -368,29 +402,13 @@ class DeschedConfig:
         """The candidate these specs name (None: no candidate, the pinned run)."""
         if not (self.candidate or self.candidate_chart):
             return None
-        return _parse_candidate_cached(self.candidate, self.candidate_chart)
+        return parse_release_cached(self.candidate, self.candidate_chart)
 
-
-def _spec_stamp(spec: str | None) -> tuple[Any, ...]:
-    """What a candidate spec's files look like now: a changed file is parsed again."""
-    out: list[Any] = []
-    for part in filter(None, (spec or "").split(":", 1)[-1:]):
-        p = Path(part.rpartition("@")[0] or part).expanduser()
-        with suppress(OSError, ValueError):  # ValueError: a NUL byte (parse_candidate refuses it)
-            st = p.stat()
-            out.append((str(p), st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
-def _parse_candidate_cached(spec: str | None, chart: str | None) -> Candidate:
-    """parse_candidate, once per spec and file state (a tarball read costs ~0.5 s)."""
-    key = (spec, chart, _spec_stamp(spec), _spec_stamp(f"x:{chart}" if chart else None))
-    if key not in _CANDIDATES:
-        _CANDIDATES[key] = parse_candidate(spec, chart)
-    return _CANDIDATES[key]
-
-
-_CANDIDATES: dict[tuple[Any, ...], Candidate] = {}
+    def parsed_baseline(self) -> Candidate | None:
+        """The canary's baseline release (None: the pin), read like a candidate."""
+        if not (self.baseline or self.baseline_chart):
+            return None
+        return parse_release_cached(self.baseline, self.baseline_chart, "baseline")
 
 
 def parse_bins(raw: str | None) -> dict[str, Path]:
@@ -441,7 +459,8 @@ def validate(c: DeschedConfig) -> DeschedConfig:
 def check_input_files(c: DeschedConfig) -> None:
     """--desched-policy / --desched-values name readable files (their content: inputs.py)."""
     files = [("--desched-policy", c.policy)] if c.policy else []
-    files += [("--desched-values", v) for v in c.values]
+    for flag in ("values", "baseline_values", "candidate_values"):
+        files += [(f"--desched-{flag.replace('_', '-')}", v) for v in getattr(c, flag)]
     for flag, path in files:
         if not path.exists():
             raise ConfigError(f"{flag} {path}: no such file")
@@ -455,25 +474,33 @@ def check_input_files(c: DeschedConfig) -> None:
 
 
 def check_candidate(c: DeschedConfig) -> Candidate | None:
-    """The candidate's spec, chart and provider fit together; before any cluster change."""
-    try:
-        cand = c.parsed_candidate()
-    except ConfigError as exc:
-        raise ConfigError(f"{named('--desched-candidate')}: {exc}") from None
-    if cand is None or cand.pinned:
-        return cand
-    if c.descheduler_version and c.descheduler_version != cand.version:
-        raise ConfigError(
-            f"--desched-descheduler-version {c.descheduler_version} and --desched-candidate "
-            f"{cand.ref} both pick the descheduler; give only --desched-candidate"
+    """The candidate's (and a canary's baseline's) spec, chart and provider fit together;
+    before any cluster change. Returns the candidate."""
+    found: dict[str, Candidate | None] = {}
+    for role in ("candidate", "baseline"):
+        flag = f"--desched-{role}"
+        try:
+            rel = found[role] = getattr(c, f"parsed_{role}")()
+        except ConfigError as exc:
+            raise ConfigError(f"{named(flag)}: {exc}") from None
+        if rel is None or rel.pinned:
+            continue
+        if c.descheduler_version and c.descheduler_version != rel.version:
+            raise ConfigError(
+                f"--desched-descheduler-version {c.descheduler_version} and {flag} "
+                f"{rel.ref} both pick the descheduler; give only {flag}"
+            )
+        caps = capabilities_of(c.provider)  # None for auto: the session asks once it is chosen
+        why = caps and caps.candidate_refusal(
+            f"{flag} {rel.ref}", rel.kind == "image", rel.has_published_image
         )
-    caps = capabilities_of(c.provider)  # None for auto: the session asks once it is chosen
-    why = caps and caps.candidate_refusal(
-        f"--desched-candidate {cand.ref}", cand.kind == "image", cand.has_published_image
-    )
-    if why:
-        raise ConfigError(why)
-    return cand
+        if why:
+            raise ConfigError(why)
+    return found["candidate"]
+
+
+def _paths(items: Any) -> tuple[Path, ...]:
+    return tuple(Path(v).expanduser() for v in items or ())
 
 
 def build_config(
@@ -521,8 +548,12 @@ def build_config(
         descheduler_version=get("--desched-descheduler-version"),
         candidate=get("--desched-candidate"),
         candidate_chart=get("--desched-candidate-chart"),
+        baseline=get("--desched-baseline"),
+        baseline_chart=get("--desched-baseline-chart"),
+        baseline_values=_paths(get("--desched-baseline-values")),
+        candidate_values=_paths(get("--desched-candidate-values")),
         policy=Path(pol).expanduser() if pol else None,
-        values=tuple(Path(v).expanduser() for v in get("--desched-values") or ()),
+        values=_paths(get("--desched-values")),
         existing_context=get("--desched-existing-context"),
         existing_kubeconfig=Path(kube) if kube else None,
         allow_existing=bool(get("--desched-allow-existing")),

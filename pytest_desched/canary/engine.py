@@ -21,6 +21,7 @@ from pytest_desched.canary.static_run import add_metric_names, compare_staticall
 from pytest_desched.canary.tracks import (
     DEFAULT_EXPERIMENTS,
     TrackResult,
+    describe_release,
     first_cause,
     run_tracks,
 )
@@ -32,7 +33,7 @@ from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.experiments import VARIANTS, lab_policy, lookup
 from pytest_desched.log import tagged
 from pytest_desched.session import DeschedSession
-from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.release import check_release, parse_release_cached
 
 STATIC_ONLY_GAP = (
     "behaviour: a static-only canary starts no cluster, so no round, pod fate, eviction, "
@@ -64,9 +65,20 @@ def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
 
 
 def track_configs(
-    config: DeschedConfig, candidate: str, candidate_chart: str | None, behaviour: bool = True
+    config: DeschedConfig,
+    candidate: str,
+    candidate_chart: str | None,
+    behaviour: bool = True,
+    baseline: str | None = None,
+    baseline_chart: str | None = None,
 ) -> tuple[DeschedConfig, DeschedConfig]:
-    """The same settings twice, each track with its own run and evidence folders.
+    """The same settings twice, each track with its own release, values, run and evidence
+    folders.
+
+    Both tracks are a release named the same way (tools.release): the track's config names
+    it as `candidate`/`candidate_chart` (None: the pin), so each session builds its own
+    binary and policy checker and installs its own chart. `values` go to both tracks, then
+    the track's own (`baseline_values` / `candidate_values`), in Helm's order.
 
     A static-only canary (`behaviour=False`) starts no cluster, so the provider's rules do not
     apply to it: its tracks are configured as embedded ones (a `source:` candidate is fine
@@ -82,17 +94,37 @@ def track_configs(
             "desched canary runs each track on a cluster of its own; on an existing cluster "
             "the two versions would share the pod set. Use --provider embedded (or kind)"
         )
+    releases = {"baseline": (baseline, baseline_chart), "candidate": (candidate, candidate_chart)}
     tracks = []
-    for name in ("baseline", "candidate"):
+    for name, (spec, chart) in releases.items():
         run_dir = config.run_dir / name
         run_dir.mkdir(parents=True, exist_ok=True)
-        changes: dict[str, Any] = {"run_dir": run_dir, "artifacts": config.artifacts / name}
-        if name == "candidate":
-            changes.update(candidate=candidate, candidate_chart=candidate_chart)
-        else:  # the baseline is the pin, whatever the caller's config says about a candidate
-            changes.update(candidate=None, candidate_chart=None)
+        own = config.baseline_values if name == "baseline" else config.candidate_values
+        changes: dict[str, Any] = {
+            "run_dir": run_dir,
+            "artifacts": config.artifacts / name,
+            "candidate": None if spec in (None, "pinned") else spec,
+            "candidate_chart": chart,
+            "values": (*config.values, *own),
+            "baseline": None,
+            "baseline_chart": None,
+            "baseline_values": (),
+            "candidate_values": (),
+        }
         tracks.append(config.with_(**changes))
     return tracks[0], tracks[1]
+
+
+def check_releases(
+    candidate: str, candidate_chart: str | None, baseline: str | None, baseline_chart: str | None
+) -> None:
+    """Both releases read and checked (spec, chart, a version the Go proxy serves) before
+    anything is built or started: bad input is one line and exit 2."""
+    for role, spec, chart in (
+        ("baseline", baseline, baseline_chart),
+        ("candidate", candidate, candidate_chart),
+    ):
+        check_release(parse_release_cached(spec, chart, role), role)
 
 
 # An outcome's rank: moving right is worse. Any move to the right is an outcome change
@@ -296,8 +328,7 @@ def static_only_tracks(base: Any, cand: Any) -> tuple[TrackResult, TrackResult]:
         t = TrackResult(name, descheduler_version=s.toolchain.wanted_version("descheduler"))
         t.chart = track_chart(s).evidence()
         t.metrics_why = "static-only canary: no binary was run"
-        if s.candidate is not None:
-            t.candidate = s.candidate.to_dict()
+        describe_release(s, t)
         out.append(t)
     return out[0], out[1]
 
@@ -313,11 +344,15 @@ def run_canary(
     static: bool = True,
     candidate_overrides: Mapping[str, Any] | None = None,
     behaviour: bool = True,
+    baseline: str | None = None,
+    baseline_chart: str | None = None,
 ) -> CanaryReport:
     """Run the canary end to end and return its report (written under config.artifacts).
 
     `behaviour=False` is the static-only canary (charts and policies, no cluster): what CI
     can check before anything runs; its verdict judges the static differences alone.
+    `baseline`/`baseline_chart` (default: the config's, else the pin) name the release the
+    upgrade starts from, in any form the candidate takes.
     """
     t0 = time.monotonic()
     if not (static or behaviour):
@@ -325,7 +360,9 @@ def run_canary(
             "a canary with neither the static nor the behaviour comparison: drop one flag"
         )
     explanations = load_explanations(expect)
-    parse_candidate(candidate, candidate_chart)  # a bad spec is refused before anything runs
+    baseline = baseline or config.baseline
+    baseline_chart = baseline_chart or config.baseline_chart
+    check_releases(candidate, candidate_chart, baseline, baseline_chart)  # before anything runs
     exps = parse_experiments(experiments)
     if candidate_overrides:  # a bad path or value is refused now, not on the candidate's cluster
         for _, variant in exps:
@@ -336,7 +373,9 @@ def run_canary(
                 pol.validate()
             except (PolicyError, KeyError, ValueError) as exc:
                 raise ConfigError(f"canary candidate_overrides: {exc}") from None
-    base_cfg, cand_cfg = track_configs(config, candidate, candidate_chart, behaviour)
+    base_cfg, cand_cfg = track_configs(
+        config, candidate, candidate_chart, behaviour, baseline, baseline_chart
+    )
 
     def session(name: str, cfg: DeschedConfig) -> DeschedSession:
         return DeschedSession(cfg, report=lambda m: report(f"[{name}] {m}"))

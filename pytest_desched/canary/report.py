@@ -94,13 +94,16 @@ class CanaryReport:
             [
                 t.name,
                 t.descheduler_version,
-                f"{t.chart.get('version', '?')} ({t.chart.get('source', '?')})",
+                _chart_used(t.chart),
+                _skew(t.skew),
                 f"{t.wall_s:.1f}",
                 f"{t.error or ''}{' teardown: ' + t.teardown_error if t.teardown_error else ''}",
             ]
             for t in (b, c)
         ]
-        lines += ["", table(tracks, ["track", "descheduler", "chart", "wall s", "error"], "md")]
+        kube = b.skew.get("kubernetes") or c.skew.get("kubernetes") or "the cluster"
+        heads = ["track", "descheduler", "chart used", f"skew vs Kubernetes {kube}"]
+        lines += ["", table(tracks, [*heads, "wall s", "error"], "md")]
         if not (self.outcomes or self.rounds):
             lines += ["", "Behaviour not compared: a static-only canary (no cluster was started)."]
         else:
@@ -170,6 +173,21 @@ class CanaryReport:
         # The HTML view reads what canary.json holds, nothing more (evidence/report.py).
         html = write_canary_report(folder / "canary.html", json.loads(js.read_text()))
         return {"json": js, "markdown": md, "html": html}
+
+
+def _chart_used(chart: dict[str, Any]) -> str:
+    """The chart version really installed, its appVersion and where it came from."""
+    out = f"{chart.get('version', '?')} (appVersion {chart.get('app_version', '?')}, "
+    return (
+        out + f"{chart.get('source', '?')}{': ' + chart['origin'] if chart.get('origin') else ''})"
+    )
+
+
+def _skew(skew: dict[str, Any]) -> str:
+    if not skew:
+        return "-"
+    built = f"compiled for {skew['compiled_for']}: " if skew.get("compiled_for") else ""
+    return built + str(skew.get("note", ""))
 
 
 def _fmt(v: Any) -> str:

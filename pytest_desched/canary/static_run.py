@@ -60,17 +60,24 @@ def compare_statically(
     report(
         f"static: chart {b_chart.version} ({b_chart.source}) vs {c_chart.version} ({c_chart.source})"
     )
-    # the user's Helm values (--values) render both charts, coalesced by helm itself
-    user = baseline.inputs.policy  # the user's --policy / --values policy, else the runbook's
+    # each track's Helm values (--values, then its own) render its chart, coalesced by helm
     diffs = compare_charts(
-        helm, b_chart.path, c_chart.path, env, values_files=baseline.config.values
+        helm,
+        b_chart.path,
+        c_chart.path,
+        env,
+        values_files=baseline.config.values,
+        candidate_values_files=candidate.config.values,
     )
     b_chk, c_chk = checker_for(b_ver, b_tc), checker_for(c_ver, c_tc)
     b_facts, c_facts = b_chk.facts(), c_chk.facts()
+    # the user's --policy / --values policy (each track's own), else the runbook's
+    b_user, c_user = baseline.inputs.policy, candidate.inputs.policy
     for variant in dict.fromkeys(variants):
-        doc = lab_policy(variant, base=user).to_dict()
-        b_find, b_res = lint_policy_doc(doc, f"policy[{variant}]", b_chk)
-        c_find, c_res = lint_policy_doc(doc, f"policy[{variant}]", c_chk)
+        b_doc = lab_policy(variant, base=b_user).to_dict()
+        c_doc = lab_policy(variant, base=c_user).to_dict()
+        b_find, b_res = lint_policy_doc(b_doc, f"policy[{variant}]", b_chk)
+        c_find, c_res = lint_policy_doc(c_doc, f"policy[{variant}]", c_chk)
         diffs += compare_lint(b_find, c_find)
         diffs += compare_defaults(
             b_res.effective,

@@ -20,6 +20,8 @@ from pytest_desched.descheduler.metric_probe import served_metric_names
 from pytest_desched.errors import WaitTimeout
 from pytest_desched.experiments import ExperimentResult, lab_policy
 from pytest_desched.interrupts import WorkerStop, on_signal
+from pytest_desched.tools.release import release_skew
+from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.session import DeschedSession
@@ -53,6 +55,8 @@ class TrackResult:
     metric_names: list[str] | None = None  # families the binary served (metric_probe)
     metrics_why: str = ""  # why metric_names is None
     artifacts: str = ""
+    # The release against the cluster's Kubernetes (tools.release.skew_from_readme)
+    skew: dict[str, Any] = field(default_factory=dict)
 
     def by_label(self) -> dict[str, ExperimentResult]:
         return {r.label: r for r in self.results}
@@ -72,6 +76,7 @@ class TrackResult:
             "artifacts": self.artifacts,
             "metric_names": self.metric_names,
             "metrics_why": self.metrics_why,
+            "skew": self.skew,
         }
 
 
@@ -94,9 +99,7 @@ def run_track(
         rel = session.release
         out.descheduler_version = rel.descheduler_version
         out.chart = rel.chart.evidence()
-        cand = getattr(session, "candidate", None)
-        if cand is not None:
-            out.candidate = cand.to_dict() if hasattr(cand, "to_dict") else dict(vars(cand))
+        describe_release(session, out)
         out.workers = list(session.cluster.workers)
         for exp, variant in experiments:
             if cancel.is_set():
@@ -129,6 +132,15 @@ def run_track(
             out.timings = dict(session.timings)
             out.wall_s = time.monotonic() - t0
     return out
+
+
+def describe_release(session: DeschedSession, out: TrackResult) -> None:
+    """The track's release as the user named it (None: the pin) and its version skew against
+    the cluster's Kubernetes, from the README of the release's own tree or module."""
+    rel = getattr(session, "candidate", None)
+    if rel is not None:
+        out.candidate = rel.to_dict() if hasattr(rel, "to_dict") else dict(vars(rel))
+    out.skew = release_skew(rel, load_versions().kubernetes.version)  # both tracks' cluster
 
 
 def _one_line(exc: BaseException) -> str:

@@ -31,9 +31,10 @@ MARKERS = {
     "desched_experiment(name, **params)": "run the registered experiment `name` (positive, nodefit, pdb, "
     "minpodage, or your own Experiment subclass) with params (variant, namespace, replicas, source, "
     "target, overrides, policy); the result is the `desched_experiment_result` fixture",
-    "desched_canary(candidate, chart=None, expect=None, experiments=None)": "an upgrade canary of "
-    "`candidate` (version:vX.Y.Z, source:PATH, binary:PATH) against the pinned baseline, each on "
-    "its own cluster; the report is the `desched_canary_report` fixture",
+    "desched_canary(candidate, chart=None, expect=None, experiments=None, baseline=None, "
+    "baseline_chart=None)": "an upgrade canary of `candidate` (version:vX.Y.Z, source:PATH, "
+    "binary:PATH) against `baseline` (same forms; default: --desched-baseline, else the pin), "
+    "each on its own cluster; the report is the `desched_canary_report` fixture",
 }
 
 

@@ -100,8 +100,11 @@ def compare_charts(
     env: Mapping[str, str],
     values: Mapping[str, Any] | None = None,
     values_files: Sequence[Path] = (),
+    candidate_values_files: Sequence[Path] | None = None,
 ) -> list[Difference]:
-    """Both charts' default values and their renders with the same values (files first)."""
+    """Both charts' default values and their renders with the user's values (files first):
+    the same files, unless the candidate's differ (`candidate_values_files`)."""
+    c_files = values_files if candidate_values_files is None else candidate_values_files
     bv, bdocs = render_chart(helm, baseline_chart, values, env, values_files=values_files)
-    cv, cdocs = render_chart(helm, candidate_chart, values, env, values_files=values_files)
+    cv, cdocs = render_chart(helm, candidate_chart, values, env, values_files=c_files)
     return compare_values(bv, cv) + compare_manifests(bdocs, cdocs)
