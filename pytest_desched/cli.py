@@ -1,6 +1,6 @@
 """`desched`: the engine without pytest (tools, up, down, run), for people and for CI.
 
-    desched tools [TOOL ...] [--descheduler-version V]   build or find the pinned binaries
+    desched tools [TOOL ...] [--descheduler V]           build or find the pinned binaries
     desched up [--workers N] ...                           a kept cluster with the release
     desched down [NAME ...] [--all]                        delete kept embedded clusters
     desched run [EXPERIMENT ...] [--variant V] [--cycles K] experiments, with the same evidence
@@ -45,6 +45,7 @@ from pytest_desched.config import (
     add_config_options,
     cli_flag,
     config_from_args,
+    deprecated,
     parse_bins,
     resolve,
     respell,
@@ -101,7 +102,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     tc = Toolchain(
         cache_dir=Path(cache) if cache else None,
         overrides=parse_bins(resolve("--desched-bin", args.bin)),
-        descheduler_version=args.descheduler_version,
+        descheduler_version=_old_version(args) or args.descheduler,
         candidate=cand,
         report=say,
     )
@@ -121,6 +122,14 @@ def cmd_tools(args: argparse.Namespace) -> int:
         )
     )
     return EXIT_OK
+
+
+def _old_version(args: argparse.Namespace) -> str | None:
+    """`desched tools --descheduler-version V`: still taken this release, with a note."""
+    if args.old_version and not args.descheduler:
+        deprecated("--descheduler-version", "--descheduler")
+        return str(args.old_version)
+    return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -330,7 +339,8 @@ def parser() -> argparse.ArgumentParser:
     out.add_output(ls)
     t = command("tools", cmd_tools, "build or find the pinned binaries")
     t.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
-    t.add_argument("--descheduler-version", default=None, help="another release tag or commit")
+    t.add_argument("--descheduler", default=None, help="another release tag or commit")
+    t.add_argument("--descheduler-version", dest="old_version", help="deprecated: --descheduler")
     t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
     t.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     t.add_argument("--bin", default=None, metavar="TOOL=PATH,...", help="use these binaries")
@@ -370,13 +380,6 @@ def parser() -> argparse.ArgumentParser:
         "cycles (K >= 2, every cycle settled; fewer cycles: refused, exit 2)",
     )
     add_config_options(r, "run")
-    r.add_argument(
-        "--descheduler",
-        dest="--desched-descheduler-version",
-        default=None,
-        metavar="VERSION",
-        help="alias of --descheduler-version",
-    )
     out.add_output(r)
     li = command(
         "lint", cmd_lint, "lint policies, ConfigMaps or Helm values as the chart renders them"

@@ -19,8 +19,9 @@ from pytest_desched import names, scratch
 from pytest_desched.artifacts_dir import claim, default_run_dir
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.errors import ConfigError, LabInputError
+from pytest_desched.log import say
 from pytest_desched.tools.candidate import Candidate
-from pytest_desched.tools.groups import TOOL_GROUP
+from pytest_desched.tools.groups import parse_bins
 from pytest_desched.tools.release import parse_release_cached
 
 __all__ = [
@@ -154,12 +155,9 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {"default": "descheduler", "help": "helm release name in kube-system"},
     ),
     (
-        "--desched-descheduler-version",
-        "DESCHED_DESCHEDULER_VERSION",
-        {
-            "default": None,
-            "help": "run another descheduler release or commit (canary), built side by side",
-        },
+        "--desched-descheduler",
+        "DESCHED_DESCHEDULER",
+        {"default": None, "help": "run another descheduler release or commit, built side by side"},
     ),
     (
         "--desched-policy",
@@ -232,6 +230,11 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 
 
 OPTION_ENV = {flag: env for flag, env, _ in OPTIONS}
+# Old spellings that still work for this release, with a note (issue 38: one name everywhere).
+DEPRECATED = {"--desched-descheduler-version": "--desched-descheduler"}
+OLD_ENV = {
+    OPTION_ENV[new]: old.lstrip("-").upper().replace("-", "_") for old, new in DEPRECATED.items()
+}
 
 # -- one option, four spellings --------------------------------------------------------------
 # The plugin's flag (`--desched-workers`) is the key; the `desched` command drops the prefix
@@ -254,7 +257,7 @@ OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-allow-existing": _CLUSTER,
     "--desched-workers": _CLUSTER,
     "--desched-namespace": _CLUSTER,
-    "--desched-descheduler-version": _CLUSTER,
+    "--desched-descheduler": _CLUSTER,
     "--desched-keep": ("run", "canary", "replay"),  # `up` always keeps
     "--desched-artifacts": ("run", "canary", "replay"),
     "--desched-redact": ("run", "canary", "replay"),
@@ -273,7 +276,7 @@ OPTION_GROUPS: dict[str, str] = {
             "--desched-namespace",
             "--desched-release",
             "--desched-chart-source",
-            "--desched-descheduler-version",
+            "--desched-descheduler",
             "--desched-bin",
             "--desched-cache-dir",
             "--desched-keep",
@@ -333,14 +336,28 @@ def env_true(raw: object) -> bool:
     return str(raw).lower() in ("1", "true", "yes", "on")
 
 
+_NOTED: set[str] = set()
+
+
+def deprecated(old: str, new: str) -> None:
+    """Say once that `old` is deprecated (it still works this release)."""
+    if old not in _NOTED:
+        _NOTED.add(old)
+        say(f"note: {old} is deprecated; use {new} (the old name goes in the next release)")
+
+
 def resolve(flag: str, explicit: Any = None, ini: Any = None) -> Any:
     """One option: the explicit value, else its environment variable, else the ini value
     (pytest's `desched_*` keys), else its default."""
     kw = next(k for f, _, k in OPTIONS if f == flag)
     if explicit not in (None, False):
         return explicit
-    raw = os.environ.get(OPTION_ENV[flag])
     source = OPTION_ENV[flag]
+    raw = os.environ.get(source)
+    if not raw and os.environ.get(OLD_ENV.get(source, "")):
+        source = OLD_ENV[source]
+        raw = os.environ[source]
+        deprecated(source, OPTION_ENV[flag])
     if not raw and ini not in (None, "", False, []):
         raw, source = ini, f"ini key {ini_key(flag)}"
         if isinstance(raw, bool):
@@ -411,23 +428,6 @@ class DeschedConfig:
         return parse_release_cached(self.baseline, self.baseline_chart, "baseline")
 
 
-def parse_bins(raw: str | None) -> dict[str, Path]:
-    """`kubectl=/usr/bin/kubectl,helm=/opt/helm` -> {tool: path}; a bad entry is an error."""
-    out: dict[str, Path] = {}
-    for item in filter(None, (raw or "").split(",")):
-        tool, sep, path = item.partition("=")
-        tool = tool.strip()
-        if not sep or tool not in TOOL_GROUP:
-            raise ConfigError(
-                f"--desched-bin: {item!r} is not TOOL=PATH with TOOL in {sorted(TOOL_GROUP)}"
-            )
-        p = Path(path).expanduser()
-        if not (p.is_file() and os.access(p, os.X_OK)):
-            raise ConfigError(f"--desched-bin: {p} is not an executable file")
-        out[tool] = p
-    return out
-
-
 def validate(c: DeschedConfig) -> DeschedConfig:
     """Every cheap input check, before the first cluster change."""
     if c.provider not in PROVIDERS:
@@ -444,7 +444,7 @@ def validate(c: DeschedConfig) -> DeschedConfig:
     names.check("namespace", c.namespace, "", named("--desched-namespace"))
     names.check("release", c.release, "", named("--desched-release"))
     if c.descheduler_version is not None:
-        names.check("version", c.descheduler_version, "", named("--desched-descheduler-version"))
+        names.check("version", c.descheduler_version, "", named("--desched-descheduler"))
     caps = capabilities_of(c.provider)
     if c.kind_cluster is not None and not (caps and caps.adopts_named_cluster):
         raise ConfigError(
@@ -487,7 +487,7 @@ def check_candidate(c: DeschedConfig) -> Candidate | None:
             continue
         if c.descheduler_version and c.descheduler_version != rel.version:
             raise ConfigError(
-                f"--desched-descheduler-version {c.descheduler_version} and {flag} "
+                f"--desched-descheduler {c.descheduler_version} and {flag} "
                 f"{rel.ref} both pick the descheduler; give only {flag}"
             )
         caps = capabilities_of(c.provider)  # None for auto: the session asks once it is chosen
@@ -514,6 +514,10 @@ def build_config(
     `ini` {"--desched-flag": the ini key's value}, then the default) into a validated config."""
     v = dict(values or {})
     ini = dict(ini or {})
+    for old, new in DEPRECATED.items():  # an old flag's value, when the new one is not given
+        if v.get(old) not in (None, False) and v.get(new) in (None, False):
+            deprecated(old, new)
+            v[new] = v[old]
 
     def get(flag: str) -> Any:
         return resolve(flag, v.get(flag), ini.get(flag))
@@ -545,7 +549,7 @@ def build_config(
         chart_source=get("--desched-chart-source"),
         namespace=f"{ns}-{worker}" if worker else ns,
         release=get("--desched-release"),
-        descheduler_version=get("--desched-descheduler-version"),
+        descheduler_version=get("--desched-descheduler"),
         candidate=get("--desched-candidate"),
         candidate_chart=get("--desched-candidate-chart"),
         baseline=get("--desched-baseline"),
@@ -583,11 +587,15 @@ def add_config_options(ap: argparse.ArgumentParser, command: str | None = None) 
             kw["default"] = None  # unset, so an explicit value beats the environment
             kw.setdefault("metavar", flag.removeprefix("--desched-").upper().replace("-", "_"))
         groups[title].add_argument(short, dest=flag, **kw)
+        for old in (o for o, n in DEPRECATED.items() if n == flag):
+            groups[title].add_argument(
+                cli_flag(old), dest=old, metavar=kw.get("metavar"), help=f"deprecated: {short}"
+            )
 
 
 def config_from_args(args: argparse.Namespace, **fields: Any) -> DeschedConfig:
     """The configuration a `desched` subcommand's parsed arguments give (and its run folder)."""
-    values = {flag: getattr(args, flag, None) for flag, _, _ in OPTIONS}
+    values = {flag: getattr(args, flag, None) for flag in [*OPTION_ENV, *DEPRECATED]}
     config = build_config(values, **fields)
     if not resolve("--desched-artifacts", values["--desched-artifacts"]):
         claim(config.artifacts)  # ./desched-artifacts/<stamp>-<id>/ and `latest`

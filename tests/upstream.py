@@ -67,3 +67,34 @@ def tarball(name: str) -> Path:
     if not _verified(path, snap.sha256):
         pytest.fail(f"{path} is not the snapshot its README names (sha256)", pytrace=False)
     return path
+
+
+# The releases users upgrade from and the charts those releases shipped (the README's
+# "Older releases" table): a test that needs one is skipped, saying why, when shared/ is
+# not beside the repository at all; a file missing or altered in a shared/ that is there fails.
+RELEASES = {
+    "v0.35.1": Snapshot(
+        "descheduler-v0.35.1-2908b4308.tar.gz",
+        "2908b4308964b9e7ebc7a25449500c4762770a3e",
+        "9c5856461ecdd53c851e055cff6f4d0349b45f1a2a590b43a936c22d23001dfb",
+    ),
+    "chart-0.35.1": Snapshot(
+        "descheduler-chart-0.35.1.tgz",
+        "",
+        "19da5f5885c9093fb016d8125c9c8e876cbb612b4c7039cd364c86fa666cf4c0",
+    ),
+}
+
+
+def release_file(name: str) -> Path:
+    """A file of RELEASES from `<repo>/../shared/upstream` (or $DESCHED_UPSTREAM_DIR)."""
+    snap = RELEASES[name]
+    folder = upstream_dir()
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent: the upgrade canary's releases live in ../shared/upstream")
+    path = folder / snap.file
+    if not path.is_file():
+        pytest.fail(f"{path} is missing from {folder} (its README lists it)", pytrace=False)
+    if not _verified(path, snap.sha256):
+        pytest.fail(f"{path} is not the file its README names (sha256)", pytrace=False)
+    return path

@@ -112,7 +112,7 @@ def _snapshot(args: argparse.Namespace) -> int:
     from pytest_desched.fidelity.snapshot import run_snapshot_fidelity
 
     config = config_from_args(args)
-    version = getattr(args, "--desched-descheduler-version", None)
+    version = getattr(args, "--desched-descheduler", None)
     o = run_snapshot_fidelity(args.snapshot, config, config.policy, version)
     if args.output == "text":
         out.emit(text_of(o))

@@ -277,11 +277,17 @@ def desched_release_factory(
                 cleanup_release(desched_cluster, rel)
 
 
+_VALUES_KW = ("values", "baseline_values", "candidate_values")
+
+
 @pytest.fixture
 def desched_canary(
     request: pytest.FixtureRequest, desched_settings: DeschedConfig
 ) -> Callable[..., Any]:
     """Run an upgrade canary: `desched_canary("source:PATH", expect=FILE)` -> CanaryReport.
+
+    `baseline=SPEC, baseline_chart=CHART` start from another release than the pin;
+    `values=[...]` (both tracks), `baseline_values=` / `candidate_values=` as the options.
 
     Each call brings up its own two clusters (baseline and candidate) and removes them; the
     report goes under `<artifacts>/canary-N/`. The test decides what the verdict means
@@ -300,8 +306,10 @@ def desched_canary(
         count[0] += 1
         run_dir = Path(tempfile.mkdtemp(prefix="canary-", dir=desched_settings.run_dir))
         name = f"canary-{request.node.name}-{count[0]}".replace("/", "_")
+        # values=, baseline_values=, candidate_values=: Helm values files, as the options
+        files = {k: tuple(map(Path, kw.pop(k))) for k in _VALUES_KW if k in kw}
         config = desched_settings.with_(
-            run_dir=run_dir, artifacts=desched_settings.artifacts / name
+            run_dir=run_dir, artifacts=desched_settings.artifacts / name, **files
         )
         try:
             rep = run_canary(config, candidate, chart, report=say, **kw)

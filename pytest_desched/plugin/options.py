@@ -13,6 +13,7 @@ import pytest
 
 from pytest_desched.artifacts_dir import claim
 from pytest_desched.config import (
+    DEPRECATED,
     OPTIONS,
     DeschedConfig,
     build_config,
@@ -103,6 +104,8 @@ def add_options(parser: pytest.Parser) -> None:
         )
     for flag, env, kw in SHARD_OPTIONS:
         group.addoption(flag, dest=_dest(flag), **{**kw, "help": f"{kw['help']} [env {env}]"})
+    for old, new in DEPRECATED.items():  # still works this release; build_config says so
+        group.addoption(old, dest=_dest(old), default=None, help=f"deprecated: use {new}")
 
 
 def _dest(flag: str) -> str:
@@ -139,7 +142,7 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
     The evidence does not go to the temp dir (pytest deletes all but the last three): by
     default it is a fresh `./desched-artifacts/<UTC timestamp>-<run id>/`, `latest` beside it.
     """
-    values = {flag: c.getoption(_dest(flag)) for flag, _, _ in OPTIONS}
+    values = {flag: c.getoption(_dest(flag)) for flag in [*(f for f, _, _ in OPTIONS), *DEPRECATED]}
     ini = {flag: _ini(c, flag) for flag, _, _ in OPTIONS}
     run_dir = tmp_path_factory.mktemp("desched")
     try:
@@ -175,7 +178,7 @@ def check_early(c: pytest.Config) -> None:
 
     if c.getoption("help", False):  # --help shows the valid values; it must work
         return
-    values = {flag: c.getoption(_dest(flag)) for flag, _, _ in OPTIONS}
+    values = {flag: c.getoption(_dest(flag)) for flag in [*(f for f, _, _ in OPTIONS), *DEPRECATED]}
     ini = {flag: _ini(c, flag) for flag, _, _ in OPTIONS}
     try:
         for kind in ("small", "bulk"):

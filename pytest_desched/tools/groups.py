@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_desched.errors import ToolError
+from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.tools.locate import version_matches
 from pytest_desched.tools.versions import Versions
 
@@ -183,3 +184,20 @@ TOOL_GROUP = {
     "kind": "kind",
     "policycheck": "policycheck",
 }
+
+
+def parse_bins(raw: str | None) -> dict[str, Path]:
+    """`kubectl=/usr/bin/kubectl,helm=/opt/helm` -> {tool: path}; a bad entry is an error."""
+    out: dict[str, Path] = {}
+    for item in filter(None, (raw or "").split(",")):
+        tool, sep, path = item.partition("=")
+        tool = tool.strip()
+        if not sep or tool not in TOOL_GROUP:
+            raise ConfigError(
+                f"--desched-bin: {item!r} is not TOOL=PATH with TOOL in {sorted(TOOL_GROUP)}"
+            )
+        p = Path(path).expanduser()
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise ConfigError(f"--desched-bin: {p} is not an executable file")
+        out[tool] = p
+    return out

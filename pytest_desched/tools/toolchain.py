@@ -334,7 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
     ap.add_argument("--cache-dir", type=Path, default=None)
-    ap.add_argument("--descheduler-version", default=None, help="another release tag or commit")
+    ap.add_argument(
+        "--descheduler",
+        "--descheduler-version",  # deprecated spelling, still taken this release
+        dest="descheduler_version",
+        default=None,
+        help="another release tag or commit",
+    )
     ap.add_argument(
         "--candidate",
         default=None,

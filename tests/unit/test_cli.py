@@ -87,7 +87,7 @@ def test_each_subcommand_has_help(sub: str, capsys: pytest.CaptureFixture[str]) 
     out = _help(capsys, sub)
     assert "-h, --help" in out
     expected = {
-        "tools": ["--descheduler-version", "--cache-dir", "tools"],
+        "tools": ["--descheduler", "--cache-dir", "tools"],
         "up": ["--workers", "--provider"],
         "down": ["--all", "--cache-dir", "names"],
         "run": ["--variant", "--descheduler", "experiments"],

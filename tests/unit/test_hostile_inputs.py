@@ -399,7 +399,7 @@ NAME_DOORS: list[tuple[str, list[str], str]] = [
     ("version/run", ["run", "--descheduler", "{v}"], "version"),
     ("version/lint", ["lint", "{f}", "--descheduler", "{v}"], "version"),
     ("version/replay", ["replay", "{s}", "--descheduler", "{v}"], ""),
-    ("version/tools", ["tools", "descheduler", "--descheduler-version", "{v}"], "version"),
+    ("version/tools", ["tools", "descheduler", "--descheduler", "{v}"], "version"),
     ("release/run", ["run", "--release", "{v}"], "release"),
     ("namespace/run", ["run", "--namespace", "{v}"], "namespace"),
     ("variant/run", ["run", "--variant", "{v}"], "--variant"),

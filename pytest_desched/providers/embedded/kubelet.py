@@ -113,7 +113,7 @@ def classify(pod: Any, images: dict[str, str]) -> tuple[str, str]:
             f"the embedded cluster's stand-in kubelet runs only a descheduler release's own "
             f"image as its locally built binary; {image!r} is not one (runnable: {known}). "
             f"Use the CronJob's image (kubectl create job --from=cronjob/NAME), or install "
-            f"that version with --desched-descheduler-version so its binary is built"
+            f"that version with --desched-descheduler so its binary is built"
         )
     return "run", binary
 

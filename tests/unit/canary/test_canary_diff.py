@@ -427,3 +427,31 @@ def test_a_replacement_listed_on_one_track_only_is_said_not_a_grown_candidate_se
     verdict = judge(changes_of(diff_rounds("p[r]", [BASELINE], [thrash], B_ROLES, C_ROLES)), [])
     assert not verdict.ok
     assert {j.change.kind for j in verdict.unexplained} == {"candidate-set-grew"}  # one label
+
+
+def test_each_track_is_a_release_with_its_own_chart_and_values(tmp_path) -> None:
+    """--baseline names the baseline like --candidate names the candidate: each track's config
+    carries its own release spec and chart (None: the pin), --values first, then its own."""
+    from pytest_desched.canary.engine import track_configs
+    from pytest_desched.config import build_config
+
+    files = {n: tmp_path / f"{n}.yaml" for n in ("common", "old", "new")}
+    for f in files.values():
+        f.write_text("cmdOptions: {v: 3}\n")
+    config = build_config(
+        {
+            "--desched-provider": "embedded",
+            "--desched-values": [str(files["common"])],
+            "--desched-baseline-values": [str(files["old"])],
+            "--desched-candidate-values": [str(files["new"])],
+            "--desched-baseline": "version:v0.35.1",
+        },
+        run_dir=tmp_path,
+    )
+    base, cand = track_configs(config, "pinned", None, True, "version:v0.35.1", "repo:0.35.1")
+    assert (base.candidate, base.candidate_chart) == ("version:v0.35.1", "repo:0.35.1")
+    assert (cand.candidate, cand.candidate_chart) == (None, None)  # the pin
+    assert base.values == (files["common"], files["old"])
+    assert cand.values == (files["common"], files["new"])
+    assert base.parsed_candidate().version == "v0.35.1"
+    assert base.baseline is None and cand.baseline_values == ()  # said once, on the track

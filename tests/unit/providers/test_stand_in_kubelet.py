@@ -93,7 +93,7 @@ def test_which_pods_the_stand_in_kubelet_runs(kwargs: dict[str, Any], action: st
 def test_a_refusal_names_the_image_and_the_fix() -> None:
     _, why = classify(pod(image="example.invalid/other:v1"), IMAGES)
     assert "'example.invalid/other:v1'" in why and IMAGE in why
-    assert "kubectl create job --from=cronjob/" in why and "--desched-descheduler-version" in why
+    assert "kubectl create job --from=cronjob/" in why and "--desched-descheduler " in why
     _, why = classify(pod(), {})
     assert "runnable: none" in why
 

@@ -1,0 +1,79 @@
+"""The upgrade users are about to make, canaried: their release as the baseline, v0.36.0 as
+the candidate, each track with the chart its release shipped and the user's values.
+
+v0.35.1 is built from the Go module (the proxy serves it; cached by version in
+~/.cache/pytest-desched like every build), its chart is the 0.35.1 package from
+../shared/upstream (the tag's own charts/ would be another version). The values file is one
+a user wrote for chart 0.35.1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.upstream import release_file
+
+pytestmark = pytest.mark.desched_selftest
+
+Canary = Callable[..., Any]
+
+OLD_VALUES = """\
+# written for chart 0.35.1: our labels, smaller requests
+commonLabels:
+  team: platform
+resources:
+  requests: {cpu: 100m, memory: 64Mi}
+  limits: {cpu: 200m, memory: 128Mi}
+"""
+
+
+@pytest.fixture
+def embedded_tracks(desched_settings: Any) -> None:
+    """A version built here has no image a kind node could pull: its rounds run on the
+    embedded provider's stand-in kubelet (kind is refused before any cluster)."""
+    from pytest_desched.providers.base import choose_provider
+
+    provider = choose_provider(desched_settings.provider)
+    if provider != "embedded":
+        pytest.skip(
+            f"a locally built baseline's rounds run on the embedded provider, not {provider}"
+        )
+
+
+@pytest.mark.usefixtures("embedded_tracks")
+def test_canary_from_v0351_with_its_chart_and_old_values(
+    desched_canary: Canary, tmp_path: Path
+) -> None:
+    chart = release_file("chart-0.35.1")
+    values = tmp_path / "values-0.35.yaml"
+    values.write_text(OLD_VALUES)
+    rep = desched_canary(
+        "pinned",
+        None,
+        baseline="version:v0.35.1",
+        baseline_chart=str(chart),
+        values=[values],
+    )
+    b, c = rep.baseline, rep.candidate
+    assert b.error is None and c.error is None, rep.verdict.reasons
+    assert not rep.no_verdict, rep.no_verdict
+    # Each track ran its own release and chart, and says which.
+    assert (b.descheduler_version, c.descheduler_version) == ("v0.35.1", "v0.36.0")
+    assert (b.chart["version"], b.chart["app_version"]) == ("0.35.1", "0.35.1")
+    assert b.chart["source"] == "candidate-tgz" and b.chart["origin"] == str(chart)
+    assert c.chart["version"] == "0.36.0"
+    assert b.candidate["kind"] == "version" and c.candidate == {}  # the candidate is the pin
+    # The skew each release's own README gives against the clusters' v1.36.3.
+    assert (b.skew["compiled_for"], b.skew["minors"]) == ("v1.35", 1), b.skew
+    md = rep.markdown()
+    assert "0.35.1 (appVersion 0.35.1, candidate-tgz" in md and "compiled for v1.35" in md
+    # Every round compared on both tracks, and every change explained or a named trigger.
+    compared = {r.experiment for r in rep.rounds if r.baseline and r.candidate}
+    assert len(compared) == 6, compared
+    loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
+    assert loose == [], rep.verdict.reasons
+    assert all(j.change.kind for j in rep.verdict.judged if j.trigger)
