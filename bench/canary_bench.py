@@ -8,9 +8,11 @@ embedded cluster (bring-up, install, the six runbook experiments, metric probe, 
 parallelism). The issue's target: both tracks take at most 1.5x one track's time.
 
     python bench/canary_bench.py [--runs 3] [--candidate source:PATH] [--out FILE]
+        [--baseline SPEC --baseline-chart CHART] [--candidate-chart CHART]
 
-The candidate defaults to the PR 1883 snapshot in ../shared/upstream (built and cached once;
-the build is not timed). Prints a Markdown table; exit 1 when a round errored.
+The candidate defaults to the PR 1883 snapshot in ../shared/upstream with its tree's chart,
+the baseline to the pin; "one track" is the baseline's. Both releases are built and cached
+once (by version, commit or digest); the builds are not timed. Prints a Markdown table; exit 1 when a round errored.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -40,10 +43,15 @@ def _quiet(_msg: str) -> None:
     pass
 
 
-def one_track(candidate: str) -> tuple[float, str | None]:
+def _tracks(tmp: str, rel: dict[str, str | None]) -> tuple[Any, Any]:
+    cfg = build_config({"--desched-provider": "embedded"}, run_dir=Path(tmp))
+    return track_configs(cfg, rel["candidate"] or "", rel["candidate_chart"], True,
+                         rel["baseline"], rel["baseline_chart"])  # fmt: skip
+
+
+def one_track(rel: dict[str, str | None]) -> tuple[float, str | None]:
     with tempfile.TemporaryDirectory(prefix="canary-bench-") as tmp:
-        cfg = build_config({"--desched-provider": "embedded"}, run_dir=Path(tmp))
-        base, _ = track_configs(cfg, candidate, "tree")
+        base, _ = _tracks(tmp, rel)
         t0 = time.monotonic()
         res = run_track(
             "baseline", DeschedSession(base, report=_quiet), DEFAULT_EXPERIMENTS, threading.Event()
@@ -51,10 +59,9 @@ def one_track(candidate: str) -> tuple[float, str | None]:
         return time.monotonic() - t0, res.error
 
 
-def both_tracks(candidate: str) -> tuple[float, str | None]:
+def both_tracks(rel: dict[str, str | None]) -> tuple[float, str | None]:
     with tempfile.TemporaryDirectory(prefix="canary-bench-") as tmp:
-        cfg = build_config({"--desched-provider": "embedded"}, run_dir=Path(tmp))
-        base, cand = track_configs(cfg, candidate, "tree")
+        base, cand = _tracks(tmp, rel)
         b_s, c_s = DeschedSession(base, report=_quiet), DeschedSession(cand, report=_quiet)
         c_s.toolchain.path("descheduler")  # the candidate's build is cached before timing
         t0 = time.monotonic()
@@ -66,20 +73,28 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--candidate", default=None)
+    ap.add_argument("--candidate-chart", default=None, help="default: tree (the PR's own)")
+    ap.add_argument("--baseline", default=None, help="default: the pin")
+    ap.add_argument("--baseline-chart", default=None)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     candidate = args.candidate or f"source:{tarball('pr1883')}"
-    # Warm the candidate's build and chart outside the timing.
+    rel = {
+        "candidate": candidate,
+        "candidate_chart": args.candidate_chart or ("tree" if not args.candidate else None),
+        "baseline": args.baseline,
+        "baseline_chart": args.baseline_chart,
+    }
+    # Warm both releases' builds outside the timing.
     with tempfile.TemporaryDirectory(prefix="canary-bench-") as tmp:
-        cfg = build_config({"--desched-provider": "embedded"}, run_dir=Path(tmp))
-        _, cand = track_configs(cfg, candidate, "tree")
-        DeschedSession(cand, report=_quiet).toolchain.path("descheduler")
+        for track in _tracks(tmp, rel):
+            DeschedSession(track, report=_quiet).toolchain.path("descheduler")
     one: list[float] = []
     both: list[float] = []
     errors: list[str] = []
     for i in range(args.runs):
         for name, fn, into in (("one track", one_track, one), ("both tracks", both_tracks, both)):
-            wall, err = fn(candidate)
+            wall, err = fn(rel)
             into.append(wall)
             print(f"[bench] run {i + 1} {name}: {wall:.1f}s {err or ''}", file=sys.stderr)
             if err:
@@ -88,7 +103,7 @@ def main() -> int:
     load = os.getloadavg()[0]
     out = {
         "machine": f"{os.cpu_count()} cores, {platform.python_version()}, load {load:.1f}",
-        "candidate": candidate,
+        **rel,
         "experiments": [f"{e}[{v}]" for e, v in DEFAULT_EXPERIMENTS],
         "one_track_s": [round(x, 1) for x in one],
         "both_tracks_s": [round(x, 1) for x in both],

@@ -249,13 +249,17 @@ def _policy_1882(effective: Mapping[str, Any]) -> str | None:
 # -- the registry -----------------------------------------------------------------------------
 
 V0_36_0 = frozenset({"v0.36.0"})
+# Measured on v0.35.1 too (tests/e2e/test_canary_upgrade_e2e.py): its runbook rounds protect
+# the same three pods as PodsWithoutPDB (#1882's fates), and #1687, closed upstream without a
+# fix, is the same exit race.
+V0_35_1_ON = frozenset({"v0.35.1", "v0.36.0"})
 
 REGISTRY: tuple[KnownBug, ...] = (
     KnownBug(
         id="descheduler#1882",
         title="PodsWithoutPDB reads a PodDisruptionBudget lister that is never started",
         link="https://github.com/kubernetes-sigs/descheduler/issues/1882",
-        affected=V0_36_0,
+        affected=V0_35_1_ON,
         explains={
             "positive-affinity-migration": frozenset({"one-evicted", "evicted-by-strategy"}),
             "negative-nodefit": frozenset({"nodefit-stops-every-pod"}),
@@ -286,7 +290,7 @@ REGISTRY: tuple[KnownBug, ...] = (
         id="descheduler#1687",
         title="a one-shot run exits before its event broadcaster wrote queued events",
         link="https://github.com/kubernetes-sigs/descheduler/issues/1687",
-        affected=V0_36_0,
+        affected=V0_35_1_ON,
         explains={"negative-pdb": frozenset({"eviction-failed-events"})},
         signature=_sig_1687,
         fix="none upstream (closed without a fix)",
