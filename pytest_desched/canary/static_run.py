@@ -19,10 +19,12 @@ from pytest_desched.canary.static import (
     compare_lint,
     compare_metric_names,
 )
+from pytest_desched.canary.static.metric_code import compare_declared_metrics, declared_metrics
 from pytest_desched.descheduler.chart_source import obtain_chart
 from pytest_desched.descheduler.policy.checker import checker_for
 from pytest_desched.descheduler.policy.lint import lint_policy_doc
 from pytest_desched.proc import helm_env
+from pytest_desched.tools.release import release_tree
 
 if TYPE_CHECKING:
     from pytest_desched.canary.tracks import TrackResult
@@ -85,6 +87,11 @@ def compare_statically(
             baseline_protections=b_facts.default_pod_protections,
             candidate_protections=c_facts.default_pod_protections,
         )
+    # the metric families each release's own code declares, deprecated ones marked
+    b_decl = declared_metrics(release_tree(baseline.candidate))
+    c_decl = declared_metrics(release_tree(candidate.candidate))
+    if b_decl is not None and c_decl is not None:
+        diffs += compare_declared_metrics(b_decl, c_decl)
     unique = list({(d.area, d.path, d.change, repr(d.candidate)): d for d in diffs}.values())
     return StaticComparison(
         chart_label(b_chart.path, b_ver, b_chart.source),
@@ -99,7 +106,10 @@ def add_metric_names(
     """Fold the metric families each binary served (metric_probe) into the comparison."""
     b, c = baseline.metric_names, candidate.metric_names
     if static is not None and b and c:
-        static.differences += compare_metric_names(b, c)
+        said = {(d.path, d.change) for d in static.differences if d.area == "metrics"}
+        static.differences += [
+            d for d in compare_metric_names(b, c) if (d.path, d.change) not in said
+        ]
 
 
 __all__ = ["add_metric_names", "compare_statically", "track_chart"]

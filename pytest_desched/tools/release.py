@@ -34,6 +34,7 @@ __all__ = [
     "parse_release",
     "parse_release_cached",
     "release_skew",
+    "release_tree",
     "skew_from_readme",
 ]
 
@@ -229,18 +230,24 @@ def skew_from_readme(readme: str | None, version: str, kube: str) -> dict[str, A
     return out
 
 
-def release_skew(
-    rel: Candidate | None, kube: str, source_dir: Path | None = None
-) -> dict[str, Any]:
-    """The skew of a release (None: the pin) against `kube`, from the README of its own tree
-    (a source's) or Go module (a version's or the pin's); a binary or image has no README."""
+def release_tree(rel: Candidate | None) -> Path | None:
+    """The release's own source: a source's unpacked tree (`resolve_source`), a version's or
+    the pin's (None) Go module; None for a binary or an image, or a module not at hand."""
+    if rel is not None and rel.source_dir is not None:
+        return rel.source_dir
+    if rel is not None and rel.kind not in ("pinned", "version"):
+        return None
     pinned = load_versions().descheduler
-    version = rel.version if rel is not None else pinned.version
-    readme: str | None = None
-    tree = source_dir or (rel.source_dir if rel is not None else None)
-    if tree is not None and (tree / "README.md").is_file():
-        readme = (tree / "README.md").read_text(errors="replace")
-    elif rel is None or rel.kind in ("pinned", "version"):
-        with suppress(ConfigError, ToolError):
-            readme = (module_dir(pinned.module, version) / "README.md").read_text(errors="replace")
-    return skew_from_readme(readme, version, kube)
+    with suppress(ConfigError, ToolError):
+        return module_dir(pinned.module, rel.version if rel is not None else pinned.version)
+    return None
+
+
+def release_skew(rel: Candidate | None, kube: str) -> dict[str, Any]:
+    """The skew of a release (None: the pin) against `kube`, from the README of its own tree
+    or Go module (`release_tree`); a binary or image has no README."""
+    version = rel.version if rel is not None else load_versions().descheduler.version
+    tree = release_tree(rel)
+    readme = tree / "README.md" if tree is not None else None
+    text = readme.read_text(errors="replace") if readme is not None and readme.is_file() else None
+    return skew_from_readme(text, version, kube)

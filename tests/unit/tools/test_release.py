@@ -11,6 +11,7 @@ import io
 import json
 import subprocess
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -171,4 +172,8 @@ def test_skew_unknown_without_a_row_or_a_readme() -> None:
 def test_release_skew_reads_a_source_trees_readme(tmp_path: Path) -> None:
     tree = make_dir(tmp_path / "tree", {"README.md": MATRIX})
     rel = parse_release(f"source:{make_tarball(tmp_path / 's.tar.gz', tree_files())}@v0.34.2")
-    assert release_skew(rel, "v1.36.3", source_dir=tree)["compiled_for"] == "v1.34"
+    rel = replace(rel, source_dir=tree)  # as resolve_source leaves it
+    assert release_skew(rel, "v1.36.3")["compiled_for"] == "v1.34"
+    assert release_skew(replace(rel, kind="binary", source_dir=None), "v1.36.3")["note"] == (
+        "unknown: no README"
+    )
