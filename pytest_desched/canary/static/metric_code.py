@@ -55,6 +55,7 @@ def compare_declared_metrics(
     """What an alert or dashboard on the baseline's families meets in the candidate."""
 
     def successor(old: Declared) -> str:
+        """A live family the candidate declares with the same help text as `old`."""
         same = [
             d.name
             for d in candidate.values()
@@ -71,7 +72,7 @@ def compare_declared_metrics(
         elif new.deprecated_since and not old.deprecated_since:
             msg = (
                 f"DM001 metric-deprecated: {name} is deprecated since {new.deprecated_since} in "
-                f"the candidate{successor(old)}: alerts and dashboards on it need the new name"
+                f"the candidate{successor(new)}: alerts and dashboards on it need the new name"
             )
             out.append(_diff("metrics", name, "changed", "served", "deprecated", "review", msg))
     for name in sorted(set(candidate) - set(baseline)):
