@@ -78,6 +78,16 @@ RELEASES = {
         "2908b4308964b9e7ebc7a25449500c4762770a3e",
         "9c5856461ecdd53c851e055cff6f4d0349b45f1a2a590b43a936c22d23001dfb",
     ),
+    "v0.33.0": Snapshot(
+        "descheduler-v0.33.0-045fbb6a0.tar.gz",
+        "045fbb6a0411d492824d0830fdaf98b179f055d5",
+        "deaca4241d531ed75938d7b50ddf8fe5766a2dd06be4227646ac06ccd83c9cee",
+    ),
+    "chart-0.33.0": Snapshot(
+        "descheduler-chart-0.33.0.tgz",
+        "",
+        "89f27f120ab414184262543ea0aa6efaa32c00bd619465bbca459209c8f78c40",
+    ),
     "chart-0.35.1": Snapshot(
         "descheduler-chart-0.35.1.tgz",
         "",

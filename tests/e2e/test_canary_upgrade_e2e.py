@@ -83,3 +83,46 @@ def test_canary_from_v0351_with_its_chart_and_old_values(
     loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
     assert loose == [], rep.verdict.reasons
     assert all(j.change.kind for j in rep.verdict.judged if j.trigger)
+
+
+OLD_VALUES_033 = """\
+# written for chart 0.33.0
+commonLabels:
+  team: platform
+cmdOptions:
+  v: 3
+"""
+
+
+@pytest.mark.usefixtures("embedded_tracks")
+def test_canary_from_v0330_source_tree_says_the_metric_renames(
+    desched_canary: Canary, tmp_path: Path
+) -> None:
+    """v0.33.0 from its release tree (built offline with -mod=vendor), chart 0.33.0 as shipped
+    (the tag's own charts/ says 0.32.0, so `tree` would be refused without a pin)."""
+    tree, chart = release_file("v0.33.0"), release_file("chart-0.33.0")
+    values = tmp_path / "values-0.33.yaml"
+    values.write_text(OLD_VALUES_033)
+    rep = desched_canary(
+        "pinned",
+        None,
+        baseline=f"source:{tree}@v0.33.0",
+        baseline_chart=str(chart),
+        values=[values],
+    )
+    b = rep.baseline
+    assert b.error is None and rep.candidate.error is None, rep.verdict.reasons
+    assert b.descheduler_version == "v0.33.0" and b.chart["version"] == "0.33.0"
+    assert (b.skew["compiled_for"], b.skew["minors"]) == ("v1.33", 3), b.skew
+    renamed = {d.path: d.message for d in rep.static.differences if d.message.startswith("DM001")}
+    assert renamed.keys() == {
+        "descheduler_pods_evicted",
+        "descheduler_descheduler_loop_duration_seconds",
+        "descheduler_descheduler_strategy_duration_seconds",
+    }, rep.static.markdown()
+    assert (
+        "successor (same help text): descheduler_pods_evicted_total"
+        in (renamed["descheduler_pods_evicted"])
+    )
+    loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
+    assert loose == [], rep.verdict.reasons
