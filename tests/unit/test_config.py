@@ -73,3 +73,11 @@ def test_the_other_commands_name_it_descheduler_too(command: str) -> None:
     assert (
         "--descheduler" in cli.parser()._subparsers._group_actions[0].choices[command].format_help()
     )  # type: ignore[union-attr]
+
+
+def test_tools_old_spelling_still_works_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    args = cli.parser().parse_args(["tools", "--descheduler-version", "v0.35.1"])
+    assert cli._old_version(args) == "v0.35.1"
+    assert "--descheduler-version is deprecated; use --descheduler" in capsys.readouterr().err
+    args = cli.parser().parse_args(["tools", "--descheduler", "v0.35.1"])
+    assert cli._old_version(args) is None and args.descheduler == "v0.35.1"
