@@ -32,6 +32,7 @@ from pytest_desched.tools.gobuild import (
     copy_helper,
     go_build_cmd,
     go_env,
+    helper_tags,
     missing_packages,
     tree_go_env,
     write_wrapper_module,
@@ -250,7 +251,8 @@ class Toolchain:
             )
             tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
             tmp.mkdir(parents=True, exist_ok=True)
-            cmd = go_build_cmd(group, tmp)
+            tags = helper_tags(tree) if group.source_dir is not None else ()
+            cmd = go_build_cmd(group, tmp, tags)
             # One helper copy in the tree at a time (builds of other helper sources wait).
             helper_lock = (
                 file_lock(self.cache_dir / "locks" / f"{tree.parent.name}-helper.lock")
@@ -289,6 +291,7 @@ class Toolchain:
                         "tree": str(tree),
                         "helper_digest": group.source_digest or None,
                         "goflags": env["GOFLAGS"],
+                        "tags": list(tags),
                         "goproxy": env.get("GOPROXY"),
                         "seconds": seconds,
                         "go": subprocess.run(

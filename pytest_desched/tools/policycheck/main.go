@@ -66,7 +66,6 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/scheme"
 	"sigs.k8s.io/descheduler/pkg/features"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
-	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 	"sigs.k8s.io/descheduler/pkg/version"
 )
@@ -716,14 +715,7 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 	for idx, profile := range policy.Profiles {
 		sink := captureSink{mu: &mu, entries: &entries, profile: idx}
 		pctx := klog.NewContext(ctx, logr.New(sink))
-		p, err := frameworkprofile.NewProfile(pctx, profile, pluginregistry.PluginRegistry,
-			frameworkprofile.WithClientSet(client),
-			frameworkprofile.WithSharedInformerFactory(factory),
-			frameworkprofile.WithPodEvictor(evictor),
-			frameworkprofile.WithMetricsCollector(collector),
-			frameworkprofile.WithPrometheusClient(promGetter),
-			frameworkprofile.WithProfileInstanceID(fmt.Sprintf("%d", idx)),
-		)
+		p, err := newProfile(pctx, profile, idx, profileDeps{client, factory, evictor, collector, promGetter})
 		if err != nil {
 			// The descheduler's own wording (pkg/descheduler/descheduler.go newDescheduler).
 			return entries, fmt.Errorf("unable to create %q profile: %v", profile.Name, err)
@@ -733,12 +725,25 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 	return entries, nil
 }
 
-// dryCycle runs a built profile once with no nodes; returned statuses depend on the cluster
-// (and a stand-in Prometheus refuses every query), so only logged errors count.
-func dryCycle(ctx context.Context, p interface {
+// profileDeps is what newDescheduler hands a profile; newProfile (profile_*.go, one per
+// generation of frameworkprofile.NewProfile) builds the profile from it.
+type profileDeps struct {
+	client    *fake.Clientset
+	factory   informers.SharedInformerFactory
+	evictor   *evictions.PodEvictor
+	collector *metricscollector.MetricsCollector
+	prom      func() promapi.Client
+}
+
+// cycler is a built profile: what dryCycle runs.
+type cycler interface {
 	RunDeschedulePlugins(context.Context, []*corev1.Node) *frameworktypes.Status
 	RunBalancePlugins(context.Context, []*corev1.Node) *frameworktypes.Status
-}) {
+}
+
+// dryCycle runs a built profile once with no nodes; returned statuses depend on the cluster
+// (and a stand-in Prometheus refuses every query), so only logged errors count.
+func dryCycle(ctx context.Context, p cycler) {
 	defer func() { _ = recover() }()
 	p.RunDeschedulePlugins(ctx, nil)
 	p.RunBalancePlugins(ctx, nil)

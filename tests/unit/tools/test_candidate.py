@@ -946,3 +946,24 @@ def test_image_candidate_release_sets_repository_and_tag(tmp_path: Path) -> None
     ]
     with pytest.raises(ConfigError, match="the embedded provider runs no images"):
         _release(tmp_path, "embedded", "v0.37.0-fix", image_ref=ref).check_version_runs_here()
+
+
+def test_helper_tags_fit_the_policy_checker_to_the_trees_profile_api(tmp_path: Path) -> None:
+    """v0.33's frameworkprofile.NewProfile takes no context: the helper is built with the
+    profile_noctx tag (profile_noctx.go), newer trees without tags (profile_ctx.go)."""
+    from pytest_desched.tools.gobuild import go_build_cmd, helper_tags
+    from pytest_desched.tools.groups import Group
+
+    profile = "pkg/framework/profile/profile.go"
+    old = make_dir(tmp_path / "old", {profile: "func NewProfile(config api.DeschedulerProfile,"})
+    new = make_dir(
+        tmp_path / "new", {profile: "func NewProfile(ctx context.Context, config api.X,"}
+    )
+    assert helper_tags(old) == ("profile_noctx",)
+    assert helper_tags(new) == () and helper_tags(tmp_path / "none") == ()
+    group = Group("policycheck", "m", "v0.33.0", {"policycheck": "./cmd/x"})
+    cmd = go_build_cmd(group, tmp_path / "out", helper_tags(old))
+    assert cmd[cmd.index("-tags") + 1] == "profile_noctx"
+    assert "-tags" not in go_build_cmd(group, tmp_path / "out")
+    names = {p.name for p in POLICYCHECK_SOURCE.glob("*.go")}
+    assert {"profile_ctx.go", "profile_noctx.go"} <= names
