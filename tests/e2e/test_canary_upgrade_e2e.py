@@ -94,27 +94,47 @@ cmdOptions:
 """
 
 
-@pytest.mark.usefixtures("embedded_tracks")
-def test_canary_from_v0330_source_tree_says_the_metric_renames(
+EXPLAIN_033 = """\
+changes:
+  - experiment: static
+    kind: static
+    path: "rbac:ClusterRole/descheduler rules[persistentvolumeclaims]"
+    reason: "chart 0.34+ reads PVCs for the PodsWithPVC protection (podProtections)"
+    link: https://github.com/kubernetes-sigs/descheduler/tree/master/charts/descheduler
+  - experiment: static
+    kind: static
+    path: "*DefaultEvictor].args.*"
+    reason: "v0.34 replaced evictLocalStoragePods/ignorePvcPods with podProtections in the
+      chart's default policy; our values set no DefaultEvictor args, so we take its defaults"
+    link: https://github.com/kubernetes-sigs/descheduler/releases/tag/v0.34.0
+"""
+
+
+def test_static_canary_from_v0330_source_tree_lists_the_migration_findings(
     desched_canary: Canary, tmp_path: Path
 ) -> None:
-    """v0.33.0 from its release tree (built offline with -mod=vendor), chart 0.33.0 as shipped
-    (the tag's own charts/ says 0.32.0, so `tree` would be refused without a pin)."""
+    """v0.33.0 from its release tree (built offline with -mod=vendor, its policy checker with
+    the profile_noctx tag), chart 0.33.0 as shipped (the tag's own charts/ says 0.32.0, so
+    `tree` would be refused without a pin). Static only: the runbook's policy uses
+    podProtections, which v0.33.0 refuses, so its rounds would not run as written."""
     tree, chart = release_file("v0.33.0"), release_file("chart-0.33.0")
-    values = tmp_path / "values-0.33.yaml"
+    values, expect = tmp_path / "values-0.33.yaml", tmp_path / "expect.yaml"
     values.write_text(OLD_VALUES_033)
+    expect.write_text(EXPLAIN_033)
     rep = desched_canary(
         "pinned",
         None,
         baseline=f"source:{tree}@v0.33.0",
         baseline_chart=str(chart),
         values=[values],
+        expect=expect,
+        behaviour=False,
     )
     b = rep.baseline
-    assert b.error is None and rep.candidate.error is None, rep.verdict.reasons
     assert b.descheduler_version == "v0.33.0" and b.chart["version"] == "0.33.0"
     assert (b.skew["compiled_for"], b.skew["minors"]) == ("v1.33", 3), b.skew
-    renamed = {d.path: d.message for d in rep.static.differences if d.message.startswith("DM001")}
+    found = {d.path: d for d in rep.static.differences}
+    renamed = {p: d.message for p, d in found.items() if d.message.startswith("DM001")}
     assert renamed.keys() == {
         "descheduler_pods_evicted",
         "descheduler_descheduler_loop_duration_seconds",
@@ -124,5 +144,11 @@ def test_canary_from_v0330_source_tree_says_the_metric_renames(
         "successor (same help text): descheduler_pods_evicted_total"
         in (renamed["descheduler_pods_evicted"])
     )
+    # evictLocalStoragePods -> podProtections in the chart's default policy, read by each chart
+    evictor = "values.deschedulerPolicy.profiles[default].pluginConfig[DefaultEvictor].args."
+    assert found[evictor + "evictLocalStoragePods"].change == "removed"
+    assert found[evictor + "podProtections"].severity == "rollback"
+    # every change is explained (the RBAC widening, by the expect file) or a named trigger
     loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
     assert loose == [], rep.verdict.reasons
+    assert rep.ok, rep.verdict.reasons
