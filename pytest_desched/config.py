@@ -232,9 +232,7 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
 OPTION_ENV = {flag: env for flag, env, _ in OPTIONS}
 # Old spellings that still work for this release, with a note (issue 38: one name everywhere).
 DEPRECATED = {"--desched-descheduler-version": "--desched-descheduler"}
-OLD_ENV = {
-    OPTION_ENV[new]: old.lstrip("-").upper().replace("-", "_") for old, new in DEPRECATED.items()
-}
+OLD_ENV = {"DESCHED_DESCHEDULER": "DESCHED_DESCHEDULER_VERSION"}  # new env -> its old name
 
 # -- one option, four spellings --------------------------------------------------------------
 # The plugin's flag (`--desched-workers`) is the key; the `desched` command drops the prefix
