@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import tarfile
 from contextlib import suppress
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import yaml
 from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.tools.candidate import Candidate, parse_candidate, parse_chart_spec
 from pytest_desched.tools.gobuild import go_env
+from pytest_desched.tools.tarballs import open_checked
 from pytest_desched.tools.versions import load_versions
 
 __all__ = [
@@ -122,7 +122,7 @@ def chart_app_version(rel: Candidate) -> str | None:
 
 def _tar_member(path: Path, rel: str, depth: int | None = None) -> str | None:
     """The text of `<top>/rel` in a tarball (`depth`: that many '/' in the member's name)."""
-    with tarfile.open(path) as tf:
+    with open_checked(path, f"chart {path}", "pass a `helm package` .tgz") as tf:
         for m in tf:
             name = m.name.lstrip("./")
             if not m.isfile() or not name.endswith("/" + rel):
