@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from pytest_desched import interrupts
-from pytest_desched.errors import DeschedError, RoundError, WaitTimeout
+from pytest_desched.errors import DeschedError, ProviderError, RoundError, WaitTimeout
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -46,6 +46,24 @@ def live_watches(namespace: str | None = None) -> list[CuttableWatch]:
     return [w for ns, w in list(LIVE_WATCHES) if namespace is None or ns == namespace]
 
 
+# The liveness checks of the clusters this process runs (the embedded provider registers one
+# per cluster, by name): each returns None, or an error naming a process of the cluster that
+# died. Every wait runs them, so a dead control plane is a named error within a second or
+# two, never a silent wait until the timeout. A process running two clusters (a canary's
+# tracks) fails every wait when either dies: the message names which.
+LIVENESS_CHECKS: dict[str, Callable[[], str | None]] = {}
+LIVENESS_EVERY_S = 0.5  # the cost is a few pid files and /proc reads
+WATCH_SLICE_S = 5  # a watch on a dead etcd sees no event: it is cut to check liveness
+
+
+def check_liveness() -> None:
+    """ProviderError (exit 3) naming the first dead cluster process a check reports."""
+    for check in list(LIVENESS_CHECKS.values()):
+        why = check()
+        if why:
+            raise ProviderError(why)
+
+
 def wait_for(
     what: str,
     probe: Callable[[], T],
@@ -54,10 +72,17 @@ def wait_for(
     describe: Callable[[T], str] = repr,
     max_interval: float = 1.0,
 ) -> T:
-    """Poll `probe` until `done(result)`; on timeout fail with what was seen last."""
+    """Poll `probe` until `done(result)`; on timeout fail with what was seen last.
+
+    A cluster process that died ends the wait at once (`check_liveness`).
+    """
     last: list[Any] = [None]
+    checked = [0.0]
 
     def attempt() -> bool:
+        if time.monotonic() - checked[0] >= LIVENESS_EVERY_S:
+            checked[0] = time.monotonic()
+            check_liveness()
         last[0] = probe()
         return bool(done(last[0]))
 
@@ -98,6 +123,7 @@ def watch_until(
     first, then the state after every event (so a wait ends within milliseconds of the change
     it waits for). A watch that ends early (server timeout, 410 Gone) lists again. Returns the
     objects `done` accepted. `args`/`list_kwargs` go to `list_call` (namespace, selectors).
+    A watch lasts at most WATCH_SLICE_S, then the cluster's liveness is checked.
     """
     from kubernetes import watch
     from kubernetes.client.rest import ApiException
@@ -106,6 +132,7 @@ def watch_until(
     objs: dict[str, Any] = {}
     show = describe or (lambda items: f"{len(items)} object(s): {sorted(objs)}")
     while True:
+        check_liveness()
         listed = list_call(*args, **list_kwargs)
         objs = {_object_key(o): o for o in listed.items}
         if done(list(objs.values())):
@@ -120,7 +147,7 @@ def watch_until(
                 list_call,
                 *args,
                 resource_version=rv,
-                timeout_seconds=max(1, math.ceil(remaining)),
+                timeout_seconds=max(1, min(math.ceil(remaining), WATCH_SLICE_S)),
                 allow_watch_bookmarks=True,
                 **list_kwargs,
             ):

@@ -8,24 +8,26 @@ so a later run can reap the ones a killed run left behind.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.errors import CommandError, ProviderError
-from pytest_desched.kube import WaitTimeout, bound_requests, wait_for, wait_nodes_ready
+from pytest_desched.kube import (
+    LIVENESS_CHECKS,
+    WaitTimeout,
+    bound_requests,
+    wait_for,
+    wait_nodes_ready,
+)
 from pytest_desched.log import Reporter, say
-from pytest_desched.proc import run
+from pytest_desched.proc import kill_child_of, run
 from pytest_desched.providers.base import Cluster, Provider
 from pytest_desched.providers.embedded.bring_up import (
     Beside,
@@ -46,6 +48,14 @@ from pytest_desched.providers.embedded.owners import (
     this_process,
     write_record,
 )
+from pytest_desched.providers.embedded.processes import (
+    component_pids,
+    death_report,
+    log_tail,
+    remove_cluster,
+    running,
+)
+from pytest_desched.providers.embedded.watchdog import Watchdog
 from pytest_desched.tools.locate import file_lock
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import descheduler_image
@@ -109,44 +119,6 @@ def become_subreaper() -> bool:
         return False
 
 
-def _reap(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a zombie has exited; only its parent's bookkeeping is left)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False
-
-
-def _wait_exited(pids: list[int], name: str, report: Reporter, timeout: float = 10) -> None:
-    """SIGKILL is delivered asynchronously: wait until every killed process has exited.
-
-    Reaps those that are our children (or adopted: this process is a subreaper), so a
-    cluster's deletion returns only when none of its processes runs any more; one that
-    outlives the timeout is reported by pid, never silently left.
-    """
-
-    def still_running() -> list[int]:
-        _reap(pids)
-        return [p for p in pids if _running(p)]
-
-    try:
-        wait_for(
-            f"the processes of cluster {name} to exit after SIGKILL",
-            still_running,
-            lambda left: not left,
-            timeout=timeout,
-            max_interval=0.05,
-        )
-    except WaitTimeout as exc:
-        report(str(exc))
-
-
 class EmbeddedProvider(Provider):
     name = "embedded"
     capabilities = CAPABILITIES["embedded"]
@@ -182,6 +154,7 @@ class EmbeddedProvider(Provider):
         self._created = False
         self.timings: dict[str, float] = {}
         self.teardown: dict[str, Any] | None = None  # what stop() found (see stop)
+        self._watchdog: Watchdog | None = None
 
     # -- paths ----------------------------------------------------------
     @property
@@ -232,6 +205,11 @@ class EmbeddedProvider(Provider):
         write_record(
             owners / f"{self.cluster_name}.json", {**this_process(), "created": time.time()}
         )
+        # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
+        # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
+        self._watchdog = Watchdog(self.root, self.cluster_name)
+        # Every wait from now on ends with a named error if a component dies (kube.wait_for).
+        LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         create = kwokctl_create_args(
             self.cluster_name, bins, int(self.wait_timeout), KWOK_NODE_ANNOTATION
@@ -309,14 +287,37 @@ class EmbeddedProvider(Provider):
                 return None
         return done.unless_set(lambda: self._start_kubelet(self.toolchain.path("descheduler")))
 
+    def death_report(self) -> str | None:
+        """The error naming a dead component of this cluster, or None (processes.py)."""
+        return death_report(self.cluster_dir, self.cluster_name)
+
     def _create(self, create: list[str]) -> None:
-        """`kwokctl create cluster`; ProviderError with the components' last log lines."""
+        """`kwokctl create cluster`; ProviderError with the components' last log lines.
+
+        A component that dies meanwhile (etcd out of memory) ends kwokctl's wait within a
+        second, named (`death_report`): kwokctl itself would wait its whole `--wait`.
+        """
+        died: list[str] = []
+        caller = threading.get_ident()
+
+        def watch(stop: Stop) -> None:
+            while not stop.wait(0.25):
+                why = self.death_report()
+                if why:
+                    died.append(why)
+                    kill_child_of(caller)  # the kwokctl this thread's caller waits on
+                    return
+
         # kwokctl picks free ports when it creates a cluster; two creations at once (xdist
         # workers) can pick the same ones, so creations are serialized across processes.
         with file_lock(self.root / "create.lock"):
+            watcher = Beside(watch, name="desched-create-liveness")
             try:
                 self._kwokctl(*create, timeout=self.wait_timeout + 60)
             except (subprocess.TimeoutExpired, CommandError) as exc:
+                watcher.join()
+                if died:
+                    raise ProviderError(died[0]) from None
                 tails = []  # the cluster dir is removed on failure: keep what its logs said
                 for log in sorted((self.cluster_dir / "logs").glob("*.log")):
                     lines = log.read_text(errors="replace").splitlines()[-3:]
@@ -325,19 +326,17 @@ class EmbeddedProvider(Provider):
                     f"kwokctl could not start cluster {self.cluster_name} within "
                     f"{self.wait_timeout + 60:.0f}s: {str(exc)[-600:]}\n" + "\n".join(tails)
                 ) from None
+            finally:
+                watcher.join()
 
-    def component_report(self, component: str, lines: int = 5) -> str:
+    def component_report(self, component: str) -> str:
         """Whether a kwokctl-run component is alive, and its log's last lines (diagnostics)."""
-        pid_file = self.cluster_dir / "pids" / f"{component}.pid"
-        try:
-            pid = int(pid_file.read_text().strip())
-            os.kill(pid, 0)
+        pid = component_pids(self.cluster_dir).get(component)
+        if pid is not None and running(pid):
             state = f"{component} (pid {pid}) is running"
-        except (OSError, ValueError):
-            state = f"{component} is not running (pid file {pid_file})"
-        log = self.cluster_dir / "logs" / f"{component}.log"
-        tail = log.read_text(errors="replace").splitlines()[-lines:] if log.is_file() else []
-        return state + "; last log lines:\n" + "\n".join(t[:300] for t in tail)
+        else:
+            state = f"{component} is not running (pid file {self.cluster_dir}/pids)"
+        return state + "; last log lines:\n" + log_tail(self.cluster_dir, component)
 
     def _start_kubelet(self, descheduler: Path) -> subprocess.Popen[bytes]:
         """The cluster's supervised stand-in kubelet: runs every descheduler Job's pod.
@@ -386,11 +385,13 @@ class EmbeddedProvider(Provider):
         """
         if not self._created:
             return
+        LIVENESS_CHECKS.pop(self.cluster_name, None)  # its processes are about to be killed
         if self.keep and self.cluster is not None:
             owner = self.root / "owners" / f"{self.cluster_name}.json"
             record = read_record(owner)
             if record is not None:  # a kept cluster is not reaped by later runs
                 write_record(owner, {**record, "keep": True})
+            self._release_watchdog()
             self.report(self.resume_hint())
             return
         found = delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
@@ -407,8 +408,14 @@ class EmbeddedProvider(Provider):
             self.report(text)
         else:
             text = f"embedded cluster {self.cluster_name} deleted (0 processes, folder removed)"
+            self._release_watchdog()  # else it retries when this process ends
         self.teardown = {"deleted": True, "left": bool(pids or dir_left), "text": text}
         self._created = False
+
+    def _release_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
 
     def resume_hint(self) -> str:
         return (
@@ -417,14 +424,6 @@ class EmbeddedProvider(Provider):
             f"  delete: KWOK_WORKDIR={self.root} kwokctl delete cluster --name {self.cluster_name}"
             f"  (kwokctl: {self.toolchain.path('kwokctl')})"
         )
-
-
-def _cluster_pids(cluster_dir: Path) -> list[int]:
-    pids = []
-    for f in (cluster_dir / "pids").glob("*.pid"):
-        with contextlib.suppress(OSError, ValueError):
-            pids.append(int(f.read_text().strip()))
-    return pids
 
 
 def kwokctl_env(root: Path) -> dict[str, str]:
@@ -443,24 +442,6 @@ def kwokctl_env(root: Path) -> dict[str, str]:
     )
 
 
-def _names(proc: psutil.Process, needle: str) -> bool:
-    """Whether a process's command line names `needle` (a cluster's directory)."""
-    try:
-        return any(needle in arg for arg in proc.cmdline())
-    except psutil.Error:
-        return False
-
-
-def _processes_under(cdir: Path) -> list[int]:
-    """Running (not zombie) processes whose command line names this cluster's directory."""
-    needle = str(cdir)
-    return [
-        p.pid
-        for p in psutil.process_iter(["status"])
-        if p.info["status"] != psutil.STATUS_ZOMBIE and _names(p, needle)
-    ]
-
-
 def delete_cluster(
     toolchain: Toolchain, root: Path, name: str, report: Reporter = say
 ) -> dict[str, Any]:
@@ -474,8 +455,7 @@ def delete_cluster(
     empty config with nothing to remove, so nothing is written. An empty `--kubeconfig ""`
     is no way out: delete expands the path and fails with "empty path".
     """
-    cdir = root / "clusters" / name
-    pids = _cluster_pids(cdir)
+    pids = tuple(component_pids(root / "clusters" / name).values())
     proc = run(
         [
             str(toolchain.path("kwokctl")),
@@ -493,33 +473,7 @@ def delete_cluster(
     # kwokctl stops its components; this is the belt to its braces. Round pods' descheduler
     # processes run in sessions of their own (so a terminal's Ctrl-C reaches only pytest):
     # a killed run leaves them behind, and they too name this cluster's directory.
-    # A pass can race with a spawn: the stand-in kubelet may start a round's descheduler
-    # between the scan and its own kill. So scan again after each pass until one finds none.
-    for _ in range(5):
-        pids = sorted({*pids, *_processes_under(cdir)})
-        killed = []
-        for pid in pids:
-            try:
-                component = psutil.Process(pid)
-            except psutil.Error:
-                continue
-            if not _names(component, str(cdir)):
-                continue  # a recycled pid, not one of this cluster's components
-            with contextlib.suppress(psutil.Error):
-                component.send_signal(signal.SIGKILL)
-                killed.append(pid)
-        # Only those killed: a pid file's pid recycled by another process is not waited on
-        # (it made a deletion wait the whole timeout for a process that was never ours).
-        _wait_exited(killed, name, report)
-        pids = []
-        if not killed:
-            break
-    if cdir.exists():
-        shutil.rmtree(cdir, ignore_errors=True)
-    left = {"processes_left": _processes_under(cdir), "dir_left": cdir.exists()}
-    if not left["processes_left"] and not left["dir_left"]:
-        # the owner record goes last: while it stays, a later run's reaper retries
-        (root / "owners" / f"{name}.json").unlink(missing_ok=True)
+    left = remove_cluster(root, name, report, pids)
     if proc.returncode != 0:
         report(
             f"kwokctl delete cluster {name}: exit {proc.returncode} (processes killed, dir removed)"

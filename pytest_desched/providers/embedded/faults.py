@@ -41,13 +41,9 @@ from pytest_desched.interrupts import interrupted
 from pytest_desched.kube import api_health, live_watches, node_ready, wait_for
 from pytest_desched.proc import run
 from pytest_desched.providers.audit_log import AuditWindow
-from pytest_desched.providers.embedded.cluster import (
-    KWOK_NODE_ANNOTATION,
-    _reap,
-    _running,
-    kwokctl_env,
-)
+from pytest_desched.providers.embedded.cluster import KWOK_NODE_ANNOTATION, kwokctl_env
 from pytest_desched.providers.embedded.kubelet import state_dir
+from pytest_desched.providers.embedded.processes import HELD_DOWN, reap, running
 from pytest_desched.tools.locate import file_lock
 
 if TYPE_CHECKING:
@@ -110,8 +106,8 @@ class Faults:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         except (OSError, ValueError):
             return None
-        _reap([pid])  # an exited component adopted by this (subreaper) process is a zombie
-        return pid if str(self.cdir).encode() in cmdline and _running(pid) else None
+        reap([pid])  # an exited component adopted by this (subreaper) process is a zombie
+        return pid if str(self.cdir).encode() in cmdline and running(pid) else None
 
     def stop(self, component: str, why: str = "") -> int:
         """SIGKILL the component and remove its pid file, as `kwokctl stop cluster` does."""
@@ -125,8 +121,8 @@ class Faults:
             os.kill(pid, signal.SIGKILL)
 
         def still_running() -> bool:
-            _reap([pid])  # a killed component adopted by this subreaper is a zombie until reaped
-            return _running(pid)
+            reap([pid])  # a killed component adopted by this subreaper is a zombie until reaped
+            return running(pid)
 
         wait_for(
             f"{component} (pid {pid}) to exit after SIGKILL",
@@ -199,8 +195,11 @@ class Faults:
         take a stopped component's ports, and its restart would fail with "address already
         in use". Every creation by this project takes `<root>/create.lock` (cluster.py).
         Taking it can wait for a creation under way: a fault meant for a point of a round
-        takes it beforehand (`Trigger.prepare`), so the wait never delays the fault.
+        takes it beforehand (`Trigger.prepare`), so the wait never delays the fault. Until
+        `release`, the cluster's liveness is not checked (processes.HELD_DOWN): a component
+        stopped here, or a controller that exits on its own through the outage, is no death.
         """
+        HELD_DOWN.add(self.cdir)
         if self._create_lock is None:
             stack = contextlib.ExitStack()
             stack.enter_context(file_lock(self.root / "create.lock"))
@@ -208,6 +207,7 @@ class Faults:
 
     def release(self) -> None:
         """Let cluster creations go on (the stopped components listen on their ports again)."""
+        HELD_DOWN.discard(self.cdir)
         if self._create_lock is not None:
             self._create_lock.close()
             self._create_lock = None
@@ -324,7 +324,7 @@ class Faults:
                 out = Path(os.readlink(d / "fd" / "1"))
             except OSError:
                 continue
-            if out.parent == logs and out.suffix == ".log" and _running(int(d.name)):
+            if out.parent == logs and out.suffix == ".log" and running(int(d.name)):
                 found[int(d.name)] = out.stem
         return found
 

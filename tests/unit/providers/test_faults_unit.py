@@ -31,9 +31,9 @@ from pytest_desched.kube import (
     unscheduled_why,
 )
 from pytest_desched.providers.base import Cluster
-from pytest_desched.providers.embedded.cluster import _running
 from pytest_desched.providers.embedded.faults import FaultError, Faults, Trigger
 from pytest_desched.providers.embedded.kubelet import state_dir
+from pytest_desched.providers.embedded.processes import running as _running
 from tests.unit.processes import start_sleeper
 
 

@@ -1,0 +1,126 @@
+"""The cluster's watchdog: when its owner dies, even by SIGKILL, the cluster goes with it.
+
+kwokctl starts the components in sessions of their own, so a signal to the owner's process
+group reaches none of them, and a parent-death signal would not either (their parent is
+kwokctl, or nobody once it exited). So each embedded cluster gets a small process of its own,
+started by its owner before `kwokctl create`: it holds the read end of a pipe whose only
+write end the owner holds. The kernel closes that end when the owner dies, however it
+dies, so the watchdog learns of it at once (no polling, no pid that could be recycled).
+Then, unless the owner said `release` first (it deleted or kept the cluster itself) or
+marked the cluster kept, it kills every process of the cluster (processes.remove_cluster:
+components, a `kwokctl create` still under way, the stand-in kubelet and its round pods),
+removes the cluster's folder, `desched up`'s folder naming it, and last its owner record.
+
+Its command line names no cluster (the name comes on the pipe), so a sweep for the
+cluster's processes never takes it for one. It runs in a session of its own: a terminal's
+Ctrl-C is for the owner, which cleans up and releases it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO
+
+import pytest_desched
+from pytest_desched.providers.embedded.owners import read_record
+from pytest_desched.providers.embedded.processes import remove_cluster
+
+RELEASE = b"release\n"
+LOG = "watchdog.log"  # under the clusters root: one line per cluster torn down
+
+
+class Watchdog:
+    """The owner's side: start the watchdog of cluster `name`, and `release` it when done."""
+
+    def __init__(self, root: Path, name: str) -> None:
+        src = str(Path(pytest_desched.__file__).resolve().parent.parent)
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])),
+        )
+        self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
+        self._pipe: IO[bytes] | None = self.proc.stdin
+        self._send(json.dumps({"root": str(root), "name": name}).encode() + b"\n")
+
+    def _send(self, data: bytes) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            assert self._pipe is not None
+            self._pipe.write(data)
+            self._pipe.flush()
+
+    def release(self) -> None:
+        """The owner is done with the cluster (deleted it, or kept it): the watchdog ends."""
+        if self._pipe is None:
+            return
+        self._send(RELEASE)
+        with contextlib.suppress(OSError):
+            self._pipe.close()
+        self._pipe = None
+        self.proc.poll()  # reaped when it has ended already; else on exit or a later poll
+
+
+def watch(stream: IO[bytes]) -> tuple[dict[str, str] | None, bool]:
+    """Read the cluster's header, then wait for the owner: (header, released).
+
+    Returns when the pipe closes: released when the owner said so before it closed, else
+    the owner is gone.
+    """
+    try:
+        header = json.loads(stream.readline() or b"null")
+    except ValueError:
+        header = None
+    rest = stream.read()  # blocks until every write end is closed: release, or the owner's death
+    ok = isinstance(header, dict) and {"root", "name"} <= header.keys()
+    return (header if ok else None), rest.endswith(RELEASE)
+
+
+def tear_down(root: Path, name: str) -> str:
+    """What the owner's death leaves to the watchdog: the cluster, unless kept or gone."""
+    record = read_record(root / "owners" / f"{name}.json")
+    if record is None:
+        return f"{name}: no owner record (deleted by its owner or a reaper): nothing to do"
+    if record.get("keep"):
+        return f"{name}: kept (desched up, --desched-keep): left running"
+    notes: list[str] = []
+    t0 = time.monotonic()
+    left = remove_cluster(root, name, notes.append)
+    for marker in (root.parent / "up").glob("run-*/cluster-name"):
+        with contextlib.suppress(OSError):
+            if marker.read_text().strip() == name:  # `desched up`'s folder for this cluster
+                shutil.rmtree(marker.parent, ignore_errors=True)
+    took = time.monotonic() - t0
+    if left["processes_left"] or left["dir_left"]:
+        return f"{name}: owner gone; NOT fully removed in {took:.2f}s ({left}; {notes})"
+    return f"{name}: owner gone; deleted (0 processes, folder removed) in {took:.2f}s"
+
+
+def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the owner's to handle
+    header, released = watch(sys.stdin.buffer)
+    if header is None or released:
+        return 0
+    root = Path(header["root"])
+    said = tear_down(root, header["name"])
+    with contextlib.suppress(OSError), open(root / LOG, "a") as log:
+        log.write(f"{datetime.now(UTC).isoformat(timespec='seconds')} {said}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
