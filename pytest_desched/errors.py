@@ -72,6 +72,17 @@ class ProviderError(DeschedError, RuntimeError):
     """The provider cannot give a safe cluster; the message says what to change."""
 
 
+class ControlPlaneDied(ProviderError):
+    """A process of the cluster's own control plane exited: which one, and its log's end.
+
+    `short` is the one-line cause (`etcd (pid 12) exited`), for lines that quote it.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.short = message.splitlines()[0].split("; the last lines")[0]
+
+
 class ImplicitKubeconfig(DeschedError, RuntimeError):
     """A kube tool would fall back to ~/.kube/config (or an inherited $KUBECONFIG)."""
 
@@ -136,6 +147,18 @@ class RoundFailed(RoundError):
         super().__init__(
             f"round Job {namespace}/{job} failed: pod {pod} exited {exit_code}; "
             f"the descheduler said:\n{lines}{where}{extra}"
+        )
+
+    def with_log(self, log_path: Path) -> RoundFailed:
+        """The same failure, its full log named at `log_path` (a copy that outlives the run)."""
+        return RoundFailed(
+            self.namespace,
+            self.job,
+            self.pod,
+            self.exit_code,
+            self.error_lines,
+            log_path,
+            self.notes,
         )
 
 

@@ -17,6 +17,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.errors import RoundFailed
 from pytest_desched.evidence.summary import summary_text
 from pytest_desched.names import inside
 from pytest_desched.redaction import Redactor, scrub_secrets
@@ -67,6 +68,9 @@ def _cap(text: str, max_bytes: int) -> str:
     )
 
 
+ROUND_LOG_MAX_BYTES = 4 << 20  # a round's full log, copied here: its middle cut past this
+
+
 class EvidenceWriter:
     """Writes round records and failure artifacts under `root`, redacted and size-capped."""
 
@@ -112,6 +116,10 @@ class EvidenceWriter:
         self._write(path, _cap(self.redactor.redact(text), max_bytes or self.max_bytes))
         return path
 
+    def write_log(self, experiment: str, round_name: str, text: str) -> Path:
+        """A round's full log (`<round>.log`), redacted, its middle cut past 4 MiB."""
+        return self.write_text(experiment, f"{round_name}.log", text, max_bytes=ROUND_LOG_MAX_BYTES)
+
     def write_json(
         self, experiment: str, name: str, obj: Any, *, max_bytes: int | None = None
     ) -> Path:
@@ -148,3 +156,12 @@ class EvidenceWriter:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)
+
+
+def keep_log(evidence: EvidenceWriter | None, experiment: str, failed: RoundFailed) -> RoundFailed:
+    """`failed` naming a redacted copy of its full log in the evidence folder: the raw log lies
+    in the run's temporary folder (`<run_dir>/round-logs`), gone after the run."""
+    if evidence is None or failed.log_path is None or not failed.log_path.is_file():
+        return failed
+    text = failed.log_path.read_text(errors="replace")
+    return failed.with_log(evidence.write_log(experiment, failed.log_path.stem, text))

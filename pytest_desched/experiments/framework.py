@@ -29,6 +29,7 @@ from pytest_desched.descheduler.known_bugs import (
 from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
 from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL, Round
+from pytest_desched.errors import RoundFailed
 from pytest_desched.evidence.assemble import (
     LabObservation,
     RoundOutcome,
@@ -36,6 +37,7 @@ from pytest_desched.evidence.assemble import (
     build_round_record,
 )
 from pytest_desched.evidence.timeline import live_policy_lint
+from pytest_desched.evidence.writer import keep_log
 from pytest_desched.lab import POOL_LABEL, POOL_VALUE, Lab, Recorder, Snapshot
 
 if TYPE_CHECKING:
@@ -310,6 +312,8 @@ class Runner:
                     self.ctx.round_timeout,
                     wait_job=False,  # the Job's condition is checked at record (settle)
                 )
+        except RoundFailed as exc:  # its full log named in the evidence, not a temp folder
+            raise keep_log(self.ctx.evidence, self.label, exc) from None
         finally:
             self.point("round-ended")
         after = self.lab.snapshot()
@@ -434,9 +438,7 @@ class Runner:
         )
         log_path = str(rnd.log_path) if rnd.log_path else None
         if ctx.evidence is not None:  # the audit copy of the log, redacted like the record
-            log_path = str(
-                ctx.evidence.write_text(self.label, f"{rnd.name}.log", rnd.logs, max_bytes=4 << 20)
-            )
+            log_path = str(ctx.evidence.write_log(self.label, rnd.name, rnd.logs))
         decided = decide(view.decisions, rnd.result.skipped, view.replacement)
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
         if self.facts is not None:  # every known-bug signature the round shows, as evidence
