@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from pytest_desched import interrupts
-from pytest_desched.errors import DeschedError, ProviderError, RoundError, WaitTimeout
+from pytest_desched.errors import (
+    ControlPlaneDied,
+    DeschedError,
+    RoundError,
+    WaitTimeout,
+)
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -56,12 +61,36 @@ LIVENESS_EVERY_S = 0.5  # the cost is a few pid files and /proc reads
 WATCH_SLICE_S = 5  # a watch on a dead etcd sees no event: it is cut to check liveness
 
 
-def check_liveness() -> None:
-    """ProviderError (exit 3) naming the first dead cluster process a check reports."""
-    for check in list(LIVENESS_CHECKS.values()):
+_LIVENESS_AT = [0.0]  # when the checks last ran (any thread): they run at most every ..._S
+_DIED: dict[str, str] = {}  # a death found stays found: every later check raises at once
+
+
+def _known_death() -> str | None:
+    return next((_DIED[n] for n in list(LIVENESS_CHECKS) if n in _DIED), None)
+
+
+def control_plane_death() -> str | None:
+    """The error of the first dead cluster process a check reports, else None."""
+    known = _known_death()
+    if known:
+        return known
+    for name, check in list(LIVENESS_CHECKS.items()):
         why = check()
         if why:
-            raise ProviderError(why)
+            _DIED[name] = why
+            return why
+    return None
+
+
+def check_liveness(every: float = LIVENESS_EVERY_S) -> None:
+    """ControlPlaneDied (exit 3) naming a dead cluster process; checks every `every` s at
+    most, but a death once found raises on every call."""
+    why = _known_death()
+    if why is None and time.monotonic() - _LIVENESS_AT[0] >= every:
+        _LIVENESS_AT[0] = time.monotonic()
+        why = control_plane_death()
+    if why:
+        raise ControlPlaneDied(why)
 
 
 def wait_for(
@@ -77,12 +106,9 @@ def wait_for(
     A cluster process that died ends the wait at once (`check_liveness`).
     """
     last: list[Any] = [None]
-    checked = [0.0]
 
     def attempt() -> bool:
-        if time.monotonic() - checked[0] >= LIVENESS_EVERY_S:
-            checked[0] = time.monotonic()
-            check_liveness()
+        check_liveness()
         last[0] = probe()
         return bool(done(last[0]))
 
@@ -132,7 +158,7 @@ def watch_until(
     objs: dict[str, Any] = {}
     show = describe or (lambda items: f"{len(items)} object(s): {sorted(objs)}")
     while True:
-        check_liveness()
+        check_liveness(every=0)
         listed = list_call(*args, **list_kwargs)
         objs = {_object_key(o): o for o in listed.items}
         if done(list(objs.values())):
@@ -254,7 +280,9 @@ def bound_requests(
 
     Watches and log follows keep theirs (None: they end by the server's timeoutSeconds).
     Timed-out reads are not retried (urllib3 would retry a GET three times): one deadline
-    is the whole wait. Idempotent: a client is wrapped once. Returns the client.
+    is the whole wait. A request first checks that the cluster's processes live
+    (`check_liveness`): one to a dead etcd would hang to its read timeout. Idempotent: a
+    client is wrapped once. Returns the client.
     """
     import urllib3
 
@@ -266,6 +294,7 @@ def bound_requests(
     def request(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         if interrupts.interrupted():
             return after_signal(method, url, *args, **kwargs)
+        check_liveness()  # a request to a dead etcd would hang to its read timeout
         if kwargs.get("_request_timeout") is None and not _WATCH_URL.search(url):
             kwargs["_request_timeout"] = (connect, read)
         return inner(method, url, *args, **kwargs)
@@ -294,12 +323,15 @@ def bound_requests(
 def api_failure(exc: BaseException) -> str | None:
     """Why a request failed, when the API server (not the request) is the cause, else None.
 
-    Transport errors (refused, reset, timed out) and 5xx answers count; a 4xx answer is the
-    API server working as designed (404, 409, 429 PDB, 403 RBAC) and returns None.
+    Transport errors (refused, reset, timed out), 5xx answers and a dead control-plane
+    process (ControlPlaneDied, raised before the request) count; a 4xx answer is the API
+    server working as designed (404, 409, 429 PDB, 403 RBAC) and returns None.
     """
     import urllib3
     from kubernetes.client.rest import ApiException
 
+    if isinstance(exc, ControlPlaneDied):
+        return exc.short
     if isinstance(exc, ApiException):
         status = exc.status or 0
         return f"HTTP {status} {exc.reason or ''}".strip() if status == 0 or status >= 500 else None
@@ -372,6 +404,9 @@ def api_unavailable(cluster: HasApi, doing: str) -> Iterator[None]:
         why = api_failure(exc)
         if why is None:
             raise
+        died = control_plane_death()
+        if died:  # the cause, named: which process died, and its log
+            raise ControlPlaneDied(died) from exc
         raise RoundError(
             f"the API server failed while {doing}: {why}; {api_health(cluster)}. "
             "The round's outcome is unknown: failing closed"

@@ -14,11 +14,11 @@ if TYPE_CHECKING:
 
 from pytest_desched import interrupts
 from pytest_desched.descheduler.cleanup import emergency_stop
-from pytest_desched.errors import ProviderError
+from pytest_desched.errors import ControlPlaneDied, ProviderError
 from pytest_desched.experiments.cycles import run_cycles
 from pytest_desched.experiments.framework import ExperimentContext, Runner
 from pytest_desched.experiments.results import ExperimentResult
-from pytest_desched.kube import api_failure, api_health, server_gone
+from pytest_desched.kube import api_failure, api_health, control_plane_death, server_gone
 from pytest_desched.log import say
 
 REGISTRY: dict[str, type[Experiment]] = {}
@@ -186,18 +186,23 @@ def _teardown(r: Runner) -> None:
     cluster's deletion (which needs no API server) is what cleans up. A throwaway cluster's
     deletion removes the lab with it; a kept one's lab is named. After a signal, a cluster
     the session deletes whole (`deleted_on_signal`) gets no lab teardown at all: its requests
-    cost up to a second under load, of the 2 s a SIGTERM is given.
+    cost up to a second under load, of the 2 s a SIGTERM is given. A cluster process that
+    died (kube.control_plane_death: etcd out of memory) is named before any request, exit 3.
     """
     if interrupts.interrupted() and getattr(r.ctx.cluster, "deleted_on_signal", False):
         r.stop_recording()  # the lab goes with the cluster, deleted whole next: no requests
         return
+    where = (
+        f"its namespace {r.ctx.namespace} goes with the cluster when that is deleted "
+        "(a kept cluster keeps it: delete it there)"
+    )
+    died = control_plane_death()
+    if died and not interrupts.interrupted():  # its requests would fail or hang: the cause
+        r.stop_recording()  # is named instead (which process died, its log), exit 3
+        raise ControlPlaneDied(f"{died}\nDuring {r.label}, whose lab was not removed: {where}")
     try:
         r.teardown()
     except Exception as exc:
-        where = (
-            f"its namespace {r.ctx.namespace} goes with the cluster when that is deleted "
-            "(a kept cluster keeps it: delete it there)"
-        )
         if interrupts.interrupted():
             why = api_failure(exc) or f"{type(exc).__name__}: {str(exc)[:200]}"
             say(f"{r.label}: lab teardown after the signal failed ({why}); {where}")

@@ -29,11 +29,16 @@ from tests.e2e.test_signal_matrix import (
     _assert_says_verified,
     _interrupt,
     _round_running,
+    _send,
     _wait_point,
     run_cmd,  # noqa: F401 (the fixture, shared)
 )
 
 pytestmark = pytest.mark.desched_selftest
+# From a component's death to the run's exit naming it: a wait checks every 0.5 s, but a
+# request already in flight to a dead etcd runs to its read timeout (kube.READ_TIMEOUT_S),
+# and the cluster's deletion follows.
+DEATH_TO_EXIT_BOUND_S = 20.0
 
 
 def _kill_component(cluster: str, component: str) -> int:
@@ -68,15 +73,25 @@ def _kill_component(cluster: str, component: str) -> int:
     return len(victims)
 
 
-def _assert_names_the_dead_api_server(cmd: Cmd, name: str) -> None:
-    """The run saw the dead API server before any signal: one named error, exit 3, cleaned."""
+def _assert_names_the_dead_api_server(cmd: Cmd, name: str, component: str = "") -> None:
+    """The run saw the dead API server before any signal: one named error, exit 3, cleaned.
+
+    The error is the liveness check's (the process that died, its log's last lines), or,
+    when a request failed before a wait checked, the API server's that stopped answering.
+    """
     assert cmd.proc.returncode == EXIT_INFRA, cmd.text()
     errors = [line for line in cmd.err if line.startswith("[desched] error: ")]
     assert len(errors) == 1, cmd.text()
-    assert errors[0].startswith(
-        f"[desched] error: the API server of embedded cluster {name} stopped answering during "
-    ), cmd.text()
-    assert "Rerun" in errors[0], errors[0]
+    died = f"[desched] error: embedded cluster {name}: its control plane died: {component}"
+    if errors[0].startswith(died):
+        assert " exited; the last lines of its log:" in errors[0], cmd.text()
+        assert any("Rerun" in line for line in cmd.err), cmd.text()
+    else:
+        assert not component or component == "kube-apiserver", cmd.text()
+        assert errors[0].startswith(
+            f"[desched] error: the API server of embedded cluster {name} stopped answering during "
+        ), cmd.text()
+        assert "Rerun" in errors[0], errors[0]
     assert cmd.err[-1].rstrip("\n") == (
         f"[desched] cleaned up (verified: embedded cluster {name} deleted (0 processes, "
         "folder removed))"
@@ -101,6 +116,29 @@ def test_run_names_an_api_server_that_stopped_answering(run_cmd, tmp_path: Path)
     _assert_names_the_dead_api_server(cmd, name)
     _assert_nothing_left(cmd)
     _assert_no_transport_trace(cmd)
+
+
+def test_run_names_etcd_that_died_within_seconds(run_cmd, tmp_path: Path, record_property) -> None:  # noqa: F811
+    """No signal: etcd SIGKILLed mid-round. Every request then hangs to its read timeout, and
+    a run waited silently; now the first wait's liveness check names etcd (exit 3)."""
+    cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
+    _wait_point(cmd, "desched run's round", _round_running)
+    [name] = cmd.clusters()
+    _kill_component(name, "etcd")
+    t0 = time.monotonic()
+    try:
+        cmd.proc.wait(timeout=60)  # a silent wait on the dead etcd would run far past this
+    finally:
+        took = round(time.monotonic() - t0, 2)
+        if cmd.proc.poll() is None:
+            _send(cmd, signal.SIGTERM)
+        cmd.wait(timeout=120)
+    record_property("etcd_death_to_exit_s", took)
+    print(f"etcd killed -> exit {cmd.proc.returncode} in {took}s")
+    _assert_names_the_dead_api_server(cmd, name, "etcd")
+    _assert_nothing_left(cmd)
+    _assert_no_transport_trace(cmd)
+    assert took < DEATH_TO_EXIT_BOUND_S, cmd.text()
 
 
 @pytest.mark.parametrize("component", ["etcd", "kube-apiserver"])

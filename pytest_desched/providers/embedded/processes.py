@@ -25,6 +25,9 @@ from pytest_desched.log import Reporter
 # liveness is not checked until it lets them go (a component it killed is no death).
 HELD_DOWN: set[Path] = set()
 LOG_LINES = 5
+# The order a death report names dead components in: a cause before its effects (without
+# etcd, kube-apiserver fails; without it, the controllers lose their leases and exit).
+ORDER = ("etcd", "kube-apiserver", "kwok-controller", "kube-controller-manager", "kube-scheduler")
 
 
 def reap(pids: list[int]) -> None:
@@ -182,7 +185,8 @@ def death_report(cdir: Path, name: str) -> str | None:
     None while every recorded component runs (or a fault holds them down)."""
     if cdir in HELD_DOWN:
         return None
-    dead = dead_components(cdir)
+    rank = {c: i for i, c in enumerate(ORDER)}
+    dead = sorted(dead_components(cdir), key=lambda d: (rank.get(d[0], len(ORDER)), d[0]))
     if not dead:
         return None
     parts = [

@@ -14,13 +14,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import urllib3
 
-from pytest_desched.errors import ProviderError
-from pytest_desched.kube import LIVENESS_CHECKS, wait_for
+from pytest_desched.errors import ControlPlaneDied, ProviderError
+from pytest_desched.kube import (
+    LIVENESS_CHECKS,
+    api_failure,
+    api_unavailable,
+    check_liveness,
+    wait_for,
+)
 from pytest_desched.providers.embedded.cluster import EmbeddedProvider
-from pytest_desched.providers.embedded.owners import proc_start, read_record, write_record
+from pytest_desched.providers.embedded.owners import proc_start, write_record
 from pytest_desched.providers.embedded.processes import HELD_DOWN, death_report, running
 from pytest_desched.providers.embedded.watchdog import RELEASE, tear_down, watch
 from pytest_desched.tools.toolchain import Toolchain
@@ -127,6 +135,7 @@ def test_sigkilled_owner_takes_its_cluster_with_it(tmp_path: Path, how: str) -> 
     cdir = cluster(root, {"pid": 0, "start": None})
     procs = [component(cdir, "etcd"), component(cdir, "kwok-controller")]
     owner, dog = start_owner(root, how)
+    record = root / "owners" / f"{NAME}.json"  # removed last, once nothing else is left
     write_record(
         root / "owners" / f"{NAME}.json", {"pid": owner.pid, "start": proc_start(owner.pid)}
     )
@@ -140,13 +149,12 @@ def test_sigkilled_owner_takes_its_cluster_with_it(tmp_path: Path, how: str) -> 
         owner.send_signal(signal.SIGKILL)
         wait_for(
             "the cluster to go with its owner",
-            lambda: gone(procs) and not cdir.exists(),
+            lambda: gone(procs) and not cdir.exists() and not record.exists(),
             bool,
             timeout=10,
             max_interval=0.02,
         )
         print(f"owner SIGKILL -> 0 processes, folder removed in {time.monotonic() - t0:.2f}s")
-        assert read_record(root / "owners" / f"{NAME}.json") is None
         wait_for("the watchdog to end", lambda: not running(dog), bool, timeout=10)
         assert "deleted (0 processes, folder removed)" in (root / "watchdog.log").read_text()
     finally:
@@ -181,16 +189,24 @@ def test_death_report_names_the_dead_component_and_its_log(tmp_path: Path) -> No
 
 
 def test_a_wait_ends_at_once_when_a_component_dies() -> None:
-    """Before: a wait on a cluster whose etcd died ran its whole timeout, silently."""
-    LIVENESS_CHECKS["test"] = lambda: "embedded cluster x: etcd (pid 1) exited"
+    """Before: a wait on a cluster whose etcd died ran its whole timeout, silently. A death
+    once found is raised by every later check at once (not after the checks' interval),
+    and it reads as an API failure: cleanups that give up on a dead server give up."""
+    died = "embedded cluster x: its control plane died: etcd (pid 1) exited; the last lines"
+    calls: list[int] = []
+    LIVENESS_CHECKS["test-wait"] = lambda: calls.append(1) or f"{died} of its log:\n  oom"
     try:
         t0 = time.monotonic()
-        with pytest.raises(ProviderError, match=r"etcd \(pid 1\) exited"):
+        with pytest.raises(ControlPlaneDied, match=r"etcd \(pid 1\) exited") as err:
             wait_for("something that never comes", lambda: False, bool, timeout=30)
         assert time.monotonic() - t0 < 2
+        with pytest.raises(ControlPlaneDied):
+            check_liveness()  # within the interval: no check ran, the death is known
+        assert len(calls) == 1
+        assert api_failure(err.value) == died.split("; the last")[0]
     finally:
-        del LIVENESS_CHECKS["test"]
-    assert wait_for("it", lambda: 1, bool, timeout=1) == 1
+        del LIVENESS_CHECKS["test-wait"]
+    assert wait_for("it", lambda: 1, bool, timeout=1) == 1  # a stopped cluster's death: gone
 
 
 def test_bring_up_names_a_component_that_died_at_start(tmp_path: Path) -> None:
@@ -216,3 +232,17 @@ def test_bring_up_names_a_component_that_died_at_start(tmp_path: Path) -> None:
     assert took < 10, took
     assert f"embedded cluster {NAME}: its control plane died: etcd (pid " in str(err.value)
     assert "mmap failed: cannot allocate memory" in str(err.value)
+
+
+def test_a_failed_request_names_the_dead_component_not_only_the_timeout() -> None:
+    """A request in flight when etcd died times out; the round's error names etcd (exit 3),
+    not "request timed out" (a RoundError, exit 1)."""
+    LIVENESS_CHECKS["test-request"] = lambda: "embedded cluster x: its control plane died: etcd"
+    try:
+        with (
+            pytest.raises(ControlPlaneDied, match="control plane died: etcd"),
+            api_unavailable(SimpleNamespace(), "waiting for round Job kube-system/x"),
+        ):
+            raise urllib3.exceptions.ReadTimeoutError(None, "/apis", "Read timed out.")  # type: ignore[arg-type]
+    finally:
+        del LIVENESS_CHECKS["test-request"]
