@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -42,17 +41,18 @@ class Watchdog:
     """The owner's side: start the watchdog of cluster `name`, and `release` it when done."""
 
     def __init__(self, root: Path, name: str) -> None:
+        # This very code, wherever it was imported from (a pytest rootdir is not on
+        # PYTHONPATH); an installed copy's site-packages is on sys.path already.
         src = str(Path(pytest_desched.__file__).resolve().parent.parent)
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join(filter(None, [src, os.environ.get("PYTHONPATH")])),
+        boot = (
+            f"import sys; src = {src!r}; sys.path[:0] = [src] * (src not in sys.path); "
+            f"from {__name__} import main; sys.exit(main())"
         )
         self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-            [sys.executable, "-m", __name__],
+            [sys.executable, "-c", boot],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=env,
             start_new_session=True,
         )
         self._pipe: IO[bytes] | None = self.proc.stdin
