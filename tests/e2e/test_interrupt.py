@@ -8,6 +8,7 @@ import signal
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from pytest_desched.kube import wait_for
@@ -150,8 +151,10 @@ def test_signal_mid_round_leaves_nothing_behind(
 def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
     """SIGKILL leaves no chance to clean up; the embedded provider's next start reaps it.
 
-    The embedded provider's own reaper, so the inner run is embedded whatever the session's
-    provider (a SIGKILLed kind run leaves its node containers: `kind delete cluster`).
+    The cluster's watchdog deletes it at once (tests/e2e/test_owner_killed.py); here the
+    watchdog is SIGKILLed first (the OOM killer may take it too), so only the next start's
+    reaper is left. The embedded provider's own reaper, so the inner run is embedded
+    whatever the session's provider (a SIGKILLed kind run leaves its node containers).
     """
     from pytest_desched.providers.embedded.cluster import reap_stale
 
@@ -159,6 +162,14 @@ def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
     proc = start_inner(tmp_path, INNER, cache, "-q", "--desched-provider=embedded")
     try:
         name, cdir, _ = _wait_inner_round(proc, cache)
+        dogs = [
+            c
+            for c in psutil.Process(proc.pid).children()
+            if "embedded.watchdog" in " ".join(c.cmdline())
+        ]
+        assert dogs, "the inner run's cluster has no watchdog"
+        for dog in dogs:  # pending before the owner's death closes its pipe: it never reads
+            dog.kill()
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
