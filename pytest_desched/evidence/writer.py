@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
@@ -158,10 +159,19 @@ class EvidenceWriter:
         tmp.replace(path)
 
 
-def keep_log(evidence: EvidenceWriter | None, experiment: str, failed: RoundFailed) -> RoundFailed:
+def kept_log(evidence: EvidenceWriter | None, experiment: str, failed: RoundFailed) -> RoundFailed:
     """`failed` naming a redacted copy of its full log in the evidence folder: the raw log lies
     in the run's temporary folder (`<run_dir>/round-logs`), gone after the run."""
     if evidence is None or failed.log_path is None or not failed.log_path.is_file():
         return failed
     text = failed.log_path.read_text(errors="replace")
     return failed.with_log(evidence.write_log(experiment, failed.log_path.stem, text))
+
+
+@contextmanager
+def keep_log(evidence: EvidenceWriter | None, experiment: str) -> Iterator[None]:
+    """A RoundFailed raised inside names its log's copy in the evidence folder (`kept_log`)."""
+    try:
+        yield
+    except RoundFailed as failed:
+        raise kept_log(evidence, experiment, failed) from None

@@ -29,7 +29,6 @@ from pytest_desched.descheduler.known_bugs import (
 from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
 from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL, Round
-from pytest_desched.errors import RoundFailed
 from pytest_desched.evidence.assemble import (
     LabObservation,
     RoundOutcome,
@@ -303,7 +302,8 @@ class Runner:
             )
         self.point("before-job")
         try:
-            with self.timed("round"):
+            # a failed round's full log is named in the evidence folder, not a temp folder
+            with self.timed("round"), keep_log(self.ctx.evidence, self.label):
                 rnd = run_round(
                     self.ctx.cluster,
                     self.ctx.release,
@@ -312,8 +312,6 @@ class Runner:
                     self.ctx.round_timeout,
                     wait_job=False,  # the Job's condition is checked at record (settle)
                 )
-        except RoundFailed as exc:  # its full log named in the evidence, not a temp folder
-            raise keep_log(self.ctx.evidence, self.label, exc) from None
         finally:
             self.point("round-ended")
         after = self.lab.snapshot()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from pytest_desched.errors import RoundFailed
 from pytest_desched.evidence import Redactor
-from pytest_desched.evidence.writer import EvidenceWriter, keep_log
+from pytest_desched.evidence.writer import EvidenceWriter, keep_log, kept_log
 
 
 def failed_round(raw: Path) -> RoundFailed:
@@ -30,7 +32,7 @@ def test_the_full_log_is_named_in_the_evidence_and_outlives_the_run(tmp_path: Pa
         tmp_path / "art" / "candidate", Redactor(node_names=["worker-secret-1"])
     )
 
-    kept = keep_log(evidence, "positive-affinity-migration[runbook]", failed_round(raw))
+    kept = kept_log(evidence, "positive-affinity-migration[runbook]", failed_round(raw))
     shutil.rmtree(tmp_path / "desched-abc")  # the run's temp folder goes at its end
 
     assert kept.log_path is not None and kept.log_path.is_relative_to(evidence.root)
@@ -47,6 +49,18 @@ def test_the_full_log_is_named_in_the_evidence_and_outlives_the_run(tmp_path: Pa
 def test_without_evidence_or_log_the_failure_is_unchanged(tmp_path: Path) -> None:
     raw = tmp_path / "round.log"
     failed = failed_round(raw)
-    assert keep_log(EvidenceWriter(tmp_path / "art"), "x", failed) is failed  # no such file
+    assert kept_log(EvidenceWriter(tmp_path / "art"), "x", failed) is failed  # no such file
     raw.write_text("log\n")
-    assert keep_log(None, "x", failed) is failed
+    assert kept_log(None, "x", failed) is failed
+
+
+def test_a_round_that_fails_inside_keep_log_names_the_copy(tmp_path: Path) -> None:
+    """What Runner.run_round wraps its round in."""
+    raw = tmp_path / "tmp" / "round.log"
+    raw.parent.mkdir()
+    raw.write_text("E1202 unknown plugin\n")
+    evidence = EvidenceWriter(tmp_path / "art")
+    with pytest.raises(RoundFailed) as err, keep_log(evidence, "positive"):
+        raise failed_round(raw)
+    assert err.value.log_path == evidence.root / "positive" / "round.log"
+    assert f"full log: {evidence.root}" in str(err.value)
