@@ -38,6 +38,17 @@ def this_process() -> dict[str, Any]:
     return {"pid": os.getpid(), "start": proc_start(os.getpid())}
 
 
+def owner_running(record: dict) -> bool:
+    """Alive and not a zombie: a killed owner its parent has not reaped yet has ended."""
+    if not owner_alive(record):
+        return False
+    try:
+        stat = Path(f"/proc/{int(record['pid'])}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
 def owner_alive(record: dict) -> bool:
     pid = int(record.get("pid", 0) or 0)
     start = proc_start(pid) if pid > 0 else None

@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest_desched
-from pytest_desched.providers.embedded.owners import read_record
+from pytest_desched.providers.embedded.owners import owner_running, read_record
 from pytest_desched.providers.embedded.processes import remove_cluster
 
 RELEASE = b"release\n"
 LOG = "watchdog.log"  # under the clusters root: one line per cluster torn down
+POLL_S = 0.2
 
 
 class Watchdog:
@@ -92,11 +93,17 @@ def watch(stream: IO[bytes]) -> tuple[dict[str, str] | None, bool]:
 
 def tear_down(root: Path, name: str) -> str:
     """What the owner's death leaves to the watchdog: the cluster, unless kept or gone."""
-    record = read_record(root / "owners" / f"{name}.json")
+    record_path = root / "owners" / f"{name}.json"
+    record = read_record(record_path)
     if record is None:
         return f"{name}: no owner record (deleted by its owner or a reaper): nothing to do"
     if record.get("keep"):
         return f"{name}: kept (desched up, --desched-keep): left running"
+    while owner_running(record):  # the pipe closed, yet the owner lives (it dropped its
+        time.sleep(POLL_S)  # provider unreleased): the cluster stays its until it ends
+    record = read_record(record_path)
+    if record is None or record.get("keep"):
+        return f"{name}: deleted or kept by its owner before it ended: nothing to do"
     notes: list[str] = []
     t0 = time.monotonic()
     left = remove_cluster(root, name, notes.append)

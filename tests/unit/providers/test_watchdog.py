@@ -12,6 +12,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -246,3 +247,26 @@ def test_a_failed_request_names_the_dead_component_not_only_the_timeout() -> Non
             raise urllib3.exceptions.ReadTimeoutError(None, "/apis", "Read timed out.")  # type: ignore[arg-type]
     finally:
         del LIVENESS_CHECKS["test-request"]
+
+
+def test_a_closed_pipe_of_a_live_owner_waits_for_its_end(tmp_path: Path) -> None:
+    """An owner that dropped its provider unreleased closed the pipe while it lives: the
+    cluster stays its (it may still use it) until it ends, zombie or gone."""
+    root = tmp_path / "clusters"
+    owner = start_sleeper("--owner")
+    cdir = cluster(root, {"pid": owner.pid, "start": proc_start(owner.pid)})
+    proc = component(cdir, "etcd")
+    said: list[str] = []
+    dog = threading.Thread(target=lambda: said.append(tear_down(root, NAME)), daemon=True)
+    try:
+        dog.start()
+        dog.join(timeout=1.0)  # a window in which nothing may happen, not a wait for it
+        assert dog.is_alive() and proc.poll() is None and cdir.is_dir()
+        owner.kill()  # a zombie until reaped below: ended all the same
+        dog.join(timeout=20)
+        assert said and "deleted (0 processes, folder removed)" in said[0], said
+        assert not cdir.exists()
+    finally:
+        for p in (owner, proc):
+            p.kill()
+            p.wait()
