@@ -84,6 +84,6 @@ def test_sigkill_mid_replay(run_cmd, tmp_path: Path, record_property) -> None:  
     from pytest_desched.replay.incidents import label_move
 
     snap = label_move().snapshot.write(tmp_path / "incident.yaml")
-    cmd = run_cmd("replay", str(snap), "-o", str(tmp_path / "ledger.md"))
+    cmd = run_cmd("replay", str(snap), "--output-file", str(tmp_path / "ledger.md"))
     _wait_point(cmd, "the replay's round", _round_running)
     _sigkill_and_wait_clean(cmd, record_property)
