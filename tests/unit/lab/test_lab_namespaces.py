@@ -91,6 +91,7 @@ def view(monkeypatch: pytest.MonkeyPatch) -> Any:
         release=SimpleNamespace(namespace="kube-system", policy=None),
         namespace=NAMESPACES[0],
         lane=None,
+        evidence=None,  # no evidence folder: a failed round keeps no log copy
         policy=SimpleNamespace(to_dict=lambda: {}),  # the round's policy: no nodeSelector
         policy_label=None,
         on_point=None,
