@@ -229,11 +229,16 @@ def cmd_lint(args: argparse.Namespace) -> int:
         values_target,
     )
     from pytest_desched.descheduler.policy.lint_output import failing, render, verdict
+    from pytest_desched.descheduler.policy.lint_select import apply_inline, list_rules, selection
     from pytest_desched.descheduler.policy.values import read_values
     from pytest_desched.tools.toolchain import Toolchain
 
+    if args.list_rules:
+        out.emit(list_rules(args.output), args.output_file, say)
+        return EXIT_OK
     if not args.files and not args.values:
         raise ConfigError("desched lint needs a FILE or --values FILE")
+    chosen = selection(args.select, args.ignore, Path.cwd())  # bad codes: exit 2, no build
 
     for f in args.files:  # missing, a directory, a FIFO, too big: refused before any build
         check_file(f, what="policy, values or ConfigMap")
@@ -259,7 +264,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     checker = checker_for(
         toolchain.wanted_version("descheduler") if toolchain else args.descheduler, toolchain
     )
-    findings = lint_targets(targets, checker)
+    found = lint_targets(targets, checker)
+    findings = chosen.apply(apply_inline(found, [*args.files, *(args.values or ())]))
     fmt = args.output
     if fmt in ("text", "json", "sarif"):  # the linter's own writers
         text = render(findings, fmt, checker.version, args.fail_on)
@@ -406,6 +412,9 @@ def parser() -> argparse.ArgumentParser:
     li.add_argument(
         "--candidate", default=None, metavar="SPEC", help="lint as a candidate reads it"
     )
+    li.add_argument("--select", metavar="CODE,...", help="only these rules [pyproject.toml]")
+    li.add_argument("--ignore", metavar="CODE,...", help="not these rules [pyproject.toml]")
+    li.add_argument("--list-rules", action="store_true", help="each rule, its severity and docs")
     li.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     li.add_argument(
         "--bin",

@@ -33,6 +33,7 @@ __all__ = [
     "render_json",
     "render_sarif",
     "render_text",
+    "rule_link",
     "sarif_uri",
     "verdict",
 ]
@@ -73,8 +74,17 @@ RULES: dict[str, Rule] = {
         Rule("DL017", "min-pod-age-short", "warning", "minPodAge below the runbook's"),
         Rule("DL018", "safety-flag-off", "error", "values turn suspend or dry-run off"),
         Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
+        Rule("DL020", "ignore-without-reason", "warning", "an inline ignore with no reason"),
     )
 }
+# Where each rule is explained: docs/lint.md, one anchor per code (`#dl007`). The project has no
+# published URL yet (pyproject.toml has no [project.urls]): set it here, in one place, when it does.
+DOCS_URL = "https://github.com/pytest-desched/pytest-desched/blob/main/docs/lint.md"
+
+
+def rule_link(code: str) -> str:
+    """The docs of rule ``code`` (``--list-rules`` prints it; SARIF's ``helpUri``)."""
+    return f"{DOCS_URL}#{code.lower()}"
 
 
 _RANK = {"error": 0, "warning": 1, "note": 2}
@@ -173,6 +183,7 @@ def render_sarif(findings: Sequence[Finding], version: str) -> str:
             "id": r.id,
             "name": r.name,
             "shortDescription": {"text": r.summary},
+            "helpUri": rule_link(r.id),
             "defaultConfiguration": {"level": r.severity},
         }
         for r in RULES.values()
