@@ -5,6 +5,7 @@
     desched down [NAME ...] [--all]                        delete kept embedded clusters
     desched run [EXPERIMENT ...] [--variant V] [--cycles K] experiments, with the same evidence
     desched lint [FILE...] [-f VALUES...] [--fail-on F]    the policy that will run, linted
+                 [--select|--ignore CODE,...] [--list-rules]
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
     desched snapshot --context NAME --output-file snap.yaml   a read-only cluster snapshot
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
@@ -13,6 +14,7 @@
     desched merge DIR... --out-dir OUT                     N CI shards' evidence as one run
     desched version (or --version)                         this tool, its pins, the descheduler
     desched init                                           a starter test, values, CI workflow
+    desched completion bash|zsh|fish                       a shell completion script
 
 Every subcommand takes `-o text|json|yaml|md` (lint also sarif): machine-readable output on
 stdout, progress on stderr. Every `--desched-*` option of the plugin is here without its
@@ -36,6 +38,7 @@ from pytest_desched import interrupts, scratch
 from pytest_desched import render as out
 from pytest_desched.artifacts_dir import CLAIMED, release_if_empty
 from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
+from pytest_desched.cli_completion import add_parser as add_completion
 from pytest_desched.cli_info import _VersionAction, cmd_list, cmd_version
 from pytest_desched.cli_init import add_parser as add_init
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
@@ -454,6 +457,7 @@ def parser() -> argparse.ArgumentParser:
     add_fidelity(sub, add_config_options)
     add_init(sub)
     add_merge(sub)
+    add_completion(sub, ap)
     cite_exit_codes(sub)
     return ap
 
