@@ -231,6 +231,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         pinned_renderer,
         values_target,
     )
+    from pytest_desched.descheduler.policy.lint_first_use import first_use_line
     from pytest_desched.descheduler.policy.lint_output import failing, render, verdict
     from pytest_desched.descheduler.policy.lint_select import apply_inline, list_rules, selection
     from pytest_desched.descheduler.policy.values import read_values
@@ -259,6 +260,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
             candidate=cand,
             report=say,
         )
+    if line := first_use_line(toolchain or Toolchain(descheduler_version=args.descheduler), True):
+        say(line)  # before the minutes of a first build
     renderer = pinned_renderer(toolchain, args.chart, report=say)
     values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering
     targets = [t for f in args.files for t in load_targets(f, renderer)]

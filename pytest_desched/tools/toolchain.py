@@ -110,22 +110,32 @@ class Toolchain:
         """The tools resolved so far (for reports): tool -> binary path."""
         return dict(self._resolved)
 
+    def _select(self, tool: str) -> tuple[Path | None, str]:
+        """The binary an override, PATH or the cache gives `tool` (None: it must be built)."""
+        group = self.groups[TOOL_GROUP[tool]]
+        # The project's own helper and a candidate tree's builds are never taken from PATH:
+        # only a build of that source matches it.
+        from_source = group.source_dir is not None or bool(group.tree_key)
+        on_path = shutil.which(tool) if self.use_path and not from_source else None
+        return select_binary(
+            tool,
+            group.version,
+            self.overrides.get(tool),
+            Path(on_path) if on_path else None,
+            self.bin_dir(group) / tool,
+        )
+
+    def needs_build(self, tool: str) -> bool:
+        """Whether `path(tool)` would build it (nothing resolved, cached or on PATH); builds
+        nothing, so a caller can say what is coming before it starts."""
+        return tool not in self._resolved and self._select(tool)[0] is None
+
     def path(self, tool: str) -> Path:
         if tool in self._resolved:
             return self._resolved[tool]
         group = self.groups[TOOL_GROUP[tool]]
         cached = self.bin_dir(group) / tool
-        # The project's own helper and a candidate tree's builds are never taken from PATH:
-        # only a build of that source matches it.
-        from_source = group.source_dir is not None or bool(group.tree_key)
-        on_path = shutil.which(tool) if self.use_path and not from_source else None
-        chosen, why = select_binary(
-            tool,
-            group.version,
-            self.overrides.get(tool),
-            Path(on_path) if on_path else None,
-            cached,
-        )
+        chosen, why = self._select(tool)
         if chosen is None:
             self.build(group)
             chosen, why = cached, "built"

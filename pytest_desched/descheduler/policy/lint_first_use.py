@@ -1,0 +1,39 @@
+"""The first `desched lint` after `pip install`: say what it builds, how long and why, first.
+
+Lint needs two binaries and nothing else from the toolchain: helm (renders Helm values with the
+pinned chart) and the policy checker (the descheduler's own decoding and validation, built
+against the pinned descheduler). Neither ships with the package yet, so the first lint builds
+them with Go; the build is cached and later lints answer in seconds. The time below was
+measured from a cold cache (docs/lint.md#first-use): it is the one figure the message gives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_desched.tools.toolchain import Toolchain
+
+__all__ = ["COLD_BUILD_MINUTES", "LINT_TOOLS", "first_use_line"]
+
+# Measured on the loaded 2-core development VM from an empty tool, Go build and module cache
+# (docs/lint.md#first-use has the run): helm, then the policy checker.
+COLD_BUILD_MINUTES = 20
+LINT_TOOLS = {"helm": "helm", "policycheck": "the policy checker"}  # tool -> how it is said
+
+
+def first_use_line(tc: Toolchain, values: bool) -> str | None:
+    """The line lint says before a build (None: everything it needs is there). ``values``:
+    Helm values may be rendered, so helm is needed too."""
+    tools: Sequence[str] = ("helm", "policycheck") if values else ("policycheck",)
+    missing = [t for t in tools if tc.needs_build(t)]
+    if not missing:
+        return None
+    names = " and ".join(f"{LINT_TOOLS[t]} {tc.wanted_version(t)}" for t in missing)
+    return (
+        f"first lint: building {names} with Go (up to about {COLD_BUILD_MINUTES} min on a "
+        f"loaded 2-core machine, once; cached in {tc.cache_dir}): helm renders values with the "
+        "pinned chart, the policy checker is the descheduler's own validation "
+        "(docs/lint.md#first-use)"
+    )
