@@ -231,7 +231,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         pinned_renderer,
         values_target,
     )
-    from pytest_desched.descheduler.policy.lint_first_use import first_use_line
+    from pytest_desched.descheduler.policy.lint_first_use import first_use_line, has_values
     from pytest_desched.descheduler.policy.lint_output import failing, render, verdict
     from pytest_desched.descheduler.policy.lint_select import apply_inline, list_rules, selection
     from pytest_desched.descheduler.policy.values import read_values
@@ -260,7 +260,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
             candidate=cand,
             report=say,
         )
-    if line := first_use_line(toolchain or Toolchain(descheduler_version=args.descheduler), True):
+    helm = bool(args.values) or has_values(args.files)  # helm renders values only
+    if line := first_use_line(toolchain or Toolchain(descheduler_version=args.descheduler), helm):
         say(line)  # before the minutes of a first build
     renderer = pinned_renderer(toolchain, args.chart, report=say)
     values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering

@@ -9,13 +9,20 @@ measured from a cold cache (docs/lint.md#first-use): it is the one figure the me
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+import yaml
+
+from pytest_desched.descheduler.policy.lint import is_values
+from pytest_desched.errors import ConfigError
+from pytest_desched.inputs_safe import load_yaml_all
 
 if TYPE_CHECKING:
     from pytest_desched.tools.toolchain import Toolchain
 
-__all__ = ["COLD_BUILD_MINUTES", "LINT_TOOLS", "first_use_line"]
+__all__ = ["COLD_BUILD_MINUTES", "LINT_TOOLS", "first_use_line", "has_values"]
 
 # Measured on the loaded 2-core development VM from an empty tool, Go build and module cache
 # (docs/lint.md#first-use has the run): helm, then the policy checker.
@@ -37,3 +44,17 @@ def first_use_line(tc: Toolchain, values: bool) -> str | None:
         "pinned chart, the policy checker is the descheduler's own validation "
         "(docs/lint.md#first-use)"
     )
+
+
+def has_values(files: Iterable[str]) -> bool:
+    """Whether any FILE is Helm values (so helm renders it), as `lint.load_targets` tells them
+    apart; a file it cannot read is refused later, before any build, so it counts for nothing."""
+    for f in files:
+        try:
+            docs = [d for d in load_yaml_all(Path(f).read_text(encoding="utf-8"), f) if d]
+        except (OSError, UnicodeDecodeError, ConfigError, yaml.YAMLError):
+            continue
+        one = docs[0] if len(docs) == 1 else None
+        if isinstance(one, dict) and one.get("kind") != "DeschedulerPolicy" and is_values(one):
+            return True
+    return False

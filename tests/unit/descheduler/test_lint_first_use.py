@@ -50,3 +50,16 @@ def test_cli_says_it_first_then_builds_only_lint_tools(
         "helm",
         "policycheck",
     }
+
+
+def test_helm_is_announced_only_for_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DeschedulerPolicy needs no helm: the line names the policy checker alone."""
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: descheduler/v1alpha2\nkind: DeschedulerPolicy\nprofiles: []\n")
+    assert cli_main(["lint", str(policy), "--cache-dir", str(tmp_path / "cache")]) == 3
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("[desched] first lint: building the policy checker v"), first
+    assert "helm v" not in first
