@@ -112,3 +112,23 @@ def test_list_rules_needs_no_file(capsys: pytest.CaptureFixture[str]) -> None:
 def test_sarif_rules_carry_help_uri() -> None:
     rules = json.loads(render_sarif([], "v0"))["runs"][0]["tool"]["driver"]["rules"]
     assert all(r["helpUri"].endswith("#" + r["id"].lower()) for r in rules)
+
+
+@pytest.mark.policycheck
+def test_real_lint_of_values_honours_inline_ignore_and_select(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The pinned chart and policy checker: the findings on line 1 are silenced by the comment
+    with a reason; --select keeps one rule of the rest."""
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml above: the command line alone
+    values = tmp_path / "caps.yaml"
+    values.write_text(
+        "deschedulerPolicy:  # desched: ignore[DL009,DL010] PDBs cap every workload\n"
+        "  maxNoOfPodsToEvictPerNode: 1\n  maxNoOfPodsToEvictTotal: 1\n"
+    )
+    assert cli_main(["lint", str(values), "-o", "json"]) == 0
+    rules = [(f["rule"], f["line"]) for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert rules and not [r for r in rules if r[1] == 1], rules
+    assert cli_main(["lint", str(values), "-o", "json", "--select", "DL011"]) == 0
+    rules = [f["rule"] for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert rules == ["DL011"]
