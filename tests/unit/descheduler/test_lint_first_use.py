@@ -63,3 +63,10 @@ def test_helm_is_announced_only_for_values(
     first = capsys.readouterr().err.splitlines()[0]
     assert first.startswith("[desched] first lint: building the policy checker v"), first
     assert "helm v" not in first
+
+
+def test_docs_give_the_figure_the_message_gives() -> None:
+    """One figure: the message's minutes are the ones docs/lint.md measured and README cites."""
+    root = Path(__file__).resolve().parents[3]
+    assert f"about {COLD_BUILD_MINUTES} min" in (root / "docs" / "lint.md").read_text()
+    assert f"about {COLD_BUILD_MINUTES} min" in (root / "README.md").read_text()
