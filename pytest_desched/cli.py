@@ -261,13 +261,25 @@ def cmd_lint(args: argparse.Namespace) -> int:
             report=say,
         )
     helm = bool(args.values) or has_values(args.files)  # helm renders values only
-    if line := first_use_line(toolchain or Toolchain(descheduler_version=args.descheduler), helm):
-        say(line)  # before the minutes of a first build
-    renderer = pinned_renderer(toolchain, args.chart, report=say)
+    said: list[bool] = []
+
+    def first_use() -> None:  # once, after the input is read and before a first build
+        tc = toolchain or Toolchain(descheduler_version=args.descheduler)
+        if not said and (line := first_use_line(tc, helm)):
+            say(line)
+        said.append(True)
+
+    pinned = pinned_renderer(toolchain, args.chart, report=say)
+
+    def renderer(files: Any) -> Any:
+        first_use()
+        return pinned(files)
+
     values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering
     targets = [t for f in args.files for t in load_targets(f, renderer)]
     if values:
         targets.append(values_target(renderer(values)))
+    first_use()  # the policy checker may be built next
     checker = checker_for(
         toolchain.wanted_version("descheduler") if toolchain else args.descheduler, toolchain
     )
