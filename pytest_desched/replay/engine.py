@@ -40,7 +40,7 @@ from pytest_desched.replay.ledger import (
     undecided,
 )
 from pytest_desched.replay.log_compare import compare_with_log
-from pytest_desched.replay.plan import AGES, plan_restore, runner_values
+from pytest_desched.replay.plan import AGES, RUNNER_NODE, plan_restore, runner_values
 from pytest_desched.replay.rows import (
     BORN_NOTE,
     Moment,
@@ -327,7 +327,13 @@ def _run(
         fates = round_fates(rnd.result, rnd.logs)
         decided = decided_nodes(rnd.result, fates)
         own = f"{rnd.namespace}/{rnd.name}-"  # the round's own pod
-        born = born_rows(seen, decided, {r.pod: r for r in ledger.rows}, i, moment, own)
+        # the runner node's pods listed again: a DaemonSet pod the controller put there after
+        # the list above is replay machinery too, whatever the log says of it
+        runner = kubeapi.list_all(
+            cluster.api_client, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={RUNNER_NODE}")]
+        )
+        known_rows = {r.pod: r for r in ledger.rows}
+        born = born_rows([*seen, *runner], decided, known_rows, i, moment, own)
         ledger.rows += born
         if born and moment and BORN_NOTE not in ledger.notes:
             ledger.notes.append(BORN_NOTE)
