@@ -5,8 +5,9 @@
 
 Prints, per experiment, "dry-run predicted N of M real evictions; K differences, each
 explained" and the per-pod table, or ERROR "not comparable: ..." when a half's round completed
-no descheduling cycle. Exit 0 every comparison held, 1 a difference unexplained, a half failed
-or was not comparable, 2 bad input (nothing changed), 3 no toolchain or cluster.
+no descheduling cycle. Exit 0 every comparison held, 1 a difference unexplained or a half
+failed, 2 bad input (nothing changed), 3 no verdict: no toolchain or cluster, or a comparison
+that could not be made (a half raised or was not comparable), as canary and replay exit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import config_from_args
-from pytest_desched.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, ConfigError
 from pytest_desched.fidelity.compare import COLUMNS, table_rows
 from pytest_desched.log import say
 
@@ -104,7 +105,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                 {"fidelity": data}, args.output, md=lambda: "\n\n".join(text_of(o) for o in results)
             )
         )
-    return EXIT_FAILED if any(o.outcome != "pass" for o in results) else EXIT_OK
+    return exit_code([o.outcome for o in results])
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -119,4 +120,12 @@ def _snapshot(args: argparse.Namespace) -> int:
     else:
         out.emit(out.render({"fidelity": [o.summary()]}, args.output, md=lambda: text_of(o)))
     say(f"evidence: {config.artifacts} (fidelity.json; the halves' replays under real/, dry-run/)")
-    return EXIT_OK if o.outcome == "pass" else EXIT_FAILED
+    return exit_code([o.outcome])
+
+
+def exit_code(outcomes: list[str]) -> int:
+    """A verdict against you (1) outranks no verdict (3): a failed comparison is news even when
+    another could not be made; "error" is a comparison not made, the canary's NO VERDICT."""
+    if "fail" in outcomes:
+        return EXIT_FAILED
+    return EXIT_INFRA if "error" in outcomes else EXIT_OK
