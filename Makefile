@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind
+.PHONY: venv tools wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,13 @@ venv: $(VENV)/.installed
 ## (policycheck: the project's Go helper built against the same descheduler source).
 tools: venv
 	$(PY) -m pytest_desched.tools.toolchain
+
+## The pytest-desched-lint-bin wheel into dist/: helm, the policy checker and the pinned chart,
+## copied from the tool cache (built first when missing), static, tagged for this platform, with
+## a manifest of versions and sha256. Installed next to pytest-desched, `desched lint` needs no
+## Go (docs/lint.md#first-use). Nothing is published: this is how to get it here.
+wheel-lint: venv
+	$(PY) -m pytest_desched.descheduler.lint_wheel --dist dist
 
 ## Headless Chromium and its driver for the HTML report's browser test (Debian packages,
 ## installed only when missing; never a browser download at run time).

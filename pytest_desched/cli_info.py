@@ -37,7 +37,29 @@ def version_info() -> dict[str, Any]:
         "helm": v.helm.version,
         "kind": v.kind.version,
         "kind_node_image": v.kind_node_image,
+        "lint_tools": lint_tools(),
     }
+
+
+def lint_tools() -> str:
+    """Where `desched lint` takes helm and the policy checker from, as the toolchain would
+    (explicit, PATH, lint-bin, cache, or a Go build on first lint); builds and prints nothing."""
+    # heavy: tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
+    from pytest_desched.tools.lint_bin import SOURCE, TOOLS, installed
+    from pytest_desched.tools.toolchain import Toolchain
+
+    tc = Toolchain(report=lambda _line: None)
+    where = {tool: tc.where(tool)[1] for tool in TOOLS}
+    text = ", ".join(f"{tool}: {how}" for tool, how in where.items())
+    found = installed()
+    skipped = [why for tool, why in tc.lint_bin_skipped.items() if where[tool] != SOURCE]
+    if found is not None and skipped:
+        text += f" ({found.label} not used: {'; '.join(skipped)})"
+    elif found is not None:
+        text += f" ({found.label})"
+    if "build" in where.values():
+        text += " (built with Go on first lint: docs/lint.md#first-use)"
+    return text
 
 
 def _version_text(info: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ import yaml
 from pytest_desched.errors import CommandError, ConfigError, ToolError, UnsafeRender
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import helm_env, run
+from pytest_desched.tools import lint_bin
 from pytest_desched.tools.candidate import parse_chart_spec, resolve_source, tree_digest
 from pytest_desched.tools.gobuild import go_env
 from pytest_desched.tools.locate import file_lock
@@ -93,6 +94,9 @@ def obtain_chart(
     if source in ("auto", "repo"):
         dest = cache / "repo"
         target = dest / f"{name}-{ver}.tgz"
+        shipped = lint_bin_chart(versions) if source == "auto" and not target.is_file() else None
+        if shipped is not None:  # the lint-bin wheel's copy: no network, no Go
+            return shipped
         if not target.is_file():
             dest.mkdir(exist_ok=True)
             try:
@@ -143,6 +147,18 @@ def obtain_chart(
         )
         shutil.rmtree(work, ignore_errors=True)
     return _ref(target, "module")
+
+
+def lint_bin_chart(versions: Versions) -> ChartRef | None:
+    """The pinned chart as the pytest-desched-lint-bin wheel carries it (checked against the
+    pins and its sha256), with its own source (repo or module); None without such a wheel."""
+    found = lint_bin.installed()
+    path, source = lint_bin.chart(
+        found, versions.chart_name, versions.chart_version, versions.chart_app_version
+    )
+    if path is None or found is None:
+        return None
+    return _ref(path, source, origin=found.label)
 
 
 def _ref(tgz: Path, source: str, **origin: Any) -> ChartRef:

@@ -1,7 +1,8 @@
 """Where tools live and how one is recognised: the cache folder, its lock, version probes.
 
 A binary is taken as it is (explicit option, PATH, cache) only when it reports the pinned
-version; `select_binary` says which, or that it must be built.
+version, or from the pytest-desched-lint-bin wheel when its manifest says it was built as
+pinned (`tools.lint_bin`); `select_binary` says which, or that it must be built.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from filelock import FileLock
 
 from pytest_desched.errors import ToolError
+from pytest_desched.tools.lint_bin import SOURCE as LINT_BIN
 
 
 def default_cache_dir() -> Path:
@@ -83,11 +85,14 @@ def select_binary(
     on_path: Path | None,
     cached: Path | None,
     probe: Callable[[str, Path], str | None] = probe_version,
+    prebuilt: Path | None = None,
 ) -> tuple[Path | None, str]:
-    """Pick the binary to use, in order: explicit option, PATH, cache; (None, why) means build.
+    """Pick the binary to use, in order: explicit option, PATH, the lint-bin wheel, cache;
+    (None, why) means build.
 
     An explicit binary with the wrong version is an error (the user asked for it);
-    a wrong version on PATH is skipped with a note, since PATH is not a request.
+    a wrong version on PATH is skipped with a note, since PATH is not a request. `prebuilt`
+    is the wheel's binary, already checked against the pins and its sha256 (`lint_bin.pick`).
     """
     if explicit is not None:
         found = probe(tool, explicit)
@@ -99,6 +104,8 @@ def select_binary(
         return explicit, "explicit"
     if on_path is not None and version_matches(probe(tool, on_path), wanted):
         return on_path, "PATH"
+    if prebuilt is not None:
+        return prebuilt, LINT_BIN
     if cached is not None and cached.is_file() and os.access(cached, os.X_OK):
         return cached, "cache"
     return None, "build"

@@ -26,6 +26,7 @@ from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.log import Reporter, say
 from pytest_desched.names import check as check_name
 from pytest_desched.names import inside
+from pytest_desched.tools import lint_bin
 from pytest_desched.tools.candidate import Candidate, parse_candidate, resolve_source
 from pytest_desched.tools.gobuild import (
     _run_logged,
@@ -92,6 +93,8 @@ class Toolchain:
             self.groups = build_groups(self.versions, descheduler_version)
         self._resolved: dict[str, Path] = {}
         self.sources: dict[str, str] = {}
+        # tool -> why the lint-bin wheel's binary was not taken (stale, missing, not installed)
+        self.lint_bin_skipped: dict[str, str] = {}
         self._source: Candidate | None = None  # the candidate with its tree unpacked
 
     # -- locations -------------------------------------------------------
@@ -117,18 +120,31 @@ class Toolchain:
         # only a build of that source matches it.
         from_source = group.source_dir is not None or bool(group.tree_key)
         on_path = shutil.which(tool) if self.use_path and not from_source else None
+        prebuilt = None
+        if tool in lint_bin.TOOLS and not group.tree_key:  # a candidate tree is never prebuilt
+            prebuilt, why = lint_bin.pick(tool, group.key, lint_bin.installed())
+            if prebuilt is None:
+                self.lint_bin_skipped[tool] = why
         return select_binary(
             tool,
             group.version,
             self.overrides.get(tool),
             Path(on_path) if on_path else None,
             self.bin_dir(group) / tool,
+            prebuilt=prebuilt,
         )
+
+    def where(self, tool: str) -> tuple[Path | None, str]:
+        """Where `path(tool)` would take it from (explicit, PATH, lint-bin, cache, built) and
+        the binary, or (None, "build"); builds nothing."""
+        if tool in self._resolved:
+            return self._resolved[tool], self.sources[tool]
+        return self._select(tool)
 
     def needs_build(self, tool: str) -> bool:
         """Whether `path(tool)` would build it (nothing resolved, cached or on PATH); builds
         nothing, so a caller can say what is coming before it starts."""
-        return tool not in self._resolved and self._select(tool)[0] is None
+        return self.where(tool)[0] is None
 
     def path(self, tool: str) -> Path:
         if tool in self._resolved:

@@ -1,0 +1,172 @@
+"""`make wheel-lint`: the pytest-desched-lint-bin wheel, from the cached helm, policy checker
+and chart, so that `desched lint` after `pip install` needs no Go (docs/lint.md#first-use).
+
+The checkout's `lint-bin/` (pyproject, hatch hook, README) is staged with the two binaries the
+toolchain resolves (the cache; built first when missing), the pinned chart and manifest.json;
+pip builds the wheel with hatchling, without build isolation (offline), into `dist/`.
+
+The tag is `py3-none-manylinux_2_17_<arch>.manylinux2014_<arch>.musllinux_1_1_<arch>`: the
+binaries are static Go builds (`CGO_ENABLED=0`, checked from each binary's own build info),
+so they need no libc and run on any glibc or musl Linux of that architecture, and no Python
+ABI. `linux_<arch>` would say the same, but PyPI refuses it; a binary built with cgo is
+refused here rather than mis-tagged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pytest_desched import __version__
+from pytest_desched.descheduler.chart_source import obtain_chart
+from pytest_desched.errors import ToolError
+from pytest_desched.log import say
+from pytest_desched.proc import run
+from pytest_desched.tools import lint_bin
+from pytest_desched.tools.groups import TOOL_GROUP
+from pytest_desched.tools.toolchain import Toolchain
+
+SKELETON = Path(__file__).resolve().parents[2] / "lint-bin"  # in a checkout only
+# GOARCH -> the architecture in a wheel's platform tag
+WHEEL_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
+
+
+def go_build_info(binary: Path) -> dict[str, str]:
+    """What the Go toolchain recorded in `binary` (`go version -m`): go, GOOS, GOARCH,
+    CGO_ENABLED, ...; the binary's own word on how it was built, not the cache's."""
+    res = run(["go", "version", "-m", str(binary)], check=False)
+    if res.returncode != 0:
+        raise ToolError(f"`go version -m {binary}` failed: {(res.stderr or res.stdout)[-300:]}")
+    lines = res.stdout.splitlines()
+    info = {"go": lines[0].rpartition(": ")[2].strip()} if lines else {}
+    for line in lines[1:]:
+        parts = line.strip().split("\t")
+        if len(parts) == 2 and parts[0] == "build" and "=" in parts[1]:
+            key, _, value = parts[1].partition("=")
+            info[key] = value
+    return info
+
+
+def wheel_tag(goos: str, goarch: str) -> str:
+    """The wheel tag of static binaries for GOOS/GOARCH (the module docstring says why)."""
+    arch = WHEEL_ARCH.get(goarch)
+    if goos != "linux" or arch is None:
+        raise ToolError(
+            f"no wheel tag for {goos}/{goarch}: the lint-bin wheel is built for Linux on "
+            f"{', '.join(sorted(WHEEL_ARCH))}"
+        )
+    return f"py3-none-manylinux_2_17_{arch}.manylinux2014_{arch}.musllinux_1_1_{arch}"
+
+
+def tool_entry(tc: Toolchain, tool: str, staged: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """The manifest entry of `tool` (resolved by `tc`, copied to `staged`) and its build info;
+    a binary built with cgo is refused (the tag promises a static binary)."""
+    src = tc.path(tool)
+    info = go_build_info(src)
+    if info.get("CGO_ENABLED") != "0":
+        raise ToolError(
+            f"{tool} at {src} was built with CGO_ENABLED={info.get('CGO_ENABLED', '?')}: the "
+            "wheel carries static binaries only; rebuild it with CGO_ENABLED=0 (`make tools`)"
+        )
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, staged)
+    staged.chmod(0o755)
+    group = tc.groups[TOOL_GROUP[tool]]
+    entry = {
+        "file": f"bin/{tool}",
+        "version": group.version,
+        "key": group.key,
+        "module": group.module,
+        "sha256": lint_bin.sha256(staged),
+        "go": info.get("go", ""),
+        "from": tc.sources[tool],
+    }
+    return entry, info
+
+
+def stage(tc: Toolchain, root: Path) -> dict[str, Any]:
+    """Copy the skeleton to `root` and fill its package: binaries, chart, manifest.json."""
+    if not (SKELETON / "pyproject.toml").is_file():
+        raise ToolError(f"{SKELETON}/pyproject.toml is missing: build the wheel from a checkout")
+    shutil.copytree(SKELETON, root, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    pkg = root / lint_bin.PACKAGE
+    tools: dict[str, Any] = {}
+    platforms = set()
+    for tool in lint_bin.TOOLS:
+        tools[tool], info = tool_entry(tc, tool, pkg / "bin" / tool)
+        platforms.add((info.get("GOOS", ""), info.get("GOARCH", "")))
+    if len(platforms) != 1:
+        raise ToolError(f"helm and the policy checker were built for {sorted(platforms)}")
+    goos, goarch = platforms.pop()
+    ref = obtain_chart(tc, tc.versions, "auto", report=tc.report)
+    (pkg / "charts").mkdir()
+    shutil.copyfile(ref.path, pkg / "charts" / ref.path.name)
+    manifest = {
+        "schema": lint_bin.SCHEMA,
+        "version": __version__,
+        "tag": wheel_tag(goos, goarch),
+        "goos": goos,
+        "goarch": goarch,
+        "tools": tools,
+        "chart": {
+            "file": f"charts/{ref.path.name}",
+            "name": tc.versions.chart_name,
+            "version": ref.version,
+            "app_version": ref.app_version,
+            "source": ref.source,
+            "sha256": ref.digest,
+        },
+    }
+    (pkg / lint_bin.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def build_wheel(tc: Toolchain, dist: Path) -> tuple[Path, dict[str, Any]]:
+    """Build the wheel into `dist`; its path and manifest."""
+    if importlib.util.find_spec("hatchling") is None:
+        raise ToolError("hatchling is not installed: pip install 'pytest-desched[dev]'")
+    dist.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="lint-bin-") as tmp:
+        root = Path(tmp) / "lint-bin"
+        manifest = stage(tc, root)
+        name = f"{lint_bin.PACKAGE}-{manifest['version']}-{manifest['tag']}.whl"
+        (dist / name).unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
+        res = run([*cmd, "--no-index", "-q", "-w", str(dist), str(root)], check=False, timeout=900)
+        if res.returncode != 0 or not (dist / name).is_file():
+            raise ToolError(f"pip wheel of {root} failed: {(res.stderr or res.stdout)[-800:]}")
+    return dist / name, manifest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pytest_desched.descheduler.lint_wheel`: the lint-bin wheel into dist/."""
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--dist", type=Path, default=Path("dist"), help="output folder")
+    ap.add_argument("--cache-dir", type=Path, default=None, help="the tool cache")
+    args = ap.parse_args(argv)
+    try:
+        wheel, manifest = build_wheel(
+            Toolchain(cache_dir=args.cache_dir, use_path=False), args.dist
+        )
+    except (ToolError, subprocess.SubprocessError, OSError) as exc:
+        say(f"error: {exc}")
+        return 1
+    for tool, entry in manifest["tools"].items():
+        say(f"{tool} {entry['version']} ({entry['key']}, {entry['go']}) sha256:{entry['sha256']}")
+    say(
+        f"chart {manifest['chart']['name']}-{manifest['chart']['version']} ({manifest['chart']['source']})"
+    )
+    print(wheel)
+    say(f"{wheel.stat().st_size / 1e6:.0f} MB; install with: pip install {wheel}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
