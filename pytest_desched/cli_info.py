@@ -54,7 +54,7 @@ def lint_tools() -> str:
     found = installed()
     skipped = [why for tool, why in tc.lint_bin_skipped.items() if where[tool] != SOURCE]
     if found is not None and skipped:
-        text += f" ({found.label} not used: {'; '.join(skipped)})"
+        text += f" (not used: {'; '.join(skipped)})"
     elif found is not None:
         text += f" ({found.label})"
     if "build" in where.values():

@@ -2,9 +2,11 @@
 
 Lint needs two binaries and nothing else from the toolchain: helm (renders Helm values with the
 pinned chart) and the policy checker (the descheduler's own decoding and validation, built
-against the pinned descheduler). Neither ships with the package yet, so the first lint builds
-them with Go; the build is cached and later lints answer in seconds. The time below was
-measured from a cold cache (docs/lint.md#first-use): it is the one figure the message gives.
+against the pinned descheduler). They ship in the optional pytest-desched-lint-bin wheel
+(`pytest-desched[lint-bin]`; `make wheel-lint` here, nothing is published), taken when it
+matches the pins (tools/lint_bin.py); without it the first lint builds them with Go, cached,
+and later lints answer in seconds. The time below was measured from a cold cache
+(docs/lint.md#first-use): it is the one figure the message gives.
 """
 
 from __future__ import annotations

@@ -13,17 +13,19 @@ import os
 import tarfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from pytest_desched import __version__
-from pytest_desched.descheduler import lint_wheel
+from pytest_desched.descheduler import chart_source, lint_wheel
 from pytest_desched.descheduler.chart_source import ChartRef, sha256_file
-from pytest_desched.errors import ToolError
+from pytest_desched.errors import ToolError, UnsafeRender
 from pytest_desched.tools import lint_bin
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import load_versions
 from tests.unit import REPO
+from tests.unit.tools.test_lint_bin import fake_wheel
 from tests.unit.tools.test_toolchain import exe, script
 
 V = load_versions()
@@ -115,3 +117,41 @@ def test_the_wheel_carries_both_binaries_the_chart_and_a_manifest_that_locate_ac
 def test_the_extra_pins_the_wheel_of_this_version() -> None:
     pyproject = (REPO / "pyproject.toml").read_text()
     assert f'lint-bin = ["pytest-desched-lint-bin=={__version__}"]' in pyproject
+
+
+class HelmOnly:
+    """A toolchain double: a cache folder and a helm that records its calls and fails."""
+
+    def __init__(self, root: Path) -> None:
+        self.cache_dir = root / "cache"
+        self.calls = root / "helm-calls"
+        self.helm = script(root / "helm", f'echo "$@" >> {self.calls}; exit 1')
+
+    def path(self, tool: str) -> Path:
+        assert tool == "helm"
+        return self.helm
+
+
+def test_the_wheels_chart_is_taken_before_the_network_and_a_stale_one_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = fake_wheel(tmp_path / "wheel")
+    monkeypatch.setattr(lint_bin, "installed", lambda: lint_bin.LintBin(root, _read(root)))
+    tc = HelmOnly(tmp_path)
+    monkeypatch.setattr(chart_source, "chart_meta", lambda tgz: {"version": V.chart_version})
+    ref = chart_source.obtain_chart(tc, V, "auto", report=lambda _m: None)  # type: ignore[arg-type]
+    assert (ref.path, ref.source) == (root / "charts" / "descheduler.tgz", "module")
+    assert ref.origin == "pytest-desched-lint-bin 0.1.0"
+    assert not tc.calls.exists()  # no helm pull, no packaging
+    # asked for the repo's chart explicitly, the wheel's is not an answer
+    with pytest.raises(UnsafeRender):
+        chart_source.obtain_chart(tc, V, "repo", report=lambda _m: None)  # type: ignore[arg-type]
+    assert tc.calls.read_text().split()[0] == "pull"
+    stale = _read(root)
+    stale["chart"]["version"] = "0.35.0"
+    monkeypatch.setattr(lint_bin, "installed", lambda: lint_bin.LintBin(root, stale))
+    assert chart_source.lint_bin_chart(V) is None
+
+
+def _read(root: Path) -> dict[str, Any]:
+    return dict(json.loads((root / lint_bin.MANIFEST).read_text()))
