@@ -1,7 +1,8 @@
 """`desched version` / `--version` and `desched list`: what is pinned, what can run.
 
 Neither needs a tool or a cluster: the pins come from tools/versions.py (manifests/
-versions.yaml), the experiments from the registry.
+versions.yaml), the experiments from the registry; where lint's two binaries would come from
+is asked of the toolchain, which builds nothing for it.
 """
 
 from __future__ import annotations
