@@ -6,7 +6,7 @@ The lint-bin wheel is built by `make wheel-lint`'s code from this session's warm
 the main wheel from the checkout (hatchling, no build isolation: offline). The venv has no
 pip and borrows only the dependencies (kubernetes, pyyaml, ...) from the running venv through
 a .pth file after its own site-packages, so pytest_desched is the installed wheel's, never
-the checkout's. Cost on the loaded 2-core VM (load about 22): 60 s, most of it building the
+the checkout's. Cost on the loaded 2-core VM (load about 22): 60 to 80 s, most of it building the
 lint-bin wheel (32 s: compressing the 62 MB helm and the 73 MB policy checker) and installing.
 """
 
