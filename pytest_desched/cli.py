@@ -310,17 +310,23 @@ def cmd_canary(args: argparse.Namespace) -> int:
         raise ConfigError(
             "desched canary needs --candidate SPEC (version:vX.Y.Z, source:PATH, binary:PATH)"
         )
-    rep = run_canary(
-        config,
-        candidate,
-        getattr(config, "candidate_chart", None),
-        expect=args.expect,
-        experiments=args.experiment,
-        report=say,
-        parallel=not args.serial,
-        static=not args.no_static,
-        behaviour=not args.static_only,
-    )
+    if args.snapshot:
+        # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+        from pytest_desched.canary.snapshot import from_args
+
+        rep = from_args(args, config, candidate, say)
+    else:
+        rep = run_canary(
+            config,
+            candidate,
+            getattr(config, "candidate_chart", None),
+            expect=args.expect,
+            experiments=args.experiment,
+            report=say,
+            parallel=not args.serial,
+            static=not args.no_static,
+            behaviour=not args.static_only,
+        )
     out.emit(out.render(rep.to_dict(), args.output, text=rep.markdown))
     say(f"report: {config.artifacts / 'canary.md'} and canary.json")
     if rep.broken:  # a track could not run: no verdict on the candidate, exit as infra
@@ -450,6 +456,14 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         help="name or name[variant] (repeatable; default: the runbook's three, both variants)",
+    )
+    c.add_argument(
+        "--snapshot",
+        default=None,
+        metavar="SNAP",
+        help="your cluster's state instead of the lab: a `desched snapshot` file (or a "
+        "`desched record` window's start), restored once per track, one round each, every "
+        "pod's fate compared",
     )
     c.add_argument("--serial", action="store_true", help="one track after the other")
     c.add_argument("--no-static", action="store_true", help="skip the static comparison")

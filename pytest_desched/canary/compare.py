@@ -198,7 +198,9 @@ def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[st
             continue
         node = d.get("node") or "?"
         name = str(d.get("name"))
-        key = class_of(
+        # A decision may name its class (the snapshot canary's, from the core's identity);
+        # a lab round's is its owner, read from the name, and its node's role.
+        key = d.get("class") or class_of(
             identity_of(
                 f"{d.get('namespace')}/{name}",
                 owner=owner_of(name),
@@ -206,13 +208,19 @@ def fate_classes(record: Mapping[str, Any], roles: Mapping[str, str]) -> dict[st
                 node=roles.get(node, node),
             )
         )
-        fate = str(d.get("fate"))
-        if fate == "filtered" and d.get("checks"):
-            fate += "(" + ",".join(sorted(d["checks"])) + ")"
-        elif fate in ("refused", "error") and d.get("status_code") is not None:
-            fate += f"({d['status_code']})"  # 429 (PDB) -> 403 (RBAC) is a change
-        out.setdefault(key, Counter())[f"{fate}/{d.get('layer')}"] += 1
+        out.setdefault(str(key), Counter())[fate_key(d)] += 1
     return out
+
+
+def fate_key(d: Mapping[str, Any]) -> str:
+    """A decision's fate as a class counts it, `fate(detail)/layer`: the evictor's checks of a
+    filtered pod, the API's status code of a refused one (429 (PDB) -> 403 (RBAC) is a change)."""
+    fate = str(d.get("fate"))
+    if fate == "filtered" and d.get("checks"):
+        fate += "(" + ",".join(sorted(d["checks"])) + ")"
+    elif fate in ("refused", "error") and d.get("status_code") is not None:
+        fate += f"({d['status_code']})"
+    return f"{fate}/{d.get('layer')}"
 
 
 @dataclass

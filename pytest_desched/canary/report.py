@@ -42,6 +42,7 @@ class CanaryReport:
     no_verdict: list[str] = field(default_factory=list)  # why nothing could be judged
     regressions: list[str] = field(default_factory=list)  # the candidate ran no round: FAIL
     not_compared: list[str] = field(default_factory=list)  # what this canary did not compare
+    snapshot: Any = None  # canary.fates.SnapshotFates: `desched canary --snapshot`'s pods
 
     @property
     def ok(self) -> bool:
@@ -71,6 +72,7 @@ class CanaryReport:
             "rounds": [r.to_dict() for r in self.rounds],
             "static": self.static.to_dict() if self.static is not None else None,
             "wall_s": round(self.wall_s, 2),
+            **({"snapshot": self.snapshot.to_dict()} if self.snapshot is not None else {}),
         }
 
     def markdown(self) -> str:
@@ -104,9 +106,11 @@ class CanaryReport:
         kube = b.skew.get("kubernetes") or c.skew.get("kubernetes") or "the cluster"
         heads = ["track", "descheduler", "chart used", f"skew vs Kubernetes {kube}"]
         lines += ["", table(tracks, [*heads, "wall s", "error"], "md")]
-        if not (self.outcomes or self.rounds):
+        if self.snapshot is not None:
+            lines += ["", self.snapshot.markdown().rstrip()]
+        if not (self.outcomes or self.rounds or self.snapshot):
             lines += ["", "Behaviour not compared: a static-only canary (no cluster was started)."]
-        else:
+        elif self.rounds or self.outcomes:
             outcomes = [
                 # the note as the HTML page writes it
                 [
@@ -117,8 +121,9 @@ class CanaryReport:
                 ]
                 for o in self.outcomes
             ]
-            lines += ["", "## Experiments", ""]
-            lines.append(table(outcomes, ["experiment", "baseline", "candidate", "note"], "md"))
+            if outcomes:  # a snapshot canary runs no experiment
+                lines += ["", "## Experiments", ""]
+                lines.append(table(outcomes, ["experiment", "baseline", "candidate", "note"], "md"))
             lines += ["", "## Rounds (baseline / candidate)", ""]
             rounds = []
             for rd in self.rounds:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,11 @@ from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.session import DeschedSession
+
+# A track's own work on its session, in place of experiments (the snapshot canary's replay
+# round): (track name, its session, its result to fill). What it raises is the track's error.
+Work = Callable[[str, "DeschedSession", "TrackResult"], None]
+CANCELLED = "cancelled: the other track failed or the run was interrupted"
 
 # The runbook's three experiments, as written and with the #1882 workaround: what an upgrade
 # must keep doing (or, where a bug is fixed, start doing).
@@ -87,11 +92,13 @@ def run_track(
     cancel: threading.Event,
     overrides: Mapping[str, Any] | None = None,
     stopper: WorkerStop | None = None,
+    work: Work | None = None,
 ) -> TrackResult:
     """Bring up one cluster, run the experiments in order, tear everything down.
 
     `overrides` (policy path -> value) change this track's policy only, recorded as such:
-    how a canary proves it catches a candidate that widens what is evicted.
+    how a canary proves it catches a candidate that widens what is evicted. `work` runs
+    first, on the same session (the snapshot canary's restore and round).
     """
     out = TrackResult(name, artifacts=str(session.config.artifacts))
     t0 = time.monotonic()
@@ -101,9 +108,14 @@ def run_track(
         out.chart = rel.chart.evidence()
         describe_release(session, out)
         out.workers = list(session.cluster.workers)
+        if work is not None:
+            if cancel.is_set():
+                out.error = CANCELLED
+            else:
+                work(name, session, out)
         for exp, variant in experiments:
             if cancel.is_set():
-                out.error = "cancelled: the other track failed or the run was interrupted"
+                out.error = CANCELLED
                 break
             params: dict[str, Any] = {}
             if overrides:
@@ -179,12 +191,16 @@ def run_tracks(
     experiments: Sequence[tuple[str, str]],
     parallel: bool = True,
     candidate_overrides: Mapping[str, Any] | None = None,
+    work: Work | None = None,
 ) -> tuple[TrackResult, TrackResult]:
-    """Both tracks, in parallel by default (the candidate in a worker thread)."""
+    """Both tracks, in parallel by default (the candidate in a worker thread); `work` is
+    each track's own work before its experiments (run_track)."""
     cancel = threading.Event()
     if not parallel:
-        b = run_track("baseline", baseline, experiments, cancel)
-        return b, run_track("candidate", candidate, experiments, cancel, candidate_overrides)
+        b = run_track("baseline", baseline, experiments, cancel, work=work)
+        return b, run_track(
+            "candidate", candidate, experiments, cancel, candidate_overrides, work=work
+        )
     box: dict[str, TrackResult] = {}
     stopper = WorkerStop()
 
@@ -192,7 +208,7 @@ def run_tracks(
         try:
             stopper.bind()
             box["candidate"] = run_track(
-                "candidate", candidate, experiments, cancel, candidate_overrides, stopper
+                "candidate", candidate, experiments, cancel, candidate_overrides, stopper, work
             )
         except BaseException as exc:  # nothing leaves this thread unsaid (nor a stop())
             cancel.set()
@@ -202,7 +218,7 @@ def run_tracks(
     t.start()
     try:
         with on_signal(stopper.stop):  # the candidate stops (and cleans up) at once, beside us
-            b = run_track("baseline", baseline, experiments, cancel)
+            b = run_track("baseline", baseline, experiments, cancel, work=work)
         t.join()
     except BaseException:
         cancel.set()

@@ -139,6 +139,23 @@ def _unnamed(c: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def fate_reason(fate: Mapping[str, Any]) -> str:
+    """Why a pod got its fate, in the descheduler's own terms (its log, as a record or a
+    ledger parsed it): the API's status code, the log's reason, the evictor's failed checks.
+    A ledger's detail that only repeats the code or the checks is not said twice."""
+    code, checks = fate.get("status_code"), list(fate.get("checks") or [])
+    why = str(fate.get("reason") or "")
+    if code and why.startswith(f"{code} "):
+        why = why[len(f"{code} ") :]
+    if checks and why == ", ".join(checks):
+        why = ""
+    if checks:
+        why = (why + " " if why else "") + "checks: " + ", ".join(checks)
+    if code:
+        why = f"HTTP {code} " + why
+    return why.strip() or str(fate.get("message") or "")
+
+
 def _match(pod: str, key: str) -> bool:
     return key == pod or key.rsplit("/", 1)[-1] == pod
 
@@ -174,17 +191,12 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
             row |= {"node": (before or {}).get("node"), "fate": "skipped", "layer": "-"}
             row["reason"] = f"the descheduler skipped this cycle: {c['skipped']}"
         elif fate is not None:
-            why = fate.get("reason") or ""
-            if fate.get("checks"):
-                why = (why + " " if why else "") + "checks: " + ", ".join(fate["checks"])
-            if fate.get("status_code"):
-                why = f"HTTP {fate['status_code']} " + why
             row |= {
                 "node": fate.get("node") or (before or {}).get("node"),
                 "fate": fate.get("fate"),
                 "layer": fate.get("layer"),
                 "strategy": fate.get("strategy"),
-                "reason": why.strip() or fate.get("message") or "",
+                "reason": fate_reason(fate),
             }
             if fate.get("fate") == "evicted":
                 gone_in = n

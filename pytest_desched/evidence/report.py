@@ -465,6 +465,7 @@ def canary_context(canary: Mapping[str, Any]) -> dict[str, Any]:
         "toc": len(rounds) > 1,
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "layer_colours": LAYER_COLOURS,
+        "snapshot": canary.get("snapshot"),  # `desched canary --snapshot`: per-pod fates
     }
 
 

@@ -64,16 +64,19 @@ def _gib(n: float) -> str:
     return f"{n / 1024**3:.1f} GiB" if n >= 1024**3 else f"{n / 1024**2:.0f} MiB"
 
 
-def check_capacity(snap: Snapshot, source: str) -> None:
-    """Refuse `snap` when its estimate exceeds the budget (one line with both numbers)."""
+def check_capacity(snap: Snapshot, source: str, copies: int = 1) -> None:
+    """Refuse `snap` when its estimate exceeds the budget (one line with both numbers);
+    `copies` restored at once (a snapshot canary's two tracks side by side)."""
     objects, need = estimate_bytes(snap)
+    need *= copies
     have = available_bytes()
     if need <= have:
         return
+    times = f" x {copies} clusters at once (--serial: one at a time)" if copies > 1 else ""
     raise InputError(
         source,
         "",
-        f"{objects:,} objects need about {_gib(need)} to restore at {kib_per_object():g} KiB "
+        f"{objects:,} objects{times} need about {_gib(need)} to restore at {kib_per_object():g} KiB "
         f"per object (measured, bench/RESULTS.md), more than the {_gib(have)} available "
         f"({'set by ' + _BUDGET_ENV if os.environ.get(_BUDGET_ENV) else 'MemAvailable'})",
         "take the snapshot with --namespace for fewer objects, run on a bigger machine, or set "

@@ -142,8 +142,12 @@ def check_inputs(
     max_rounds: int | None = None,
     source: str | None = None,
     client: dict[str, Any] | None = None,
+    policy_checked: bool = False,
 ) -> _Inputs:
     """Everything a replay needs, checked; ConfigError/PolicyError before any change.
+
+    `policy_checked`: the caller checked the policy with the release that will run it (the
+    snapshot canary, per track), so it is not checked again with the snapshot's version.
 
     `snapshot_path` may be a Snapshot already loaded (a timeline's start); `source` then
     names it in messages and results. `rounds` follows the K rule of `--cycles` (1..50,
@@ -179,7 +183,8 @@ def check_inputs(
             f"{path} holds no descheduler policy (no descheduler found when it was taken); "
             "pass one with --policy FILE"
         )
-    pol.validate(version if version and not candidate else None)
+    if not policy_checked:
+        pol.validate(version if version and not candidate else None)
     return _Inputs(
         snap,
         path,
@@ -254,7 +259,7 @@ def replay(
 
     # Round pods on the runner node and nowhere else: a chart values layer of every release.
     with DeschedSession(config, report=report, placement=runner_values()) as session:
-        result = _run(
+        result = replay_on(
             session,
             inp,
             ages,
@@ -268,9 +273,18 @@ def replay(
             dry_run,
             moment,
         )
-        result.timings = {**timings, **session.timings, **result.timings}
-        _write(session, result)
+        result.timings = {**timings, **result.timings}
     result.timings["total"] = round(time.monotonic() - t0, 3)
+    return result
+
+
+def replay_on(session: Any, inp: _Inputs, *args: Any, **kw: Any) -> ReplayResult:
+    """The replay on a session already made (placement `runner_values()`, embedded): the
+    policy, the restore, the rounds, the ledger, its files. `desched canary --snapshot` runs
+    it once per track, on each track's own session. Arguments after `inp` are `_run`'s."""
+    result = _run(session, inp, *args, **kw)
+    result.timings = {**session.timings, **result.timings}
+    _write(session, result)
     return result
 
 
