@@ -288,6 +288,7 @@ def desched_canary(
 
     `baseline=SPEC, baseline_chart=CHART` start from another release than the pin;
     `values=[...]` (both tracks), `baseline_values=` / `candidate_values=` as the options.
+    `snapshot=FILE` canaries on that snapshot instead of the lab (`desched canary --snapshot`).
 
     Each call brings up its own two clusters (baseline and candidate) and removes them; the
     report goes under `<artifacts>/canary-N/`. The test decides what the verdict means
@@ -312,7 +313,14 @@ def desched_canary(
             run_dir=run_dir, artifacts=desched_settings.artifacts / name, **files
         )
         try:
-            rep = run_canary(config, candidate, chart, report=say, **kw)
+            if "snapshot" in kw:  # the canary on a snapshot (canary/snapshot.py)
+                # heavy: +3 modules beside the canary's, kept out of pytest start-up
+                from pytest_desched.canary.snapshot import run_snapshot_canary
+
+                snap = kw.pop("snapshot")
+                rep = run_snapshot_canary(config, candidate, snap, chart, report=say, **kw)
+            else:
+                rep = run_canary(config, candidate, chart, report=say, **kw)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
         request.node.user_properties.append(("desched.canary", str(config.artifacts)))

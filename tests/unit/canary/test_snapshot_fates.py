@@ -37,8 +37,8 @@ def filtered(check: str) -> PodFate:
 
 
 def evicted() -> PodFate:
-    return PodFate("evicted", "api-server", "by RemovePodsViolatingNodeAffinity",
-                   strategy="RemovePodsViolatingNodeAffinity")  # fmt: skip
+    by = "RemovePodsViolatingNodeAffinity"
+    return PodFate("evicted", "api-server", f"by {by}", strategy=by)
 
 
 def limited() -> PodFate:
@@ -60,8 +60,12 @@ def ledger(candidate: bool) -> Ledger:
         _row("data/web-a", "node-2", "ReplicaSet/web-7f", limited() if candidate else evicted()),
         _row("data/web-b", "node-2", "ReplicaSet/web-7f", evicted() if candidate else limited()),
         _row("data/kv-0", "node-3", "StatefulSet/kv", not_picked()),
-        _row("data/gone-1", "node-3", None, PodFate(NOT_RESTORED, None, "no such node")
-             if candidate else not_picked()),  # fmt: skip
+        _row(
+            "data/gone-1",
+            "node-3",
+            None,
+            PodFate(NOT_RESTORED, None, "no such node") if candidate else not_picked(),
+        ),
         PodRow("data/scratch-zz", "node-2", "ReplicaSet/scratch-5d8", "replacement of x"),
     ]
     return Ledger("replay", "v0.36.0" if candidate else "v0.35.1", rows, [RoundFigures("r1")])
@@ -94,7 +98,9 @@ def test_every_pod_is_compared_by_identity_and_differences_name_their_reasons() 
         "v0.36.0 with mine.yaml would evict 2 pod(s) that v0.35.1 would not: "
         "data/scratch-a, data/scratch-b"
     )
-    assert fates.sentences()[1] == "v0.35.1 would evict 0 pod(s) that v0.36.0 with mine.yaml would not"
+    assert (
+        fates.sentences()[1] == "v0.35.1 would evict 0 pod(s) that v0.36.0 with mine.yaml would not"
+    )
 
 
 def _seen(led: Ledger, version: str) -> dict[str, Any]:
@@ -199,7 +205,9 @@ def test_a_track_runs_its_work_on_its_own_session() -> None:
     machinery (the session closed after it, an error kept as the track's)."""
     closed: list[bool] = []
     session = SimpleNamespace(
-        release=SimpleNamespace(descheduler_version="v0.36.0", chart=SimpleNamespace(evidence=dict)),
+        release=SimpleNamespace(
+            descheduler_version="v0.36.0", chart=SimpleNamespace(evidence=dict)
+        ),
         cluster=SimpleNamespace(
             workers=["w1"],
             capabilities=SimpleNamespace(runs_local_binary=False, local_binary_gap="none here"),
@@ -228,3 +236,24 @@ def test_explains_reason_says_a_ledgers_code_and_checks_once() -> None:
     assert fate_reason({"reason": "TooManyRequests", "status_code": 429}) == (
         "HTTP 429 TooManyRequests"
     )
+
+
+def _canary(tmp_path: Path, *extra: str, capsys: Any) -> tuple[int, list[str]]:
+    from pytest_desched import cli
+
+    art = str(tmp_path / "ev")
+    code = cli.main(["canary", "--candidate", "pinned", "--artifacts", art, *extra])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_bad_snapshot_input_exits_2_in_one_line_before_any_cluster(
+    tmp_path: Path, capsys: Any
+) -> None:
+    code, err = _canary(tmp_path, "--snapshot", str(tmp_path / "nope.json"), capsys=capsys)
+    assert code == 2 and len(err) == 1 and "--snapshot" in err[0] and "nope.json" in err[0], err
+    bad = tmp_path / "pod.json"
+    bad.write_text(json.dumps({"kind": "Pod", "apiVersion": "v1"}))
+    code, err = _canary(tmp_path, "--snapshot", str(bad), capsys=capsys)
+    assert code == 2 and len(err) == 1 and "not a ClusterSnapshot" in err[0], err
+    code, err = _canary(tmp_path, "--snapshot", str(bad), "--experiment", "positive", capsys=capsys)
+    assert code == 2 and "--experiment belong to the lab form" in err[0], err
