@@ -104,6 +104,8 @@ def test_snapshot_canary_1000_nodes_v0351_to_v0360(desched_canary: Canary, tmp_p
 
 def _values(policy: str, protections: dict[str, Any] | None = None) -> str:
     doc = yaml.safe_load(policy)
+    for key in ("apiVersion", "kind"):  # the chart's ConfigMap template writes both itself
+        doc.pop(key)
     evictor = doc["profiles"][0]["pluginConfig"][0]["args"]
     if protections:
         evictor["podProtections"] = {**evictor.get("podProtections", {}), **protections}
