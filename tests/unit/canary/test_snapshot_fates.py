@@ -257,3 +257,20 @@ def test_bad_snapshot_input_exits_2_in_one_line_before_any_cluster(
     assert code == 2 and len(err) == 1 and "not a ClusterSnapshot" in err[0], err
     code, err = _canary(tmp_path, "--snapshot", str(bad), "--experiment", "positive", capsys=capsys)
     assert code == 2 and "--experiment belong to the lab form" in err[0], err
+
+
+def test_the_snapshot_is_a_snapshot_file_or_a_recorded_windows_start(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from pytest_desched.canary.snapshot import load_start
+    from pytest_desched.replay.generator import generate
+    from pytest_desched.replay.timeline import Timeline, make_header
+
+    snap = generate(seed=7, nodes=4, pods=20)
+    start = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
+    window = Timeline(make_header(start, 600, "test"), snap, []).write(tmp_path / "w.jsonl")
+    got, source = load_start(window)
+    assert source == f"{window} (the recorded window's start)"
+    assert [n["metadata"]["name"] for n in got.nodes] == [n["metadata"]["name"] for n in snap.nodes]
+    got, source = load_start(snap.write(tmp_path / "s.json"))
+    assert source == str(tmp_path / "s.json") and len(got.pods) == len(snap.pods)
