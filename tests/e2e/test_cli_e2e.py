@@ -9,11 +9,7 @@ session's; what it leaves behind is checked on disk (cluster dir, owner record) 
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +22,11 @@ from pytest_desched.evidence import EvidenceWriter
 from pytest_desched.experiments import ExperimentResult
 from pytest_desched.kube import node_ready
 from pytest_desched.tools.toolchain import Toolchain
+from tests.commands import DESCHED, child_env, finish, start
 from tests.e2e.test_interrupt import _live_cmdlines
 
 pytestmark = pytest.mark.desched_selftest
 
-DESCHED = Path(sys.executable).with_name("desched")  # the venv's console script
 EXPERIMENT, VARIANT = "positive", "pdb-lister-workaround"
 
 
@@ -47,30 +43,10 @@ class Run:
 
 
 def _desched(cache: Path, tmp: Path, *argv: str, timeout: float = 600) -> Run:
-    """Run `desched ARGV` with this session's tool cache; no DESCHED_* leaks in from outside."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DESCHED_")}
-    env.pop("PYTEST_XDIST_WORKER", None)
-    env.pop("KUBECONFIG", None)
-    env.update(DESCHED_CACHE_DIR=str(cache), TMPDIR=str(tmp))
-    proc = subprocess.Popen(
-        [str(DESCHED), *argv],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        if proc.poll() is None:  # timed out: SIGTERM unwinds it (its own clean-up) first
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.communicate(timeout=120)
-            finally:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+    """Run `desched ARGV` with this session's tool cache; no DESCHED_* leaks in from outside.
+    Past `timeout`, SIGTERM unwinds it (its own clean-up) first."""
+    proc = start([DESCHED, *argv], child_env(tmp, cache))
+    out, err = finish(proc, timeout)
     return Run(list(argv), proc.pid, proc.returncode, out, err)
 
 

@@ -20,19 +20,18 @@ import pytest
 
 from pytest_desched.errors import EXIT_INFRA
 from pytest_desched.kube import wait_for
+from tests.e2e.commands import (
+    Cmd,
+    assert_nothing_left,
+    assert_says_verified,
+    interrupt,
+    round_running,
+    send,
+    wait_point,
+)
 from tests.e2e.inner_run import start_inner
 from tests.e2e.test_interrupt import INNER, _embedded_inner_cluster, _live_cmdlines
-from tests.e2e.test_signal_matrix import (
-    SIGNAL_TO_EXIT_BOUND_S,
-    Cmd,
-    _assert_nothing_left,
-    _assert_says_verified,
-    _interrupt,
-    _round_running,
-    _send,
-    _wait_point,
-    run_cmd,  # noqa: F401 (the fixture, shared)
-)
+from tests.e2e.test_signal_matrix import SIGNAL_TO_EXIT_BOUND_S
 
 pytestmark = pytest.mark.desched_selftest
 # From a component's death to the run's exit naming it: a wait checks every 0.5 s, but a
@@ -104,25 +103,25 @@ def _assert_no_transport_trace(cmd: Cmd) -> None:
     assert "unexpected" not in text, text
 
 
-def test_run_names_an_api_server_that_stopped_answering(run_cmd, tmp_path: Path) -> None:  # noqa: F811
+def test_run_names_an_api_server_that_stopped_answering(run_cmd, tmp_path: Path) -> None:
     """No signal: kube-apiserver SIGKILLed mid-round is a named error (exit 3), cleaned up."""
     cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
-    _wait_point(cmd, "desched run's round", _round_running)
+    wait_point(cmd, "desched run's round", round_running)
     [name] = cmd.clusters()
     _kill_component(name, "kube-apiserver")
     t0 = time.monotonic()
     cmd.wait(timeout=180)
     print(f"kube-apiserver killed -> exit {cmd.proc.returncode} in {time.monotonic() - t0:.2f}s")
     _assert_names_the_dead_api_server(cmd, name)
-    _assert_nothing_left(cmd)
+    assert_nothing_left(cmd)
     _assert_no_transport_trace(cmd)
 
 
-def test_run_names_etcd_that_died_within_seconds(run_cmd, tmp_path: Path, record_property) -> None:  # noqa: F811
+def test_run_names_etcd_that_died_within_seconds(run_cmd, tmp_path: Path, record_property) -> None:
     """No signal: etcd SIGKILLed mid-round. Every request then hangs to its read timeout, and
     a run waited silently; now the first wait's liveness check names etcd (exit 3)."""
     cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
-    _wait_point(cmd, "desched run's round", _round_running)
+    wait_point(cmd, "desched run's round", round_running)
     [name] = cmd.clusters()
     _kill_component(name, "etcd")
     t0 = time.monotonic()
@@ -131,19 +130,19 @@ def test_run_names_etcd_that_died_within_seconds(run_cmd, tmp_path: Path, record
     finally:
         took = round(time.monotonic() - t0, 2)
         if cmd.proc.poll() is None:
-            _send(cmd, signal.SIGTERM)
+            send(cmd, signal.SIGTERM)
         cmd.wait(timeout=120)
     record_property("etcd_death_to_exit_s", took)
     print(f"etcd killed -> exit {cmd.proc.returncode} in {took}s")
     _assert_names_the_dead_api_server(cmd, name, "etcd")
-    _assert_nothing_left(cmd)
+    assert_nothing_left(cmd)
     _assert_no_transport_trace(cmd)
     assert took < DEATH_TO_EXIT_BOUND_S, cmd.text()
 
 
 @pytest.mark.parametrize("component", ["etcd", "kube-apiserver"])
 def test_run_exits_on_sigterm_after_its_control_plane_died(
-    run_cmd,  # noqa: F811
+    run_cmd,
     tmp_path: Path,
     record_property,
     component: str,
@@ -154,17 +153,17 @@ def test_run_exits_on_sigterm_after_its_control_plane_died(
     signal either finds it gone or comes during its cleanup (held back: exit 130). Whichever
     came first, that outcome is checked in full, and nothing may be left in either."""
     cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
-    _wait_point(cmd, "desched run's round", _round_running)
+    wait_point(cmd, "desched run's round", round_running)
     [name] = cmd.clusters()
     _kill_component(name, component)
-    took = _interrupt(cmd, signal.SIGTERM, record=record_property)
+    took = interrupt(cmd, signal.SIGTERM, record=record_property)
     record_property("outcome", cmd.proc.returncode)
     if component == "kube-apiserver" and cmd.proc.returncode == EXIT_INFRA:
         _assert_names_the_dead_api_server(cmd, name)
     else:
-        _assert_says_verified(cmd)
+        assert_says_verified(cmd)
         assert took < SIGNAL_TO_EXIT_BOUND_S, cmd.text()
-    _assert_nothing_left(cmd)
+    assert_nothing_left(cmd)
     _assert_no_transport_trace(cmd)
 
 

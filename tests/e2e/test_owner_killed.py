@@ -4,7 +4,9 @@ Before, kwokctl's components (etcd, kube-apiserver, kwok, the controllers) and t
 kubelet ran on in sessions of their own until a later run's reaper found them. Now the
 cluster's watchdog (providers/embedded/watchdog.py) sees the owner die and deletes it:
 no process names the cluster, no cluster folder, owner record or `up/run-*` folder is left,
-within WATCHDOG_BOUND_S, with no later run. `sigkill_to_clean_s` is recorded.
+within WATCHDOG_BOUND_S, with no later run. The run's own temporary folders
+($TMPDIR/desched-*, pointed at an empty folder) go too: its scratch keeper
+(pytest_desched/scratch.py) removes those it was told of when the owner's pipe closes. `sigkill_to_clean_s` is recorded.
 """
 
 from __future__ import annotations
@@ -17,14 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.kube import wait_for
-from tests.e2e.test_signal_matrix import (
-    Cmd,
-    _cluster_processes,
-    _round_running,
-    _up_dirs_of,
-    _wait_point,
-    run_cmd,  # noqa: F401 (the fixture, shared)
-)
+from tests.e2e.commands import Cmd, cluster_processes, round_running, up_dirs_of, wait_point
 
 pytestmark = pytest.mark.desched_selftest
 
@@ -42,16 +37,21 @@ def _components_up(c: Cmd) -> bool:
 def _left(cmd: Cmd, name: str) -> list[str]:
     root = cmd.cache / "clusters"
     return [
-        *(f"process {pid}: {line}" for pid, line in _cluster_processes(name).items()),
+        *(f"process {pid}: {line}" for pid, line in cluster_processes(name).items()),
         *[f"folder {p}" for p in [root / "clusters" / name] if p.exists()],
         *[f"owner record {p}" for p in [root / "owners" / f"{name}.json"] if p.exists()],
-        *(f"up folder {d}" for d in _up_dirs_of(cmd.cache, cmd.proc.pid)),
+        *(f"up folder {d}" for d in up_dirs_of(cmd.cache, cmd.proc.pid)),
+        *(f"temporary folder {cmd.tmp / p}" for p in cmd.scratch()),
     ]
 
 
-def _sigkill_and_wait_clean(cmd: Cmd, record_property: Callable[[str, object], None]) -> None:
+def _sigkill_and_wait_clean(
+    cmd: Cmd, record_property: Callable[[str, object], None], scratch: bool = True
+) -> None:
+    """`scratch`: the command has made its temporary folder by now (`up` makes none)."""
     [name] = cmd.clusters()
-    assert _cluster_processes(name), f"no process of {name} to begin with:\n{cmd.text()}"
+    assert cluster_processes(name), f"no process of {name} to begin with:\n{cmd.text()}"
+    assert bool(cmd.scratch()) == scratch, f"{cmd.tmp} holds {cmd.scratch()}"
     t0 = time.monotonic()
     cmd.proc.send_signal(signal.SIGKILL)  # the process alone, as `timeout -s KILL` does
     cmd.wait(timeout=30)
@@ -68,22 +68,22 @@ def _sigkill_and_wait_clean(cmd: Cmd, record_property: Callable[[str, object], N
     assert not left
 
 
-def test_sigkill_at_bring_up(run_cmd, record_property) -> None:  # noqa: F811
+def test_sigkill_at_bring_up(run_cmd, record_property) -> None:
     cmd = run_cmd("up")
-    _wait_point(cmd, "desched up's control plane", _components_up)
+    wait_point(cmd, "desched up's control plane", _components_up)
     _sigkill_and_wait_clean(cmd, record_property)
 
 
-def test_sigkill_mid_round(run_cmd, tmp_path: Path, record_property) -> None:  # noqa: F811
+def test_sigkill_mid_round(run_cmd, tmp_path: Path, record_property) -> None:
     cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
-    _wait_point(cmd, "desched run's round", _round_running)
+    wait_point(cmd, "desched run's round", round_running)
     _sigkill_and_wait_clean(cmd, record_property)
 
 
-def test_sigkill_mid_replay(run_cmd, tmp_path: Path, record_property) -> None:  # noqa: F811
+def test_sigkill_mid_replay(run_cmd, tmp_path: Path, record_property) -> None:
     from pytest_desched.replay.incidents import label_move
 
     snap = label_move().snapshot.write(tmp_path / "incident.yaml")
     cmd = run_cmd("replay", str(snap), "--output-file", str(tmp_path / "ledger.md"))
-    _wait_point(cmd, "the replay's round", _round_running)
+    wait_point(cmd, "the replay's round", round_running)
     _sigkill_and_wait_clean(cmd, record_property)

@@ -2,26 +2,29 @@
 
 Each case points TMPDIR at an empty folder and runs a subcommand without a cluster: a
 refusal (exit 2), a pass, an unexpected exception (exit 1), SIGTERM and SIGINT (a child
-process, stopped while its work waits) and a kept cluster's folder (which stays).
+process, stopped while its work waits), SIGKILL (the run's keeper removes its folders, and
+only its own) and a kept cluster's folder (which stays).
 """
 
 from __future__ import annotations
 
+import io
 import json
-import os
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from pytest_desched import cli, scratch
 from pytest_desched.config import DeschedConfig
-
-REPO = Path(__file__).resolve().parents[2]
+from pytest_desched.kube import wait_for
+from tests.commands import REPO, child_env, start, stop
 
 
 @pytest.fixture
@@ -88,16 +91,8 @@ sys.exit(cli.main(["canary", "--candidate", "version:v0.36.0", "--static-only"])
 def test_a_signalled_run_leaves_no_temporary_folder(
     tmpdir_env: Path, tmp_path: Path, sig: signal.Signals
 ) -> None:
-    env = {**os.environ, "TMPDIR": str(tmpdir_env), "PYTHONPATH": str(REPO)}
-    env["DESCHED_ARTIFACTS"] = str(tmp_path / "arts")
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WAITS],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    env = child_env(tmpdir_env, PYTHONPATH=str(REPO), DESCHED_ARTIFACTS=str(tmp_path / "arts"))
+    proc = start([sys.executable, "-c", WAITS], env)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # blocks until the work waits (or the child died)
@@ -107,11 +102,100 @@ def test_a_signalled_run_leaves_no_temporary_folder(
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
+        stop(proc)
+    assert proc.returncode == cli.EXIT_INTERRUPTED, err
+    assert _left(tmpdir_env) == [], err
+
+
+# A child that makes scratch folders (one removed, one kept), says so, and waits to be killed.
+MAKES = """
+import signal
+from pytest_desched import scratch
+gone, kept = scratch.make(), scratch.make()
+scratch.make(), scratch.make("desched-existing-")
+(kept / "kubeconfig").write_text("")
+scratch.keep(kept / "kubeconfig")
+scratch.remove(gone)
+print(kept.name, flush=True)
+signal.pause()
+"""
+
+
+def _keeper_of(pid: int) -> psutil.Process:
+    [keeper] = [c for c in psutil.Process(pid).children() if "scratch.py" in " ".join(c.cmdline())]
+    return keeper
+
+
+def test_a_sigkilled_runs_temporary_folders_go_with_it_and_nothing_else(tmpdir_env: Path) -> None:
+    """SIGKILL runs no exit code: before, every folder the run made stayed in $TMPDIR. Its
+    keeper removes what the run made and did not keep, and leaves another run's folder."""
+    other = tmpdir_env / "desched-otherrun"  # another user's run in the same $TMPDIR
+    (other / "baseline").mkdir(parents=True)
+    proc = start([sys.executable, "-c", MAKES], child_env(tmpdir_env, PYTHONPATH=str(REPO)))
+    try:
+        assert proc.stdout is not None
+        kept = proc.stdout.readline().strip()
+        assert kept, proc.communicate(timeout=60)
+        assert len(_left(tmpdir_env)) == 6, _left(tmpdir_env)  # 3 made + kept + other
+        keeper = _keeper_of(proc.pid)
+        t0 = time.monotonic()
+        proc.kill()
+        proc.wait(timeout=10)
+        left = wait_for(
+            "the keeper to remove the killed run's folders",
+            lambda: _left(tmpdir_env),
+            lambda seen: len(seen) == 4,
+            timeout=5,
+            max_interval=0.02,
+        )
+        print(f"SIGKILL -> its temporary folders removed in {time.monotonic() - t0:.2f}s")
+    finally:
+        stop(proc)
+    assert left == sorted([kept, f"{kept}/kubeconfig", other.name, f"{other.name}/baseline"])
+    keeper.wait(timeout=5)  # and the keeper itself ends
+
+
+def test_a_run_that_ends_releases_its_keeper(tmpdir_env: Path) -> None:
+    """A normal exit removes the folders itself and says `release`: the keeper ends at once,
+    removing nothing (the kept folder stays)."""
+    code = MAKES.replace("signal.pause()", "import sys; sys.stdin.readline()")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env=child_env(tmpdir_env, PYTHONPATH=str(REPO)),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        kept = proc.stdout.readline().strip()
+        keeper = _keeper_of(proc.pid)
+        proc.communicate(input="\n", timeout=30)
+        assert proc.returncode == 0
+        keeper.wait(timeout=5)
+    finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == cli.EXIT_INTERRUPTED, err
-    assert _left(tmpdir_env) == [], err
+    assert _left(tmpdir_env) == [kept, f"{kept}/kubeconfig"]
+
+
+def test_the_keeper_removes_only_what_it_was_told_of(tmp_path: Path) -> None:
+    made, gone, kept = (tmp_path / n for n in ("made", "gone", "kept"))
+    for d in (made, gone, kept, tmp_path / "foreign"):
+        d.mkdir()
+    lines = [
+        {"made": str(made)},
+        {"made": str(gone)},
+        {"gone": str(gone)},
+        {"made": str(kept)},
+        {"keep": str(kept / "kubeconfig")},
+    ]
+    stream = io.BytesIO(b"".join(json.dumps(m).encode() + b"\n" for m in lines) + b"junk\n")
+    assert scratch.keeper(stream) == [made]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign", "gone", "kept"]
+    released = io.BytesIO(json.dumps({"made": str(kept)}).encode() + b'\n{"release": "release"}\n')
+    assert scratch.keeper(released) == []
 
 
 def test_a_kept_clusters_folder_stays_and_others_go(tmpdir_env: Path) -> None:
