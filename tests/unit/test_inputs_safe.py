@@ -126,3 +126,80 @@ def test_check_tree_stops_on_a_shared_reference_graph() -> None:
     with pytest.raises(InputError, match="more than 1000 values once expanded"):
         s.check_tree({"a": x}, "policy", max_nodes=1000)
     assert time.monotonic() - t0 < 1.0
+
+
+# -- the value bound, counted before a YAML document is parsed (issue 43) --------------------
+
+
+def _values(v: object) -> int:
+    """What check_tree counts: the document, every mapping value, every list item."""
+    if isinstance(v, dict):
+        return 1 + sum(_values(x) for x in v.values())
+    if isinstance(v, list):
+        return 1 + sum(_values(x) for x in v)
+    return 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: [1, 2, {c: d}]\n",
+        "- 1\n- [2, 3]\n- {a: {b: c}}\n",
+        "x: {<<: {a: 1, b: 2}, c: 3}\n",  # a merge's own node is no value
+        "<<: [{a: 1}, {b: 2}]\nc: 4\n",
+        "'<<': {a: 1}\n",  # a quoted `<<` is a plain key
+        "? a\n: b\n",
+        "- - - []\n",
+    ],
+)
+def test_the_pre_parse_count_is_the_loaders_count(text: str) -> None:
+    import yaml
+
+    assert s._count_values(text, 10**9) == _values(yaml.safe_load(text))
+
+
+def test_an_alias_counts_once_in_the_pre_parse_count() -> None:
+    """A lower bound: the loader expands the alias (check_tree counts 7)."""
+    assert s._count_values("a: &x {b: 1, c: 2}\nd: *x\n", 10**9) == 5
+
+
+def _no_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    def parsed(*a: object, **k: object) -> None:
+        raise AssertionError("the document was built before the refusal")
+
+    monkeypatch.setattr(s._BoundedLoader, "get_data", parsed)
+
+
+def test_a_yaml_document_over_the_value_bound_is_refused_before_parsing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: parsed whole (7,000,000 values: about a minute of CPU), then refused. libyaml's
+    event count (3 events at most per value) refuses it in well under a second of CPU."""
+    path = tmp_path / "big.yaml"
+    path.write_text("objects: [" + "1," * 7_000_000 + "]\n")  # 14 MB
+    _no_load(monkeypatch)
+    t0 = time.process_time()
+    with pytest.raises(InputError) as refused:
+        s.load_yaml_file(path, kind="bulk")
+    assert time.process_time() - t0 < 2.0
+    assert str(refused.value) == (
+        f"{path}: at least 2,333,336 values: more than the 2,000,000-value limit (counted before "
+        "parsing); shrink it (a snapshot: take fewer objects, `desched snapshot --namespace "
+        "NS`; the limit is fixed)"
+    )
+
+
+def test_between_one_and_three_events_per_value_the_values_are_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Events in (bound, 3 x bound]: the walk counts values exactly, keys not; over is
+    refused before parsing, at the bound is loaded (bound lowered to keep it quick)."""
+    monkeypatch.setattr(s, "MAX_TREE_NODES", 1000)
+    over = "\n".join(f"k{i}: {{a: {i}}}" for i in range(500)) + "\n"  # 1 + 500 x 2 values
+    at = "\n".join(f"k{i}: {{a: {i}}}" for i in range(499)) + "\nz: 1\n"  # 1 + 998 + 1
+    assert s._yaml_values_at_least(over, 1000) == 1001
+    assert s._yaml_values_at_least(at, 1000) == 1000
+    assert len(over) > 2 * 1000  # past the size under which no count is needed
+    with pytest.raises(InputError, match="at least 1,001 values: more than the 1,000-value"):
+        s.load_yaml(over, "over.yaml")
+    assert len(s.load_yaml(at, "at.yaml")) == 500
