@@ -10,11 +10,12 @@ from pathlib import Path
 
 
 def start_inner(
-    workdir: Path, test_source: str, cache_dir: Path, *args: str
+    workdir: Path, test_source: str, cache_dir: Path, *args: str, **env_extra: str
 ) -> subprocess.Popen[str]:
-    """Write test_inner.py into `workdir` and start pytest on it in its own process group."""
+    """Write test_inner.py into `workdir` and start pytest on it in its own process group
+    (`env_extra`: more environment, e.g. its TMPDIR)."""
     (workdir / "test_inner.py").write_text(test_source)
-    env = dict(os.environ, DESCHED_CACHE_DIR=str(cache_dir), DESCHED_KEEP="never")
+    env = dict(os.environ, DESCHED_CACHE_DIR=str(cache_dir), DESCHED_KEEP="never", **env_extra)
     env.pop("PYTEST_XDIST_WORKER", None)
     cmd = [
         sys.executable,
