@@ -39,6 +39,7 @@ _kept: set[Path] = set()
 _lock = threading.Lock()  # the canary's two tracks make folders at once
 _keeper: subprocess.Popen[bytes] | None = None
 _keeper_pid = 0  # the process that started it: a forked child never speaks for its parent
+_Popen = subprocess.Popen  # as imported: a test's stand-in for Popen is not for the keeper
 
 
 def _tell(**message: str) -> None:
@@ -48,7 +49,7 @@ def _tell(**message: str) -> None:
     with _lock:
         if _keeper is None and RELEASE not in message:
             with contextlib.suppress(OSError, ValueError):
-                _keeper = subprocess.Popen(
+                _keeper = _Popen(
                     [sys.executable, "-I", "-S", str(Path(__file__).resolve())],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
