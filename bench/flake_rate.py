@@ -13,7 +13,7 @@ On a quiet machine (the figures mean nothing beside other work):
     .venv/bin/python bench/flake_rate.py --e2e-runs 20 --test-runs 3 \\
         --out bench/flake-results.json --md bench/flake-rate.md
 
-Smoke: `--e2e-runs 1 --test-runs 0 -k "positive and not workaround"`.
+Smoke (one experiment once): `--e2e-runs 1 --test-runs 0 -k positive_affinity_migration_runbook_policy`.
 """
 
 from __future__ import annotations
