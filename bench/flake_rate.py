@@ -102,9 +102,12 @@ def run_once(kind: str, i: int, workdir: Path, extra: list[str]) -> dict[str, An
             cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S[kind]
         )
         rc, output = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as exc:
-        rc, output = None, f"{exc.stdout or ''}{exc.stderr or ''}\ntimed out after {exc.timeout}s"
-    (workdir / f"{name}.log").write_text(output if isinstance(output, str) else str(output))
+    except subprocess.TimeoutExpired as exc:  # its partial output comes as bytes
+        partial = b"".join(
+            o if isinstance(o, bytes) else o.encode() for o in (exc.stdout, exc.stderr) if o
+        )
+        rc, output = None, f"{partial.decode(errors='replace')}\ntimed out after {exc.timeout}s"
+    (workdir / f"{name}.log").write_text(output)
     return summarize(name, kind, rc, junit, output, load, round(time.monotonic() - started, 1))
 
 

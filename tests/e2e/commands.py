@@ -65,7 +65,7 @@ class Cmd:
 
 def start_cmd(cache: Path, tmp: Path, *argv: str) -> Cmd:
     # cwd: ./desched-artifacts/ (the CLI's default evidence folder) lands in its own folder
-    proc = start([DESCHED, *argv], child_env(tmp, cache), cwd=tmp.parent)
+    proc = start([str(DESCHED), *argv], child_env(tmp, cache), cwd=tmp.parent)
     cmd = Cmd(proc, tmp, cache)
     for stream, lines in ((proc.stdout, cmd.out), (proc.stderr, cmd.err)):
         t = threading.Thread(target=lambda s=stream, ls=lines: ls.extend(s), daemon=True)

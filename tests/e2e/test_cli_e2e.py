@@ -45,7 +45,7 @@ class Run:
 def _desched(cache: Path, tmp: Path, *argv: str, timeout: float = 600) -> Run:
     """Run `desched ARGV` with this session's tool cache; no DESCHED_* leaks in from outside.
     Past `timeout`, SIGTERM unwinds it (its own clean-up) first."""
-    proc = start([DESCHED, *argv], child_env(tmp, cache))
+    proc = start([str(DESCHED), *argv], child_env(tmp, cache))
     out, err = finish(proc, timeout)
     return Run(list(argv), proc.pid, proc.returncode, out, err)
 
