@@ -251,8 +251,8 @@ OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-provider": _CLUSTER,
     "--desched-existing-context": _CLUSTER,
     "--desched-kind-cluster": _CLUSTER,
-    "--desched-existing-kubeconfig": _CLUSTER,
-    "--desched-allow-existing": _CLUSTER,
+    "--desched-existing-kubeconfig": (*_CLUSTER, "replay"),  # replay --host: same opt-in
+    "--desched-allow-existing": (*_CLUSTER, "replay"),
     "--desched-workers": _CLUSTER,
     "--desched-namespace": _CLUSTER,
     "--desched-descheduler": _CLUSTER,

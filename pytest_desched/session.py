@@ -63,6 +63,8 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         on_phase: list[PhaseHook] | None = None,
         info: dict[str, Any] | None = None,
         placement: Mapping[str, Any] | None = None,
+        provider: Provider | None = None,
+        release_namespace: str | None = None,
     ) -> None:
         self.config = config or build_config()
         # Where every release's round pods run (Release.placement; a replay's runner node).
@@ -74,7 +76,9 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         self.info: dict[str, Any] = info if info is not None else {}
         self.failed = False  # set by a front end: keep=on-failure keeps the cluster
         self._toolchain: Toolchain | None = None
-        self._provider: Provider | None = None
+        # A front end's own provider (the host replay's) in place of the configured one.
+        self._provider: Provider | None = provider
+        self.release_namespace = release_namespace  # None: the chart's kube-system
         self._cluster: Cluster | None = None
         self._release: Release | None = None
         self._evidence: EvidenceWriter | None = None
@@ -334,6 +338,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 values_files=self.inputs.values_paths if users else (),
                 set_flags=self.inputs.set_flags if users else None,
                 placement=self.placement,
+                **({"namespace": self.release_namespace} if self.release_namespace else {}),
             )
             self.info.setdefault("chart", chart.evidence())
             if cand is not None:

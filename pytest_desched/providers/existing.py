@@ -63,7 +63,9 @@ def resolve_kubeconfig(kubeconfig: Path | None, environ: Mapping[str, str]) -> P
     return path
 
 
-def check_context(kubeconfig: Mapping[str, Any], context: str | None) -> dict[str, Any]:
+def check_context(
+    kubeconfig: Mapping[str, Any], context: str | None, option: str = CONTEXT_OPTION
+) -> dict[str, Any]:
     """Return the named context's entry; refuse a missing name even if a current-context exists."""
     entries = [c for c in kubeconfig.get("contexts") or [] if isinstance(c, Mapping)]
     names = [str(c.get("name")) for c in entries]
@@ -72,7 +74,7 @@ def check_context(kubeconfig: Mapping[str, Any], context: str | None) -> dict[st
         current = kubeconfig.get("current-context")
         hint = f"; current-context {current!r} is never used implicitly" if current else ""
         raise ProviderError(
-            f"an existing cluster needs an explicit context: pass {CONTEXT_OPTION}=NAME "
+            f"an existing cluster needs an explicit context: pass {option}=NAME "
             f"(contexts in the kubeconfig: {known}{hint})"
         )
     for entry in entries:
@@ -80,7 +82,7 @@ def check_context(kubeconfig: Mapping[str, Any], context: str | None) -> dict[st
             return dict(entry)
     raise ProviderError(
         f"context {context!r} is not in the kubeconfig (contexts: {known}); "
-        f"pass one of them with {CONTEXT_OPTION}=NAME"
+        f"pass one of them with {option}=NAME"
     )
 
 
@@ -121,6 +123,29 @@ def require_opted_in(nodes: list[Any], context: str, minimum: int = MIN_OPTED_IN
     raise ProviderError("\n".join(lines))
 
 
+def opted_in_context(
+    kubeconfig: Path | None,
+    context: str | None,
+    allow: bool,
+    what: str,
+    context_option: str = CONTEXT_OPTION,
+) -> tuple[Path, str]:
+    """The kubeconfig and context of a cluster that is not ours, only when explicitly opted in.
+
+    The one opt-in rule for every write to someone else's cluster (the existing provider, the
+    host replay): `ALLOW_OPTION` given, a context named (never the current one), the
+    kubeconfig explicit or the single $KUBECONFIG file (never ~/.kube/config). `what` says
+    what the writes do, for the refusal.
+    """
+    if not allow:
+        raise ProviderError(
+            f"{what}; pass {ALLOW_OPTION} together with {context_option}=NAME to allow it"
+        )
+    path = resolve_kubeconfig(kubeconfig, os.environ)
+    name = str(check_context(_load_kubeconfig(path), context, context_option)["name"])
+    return path, name
+
+
 def _load_kubeconfig(path: Path) -> dict[str, Any]:
     data = load_yaml_file(path, what="kubeconfig")  # bounded; InputError is exit 2
     if not isinstance(data, dict):
@@ -144,13 +169,12 @@ class ExistingProvider(Provider):
         self.cluster: Cluster | None = None
 
     def start(self) -> Cluster:
-        if not self.allow:
-            raise ProviderError(
-                "experiments on an existing cluster label and drain its nodes; pass "
-                f"{ALLOW_OPTION} together with {CONTEXT_OPTION}=NAME to allow it"
-            )
-        path = resolve_kubeconfig(self.kubeconfig, os.environ)
-        context = str(check_context(_load_kubeconfig(path), self.context)["name"])
+        path, context = opted_in_context(
+            self.kubeconfig,
+            self.context,
+            self.allow,
+            "experiments on an existing cluster label and drain its nodes",
+        )
         cluster = Cluster(
             name=context,
             provider="existing",

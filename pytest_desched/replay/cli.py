@@ -272,6 +272,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "give exactly one of: a snapshot file, --timeline FILE, --from-log FILE, "
             "--from-record FILE"
         )
+    if (args.host or args.namespace_prefix or args.kwok_image) and not args.snapshot:
+        raise ConfigError("--host, --namespace-prefix and --kwok-image replay a snapshot file")
     if isinstance(args.repeat, bool) or not 1 <= args.repeat <= 100:
         raise ConfigError(f"--repeat {args.repeat}: an integer from 1 to 100")
     args.rounds = check_cycles(args.rounds, "--rounds")  # K in 1..50, as --cycles
@@ -294,6 +296,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         out = _ledger_out(ledger, args.output, ledger.to_markdown, ledger.to_dict())
         _emit(out, args.output_file)
         return 0
+    if args.host or args.namespace_prefix or args.kwok_image:
+        return _host_replay(args)
     # heavy: +9 modules (~26ms), kept out of `desched` start-up
     from pytest_desched.replay.engine import replay
 
@@ -314,6 +318,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
 
     return _finish(args, one)
+
+
+def _host_replay(args: argparse.Namespace) -> int:
+    """`replay SNAPSHOT --host CONTEXT`: one replay on a host cluster (replay.host)."""
+    if not args.host:
+        raise ConfigError(
+            "--namespace-prefix and --kwok-image are for a host replay: add --host CONTEXT"
+        )
+    if args.repeat != 1 or args.log:
+        raise ConfigError("--host replays once, without --repeat or --log (not yet supported)")
+    # heavy: kubernetes client and the engine (+30 modules), kept out of `desched` start-up
+    from pytest_desched.replay.host import replay_on_host
+
+    kube = getattr(args, "--desched-existing-kubeconfig", None)
+    config = config_from_args(args, provider="existing")
+    result = replay_on_host(
+        args.snapshot,
+        args.host,
+        allow=bool(getattr(args, "--desched-allow-existing", False)),
+        kubeconfig=Path(kube) if kube else None,
+        namespace_prefix=args.namespace_prefix,
+        kwok_image=args.kwok_image,
+        descheduler=args.descheduler,
+        policy=args.policy,
+        rounds=args.rounds,
+        config=config,
+        report=say,
+        ages=args.ages,
+        client=args.client,
+    )
+    _emit(
+        _ledger_out(result.ledger, args.output, result.markdown, result.to_dict()), args.output_file
+    )
+    for k, v in result.artifacts.items():
+        say(f"{k}: {v}")
+    return 1 if failed_rounds([result]) else 0
 
 
 def add_parsers(sub: Any) -> None:
@@ -391,6 +431,26 @@ def add_parsers(sub: Any) -> None:
         default=None,
         metavar="B",
         help="the descheduler's API client burst (default: its own, 10); recorded",
+    )
+    r.add_argument(
+        "--host",
+        default=None,
+        metavar="CONTEXT",
+        help="replay on this host cluster's control plane (kwok fake nodes there), not on a "
+        "fresh embedded one; needs --allow-existing (docs/replay-at-scale.md)",
+    )
+    r.add_argument(
+        "--namespace-prefix",
+        default=None,
+        metavar="PREFIX",
+        help="with --host: prefix every snapshot namespace (needed when the host has one)",
+    )
+    r.add_argument(
+        "--kwok-image",
+        default=None,
+        metavar="IMAGE",
+        help="with --host: the kwok controller image on the host's nodes "
+        "(default: the one built here from the pinned kwok, desched.local/kwok:VERSION)",
     )
     r.add_argument("--from-log", default=None, metavar="FILE", help="ledger of a log, no cluster")
     r.add_argument("--from-record", default=None, metavar="FILE", help="ledger of a round record")

@@ -76,6 +76,7 @@ class ReplayResult:
     chart: dict[str, Any] = field(default_factory=dict)  # the release's chart (evidence())
     timeline: dict[str, Any] = field(default_factory=dict)  # a timeline replay's own facts
     client: dict[str, Any] = field(default_factory=dict)  # --client-qps/--client-burst given
+    host: dict[str, Any] = field(default_factory=dict)  # a host replay's plan and teardown
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -143,6 +144,7 @@ def check_inputs(
     source: str | None = None,
     client: dict[str, Any] | None = None,
     policy_checked: bool = False,
+    capacity: bool = True,
 ) -> _Inputs:
     """Everything a replay needs, checked; ConfigError/PolicyError before any change.
 
@@ -165,7 +167,8 @@ def check_inputs(
         rounds = check_cycles(rounds, "rounds")
     elif not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
         raise ConfigError(f"rounds={rounds!r}: an integer from 1 to {max_rounds}")
-    check_capacity(snap, str(path))  # one this machine cannot hold: before the (slow) plan
+    if capacity:  # a host replay: the host's control plane holds it, not this machine
+        check_capacity(snap, str(path))  # one this machine cannot hold: before the slow plan
     plan_restore(snap)  # a snapshot the restore would refuse is refused now
     text = None
     if log is not None:
@@ -301,6 +304,7 @@ def _run(
     finish: Finish | None = None,
     dry_run: bool = False,
     moment: Moment | None = None,
+    restore_fn: Callable[..., Any] | None = None,
 ) -> ReplayResult:
     # heavy: replay.kubeapi and replay.restore: kubernetes client (0.2-0.7 s), kept out of this module's import
     # heavy: +11 modules (~13 ms), kept out of `desched replay`'s input checks
@@ -315,7 +319,7 @@ def _run(
     with session.phase("replay.apply_policy"):
         release.apply_policy(inp.policy, dry_run=dry_run)
     with session.phase("replay.restore"):
-        restored = restore(
+        restored = (restore_fn or restore)(
             cluster, inp.snap, ages=ages, method=method, timeout=restore_timeout, report=report
         )
     version = release.descheduler_version

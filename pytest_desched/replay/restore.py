@@ -127,13 +127,18 @@ def restore(
     method: str = "auto",
     timeout: float = 120,
     report: Reporter = say,
+    runner: bool = True,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
     `method`: `etcd` (pods and owners into the cluster's etcd), `api` (through the API
     server: slower, and creationTimestamp is then the restore's), `auto` (etcd when the
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
+    `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
+    node of the host.
     """
+    if not runner and method != "api":
+        raise ConfigError("a restore without the runner node is an api restore (a host's)")
     if method not in ("auto", "etcd", "api"):
         raise ConfigError(f"method={method!r}: use auto, etcd or api")
     now = dt.datetime.now(dt.UTC)
@@ -169,9 +174,10 @@ def restore(
             api, etcd, snap, first, node_uids, now, timeout, result, timer, report
         )
     else:
-        created = create_all(api, [runner_node(), *first.api.get("nodes", [])])
+        extra = [runner_node()] if runner else []
+        created = create_all(api, [*extra, *first.api.get("nodes", [])])
         node_uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in created if c}
-        wait_nodes_ready(api, [RUNNER_NODE, *sorted(snap_nodes)], timeout)
+        wait_nodes_ready(api, [RUNNER_NODE] * runner + sorted(snap_nodes), timeout)
         timer.lap("nodes")
         plan = plan_restore(snap, ages=ages, node_uids=node_uids)
         result.shift_s = plan.shift_s

@@ -21,7 +21,14 @@ from pytest_desched.errors import PolicyError
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
-__all__ = ["PolicyScope", "check_policy_scope", "cluster_scope", "evicting_plugins", "scope_policy"]
+__all__ = [
+    "PolicyScope",
+    "check_policy_scope",
+    "cluster_scope",
+    "evicting_plugins",
+    "scope_policy",
+    "selector_with",
+]
 
 
 def evicting_plugins(doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
@@ -34,6 +41,14 @@ def evicting_plugins(doc: Mapping[str, Any]) -> list[tuple[int, str, str]]:
             for name in (plugins.get(ep) or {}).get("enabled") or []:
                 out.append((i, ep, name))
     return out
+
+
+def selector_with(current: Any, term: str | None) -> str:
+    """A policy's `nodeSelector` with `term` ANDed in (once); unchanged when `term` is None."""
+    if term is None:
+        return str(current or "")
+    terms = [t.strip() for t in str(current or "").split(",") if t.strip()]
+    return ",".join(terms if term in terms else [*terms, term])
 
 
 @dataclass(frozen=True)
@@ -55,10 +70,7 @@ class PolicyScope:
         return evicting_plugins(doc)
 
     def _selector(self, current: Any) -> str:
-        if self.node_selector is None:
-            return str(current or "")
-        terms = [t.strip() for t in str(current or "").split(",") if t.strip()]
-        return ",".join(terms if self.node_selector in terms else [*terms, self.node_selector])
+        return selector_with(current, self.node_selector)
 
     def apply(self, policy: Policy, namespace: str) -> Policy:
         """The policy limited to `namespace` and the opted-in nodes; PolicyError if impossible."""

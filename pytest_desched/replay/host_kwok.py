@@ -1,0 +1,115 @@
+"""kwok in the host cluster, for one host replay: the controller manages this run's fake nodes
+(and the pods on them) and nothing else.
+
+`--manage-all-nodes=false --manage-nodes-with-label-selector=RUN_LABEL=<run id>`: kwok watches
+only the nodes this run created, so a host's real nodes, and another run's fake nodes, are
+never its business. Its own pod runs on a real node (it does not tolerate the fake-node
+taint). Every object carries the run label and `ROLE_LABEL=kwok`, so teardown removes it last
+(`replay.host_teardown`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_desched.replay.host_plan import ROLE_LABEL, RUN_LABEL
+
+KWOK_IMAGE_REPO = "desched.local/kwok"  # built here from the pinned Go module, never pulled
+
+
+def kwok_namespace(run_id: str) -> str:
+    return f"desched-host-kwok-{run_id}"
+
+
+def kwok_image(version: str) -> str:
+    return f"{KWOK_IMAGE_REPO}:{version}"
+
+
+def kwok_objects(run_id: str, image: str) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment, in that order."""
+    ns = kwok_namespace(run_id)
+    name = f"desched-host-kwok-{run_id}"
+    labels = {RUN_LABEL: run_id, ROLE_LABEL: "kwok"}
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["nodes"],
+            "verbs": ["get", "list", "watch", "patch", "update"],
+        },
+        {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch", "update"]},
+        {
+            "apiGroups": [""],
+            "resources": ["pods"],
+            "verbs": ["get", "list", "watch", "patch", "update", "delete"],
+        },
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch", "update"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+    ]
+    args = [
+        "--kubeconfig=",  # in-cluster: its ServiceAccount
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=",
+        f"--manage-nodes-with-label-selector={RUN_LABEL}={run_id}",
+        "--node-ip=$(POD_IP)",
+        "--node-lease-duration-seconds=40",
+        "--server-address=0.0.0.0:10247",
+    ]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "kwok-controller", "namespace": ns, "labels": labels},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": labels},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": labels},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "kwok-controller", "namespace": ns}],
+        },
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "kwok-controller", "namespace": ns, "labels": labels},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "kwok-controller"}},
+                "template": {
+                    "metadata": {"labels": {"app": "kwok-controller", **labels}},
+                    "spec": {
+                        "serviceAccountName": "kwok-controller",
+                        "containers": [
+                            {
+                                "name": "kwok-controller",
+                                "image": image,
+                                "imagePullPolicy": "IfNotPresent",
+                                "args": args,
+                                "env": [
+                                    {
+                                        "name": "POD_IP",
+                                        "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                },
+            },
+        },
+    ]
