@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_desched.replay.host_plan import ROLE_LABEL, RUN_LABEL
-
-KWOK_IMAGE_REPO = "desched.local/kwok"  # built here from the pinned Go module, never pulled
+from pytest_desched.tools.kind_node.kwok_image import kwok_image_tag
 
 
 def kwok_namespace(run_id: str) -> str:
@@ -22,7 +21,8 @@ def kwok_namespace(run_id: str) -> str:
 
 
 def kwok_image(version: str) -> str:
-    return f"{KWOK_IMAGE_REPO}:{version}"
+    """The default image (tools.kind_node.kwok_image builds it from the pinned module)."""
+    return kwok_image_tag(version)
 
 
 def kwok_objects(run_id: str, image: str) -> list[dict[str, Any]]:

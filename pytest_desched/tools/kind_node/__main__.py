@@ -16,6 +16,7 @@ from pytest_desched.errors import ToolError
 from pytest_desched.tools.kind_node.binaries import Pins
 from pytest_desched.tools.kind_node.build import NodeImageBuild, _report
 from pytest_desched.tools.kind_node.engine import ensure_engine, ensure_packages, stop_engine
+from pytest_desched.tools.kind_node.kwok_image import build_kwok_image
 from pytest_desched.tools.toolchain import Toolchain
 
 
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.step in ("all", "build"):
             _report(f"kind {tc.path('kind')}")
             out = NodeImageBuild(tc, Pins.load()).all()
+            out["kwok_image"] = build_kwok_image(tc, _report)  # a host replay's kwok
             for k, val in out.items():
                 print(f"{k:<20} {val}")
     except ToolError as exc:

@@ -152,3 +152,25 @@ def test_patches_and_audit_keep_the_standard_config(tmp_path: Path) -> None:
 
 def test_bounding_set_is_read() -> None:
     assert isinstance(bounding_lacks(), bool)
+
+
+def test_the_kwok_image_is_the_pinned_binary_labelled_with_its_module(tmp_path: Path) -> None:
+    from pytest_desched.replay.host_kwok import kwok_image, kwok_objects
+    from pytest_desched.tools.kind_node.kwok_image import BUILT_FROM, kwok_image_spec
+
+    binary = tmp_path / "kwok"
+    binary.write_bytes(b"\x7fELF kwok")
+    spec = kwok_image_spec(binary, "v0.8.0", "sigs.k8s.io/kwok", tmp_path / "layer.tar")
+    out = tmp_path / "kwok.tar"
+    archive.write_archive(spec, out)
+    assert archive.archive_tags(out) == ["desched.local/kwok:v0.8.0"] == [kwok_image("v0.8.0")]
+    with tarfile.open(spec.layers[0]) as layer:
+        member = layer.getmember("usr/local/bin/kwok")
+        assert layer.extractfile(member).read() == binary.read_bytes()  # type: ignore[union-attr]
+    assert spec.labels[BUILT_FROM] == "sigs.k8s.io/kwok@v0.8.0"
+    # the host replay's Deployment runs exactly that image, never pulled
+    (container,) = kwok_objects("r1", kwok_image("v0.8.0"))[-1]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["image"] == kwok_image("v0.8.0")
+    assert container["imagePullPolicy"] == "IfNotPresent"
