@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""How fast a host replay writes through the API, and how its restore grows (issue 41).
+
+For each size, a generated cluster (`pytest_desched.replay.generator`, seeded) is planned for
+the host (`replay.host_plan`: namespaces prefixed, fake nodes, confinement), kwok is started
+there (`HostProvider.start`), the snapshot restored through the API exactly as
+`desched replay --host` does (`restore(method="api", runner=False)`), and everything torn
+down by the run label (`HostProvider.stop`). No descheduler round: this measures the write
+path only (the round is the descheduler's own cost, measured in bench/replay_scale.py).
+
+    python bench/host_replay_scale.py --sizes 100x1000,1000x10000 [--out FILE]
+        [--kubeconfig PATH --context NAME]   (a host; default: a kind cluster made here)
+
+Figures per size (time.monotonic(), the restore's own phases): nodes (written, then Ready by
+kwok), api_objects (namespaces, ServiceAccounts, classes, PVs, PVCs, PDBs), api_pods (pods as
+orphans, owners, kwok's Running, startTime patches, the controllers' settle), verify; the
+objects written; the write rate over the write phases; the teardown. JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_desched.log import say
+from pytest_desched.providers.base import Cluster
+from pytest_desched.replay.generator import generate
+from pytest_desched.replay.host import HostProvider, fingerprint, read_host
+from pytest_desched.replay.host_plan import new_run_id, plan_host
+from pytest_desched.replay.restore import restore
+from pytest_desched.tools.kind_node.kwok_image import build_kwok_image
+from pytest_desched.tools.toolchain import Toolchain
+
+
+def one(cluster: Cluster, image: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+    snap = generate(seed=seed, nodes=nodes, pods=pods)
+    api = cluster.api_client
+    before = fingerprint(api)
+    state, _, _, _ = read_host(api)
+    plan = plan_host(snap, state, new_run_id(), "bench-")
+    provider = HostProvider(cluster, plan, image, say, timeout=1800)
+    t0 = time.monotonic()
+    provider.start()
+    kwok_s = time.monotonic() - t0
+    try:
+        res = restore(cluster, plan.snapshot, method="api", runner=False, timeout=3600, report=say)
+    finally:
+        t1 = time.monotonic()
+        provider.stop()
+        teardown_s = time.monotonic() - t1
+    written = sum(v for k, v in res.counts.items() if k not in ("skipped_pods",))
+    writing = sum(res.timings.get(k, 0.0) for k in ("nodes", "api_objects", "api_pods"))
+    return {
+        "nodes": nodes,
+        "pods": pods,
+        "restored_pods": res.counts.get("pods"),
+        "counts": res.counts,
+        "timings_s": res.timings,
+        "restore_s": round(sum(res.timings.values()), 1),
+        "objects_written": written,
+        "write_rate_per_s": round(written / writing, 1) if writing else None,
+        "kwok_start_s": round(kwok_s, 1),
+        "teardown_s": round(teardown_s, 1),
+        "verified": res.verified.get("ok"),
+        "host_untouched": fingerprint(cluster.api_client) == before,
+        "load_before_after": os.getloadavg(),
+    }
+
+
+def kind_host(tc: Toolchain, workdir: Path, image: str) -> tuple[Any, Cluster]:
+    # heavy: the kind provider, only when no host is given
+    from pytest_desched.providers.kind import KindProvider
+
+    prov = KindProvider(tc, workdir, f"desched-hostbench-{os.getpid()}", workers=2)
+    cluster = prov.start()
+    subprocess.run(
+        [str(tc.path("kind")), "load", "docker-image", image, "--name", prov.cluster_name],
+        check=True,
+        capture_output=True,
+    )
+    # the host as the replay sees it: no workdir of its own (HostProvider.stop removes one)
+    return prov, Cluster(
+        name=cluster.name,
+        provider="existing",
+        kubeconfig=cluster.kubeconfig,
+        toolchain=tc,
+        context=cluster.context,
+        created=False,
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--sizes", default="100x1000,1000x10000")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kubeconfig", type=Path, default=None)
+    ap.add_argument("--context", default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    tc = Toolchain(report=say)
+    image = build_kwok_image(tc, say)
+    prov = None
+    if args.context:
+        cluster = Cluster(
+            name=args.context,
+            provider="existing",
+            kubeconfig=args.kubeconfig,
+            toolchain=tc,
+            context=args.context,
+            created=False,
+        )
+    else:
+        prov, cluster = kind_host(tc, Path(tempfile.mkdtemp(prefix="desched-hostbench-")), image)
+    out: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    out["host_nodes"] = len(fingerprint(cluster.api_client)["nodes"])
+    out["runs"] = []
+    try:
+        for size in args.sizes.split(","):
+            n, p = (int(x) for x in size.split("x"))
+            say(f"host bench: {n} nodes / {p} pods (load {os.getloadavg()})")
+            out["runs"].append(one(cluster, image, n, p, args.seed))
+            say(json.dumps(out["runs"][-1]))
+    finally:
+        if prov is not None:
+            prov.stop()
+    text = json.dumps(out, indent=1)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
