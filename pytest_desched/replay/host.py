@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kubernetes.client.rest import ApiException
+
 from pytest_desched import scratch
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.config import build_config
@@ -262,22 +264,26 @@ def replay_on_host(
     )
     api = cluster.api_client
     try:
-        state, entries, policies, workloads = read_host(api)
-    except Exception as exc:
-        close_clients(cluster)
-        raise ProviderError(f"cannot read the host behind context {ctx!r}: {exc}") from exc
-    reserved = [release_namespace(run_id), kwok_namespace(run_id)]
-    plan = plan_host(inp.snap, state, run_id, namespace_prefix, reserved)
-    problems, host_notes = host_descheduler_problems(
-        entries, policies, plan.host_namespaces, workloads
-    )
-    if problems:
-        close_clients(cluster)
-        raise ConfigError(
-            f"the host runs a descheduler that could act on the replay's pods (never two "
-            f"executors on the same pods): {'; '.join(problems[:3])}"
+        try:
+            state, entries, policies, workloads = read_host(api)
+        except ApiException as exc:
+            raise ProviderError(
+                f"cannot read the host behind context {ctx!r}: {kubeapi.status_reason(exc)}"
+            ) from None
+        reserved = [release_namespace(run_id), kwok_namespace(run_id)]
+        plan = plan_host(inp.snap, state, run_id, namespace_prefix, reserved)
+        problems, host_notes = host_descheduler_problems(
+            entries, policies, plan.host_namespaces, workloads
         )
-    inp.policy = narrow_policy(inp.policy, plan.namespaces, plan.node_selector)
+        if problems:
+            raise ConfigError(
+                f"the host runs a descheduler that could act on the replay's pods (never two "
+                f"executors on the same pods): {'; '.join(problems[:3])}"
+            )
+        inp.policy = narrow_policy(inp.policy, plan.namespaces, plan.node_selector)
+    except BaseException:  # refused before any write: nothing to undo but the client
+        close_clients(cluster)
+        raise
     inp.snap = plan.snapshot
     cluster.lab_node_selector = plan.node_selector  # apply_policy holds the policy to it
     cluster.workdir = scratch.make("desched-host-")
