@@ -9,7 +9,8 @@ down by the run label (`HostProvider.stop`). No descheduler round: this measures
 path only (the round is the descheduler's own cost, measured in bench/replay_scale.py).
 
     python bench/host_replay_scale.py --sizes 100x1000,1000x10000 [--out FILE]
-        [--kubeconfig PATH --context NAME]   (a host; default: a kind cluster made here)
+        [--kubeconfig PATH --context NAME [--kwok-image IMAGE]]
+        (a host; default: a kind cluster made here, the kwok image built and loaded)
 
 Figures per size (time.monotonic(), the restore's own phases): nodes (written, then Ready by
 kwok), api_objects (namespaces, ServiceAccounts, classes, PVs, PVCs, PDBs), api_pods (pods as
@@ -105,9 +106,12 @@ def main() -> int:
     ap.add_argument("--kubeconfig", type=Path, default=None)
     ap.add_argument("--context", default=None)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--kwok-image", default=None, help="on the host already (default: built here, loaded)"
+    )
     args = ap.parse_args()
     tc = Toolchain(report=say)
-    image = build_kwok_image(tc, say)
+    image = args.kwok_image or build_kwok_image(tc, say)
     prov = None
     if args.context:
         cluster = Cluster(
