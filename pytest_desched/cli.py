@@ -41,6 +41,7 @@ from pytest_desched.bounds import check_cycles, check_no_loop, cycles_to_run
 from pytest_desched.cli_completion import add_parser as add_completion
 from pytest_desched.cli_info import _VersionAction, cmd_list, cmd_version
 from pytest_desched.cli_init import add_parser as add_init
+from pytest_desched.cli_lint import add_parser as add_lint
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
@@ -67,7 +68,7 @@ from pytest_desched.errors import (
 )
 from pytest_desched.evidence.merge import add_parser as add_merge
 from pytest_desched.fidelity.cli import add_parser as add_fidelity
-from pytest_desched.inputs_safe import check_file, check_output
+from pytest_desched.inputs_safe import check_output
 from pytest_desched.log import say
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
@@ -217,88 +218,6 @@ def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
     return next((n for n in names if label.startswith(lookup(n).title + "[")), names[0])
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
-    """Lint what will run: policies, ConfigMaps, or Helm values as the pinned chart renders them.
-
-    Exit 1 when a finding reaches --fail-on (error by default), 2 on bad input (a file
-    missing or unreadable, values helm refuses) before any finding.
-    """
-    # heavy: descheduler.policy.checker +7 modules (~12ms); descheduler.policy.lint +17 modules (~80ms); descheduler.policy.lint_output +8 modules (~15ms); descheduler.policy.values +8 modules (~14ms); tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
-    from pytest_desched.descheduler.policy.checker import checker_for
-    from pytest_desched.descheduler.policy.lint import (
-        lint_targets,
-        load_targets,
-        pinned_renderer,
-        values_target,
-    )
-    from pytest_desched.descheduler.policy.lint_first_use import first_use_line, has_values
-    from pytest_desched.descheduler.policy.lint_output import failing, render, verdict
-    from pytest_desched.descheduler.policy.lint_select import apply_inline, list_rules, selection
-    from pytest_desched.descheduler.policy.values import read_values
-    from pytest_desched.tools.toolchain import Toolchain
-
-    if args.list_rules:
-        out.emit(list_rules(args.output), args.output_file, say)
-        return EXIT_OK
-    if not args.files and not args.values:
-        raise ConfigError("desched lint needs a FILE or --values FILE")
-    chosen = selection(args.select, args.ignore, Path.cwd())  # bad codes: exit 2, no build
-
-    for f in args.files:  # missing, a directory, a FIFO, too big: refused before any build
-        check_file(f, what="policy, values or ConfigMap")
-    cand = None
-    if args.candidate:  # the candidate's own policy checker, built from its source
-        cand = parse_candidate(args.candidate)
-    bins = parse_bins(resolve("--desched-bin", args.bin))  # e.g. policycheck=PATH, no Go
-    cache = resolve("--desched-cache-dir", args.cache_dir)
-    toolchain = None
-    if cand or bins or cache:
-        toolchain = Toolchain(
-            cache_dir=Path(cache) if cache else None,
-            overrides=bins,
-            descheduler_version=None if cand else args.descheduler,
-            candidate=cand,
-            report=say,
-        )
-    helm = bool(args.values) or has_values(args.files)  # helm renders values only
-    said: list[bool] = []
-
-    def first_use() -> None:  # once, after the input is read and before a first build
-        tc = toolchain or Toolchain(descheduler_version=args.descheduler)
-        if not said and (line := first_use_line(tc, helm)):
-            say(line)
-        said.append(True)
-
-    pinned = pinned_renderer(toolchain, args.chart, report=say)
-
-    def renderer(files: Any) -> Any:
-        first_use()
-        return pinned(files)
-
-    values = [read_values(v) for v in args.values or ()]  # bad input first, before rendering
-    targets = [t for f in args.files for t in load_targets(f, renderer)]
-    if values:
-        targets.append(values_target(renderer(values)))
-    first_use()  # the policy checker may be built next
-    checker = checker_for(
-        toolchain.wanted_version("descheduler") if toolchain else args.descheduler, toolchain
-    )
-    found = lint_targets(targets, checker)
-    findings = chosen.apply(apply_inline(found, [*args.files, *(args.values or ())]))
-    fmt = args.output
-    if fmt in ("text", "json", "sarif"):  # the linter's own writers
-        text = render(findings, fmt, checker.version, args.fail_on)
-    else:  # yaml and md from the JSON document
-        data = json.loads(render(findings, "json", checker.version, args.fail_on))
-        cols = {"file": "FILE", "line": "LINE", "severity": "SEVERITY", "rule": "RULE"}
-        cols |= {"name": "NAME", "path": "PATH", "message": "MESSAGE", "fix": "FIX"}
-        text = out.render(data, fmt, md=lambda: out.table(data["findings"], cols, "md"))
-    out.emit(text, args.output_file, say)
-    if args.output_file or fmt != "text":  # the verdict is the text's last line already
-        print(verdict(findings, args.fail_on), file=sys.stderr)
-    return EXIT_FAILED if failing(findings, args.fail_on) else EXIT_OK
-
-
 def cmd_canary(args: argparse.Namespace) -> int:
     """Both tracks, the diff, the verdict; the Markdown report on stdout (or JSON)."""
     # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
@@ -412,42 +331,7 @@ def parser() -> argparse.ArgumentParser:
     )
     add_config_options(r, "run")
     out.add_output(r)
-    li = command(
-        "lint", cmd_lint, "lint policies, ConfigMaps or Helm values as the chart renders them"
-    )
-    li.add_argument("files", nargs="*", metavar="FILE", help="each linted on its own")
-    li.add_argument(
-        "--values",
-        "-f",
-        action="append",
-        default=None,
-        metavar="FILE",
-        help="Helm values, rendered together with the pinned chart (repeatable, Helm's order)",
-    )
-    li.add_argument(
-        "--chart", default=None, metavar="PATH", help="render values with this chart (dir or .tgz)"
-    )
-    li.add_argument(
-        "--fail-on",
-        choices=("error", "warning"),
-        default="error",
-        help="exit 1 on findings of this severity or worse (default: error)",
-    )
-    li.add_argument("--descheduler", default=None, metavar="VERSION", help="default: pinned")
-    li.add_argument(
-        "--candidate", default=None, metavar="SPEC", help="lint as a candidate reads it"
-    )
-    li.add_argument("--select", metavar="CODE,...", help="only these rules [pyproject.toml]")
-    li.add_argument("--ignore", metavar="CODE,...", help="not these rules [pyproject.toml]")
-    li.add_argument("--list-rules", action="store_true", help="each rule, its severity and docs")
-    li.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
-    li.add_argument(
-        "--bin",
-        default=None,
-        metavar="TOOL=PATH,...",
-        help="e.g. policycheck=PATH [env DESCHED_BIN]",
-    )
-    out.add_output(li, formats=(*out.FORMATS, "sarif"), output_file=True)
+    add_lint(sub)
     c = command("canary", cmd_canary, "a candidate descheduler/chart against the baseline")
     add_config_options(c, "canary")  # includes --candidate and --candidate-chart
     c.add_argument("--expect", default=None, metavar="FILE", help="explanations of changes")

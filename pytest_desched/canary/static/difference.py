@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_desched.descheduler.policy.rule_table import RULES, canary_severity
 from pytest_desched.redaction import scrub_data, scrub_secrets
 
 AREAS = (
@@ -21,7 +22,7 @@ AREAS = (
     "defaults",
     "metrics",
 )
-CHANGES = ("added", "removed", "changed", "widened", "narrowed")
+CHANGES = ("added", "removed", "changed", "widened", "narrowed", "kept")
 SEVERITIES = ("rollback", "review", "info")  # most serious first
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -42,30 +43,33 @@ class Difference:
     change: str  # one of CHANGES
     baseline: Any
     candidate: Any
-    severity: str  # one of SEVERITIES
+    severity: str  # one of SEVERITIES: the rule's (rule_table, shared with desched lint --from)
     message: str  # what changed and why it matters per the runbook
+    rule: str = ""  # the migration rule code (DU001, DR001, ...): rule_table.RULES
 
 
 def _diff(
+    rule: str,
     area: str,
     path: str,
     change: str,
     baseline: Any,
     candidate: Any,
-    severity: str,
     message: str,
     key: str = "",
 ) -> Difference:
-    """A Difference with its values scrubbed; `key` gives a bare value its key's context."""
-    assert area in AREAS and change in CHANGES and severity in SEVERITIES
+    """A Difference under `rule` (its severity is the rule's), its values scrubbed; `key` gives
+    a bare value its key's context."""
+    assert rule in RULES and area in AREAS and change in CHANGES
     return Difference(
         area,
         scrub_secrets(path),
         change,
         _scrub(key, baseline),
         _scrub(key, candidate),
-        severity,
+        canary_severity(rule),
         scrub_secrets(message),
+        rule,
     )
 
 

@@ -14,6 +14,7 @@ from pytest_desched.canary.static.manifests import compare_manifests
 from pytest_desched.canary.static.values import compare_values
 from pytest_desched.descheduler.chart import LAB_CMD_OPTIONS, private_file
 from pytest_desched.descheduler.chart_source import chart_meta, sha256_file
+from pytest_desched.descheduler.policy.values import read_values
 from pytest_desched.descheduler.render_checks import parse_manifests
 from pytest_desched.proc import run
 from pytest_desched.tools.candidate import tree_digest
@@ -107,4 +108,6 @@ def compare_charts(
     c_files = values_files if candidate_values_files is None else candidate_values_files
     bv, bdocs = render_chart(helm, baseline_chart, values, env, values_files=values_files)
     cv, cdocs = render_chart(helm, candidate_chart, values, env, values_files=c_files)
-    return compare_values(bv, cv) + compare_manifests(bdocs, cdocs)
+    # the values written for the baseline: a key they set that the candidate dropped is DU007
+    user = [read_values(f).doc for f in values_files] + ([dict(values)] if values else [])
+    return compare_values(bv, cv, user) + compare_manifests(bdocs, cdocs)

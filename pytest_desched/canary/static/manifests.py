@@ -102,20 +102,20 @@ def _rbac_diffs(label: str, b_rules: Any, c_rules: Any) -> list[Difference]:
             delta = sorted({p[3] for p in perms if p[:3] == key})
             where = f"{label} rules[{_perm_where((*key, ''))}]"
             if change == "widened":
-                sev = "rollback"
+                rule = "DR001"
                 msg = (
                     f"{label} grants {', '.join(delta)} on {_perm_where((*key, ''))} beyond the "
                     "baseline: wider RBAC for this eviction-capable identity is a rollback "
                     "trigger unless explained"
                 )
             else:
-                sev = "review"
+                rule = "DR002"
                 msg = (
                     f"{label} no longer grants {', '.join(delta)} on {_perm_where((*key, ''))}: "
                     "a candidate that still needs it gets 403 (fails closed); confirm in the "
                     "behaviour comparison"
                 )
-            out.append(_diff("rbac", where, change, verbs(pb, key), verbs(pc, key), sev, msg))
+            out.append(_diff(rule, "rbac", where, change, verbs(pb, key), verbs(pc, key), msg))
     return out
 
 
@@ -132,20 +132,20 @@ def _binding_diffs(label: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> li
     sc = [_subject(s) for s in _as_list(c.get("subjects"))]
     if added := [s for s in sc if s not in sb]:
         msg = f"{label} binds {', '.join(added)} too: more identities get the role (rollback trigger unless explained)"
-        out.append(_diff("rbac", f"{label} subjects", "widened", sb, sc, "rollback", msg))
+        out.append(_diff("DR003", "rbac", f"{label} subjects", "widened", sb, sc, msg))
     if gone := [s for s in sb if s not in sc]:
         msg = f"{label} no longer binds {', '.join(gone)}: that identity loses the role (fails closed)"
-        out.append(_diff("rbac", f"{label} subjects", "narrowed", sb, sc, "review", msg))
+        out.append(_diff("DR004", "rbac", f"{label} subjects", "narrowed", sb, sc, msg))
     if b.get("roleRef") != c.get("roleRef"):
         msg = f"{label} refers to another role: what it grants must be compared by hand (rollback trigger unless explained)"
         out.append(
             _diff(
+                "DR005",
                 "rbac",
                 f"{label} roleRef",
                 "changed",
                 b.get("roleRef"),
                 c.get("roleRef"),
-                "rollback",
                 msg,
             )
         )
@@ -173,12 +173,12 @@ def _container_diffs(
         msg = f"{label} {where} runs another image: the runbook pins image and chart separately; confirm this is the candidate you mean"
         out.append(
             _diff(
+                "DO005",
                 "image",
                 f"{label} {where}.image",
                 "changed",
                 b.get("image"),
                 c.get("image"),
-                "review",
                 msg,
             )
         )
@@ -186,12 +186,12 @@ def _container_diffs(
         msg = f"{label} {where} starts another command"
         out.append(
             _diff(
+                "DO006",
                 "args",
                 f"{label} {where}.command",
                 "changed",
                 b.get("command"),
                 c.get("command"),
-                "review",
                 msg,
             )
         )
@@ -204,21 +204,19 @@ def _container_diffs(
         show_b = None if vb is None else (vb[0] if len(vb) == 1 else vb)
         show_c = None if vc is None else (vc[0] if len(vc) == 1 else vc)
         if flag == "--dry-run" and vc != ["true"] and vb == ["true"]:
-            sev = "rollback"
+            rule = "DO008"
             msg = f"{label}: the runbook's dry-run flag no longer reaches the descheduler: it would evict for real"
         else:
-            sev, msg = (
-                "review",
-                f"{label} {where} argument {flag} {change}: the descheduler starts differently",
-            )
+            rule = "DO007"
+            msg = f"{label} {where} argument {flag} {change}: the descheduler starts differently"
         out.append(
             _diff(
+                rule,
                 "args",
                 f"{label} {where}.args {flag}",
                 change,
                 show_b,
                 show_c,
-                sev,
                 msg,
                 flag.lstrip("-"),
             )
@@ -278,7 +276,7 @@ def _object_diffs(label: str, base: Mapping[str, Any], cand: Mapping[str, Any]) 
         out.append(_field_diff(label, area, path, change, vb, vc))
     for path, (vb, vc) in cosmetic.items():
         msg = f"{label} {_fmt(path)} differ ({', '.join(vb)}): chart/version labels and config checksums, cosmetic"
-        out.append(_diff(area, f"{label} {_fmt(path)}", "changed", vb, vc, "info", msg))
+        out.append(_diff("DO004", area, f"{label} {_fmt(path)}", "changed", vb, vc, msg))
     return out
 
 
@@ -286,13 +284,14 @@ def _field_diff(label: str, area: str, path: Path_, change: str, b: Any, c: Any)
     where, key = f"{label} {_fmt(path)}", _last_key(path)
     lowered = _lowerings(path, b, c)
     if area == "cronjob" and path == ("spec", "suspend") and c is not True:
-        sev = "rollback"
+        rule = "DO009"
         msg = f"{label}: with the runbook's suspend=true the CronJob is not suspended ({c!r}): it would run on its schedule"
     elif lowered:
-        sev, msg = "rollback", f"{label} lowers a protection: {'; '.join(lowered)}"
+        rule, msg = "DO010", f"{label} lowers a protection: {'; '.join(lowered)}"
     else:
-        sev, msg = "review", f"{label} {_fmt(path)} {change}"
-    return _diff(area, where, change, b, c, sev, msg, key)
+        rule = "DR008" if area == "rbac" else "DO003"
+        msg = f"{label} {_fmt(path)} {change}"
+    return _diff(rule, area, where, change, b, c, msg, key)
 
 
 def _policy_data(doc: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -322,19 +321,15 @@ def compare_manifests(
         area = "rbac" if rbac else "cronjob" if kind == "CronJob" else "object"
         if b is None and c is not None:
             if rbac:
-                sev, msg = (
-                    "rollback",
-                    f"the candidate creates {label}: new RBAC widens what the descheduler may do",
-                )
+                rule = "DR006"
+                msg = f"the candidate creates {label}: new RBAC widens what the descheduler may do"
             else:
-                sev, msg = (
-                    "review",
-                    f"the candidate creates {label}, which the baseline install does not",
-                )
-            out.append(_diff(area, label, "added", None, c, sev, msg))
+                rule = "DO001"
+                msg = f"the candidate creates {label}, which the baseline install does not"
+            out.append(_diff(rule, area, label, "added", None, c, msg))
         elif c is None and b is not None:
             msg = f"the candidate no longer creates {label}: whatever relied on it stops working"
-            out.append(_diff(area, label, "removed", b, None, "review", msg))
+            out.append(_diff("DR007" if rbac else "DO002", area, label, "removed", b, None, msg))
         elif b is not None and c is not None:
             if kind == "ConfigMap":
                 b, c = _policy_data(b), _policy_data(c)

@@ -5,7 +5,8 @@ An upgrade breaks dashboards and alerts quietly: v0.34.0 added `pods_evicted_tot
 old ones deprecated (`DeprecatedVersion`); a later release drops them. The served families
 (metric_probe) say what a binary answers today; the code says what is deprecated and what
 replaced it (the same Help text under another name), so an alert on an old name is flagged
-before anything runs. Rule codes: DM001 deprecated in the candidate, DM002 removed, DM003 new.
+before anything runs. Rule codes (rule_table): DM001 deprecated in the candidate, DM002 removed, DM003 new, DM004
+deprecated in both (an alert on it still needs the new name).
 """
 
 from __future__ import annotations
@@ -68,16 +69,22 @@ def compare_declared_metrics(
         old, new = baseline[name], candidate.get(name)
         if new is None:
             msg = f"DM002 metric-removed: {name} is not declared by the candidate{successor(old)}"
-            out.append(_diff("metrics", name, "removed", name, None, "rollback", msg))
+            out.append(_diff("DM002", "metrics", name, "removed", name, None, msg))
         elif new.deprecated_since and not old.deprecated_since:
             msg = (
                 f"DM001 metric-deprecated: {name} is deprecated since {new.deprecated_since} in "
                 f"the candidate{successor(new)}: alerts and dashboards on it need the new name"
             )
-            out.append(_diff("metrics", name, "changed", "served", "deprecated", "review", msg))
+            out.append(_diff("DM001", "metrics", name, "changed", "served", "deprecated", msg))
+        elif new.deprecated_since and old.deprecated_since:
+            msg = (
+                f"DM004 metric-deprecated-kept: {name} is deprecated in both releases (since "
+                f"{new.deprecated_since}){successor(new)}: a later release may drop it"
+            )
+            out.append(_diff("DM004", "metrics", name, "kept", "deprecated", "deprecated", msg))
     for name in sorted(set(candidate) - set(baseline)):
         msg = f"DM003 metric-added: {name} is new in the candidate"
-        out.append(_diff("metrics", name, "added", None, name, "info", msg))
+        out.append(_diff("DM003", "metrics", name, "added", None, name, msg))
     return out
 
 

@@ -24,15 +24,24 @@ from pytest_desched.canary.static.protections import (
 )
 from pytest_desched.descheduler.policy.lint import RULES, Finding
 
-_LINT_SEVERITY = {"error": "rollback", "warning": "review", "note": "info"}
 _LINT_RANK = {"error": 0, "warning": 1, "note": 2}
+# The migration rule a lint finding new (or worse) under the candidate falls under, by its DL
+# rule; any other by its severity.
+_NEW_UNDER_CANDIDATE = {"DL001": "DP001", "DL002": "DP002", "DL003": "DP002", "DL006": "DP003"}
+_NEW_BY_SEVERITY = {"error": "DP005", "warning": "DP006", "note": "DP007"}
+_DEPRECATED = "DL006"  # a deprecated field: reported while both releases deprecate it (DP004)
+
+
+def _new_rule(f: Finding) -> str:
+    return _NEW_UNDER_CANDIDATE.get(f.rule) or _NEW_BY_SEVERITY.get(f.severity, "DP006")
 
 
 def compare_lint(baseline: Sequence[Finding], candidate: Sequence[Finding]) -> list[Difference]:
     """The same policy linted under each version, by (rule, path).
 
     A new error means the candidate refuses the policy or drops a field of it: the policy
-    would not do under the candidate what it does now, so it must be explained.
+    would not do under the candidate what it does now, so it must be explained. A deprecated
+    field both releases report stays a row (DP004): the upgrade is the time to move off it.
     """
 
     def key(f: Finding) -> tuple[str, str]:
@@ -45,17 +54,19 @@ def compare_lint(baseline: Sequence[Finding], candidate: Sequence[Finding]) -> l
         name = RULES[k[0]].name if k[0] in RULES else k[0]
         where = f"{k[0]} {name} {k[1]}"
         if b is None and c is not None:
-            sev = _LINT_SEVERITY.get(c.severity, "review")
             msg = f"new under the candidate ({c.severity}): {c.message}"
-            out.append(_diff("policy-lint", where, "added", None, c.message, sev, msg))
+            out.append(_diff(_new_rule(c), "policy-lint", where, "added", None, c.message, msg))
         elif c is None and b is not None:
             msg = f"no longer reported under the candidate (was {b.severity}): {b.message}"
-            out.append(_diff("policy-lint", where, "removed", b.message, None, "info", msg))
+            out.append(_diff("DP008", "policy-lint", where, "removed", b.message, None, msg))
         elif b is not None and c is not None and (b.severity, b.message) != (c.severity, c.message):
             worse = _LINT_RANK.get(c.severity, 1) < _LINT_RANK.get(b.severity, 1)
-            sev = _LINT_SEVERITY.get(c.severity, "review") if worse else "info"
+            rule = _new_rule(c) if worse else "DP008"
             msg = f"{b.severity} -> {c.severity}: {c.message}"
-            out.append(_diff("policy-lint", where, "changed", b.message, c.message, sev, msg))
+            out.append(_diff(rule, "policy-lint", where, "changed", b.message, c.message, msg))
+        elif b is not None and c is not None and k[0] == _DEPRECATED:
+            msg = f"deprecated under both releases, still used: {c.message}"
+            out.append(_diff("DP004", "policy-lint", where, "kept", b.message, c.message, msg))
     return out
 
 
@@ -72,31 +83,25 @@ def _plugin_diffs(where: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> lis
         path = f"{where}.plugins.{point}.enabled"
         if added := [p for p in ec if p not in eb]:
             if point in _EVICTING:
-                sev, why = "rollback", "more strategies pick candidates: the candidate set can grow"
+                rule, why = "DD001", "more strategies pick candidates: the candidate set can grow"
             else:
-                sev, why = "review", "a new filter or sort changes which pods are picked"
+                rule, why = "DD002", "a new filter or sort changes which pods are picked"
             msg = f"{', '.join(added)} enabled at {point} after the candidate's defaulting: {why}"
-            out.append(_diff("defaults", path, "added", eb, ec, sev, msg))
+            out.append(_diff(rule, "defaults", path, "added", eb, ec, msg))
         if gone := [p for p in eb if p not in ec]:
             if point in _FILTERING:
-                sev, why = "rollback", "a filter that protected pods no longer runs"
+                rule, why = "DD003", "a filter that protected pods no longer runs"
             else:
-                sev, why = "review", "fewer pods are picked"
+                rule, why = "DD004", "fewer pods are picked"
             msg = f"{', '.join(gone)} no longer enabled at {point} after the candidate's defaulting: {why}"
-            out.append(_diff("defaults", path, "removed", eb, ec, sev, msg))
+            out.append(_diff(rule, "defaults", path, "removed", eb, ec, msg))
         db = _as_list((b.get(point) or {}).get("disabled"))
         dc = _as_list((c.get(point) or {}).get("disabled"))
         if db != dc:
             msg = f"the disabled plugins at {point} differ after defaulting"
             out.append(
                 _diff(
-                    "defaults",
-                    f"{where}.plugins.{point}.disabled",
-                    "changed",
-                    db,
-                    dc,
-                    "review",
-                    msg,
+                    "DD005", "defaults", f"{where}.plugins.{point}.disabled", "changed", db, dc, msg
                 )
             )
     return out
@@ -131,7 +136,7 @@ def compare_defaults(
         if b is None or c is None:
             change = "added" if b is None else "removed"
             msg = f"profile {name} {change} after defaulting: it runs its own strategies"
-            out.append(_diff("defaults", where, change, b, c, "review", msg))
+            out.append(_diff("DD006", "defaults", where, change, b, c, msg))
             continue
         out += _plugin_diffs(where, b.get("plugins") or {}, c.get("plugins") or {})
         act_b = effective_protections(_evictor_args(b), baseline_protections)
@@ -140,10 +145,10 @@ def compare_defaults(
             at = f"{where}.DefaultEvictor.protections[{p}]"
             if p not in act_c:
                 msg = f"protection {p} is active under the baseline and not under the candidate: those pods become evictable"
-                out.append(_diff("defaults", at, "removed", "active", "inactive", "rollback", msg))
+                out.append(_diff("DD007", "defaults", at, "removed", "active", "inactive", msg))
             elif p not in act_b:
                 msg = f"protection {p} is active under the candidate only: fewer pods are evictable"
-                out.append(_diff("defaults", at, "added", "inactive", "active", "review", msg))
+                out.append(_diff("DD008", "defaults", at, "added", "inactive", "active", msg))
         cfg_path = ("profiles", f"[{name}]", "pluginConfig")
         for path, change, vb, vc in _walk(b.get("pluginConfig"), c.get("pluginConfig"), cfg_path):
             if set(path) & _RAW_PROTECTION_KEYS:
@@ -158,10 +163,10 @@ def compare_defaults(
 def _defaults_row(path: Path_, change: str, b: Any, c: Any) -> Difference:
     where, lowered = _fmt(path), _lowerings(path, b, c)
     if lowered:
-        sev, msg = "rollback", f"after the candidate's defaulting: {'; '.join(lowered)}"
+        rule, msg = "DD009", f"after the candidate's defaulting: {'; '.join(lowered)}"
     else:
-        sev, msg = "review", f"{where} {change} after the candidate's defaulting"
-    return _diff("defaults", where, change, b, c, sev, msg, _last_key(path))
+        rule, msg = "DD010", f"{where} {change} after the candidate's defaulting"
+    return _diff(rule, "defaults", where, change, b, c, msg, _last_key(path))
 
 
 def compare_metric_names(baseline: Iterable[str], candidate: Iterable[str]) -> list[Difference]:
@@ -173,9 +178,8 @@ def compare_metric_names(baseline: Iterable[str], candidate: Iterable[str]) -> l
         like = difflib.get_close_matches(name, new, n=1, cutoff=0.8)
         hint = f" (renamed to {like[0]}?)" if like else ""
         msg = f"{name} is no longer served{hint}: metrics lose comparability, a rollback trigger unless explained"
-        out.append(_diff("metrics", name, "removed", name, None, "rollback", msg))
+        out.append(_diff("DM002", "metrics", name, "removed", name, None, msg))
     for name in new:
-        out.append(
-            _diff("metrics", name, "added", None, name, "info", f"{name} is new in the candidate")
-        )
+        msg = f"{name} is new in the candidate"
+        out.append(_diff("DM003", "metrics", name, "added", None, name, msg))
     return out

@@ -65,12 +65,12 @@ class StaticComparison:
                 "",
                 f"### {area}",
                 "",
-                "| severity | change | where | baseline | candidate | why it matters |",
-                "|---|---|---|---|---|---|",
+                "| severity | rule | change | where | baseline | candidate | why it matters |",
+                "|---|---|---|---|---|---|---|",
             ]
             for d in sorted(areas[area], key=lambda d: _RANK[d.severity]):
                 lines.append(
-                    f"| {d.severity} | {d.change} | {_cell(d.path, 90)} | {_cell(d.baseline)} "
+                    f"| {d.severity} | {d.rule or '—'} | {d.change} | {_cell(d.path, 90)} | {_cell(d.baseline)} "
                     f"| {_cell(d.candidate)} | {_cell(d.message, 240)} |"
                 )
         return scrub_secrets("\n".join(lines))

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from pytest_desched import __version__
+from pytest_desched.descheduler.policy.rule_table import RULES, Rule, Severity, rule_link
 from pytest_desched.render import printable
 
 if TYPE_CHECKING:
@@ -39,52 +40,6 @@ __all__ = [
 ]
 
 FAIL_ON = ("error", "warning")  # --fail-on choices, most severe first
-# The linter's rules (`desched lint` reports them; SARIF lists them as the driver's rules).
-Severity = Literal["error", "warning", "note"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    name: str
-    severity: Severity
-    summary: str
-
-
-RULES: dict[str, Rule] = {
-    r.id: r
-    for r in (
-        Rule("DL000", "unreadable-input", "error", "the file is not a policy, values or ConfigMap"),
-        Rule("DL001", "rejected-by-descheduler", "error", "the descheduler refuses the policy"),
-        Rule("DL002", "dropped-field", "error", "a field the descheduler silently ignores"),
-        Rule("DL003", "duplicate-field", "error", "a key given twice; one is silently kept"),
-        Rule("DL004", "inline-credential", "error", "a credential written into the policy"),
-        Rule("DL005", "template-marker", "error", "a '{{' the chart's tpl would evaluate"),
-        Rule("DL006", "deprecated-evictor-boolean", "warning", "a deprecated DefaultEvictor flag"),
-        Rule("DL007", "nothing-enabled", "warning", "no plugin evicts: the run does nothing"),
-        Rule("DL008", "protections-lowered", "warning", "default pod protections disabled"),
-        Rule("DL009", "no-eviction-cap", "warning", "a per-node, per-namespace or total cap unset"),
-        Rule("DL010", "event-notification-off", "warning", "failed evictions leave no event"),
-        Rule("DL011", "min-pod-age-missing", "warning", "new pods can be evicted at once"),
-        Rule("DL012", "known-bug", "warning", "the policy triggers a known bug of this version"),
-        Rule("DL013", "needs-live-cluster", "note", "accepted; only a live cluster can check it"),
-        Rule("DL014", "no-scope", "warning", "an evicting strategy with no namespace/label scope"),
-        Rule("DL015", "node-fit-off", "warning", "pods evicted with nowhere else to run"),
-        Rule("DL016", "short-pod-lifetime", "warning", "PodLifeTime evicts pods younger than it"),
-        Rule("DL017", "min-pod-age-short", "warning", "minPodAge below the runbook's"),
-        Rule("DL018", "safety-flag-off", "error", "values turn suspend or dry-run off"),
-        Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
-        Rule("DL020", "ignore-without-reason", "warning", "an inline ignore with no reason"),
-    )
-}
-# Where each rule is explained: docs/lint.md, one anchor per code (`#dl007`). The project has no
-# published URL yet (pyproject.toml has no [project.urls]): set it here, in one place, when it does.
-DOCS_URL = "https://github.com/pytest-desched/pytest-desched/blob/main/docs/lint.md"
-
-
-def rule_link(code: str) -> str:
-    """The docs of rule ``code`` (``--list-rules`` prints it; SARIF's ``helpUri``)."""
-    return f"{DOCS_URL}#{code.lower()}"
 
 
 _RANK = {"error": 0, "warning": 1, "note": 2}
@@ -129,11 +84,18 @@ def render_text(findings: Sequence[Finding], fail_on: str = "error") -> str:
     return "\n".join(lines)
 
 
-def render_json(findings: Sequence[Finding], version: str, fail_on: str = "error") -> str:
+def render_json(
+    findings: Sequence[Finding],
+    version: str,
+    fail_on: str = "error",
+    from_version: str | None = None,
+) -> str:
+    """The findings as one JSON document; ``from``: the release of `lint --from`, if any."""
     return json.dumps(
         {
             "linter": __version__,
             "descheduler": version,
+            **({"from": from_version} if from_version else {}),
             "fail_on": fail_on,
             "verdict": verdict(findings, fail_on),
             "findings": [{**asdict(f), "name": f.name} for f in findings],
@@ -155,8 +117,9 @@ def sarif_uri(file: str) -> str:
     return quote(p.as_posix(), safe="/")
 
 
-def render_sarif(findings: Sequence[Finding], version: str) -> str:
-    """SARIF 2.1.0: one run, the rules as the driver's reportingDescriptors."""
+def render_sarif(findings: Sequence[Finding], version: str, from_version: str | None = None) -> str:
+    """SARIF 2.1.0: one run, the rules as the driver's reportingDescriptors (each with its
+    summary, fix and docs link); `lint --from`'s release is ``properties.fromRelease``."""
     ids = list(RULES)
     results = []
     for f in findings:
@@ -183,6 +146,7 @@ def render_sarif(findings: Sequence[Finding], version: str) -> str:
             "id": r.id,
             "name": r.name,
             "shortDescription": {"text": r.summary},
+            **({"help": {"text": r.fix}} if r.fix else {}),
             "helpUri": rule_link(r.id),
             "defaultConfiguration": {"level": r.severity},
         }
@@ -202,16 +166,25 @@ def render_sarif(findings: Sequence[Finding], version: str) -> str:
                     }
                 },
                 "results": results,
-                "properties": {"deschedulerVersion": version},
+                "properties": {
+                    "deschedulerVersion": version,
+                    **({"fromRelease": from_version} if from_version else {}),
+                },
             }
         ],
     }
     return json.dumps(log, indent=2)
 
 
-def render(findings: Sequence[Finding], fmt: str, version: str, fail_on: str = "error") -> str:
+def render(
+    findings: Sequence[Finding],
+    fmt: str,
+    version: str,
+    fail_on: str = "error",
+    from_version: str | None = None,
+) -> str:
     if fmt == "json":
-        return render_json(findings, version, fail_on)
+        return render_json(findings, version, fail_on, from_version)
     if fmt == "sarif":
-        return render_sarif(findings, version)
+        return render_sarif(findings, version, from_version)
     return render_text(findings, fail_on)

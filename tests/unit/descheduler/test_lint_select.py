@@ -31,7 +31,7 @@ def test_unknown_code_names_it_and_the_nearest() -> None:
         ConfigError, match=r"--select: unknown lint rule 'DL07'; did you mean DL007"
     ):
         parse_codes("DL009,DL07", "--select")
-    with pytest.raises(ConfigError, match=r"'NOPE'; did you mean DL"):
+    with pytest.raises(ConfigError, match=r"'NOPE'; did you mean D[A-Z]\d{3}"):
         parse_codes(["NOPE"], "x")
 
 

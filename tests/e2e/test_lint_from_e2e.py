@@ -1,0 +1,93 @@
+"""`desched lint --from`: the upgrade v0.35.1 (Go module, chart 0.35.1 as shipped) -> the pinned
+v0.36.0, for a values file a user wrote for chart 0.35.1 with a deprecated DefaultEvictor
+argument. No cluster: both charts render the values, each release's own policy checker reads
+the policy (v0.35.1's is built from the Go module once, ~17 min cold on the loaded VM, then
+cached), each release's own metrics/metrics.go is read. About 5 s warm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.upstream import REPO, release_file
+
+pytestmark = pytest.mark.desched_selftest
+
+OLD_VALUES = """\
+# written for chart 0.35.1
+deschedulerPolicy:
+  maxNoOfPodsToEvictPerNode: 1
+  maxNoOfPodsToEvictPerNamespace: 1
+  maxNoOfPodsToEvictTotal: 2
+  profiles:
+    - name: default
+      pluginConfig:
+        - name: DefaultEvictor
+          args:
+            evictLocalStoragePods: true
+            nodeFit: true
+            minPodAge: 10m
+        - name: RemovePodsViolatingNodeAffinity
+          args:
+            nodeAffinityType: [requiredDuringSchedulingIgnoredDuringExecution]
+      plugins:
+        deschedule:
+          enabled: [RemovePodsViolatingNodeAffinity]
+"""
+
+
+def lint(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_desched.cli", "lint", *argv],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=3600,  # a cold build of v0.35.1's policy checker
+        check=False,
+    )
+
+
+def test_lint_from_v0351_lists_the_migration_findings_with_codes(tmp_path: Path) -> None:
+    chart = release_file("chart-0.35.1")
+    values = tmp_path / "values.yaml"
+    values.write_text(OLD_VALUES)
+    base = ["values.yaml", "--from", "version:v0.35.1", "--from-chart", str(chart)]
+    res = lint(tmp_path, *base, "-o", "json")
+    assert res.returncode == 0, res.stderr  # no error-level finding: SAFE
+    doc = json.loads(res.stdout)
+    assert (doc["descheduler"], doc["from"]) == ("v0.36.0", "v0.35.1")
+    by_rule: dict[str, list[dict]] = {}
+    for f in doc["findings"]:
+        by_rule.setdefault(f["rule"], []).append(f)
+    # the deprecated argument: deprecated by both releases' own checkers, at the user's line
+    [kept] = by_rule["DP004"]
+    assert kept["path"].endswith("pluginConfig[0].args.evictLocalStoragePods")
+    assert (kept["file"], kept["line"]) == ("values.yaml", 11)
+    assert [f["line"] for f in by_rule["DL006"]] == [11]
+    # chart 0.36.0's new value, the image each chart runs, the metric families v0.35.1
+    # already deprecates (its own metrics.go), each from the release's own chart or code
+    assert {f["path"] for f in by_rule["DU001"]} == {"values.serviceMonitor.apiVersion"}
+    assert by_rule["DO005"][0]["origin"] == "rendered chart"
+    assert {f["path"] for f in by_rule["DM004"]} == {
+        "descheduler_pods_evicted",
+        "descheduler_descheduler_loop_duration_seconds",
+        "descheduler_descheduler_strategy_duration_seconds",
+    }
+    assert not {"DP001", "DP002", "DR001", "DM002"} & by_rule.keys()  # nothing refused or lost
+    # SARIF: the same codes, each rule with its docs link; the from-release named
+    sarif = json.loads(lint(tmp_path, *base, "-o", "sarif").stdout)
+    run = sarif["runs"][0]
+    assert run["properties"]["fromRelease"] == "v0.35.1"
+    assert {r["ruleId"] for r in run["results"]} == {f["rule"] for f in doc["findings"]}
+    # --select keeps the migration rules asked for, in text too
+    text = lint(tmp_path, *base, "--select", "DP004,DM004")
+    said = set(re.findall(r" (?:error|warning|note) (D[A-Z]\d{3}) ", text.stdout))
+    assert said == {"DP004", "DM004"}, text.stdout
