@@ -17,6 +17,7 @@ runbook's own policy (manifests/policy-safe-rebalance.yaml), the one source of t
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from pytest_desched.descheduler.policy.values import (
     read_values,
     render_values,
     safety_off,
+    unknown_keys,
 )
 from pytest_desched.errors import ConfigError, InputError, PolicyError
 from pytest_desched.inputs_safe import load_yaml, load_yaml_all, read_text, require_mapping
@@ -301,9 +303,33 @@ def _finding(target: Target, rule: str, path: str, message: str, fix: str) -> Fi
     )
 
 
+def _unread_fix(key: str, reads: Iterable[str]) -> str:
+    near = difflib.get_close_matches(key, sorted(reads), n=1, cutoff=0.6)
+    if near:
+        return f'did you mean "{near[0]}"? rename it'
+    return "remove it (`helm show values` lists the chart's keys)"
+
+
 def _safety_findings(rendered: RenderedValues) -> list[Finding]:
-    """DL018: the values turn off a flag the runbook's first install relies on."""
-    return [
+    """DL018: the values turn off a flag the runbook's first install relies on; DL021: they
+    set a top-level key the chart never reads."""
+    unread = (
+        [
+            Finding(
+                rule="DL021",
+                severity=RULES["DL021"].severity,
+                file=str(f.path),
+                path=key,
+                message=f"the chart reads no value {key!r}: helm ignores it silently",
+                fix=_unread_fix(key, rendered.reads),
+                line=line,
+            )
+            for f, key, line in unknown_keys(rendered.files, rendered.reads)
+        ]
+        if rendered.reads
+        else []
+    )
+    return unread + [
         Finding(
             rule="DL018",
             severity=RULES["DL018"].severity,

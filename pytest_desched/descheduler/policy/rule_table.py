@@ -62,6 +62,7 @@ _DL = (
     Rule("DL018", "safety-flag-off", "error", "values turn suspend or dry-run off"),
     Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
     Rule("DL020", "ignore-without-reason", "warning", "an inline ignore with no reason"),
+    Rule("DL021", "unknown-values-key", "warning", "a top-level values key the chart never reads"),
 )
 
 _REVIEW = "review it before the upgrade; explain it in the canary's --expect if intended"

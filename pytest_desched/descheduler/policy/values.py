@@ -15,7 +15,9 @@ not a mapping, values helm refuses (helm's own reason).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+import tarfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ __all__ = [
     "read_values",
     "render_values",
     "safety_off",
+    "unknown_keys",
 ]
 
 POLICY_KEY = "deschedulerPolicy"  # the chart's values key whose body is policy.yaml
@@ -122,6 +125,45 @@ def safety_off(files: Sequence[ValuesFile]) -> list[tuple[ValuesFile, str, Any, 
     return out
 
 
+# How a chart's templates read a top-level value: `.Values.key`, `index .Values "key"`.
+_VALUES_REF = re.compile(r'\.Values\.([A-Za-z0-9_]+)|index\s+\.Values\s+"([^"]+)"')
+
+
+def chart_reads(shown: Mapping[str, Any], templates: Iterable[str]) -> frozenset[str]:
+    """The top-level values a chart reads: its default values' keys, every key its templates
+    name (a key commented out of values.yaml, e.g. `startingDeadlineSeconds`), and `global`."""
+    named = {a or b for text in templates for a, b in _VALUES_REF.findall(text)}
+    return frozenset({*shown, *named, "global"})
+
+
+def unknown_keys(
+    files: Sequence[ValuesFile], reads: frozenset[str]
+) -> list[tuple[ValuesFile, str, int | None]]:
+    """(file, key, line) of each top-level key no part of the chart reads: helm ignores it
+    without a word, so the setting does nothing (a typo, or a key of another chart version)."""
+    return [
+        (f, str(key), _node_line(f.node, [str(key)]))
+        for f in files
+        for key in f.doc
+        if str(key) not in reads
+    ]
+
+
+def _chart_texts(chart: Path) -> list[str]:
+    """The text of every template of a chart directory or packaged .tgz."""
+    if chart.is_dir():
+        return [
+            p.read_text(errors="replace") for p in sorted(chart.rglob("templates/*")) if p.is_file()
+        ]
+    out = []
+    with tarfile.open(chart) as tf:
+        for m in tf:
+            fh = tf.extractfile(m) if m.isfile() and "/templates/" in m.name else None
+            if fh is not None:
+                out.append(fh.read().decode(errors="replace"))
+    return out
+
+
 @dataclass(frozen=True)
 class RenderedValues:
     """What the chart renders from the user's values: the policy ConfigMap's text, if any."""
@@ -131,6 +173,8 @@ class RenderedValues:
     policy_text: str | None
     # Every document of the render (the CronJob's args, kind...): desched run/up read them.
     manifests: tuple[dict[str, Any], ...] = ()
+    # The top-level values the chart reads (chart_reads); empty when not asked.
+    reads: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:
@@ -175,4 +219,6 @@ def render_values(
         raise ConfigError(f"{files[-1].path}: the chart renders invalid YAML ({exc})") from None
     cms = [d for d in find(docs, "ConfigMap") if "policy.yaml" in (d.get("data") or {})]
     policy = str(cms[0]["data"]["policy.yaml"]) if len(cms) == 1 else None
-    return RenderedValues(tuple(files), chart_label or chart.name, policy, tuple(docs))
+    shown = yaml.safe_load(run([str(helm), "show", "values", str(chart)], env=dict(env)).stdout)
+    reads = chart_reads(shown if isinstance(shown, dict) else {}, _chart_texts(chart))
+    return RenderedValues(tuple(files), chart_label or chart.name, policy, tuple(docs), reads)

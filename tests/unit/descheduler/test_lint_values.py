@@ -170,6 +170,22 @@ def test_values_that_turn_the_first_install_flags_off(
     assert "DL018" not in capsys.readouterr().out
 
 
+def test_a_values_key_the_chart_never_reads_is_dl021(tmp_path: Path) -> None:
+    """Helm ignores a key no template reads: a typo of cmdOptions is a warning at its line with
+    the nearest key; a key commented out of the chart's values.yaml but read by a template
+    (startingDeadlineSeconds) is not."""
+    values = write(
+        tmp_path,
+        "typo.yaml",
+        CAPS_ONLY + "cmdOption:\n  v: 4\nstartingDeadlineSeconds: 100\nglobal: {}\n",
+    )
+    found = by_rule(lint_files([values]))
+    [unread] = found["DL021"]
+    assert (unread.path, unread.line, unread.severity) == ("cmdOption", 4, "warning")
+    assert unread.fix == 'did you mean "cmdOptions"? rename it'
+    assert "DL021" not in by_rule(lint_files([write(tmp_path, "caps.yaml", CAPS_ONLY)]))
+
+
 # -- the runbook's rules: each fires, and stays quiet on the runbook's own policy -----------
 
 
