@@ -32,6 +32,7 @@ from pytest_desched.descheduler.policy.rule_table import (
 )
 from pytest_desched.descheduler.policy.values import read_values
 from tests.unit import REPO
+from tests.upstream import release_file
 
 
 def lint_finding(rule: str, severity: str, path: str, line: int | None = None) -> Finding:
@@ -189,4 +190,19 @@ def test_bad_from_exits_2_in_one_line_before_any_build(
     assert cli_main(["lint", str(values), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and said in err[0], err
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_from_chart_of_another_release_exits_2_before_any_build(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chart 0.33.0 (appVersion 0.33.0) given as v0.35.1's: refused as the canary's baseline."""
+    chart = release_file("chart-0.33.0")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DESCHED_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "values.yaml").write_text("cmdOptions: {v: 3}\n")
+    argv = ["lint", "values.yaml", "--from", "version:v0.35.1", "--from-chart", str(chart)]
+    assert cli_main(argv) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "--from 'version:v0.35.1': its chart" in line and "appVersion 0.33.0" in line
     assert not (tmp_path / "cache").exists()
