@@ -22,7 +22,7 @@ AREAS = (
     "defaults",
     "metrics",
 )
-CHANGES = ("added", "removed", "changed", "widened", "narrowed", "kept")
+CHANGES = ("added", "removed", "changed", "widened", "narrowed", "kept", "renamed")
 SEVERITIES = ("rollback", "review", "info")  # most serious first
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_desched.canary.static.difference import Difference, _diff, _fmt, _last_key, _walk
+from pytest_desched.canary.static.difference import (
+    Difference,
+    Path_,
+    _diff,
+    _fmt,
+    _last_key,
+    _walk,
+)
 from pytest_desched.canary.static.protections import _lowerings
 
 
@@ -29,6 +37,31 @@ def _sets(docs: Sequence[Mapping[str, Any]], path: Sequence[str]) -> bool:
     return False
 
 
+def _get(doc: Any, keys: Sequence[str]) -> Any:
+    for k in keys:
+        doc = doc.get(k) if isinstance(doc, Mapping) else None
+    return doc
+
+
+def _renames(rows: Sequence[tuple[Path_, str, Any, Any]]) -> dict[Path_, Path_ | None]:
+    """Removed key -> the added key it was renamed to; the added key -> None. A pair: the
+    same parent, neither lowering a protection, and the same non-empty default or a name
+    at least 85% alike (difflib), each key in one pair at most."""
+    plain = [(p, ch, b, c) for p, ch, b, c in rows if not _lowerings(p, b, c)]
+    gone = [(p, b) for p, ch, b, _ in plain if ch == "removed" and not p[-1].startswith("[")]
+    new = [(p, c) for p, ch, _, c in plain if ch == "added" and not p[-1].startswith("[")]
+    out: dict[Path_, Path_ | None] = {}
+    for pr, b in gone:
+        for pa, c in new:
+            if pa in out or pa[:-1] != pr[:-1]:
+                continue
+            alike = difflib.SequenceMatcher(None, pr[-1].lower(), pa[-1].lower()).ratio()
+            if (b == c and not _inert(b)) or alike >= 0.85:
+                out[pr], out[pa] = pa, None
+                break
+    return out
+
+
 def compare_values(
     baseline: Mapping[str, Any],
     candidate: Mapping[str, Any],
@@ -38,12 +71,28 @@ def compare_values(
 
     A removed key matters because helm silently ignores values a chart no longer reads: a
     values file written for the baseline may stop doing what it says under the candidate.
-    When one of the ``user`` values documents sets it, that is its own rule (DU007).
+    When one of the ``user`` values documents sets it, that is its own rule (DU007). A key
+    removed beside an added one of the same default or a close name is one rename row (DU008).
     """
     out: list[Difference] = []
-    for path, change, b, c in _walk(baseline, candidate, ("values",)):
+    rows = list(_walk(baseline, candidate, ("values",)))
+    renamed = _renames(rows)
+    for path, change, b, c in rows:
         where, key = _fmt(path), _last_key(path)
         lowered = _lowerings(path, b, c)
+        if path in renamed:
+            new = renamed[path]
+            if new is None:
+                continue  # said on the removed key's row
+            rule = "DU008"
+            yours = " (your values set it)" if _sets(user, path) else ""
+            msg = (
+                f"{where} looks renamed to {new[-1]} in the candidate's chart{yours}: "
+                f"a values file that sets {key} must set {new[-1]} there"
+            )
+            c = _get(candidate, new[1:])
+            out.append(_diff(rule, "values", where, "renamed", b, c, msg, key))
+            continue
         if lowered:
             rule = "DU006"
             msg = f"the chart's default policy lowers a protection: {'; '.join(lowered)}"

@@ -92,6 +92,7 @@ _MIGRATION = (
     Rule("DU005", "values-default-changed-inert", "note", "one empty chart default for another", "nothing"),
     Rule("DU006", "values-protection-lowered", "error", "the target chart's default policy lowers a protection or raises a cap", "set the protection or cap explicitly in your values"),
     Rule("DU007", "values-key-set-removed", "warning", "your values set a key the target chart no longer reads: it does nothing", "move the setting to the target chart's key, or drop it"),
+    Rule("DU008", "values-key-renamed", "warning", "a chart value renamed (the same parent, the same default or a close name)", "set the new key in your values instead of the old one"),
     # RBAC
     Rule("DR001", "rbac-widened", "error", "a role grants more than the from-release's", _REVIEW),
     Rule("DR002", "rbac-narrowed", "warning", "a role grants less than the from-release's (fails closed)", _REVIEW),

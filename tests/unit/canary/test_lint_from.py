@@ -43,7 +43,7 @@ def all_differences() -> list:
     """One of most kinds of difference the static stage makes, from its own functions."""
     diffs = compare_values(
         {"a": 1, "gone": "x", "kind": "CronJob", "opt": {"enabled": False}},
-        {"a": 2, "new": "y", "kind": "CronJob", "opt2": {"enabled": False}},
+        {"a": 2, "new": "y", "kind": "CronJob", "pdb": {"enabled": False}},
         [{"gone": "mine"}],
     )
     role = {"kind": "ClusterRole", "metadata": {"name": "d"}}
@@ -206,3 +206,23 @@ def test_a_from_chart_of_another_release_exits_2_before_any_build(
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "--from 'version:v0.35.1': its chart" in line and "appVersion 0.33.0" in line
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_renamed_values_key_is_one_row() -> None:
+    """Same parent and same default, or a close name: one DU008 row, not removed + added;
+    an unrelated pair stays two rows."""
+    diffs = compare_values(
+        {"leader": {"leaseDuration": "15s", "resourceLock": "leases"}, "oldThing": 1},
+        {"leader": {"leaseDurationX": "15s", "lock": "leases"}, "unrelated": 2},
+        [{"leader": {"leaseDuration": "30s"}}],
+    )
+    got = {(d.rule, d.path, d.change) for d in diffs}
+    assert got == {
+        ("DU008", "values.leader.leaseDuration", "renamed"),
+        ("DU008", "values.leader.resourceLock", "renamed"),
+        ("DU003", "values.oldThing", "removed"),
+        ("DU001", "values.unrelated", "added"),
+    }
+    lease = next(d for d in diffs if d.path == "values.leader.leaseDuration")
+    assert (lease.baseline, lease.candidate) == ("15s", "15s")
+    assert "renamed to leaseDurationX" in lease.message and "your values set it" in lease.message
