@@ -36,6 +36,24 @@ def _user_policy_scope() -> Any:
 class SessionExperiments(SessionState):
     """The experiment half of DeschedSession (its state: config, cluster, release, evidence)."""
 
+    # Protections this session's release cannot express that its caller accepts running
+    # without (release_fields.missing_key -> why): a canary's explanation file says them.
+    accepted_missing: Mapping[str, str] = {}
+
+    def release_policy(self, policy: Any, release: Release | None = None) -> Any:
+        """`policy` read in the fields of the release that runs it (release_fields), validated
+        by that release's own checker; PolicyError names what it cannot express."""
+        # heavy: +7 modules (~18ms), kept out of pytest start-up
+        from pytest_desched.descheduler.policy.release_fields import policy_for_release
+
+        if release is not None and release.toolchain is not None:
+            tc = release.toolchain
+            version = release.policycheck_version or release.descheduler_version
+        else:
+            tc = self.toolchain
+            version = tc.wanted_version("policycheck")
+        return policy_for_release(policy, version, tc, accepted=self.accepted_missing)
+
     def context(
         self,
         variant: str = "runbook",
@@ -111,7 +129,7 @@ class SessionExperiments(SessionState):
         pol = scope_policy(cluster, pol, ns)  # existing clusters: the lab only
         if user is not None and cluster.lab_node_selector is None:
             pol = _user_policy_scope().apply(pol, ns)  # a throwaway cluster: the lab namespace
-        pol.validate()
+        pol = self.release_policy(pol, rel)  # in the fields this release reads; validated
         return ExperimentContext(
             cluster=cluster,
             release=rel,  # type: ignore[arg-type]  # None only with defer_release

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pytest_desched.log import Reporter
     from pytest_desched.providers.base import Cluster, Provider
     from pytest_desched.redaction import Redactor
+    from pytest_desched.tools.toolchain import Toolchain
 
 
 class SessionState:
@@ -45,6 +46,9 @@ class SessionState:
 
         @property
         def cluster(self) -> Cluster: ...
+
+        @property
+        def toolchain(self) -> Toolchain: ...
 
         @property
         def release(self) -> Release: ...

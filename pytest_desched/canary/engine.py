@@ -17,7 +17,13 @@ from typing import Any
 from pytest_desched.canary.compare import diff_rounds, no_cycle, node_roles
 from pytest_desched.canary.expectations import NO_ROUND, Change, load_explanations
 from pytest_desched.canary.report import CanaryReport
-from pytest_desched.canary.static_run import add_metric_names, compare_statically, track_chart
+from pytest_desched.canary.static_run import (
+    accept_missing,
+    add_metric_names,
+    compare_statically,
+    track_chart,
+    track_policies,
+)
 from pytest_desched.canary.tracks import (
     DEFAULT_EXPERIMENTS,
     TrackResult,
@@ -382,10 +388,19 @@ def run_canary(
 
     base_s, cand_s = session("baseline", base_cfg), session("candidate", cand_cfg)
     comparison = None
+    variants = [v for _, v in exps]
     try:
+        # each track's policies in its own release's fields, checked by that release's own
+        # policy checker: what one cannot express is refused here, before any cluster
+        for name, s in (("baseline", base_s), ("candidate", cand_s)):
+            accept_missing(s, name, explanations)
+        readings = (
+            track_policies(base_s, variants, "baseline"),
+            track_policies(cand_s, variants, "candidate"),
+        )
         if static:
             report("static comparison: charts, rendered manifests, policy under both versions")
-            comparison = compare_statically(base_s, cand_s, [v for _, v in exps], report)
+            comparison = compare_statically(base_s, cand_s, variants, report, readings)
     except BaseException:
         base_s.close()
         cand_s.close()

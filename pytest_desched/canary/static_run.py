@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from pytest_desched.canary.expectations import Explanation, glob
 from pytest_desched.canary.static import (
     StaticComparison,
     chart_label,
@@ -19,10 +20,19 @@ from pytest_desched.canary.static import (
     compare_lint,
     compare_metric_names,
 )
+from pytest_desched.canary.static.difference import Difference, _diff
 from pytest_desched.canary.static.metric_code import compare_declared_metrics, declared_metrics
 from pytest_desched.descheduler.chart_source import obtain_chart
-from pytest_desched.descheduler.policy.checker import checker_for
+from pytest_desched.descheduler.policy.checker import checker_for, facts_for
 from pytest_desched.descheduler.policy.lint import lint_policy_doc
+from pytest_desched.descheduler.policy.release_fields import (
+    CONFIG_PREFIX,
+    ReleaseReading,
+    is_release_reading,
+    missing_key,
+    read_for_release,
+)
+from pytest_desched.errors import ConfigError, PolicyError
 from pytest_desched.proc import helm_env
 from pytest_desched.tools.release import release_tree
 
@@ -44,15 +54,82 @@ def track_chart(session: DeschedSession) -> ChartRef:
     )
 
 
+TRANSLATION = "policy-translation"  # a static difference's area: one track's policy reading
+
+
+def accept_missing(
+    session: DeschedSession, track: str, explanations: Sequence[Explanation]
+) -> None:
+    """The protections the user's explanation file accepts that `track`'s release runs without:
+    an entry of kind `static` whose path matches `policy-translation:<track>:protections[X]`."""
+    facts = facts_for()
+    names = [*facts.default_pod_protections, *facts.extra_pod_protections]
+    names += [CONFIG_PREFIX + p for p in facts.extra_pod_protections]
+    accepted: dict[str, str] = {}
+    for name in names:
+        subject = f"{TRANSLATION}:{track}:{missing_key(name)}"
+        for e in explanations:
+            if e.kind == "static" and e.path and glob(subject, e.path):
+                accepted[missing_key(name)] = e.reason
+                break
+    session.accepted_missing = accepted
+
+
+def track_policies(
+    session: DeschedSession, variants: Sequence[str], track: str = "track"
+) -> dict[str, ReleaseReading]:
+    """Each variant's policy as the track's release reads it, checked by that release's own
+    policy checker before any cluster: what it cannot express is one line and exit 2."""
+    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+    from pytest_desched.experiments import lab_policy
+
+    # the pin's checker is the one lab_policy validated with; a named release builds its own
+    tc = session.toolchain if session.candidate is not None else None
+    version = tc.wanted_version("policycheck") if tc is not None else None
+    out: dict[str, ReleaseReading] = {}
+    for variant in dict.fromkeys(variants):
+        pol = lab_policy(variant, base=session.inputs.policy)
+        try:
+            out[variant] = read_for_release(pol, version, tc, accepted=session.accepted_missing)
+        except PolicyError as exc:
+            said = "; ".join(exc.problems)
+            raise ConfigError(f"canary {track} policy [{variant}] ({pol.source}): {said}") from None
+    return out
+
+
+def translation_differences(track: str, readings: dict[str, ReleaseReading]) -> list[Difference]:
+    """The reading of each policy in its release's fields, as static rows: every translated
+    field (info, with its why) and every protection the release runs without (rollback: the
+    user's explanation, which accepted it, explains it too)."""
+    out: list[Difference] = []
+    for variant, r in readings.items():
+        for o in r.policy.overrides:
+            if is_release_reading(o):
+                at = f"{track}:{variant}:{o['path']}"
+                out.append(_diff(TRANSLATION, at, "changed", o["old"], o["new"], "info", o["why"]))
+        for key in r.lost:
+            msg = f"descheduler {r.version} has no field for {key}: the {track} runs without it"
+            out.append(
+                _diff(TRANSLATION, f"{track}:{key}", "removed", "active", None, "rollback", msg)
+            )
+    return out
+
+
 def compare_statically(
     baseline: DeschedSession,
     candidate: DeschedSession,
     variants: Sequence[str],
     report: Callable[[str], None],
+    readings: tuple[dict[str, ReleaseReading], dict[str, ReleaseReading]] | None = None,
 ) -> StaticComparison:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
-    from pytest_desched.experiments import lab_policy
-
+    """Charts, rendered manifests and each variant's policy under both releases (`readings`:
+    the policies in each release's fields, from :func:`track_policies`)."""
+    if readings is None:
+        readings = (
+            track_policies(baseline, variants, "baseline"),
+            track_policies(candidate, variants, "candidate"),
+        )
+    b_read, c_read = readings
     b_chart, c_chart = track_chart(baseline), track_chart(candidate)
     b_tc, c_tc = baseline.toolchain, candidate.toolchain
     b_ver = b_tc.wanted_version("descheduler")
@@ -73,11 +150,13 @@ def compare_statically(
     )
     b_chk, c_chk = checker_for(b_ver, b_tc), checker_for(c_ver, c_tc)
     b_facts, c_facts = b_chk.facts(), c_chk.facts()
-    # the user's --policy / --values policy (each track's own), else the runbook's
-    b_user, c_user = baseline.inputs.policy, candidate.inputs.policy
+    # the user's --policy / --values policy (each track's own), else the runbook's, each in
+    # the fields of the release that reads it
+    diffs += translation_differences("baseline", b_read)
+    diffs += translation_differences("candidate", c_read)
     for variant in dict.fromkeys(variants):
-        b_doc = lab_policy(variant, base=b_user).to_dict()
-        c_doc = lab_policy(variant, base=c_user).to_dict()
+        b_doc = b_read[variant].policy.to_dict()
+        c_doc = c_read[variant].policy.to_dict()
         b_find, b_res = lint_policy_doc(b_doc, f"policy[{variant}]", b_chk)
         c_find, c_res = lint_policy_doc(c_doc, f"policy[{variant}]", c_chk)
         diffs += compare_lint(b_find, c_find)
@@ -112,4 +191,11 @@ def add_metric_names(
         ]
 
 
-__all__ = ["add_metric_names", "compare_statically", "track_chart"]
+__all__ = [
+    "accept_missing",
+    "add_metric_names",
+    "compare_statically",
+    "track_chart",
+    "track_policies",
+    "translation_differences",
+]

@@ -178,8 +178,23 @@ class LogTable:
     filter_checks: list[Check]
 
 
+# v0.33.0 (read from its release tree): the same messages as v0.36 but the cluster-size abort,
+# and the pre-podProtections filter texts for four protections (defaultevictor.go of v0.33.0).
+V0_33_MSG_RULES = {
+    **MSG_RULES,
+    "The cluster size is 0 or 1 meaning eviction causes service disruption or degradation. "
+    "So aborting..": Rule("skip", source=f"v0.33.0 {_DS}:358 V1"),
+}
+V0_33_FILTER_CHECKS = [
+    *FILTER_CHECKS,
+    Check("pod is related to daemonset", "DaemonSetPods"),  # v0.33.0 defaultevictor.go:134
+    Check("pod has a PVC", "PodsWithPVC"),  # v0.33.0 defaultevictor.go:142
+    Check("no PodDisruptionBudget found for pod", "PodsWithoutPDB"),  # defaultevictor.go:206
+]
+
 # One table per descheduler minor whose source was read; a new minor gets its own entry.
 TABLES: dict[str, LogTable] = {
+    "v0.33": LogTable("v0.33", V0_33_MSG_RULES, LIMIT_ERRORS, API_ERRORS, V0_33_FILTER_CHECKS),
     "v0.36": LogTable("v0.36", MSG_RULES, LIMIT_ERRORS, API_ERRORS, FILTER_CHECKS),
 }
 V0_36 = TABLES["v0.36"]

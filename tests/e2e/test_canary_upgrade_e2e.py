@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_desched.descheduler.known_bugs import BY_ID
 from tests.upstream import release_file
 
 pytestmark = pytest.mark.desched_selftest
@@ -85,6 +86,17 @@ def test_canary_from_v0351_with_its_chart_and_old_values(
     assert all(j.change.kind for j in rep.verdict.judged if j.trigger)
 
 
+# Measured by the test below (see its commit): #1882 makes the runbook variants xfail on both
+# tracks; the workaround variants pass on both.
+EXPECTED_033_OUTCOMES = {
+    "positive-affinity-migration[runbook]": ("xfail", "xfail"),
+    "positive-affinity-migration[pdb-lister-workaround]": ("pass", "pass"),
+    "negative-nodefit[runbook]": ("xfail", "xfail"),
+    "negative-nodefit[pdb-lister-workaround]": ("pass", "pass"),
+    "negative-pdb[runbook]": ("xfail", "xfail"),
+    "negative-pdb[pdb-lister-workaround]": ("pass", "pass"),
+}
+
 OLD_VALUES_033 = """\
 # written for chart 0.33.0
 commonLabels:
@@ -107,16 +119,27 @@ changes:
     reason: "v0.34 replaced evictLocalStoragePods/ignorePvcPods with podProtections in the
       chart's default policy; our values set no DefaultEvictor args, so we take its defaults"
     link: https://github.com/kubernetes-sigs/descheduler/releases/tag/v0.34.0
+  - experiment: static
+    kind: static
+    path: "policy-translation:baseline:protections[PodsWithResourceClaims]"
+    reason: "v0.33.0 has no PodsWithResourceClaims protection (added with podProtections in
+      v0.34); we run no pod with a ResourceClaim, so the baseline runs without it"
+    link: https://github.com/kubernetes-sigs/descheduler/releases/tag/v0.34.0
 """
 
 
-def test_static_canary_from_v0330_source_tree_lists_the_migration_findings(
+@pytest.mark.usefixtures("embedded_tracks")
+def test_canary_from_v0330_source_tree_reads_the_policy_in_its_own_fields(
     desched_canary: Canary, tmp_path: Path
 ) -> None:
     """v0.33.0 from its release tree (built offline with -mod=vendor, its policy checker with
     the profile_noctx tag), chart 0.33.0 as shipped (the tag's own charts/ says 0.32.0, so
-    `tree` would be refused without a pin). Static only: the runbook's policy uses
-    podProtections, which v0.33.0 refuses, so its rounds would not run as written."""
+    `tree` would be refused without a pin), the candidate the pinned v0.36.0.
+
+    v0.33.0's DefaultEvictor has no podProtections (its own checker says so): the baseline
+    runs the runbook's protections as its booleans, each change a recorded override, and the
+    one it cannot express (PodsWithResourceClaims) is run without only because the
+    explanation file accepts it."""
     tree, chart = release_file("v0.33.0"), release_file("chart-0.33.0")
     values, expect = tmp_path / "values-0.33.yaml", tmp_path / "expect.yaml"
     values.write_text(OLD_VALUES_033)
@@ -128,11 +151,14 @@ def test_static_canary_from_v0330_source_tree_lists_the_migration_findings(
         baseline_chart=str(chart),
         values=[values],
         expect=expect,
-        behaviour=False,
     )
-    b = rep.baseline
-    assert b.descheduler_version == "v0.33.0" and b.chart["version"] == "0.33.0"
+    b, c = rep.baseline, rep.candidate
+    assert b.error is None and c.error is None, rep.verdict.reasons
+    assert not rep.no_verdict, rep.no_verdict
+    assert (b.descheduler_version, c.descheduler_version) == ("v0.33.0", "v0.36.0")
+    assert b.chart["version"] == "0.33.0" and c.chart["version"] == "0.36.0"
     assert (b.skew["compiled_for"], b.skew["minors"]) == ("v1.33", 3), b.skew
+    # -- static: the v0.34 metric renames, the chart's default policy, the policy reading
     found = {d.path: d for d in rep.static.differences}
     renamed = {p: d.message for p, d in found.items() if d.message.startswith("DM001")}
     assert renamed.keys() == {
@@ -144,11 +170,54 @@ def test_static_canary_from_v0330_source_tree_lists_the_migration_findings(
         "successor (same help text): descheduler_pods_evicted_total"
         in (renamed["descheduler_pods_evicted"])
     )
-    # evictLocalStoragePods -> podProtections in the chart's default policy, read by each chart
     evictor = "values.deschedulerPolicy.profiles[default].pluginConfig[DefaultEvictor].args."
     assert found[evictor + "evictLocalStoragePods"].change == "removed"
     assert found[evictor + "podProtections"].severity == "rollback"
-    # every change is explained (the RBAC widening, by the expect file) or a named trigger
+    reading = {p for p, d in found.items() if d.area == "policy-translation"}
+    at = "baseline:runbook:profiles[0].pluginConfig[DefaultEvictor].args."
+    assert {at + "ignorePvcPods", at + "ignorePodsWithoutPDB", at + "podProtections"} <= reading
+    assert "baseline:protections[PodsWithResourceClaims]" in reading
+    assert not any(p.startswith("candidate:") for p in reading)  # v0.36.0 reads it as written
+    # -- each baseline round ran the translated policy, said in its evidence
+    runbook = b.by_label()["positive-affinity-migration[runbook]"]
+    paths = {o["path"].rsplit(".", 1)[-1]: o for o in runbook.overrides}
+    assert paths["ignorePodsWithoutPDB"]["new"] is True
+    assert "v0.33.0 has no podProtections" in paths["podProtections"]["why"]
+    assert not any("podProtections" in o["path"] for o in c.by_label()[runbook.label].overrides)
+    md = rep.markdown()
+    assert "policy-translation" in md and "v0.33.0 has no podProtections" in md
+    # -- which runbook experiments are expected failures on each track, and why
+    outcomes = {o["experiment"]: (o["baseline"], o["candidate"]) for o in rep.outcomes}
+    bugs = {
+        (t.name, r.label): r.classification.get("bug")
+        for t in (b, c)
+        for r in t.results
+        if r.outcome == "xfail"
+    }
+    print("outcomes", outcomes, "bugs", bugs)
+    assert outcomes == EXPECTED_033_OUTCOMES, outcomes
+    assert set(bugs.values()) <= {"descheduler#1882"}, bugs
+    assert BY_ID["descheduler#1882"].applies_to("v0.33.0")
+    assert not BY_ID["descheduler#1917"].applies_to("v0.33.0")
+    assert not any("descheduler#1917" in r.known_bugs for r in b.results)
+    # -- every change explained or a named trigger
     loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
     assert loose == [], rep.verdict.reasons
+    assert all(j.change.kind for j in rep.verdict.judged if j.trigger)
     assert rep.ok, rep.verdict.reasons
+
+
+def test_a_baseline_that_cannot_express_a_protection_is_refused_before_any_cluster(
+    desched_canary: Canary, tmp_path: Path
+) -> None:
+    """Without the explanation that accepts it, v0.33.0 would silently run without the
+    runbook's PodsWithResourceClaims: the canary refuses, naming it (the CLI's exit 2)."""
+    tree, chart = release_file("v0.33.0"), release_file("chart-0.33.0")
+    with pytest.raises(pytest.UsageError, match="PodsWithResourceClaims"):
+        desched_canary(
+            "pinned",
+            None,
+            baseline=f"source:{tree}@v0.33.0",
+            baseline_chart=str(chart),
+            behaviour=False,
+        )

@@ -21,6 +21,7 @@ AREAS = (
     "policy-lint",
     "defaults",
     "metrics",
+    "policy-translation",  # a track's policy read in its own release's fields
 )
 CHANGES = ("added", "removed", "changed", "widened", "narrowed", "kept", "renamed")
 SEVERITIES = ("rollback", "review", "info")  # most serious first

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.static.difference import Path_, _leaf_pairs
-from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import DEPRECATED_EVICTOR_BOOLEANS, go_seconds
+from pytest_desched.descheduler.policy.release_fields import (
+    effective_protections as effective_protections,  # its home: the per-release reading
+)
 
 _EVICT_FLAGS = {k for k, (f, _) in DEPRECATED_EVICTOR_BOOLEANS.items() if f == "defaultDisabled"}
 _IGNORE_FLAGS = {k for k, (f, _) in DEPRECATED_EVICTOR_BOOLEANS.items() if f == "extraEnabled"}
@@ -70,33 +71,6 @@ def _lowering(path: Path_, b: Any, c: Any) -> str | None:
 
 def _lowerings(path: Path_, b: Any, c: Any) -> list[str]:
     return [r for p, x, y in _leaf_pairs(path, b, c) if (r := _lowering(p, x, y))]
-
-
-def effective_protections(
-    args: Mapping[str, Any], defaults: Sequence[str] | None = None
-) -> list[str]:
-    """The protections a DefaultEvictor's args leave active, as the descheduler computes them.
-
-    Mirrors getEffectivePodProtections (defaultevictor.go, v0.36.0): podProtections when
-    either list is non-empty (`defaults` minus defaultDisabled, plus extraEnabled), else the
-    deprecated booleans (all four default protections unless an evict* flag is true).
-    """
-    if defaults is None:
-        defaults = facts_for().default_pod_protections  # the pinned descheduler's own list
-    pp = args.get("podProtections") or {}
-    disabled, extra = _as_list(pp.get("defaultDisabled")), _as_list(pp.get("extraEnabled"))
-    if disabled or extra:
-        return [p for p in defaults if p not in disabled] + [p for p in extra if p not in defaults]
-    out = [
-        p
-        for flag, (_, p) in DEPRECATED_EVICTOR_BOOLEANS.items()
-        if flag in _EVICT_FLAGS and args.get(flag) is not True
-    ]
-    return out + [
-        p
-        for flag, (_, p) in DEPRECATED_EVICTOR_BOOLEANS.items()
-        if flag in _IGNORE_FLAGS and args.get(flag) is True
-    ]
 
 
 _GO_CONST = re.compile(r"(\w+)\s+PodProtection\s*=\s*\"([^\"]+)\"")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_desched.descheduler.policy import Policy, scope_policy
+from pytest_desched.descheduler.policy.release_fields import is_release_reading
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.assertions import Expect
 from pytest_desched.experiments.declared import Experiment
@@ -131,6 +132,8 @@ class StrategyExperiment(Experiment):
         ours = {(o["path"], repr(o["new"]), o["why"]) for o in base.overrides}
         pol = self.policy()
         for o in ctx.policy.overrides:
+            if is_release_reading(o):  # the context's policy in its release's fields: not ours
+                continue
             if (o["path"], repr(o["new"]), o["why"]) not in ours:
                 pol = pol.override(o["path"], o["new"], why=o["why"])
         pol = scope_policy(ctx.cluster, pol, ctx.namespace)

@@ -437,3 +437,20 @@ def test_the_log_table_is_chosen_by_descheduler_version() -> None:
     line = '{"msg":"Number of evictions/requests","v":1,"totalEvicted":0,"evictionRequests":0}'
     assert parse_log(line, "v0.37.1").errors == [note]
     assert parse_log(line, "v0.36.0").errors == []
+
+
+def test_v0330s_filter_texts_and_cluster_size_abort_have_their_own_table() -> None:
+    """v0.33.0 words four protections and its too-few-nodes abort its own way (read from its
+    release tree); parsed with the v0.36 table they stayed verbatim, so #1882's signature
+    (checks exactly [PodsWithoutPDB]) could never be seen on a v0.33.0 round."""
+    checks = (
+        "[pod is related to daemonset and descheduler is not configured with evictDaemonSetPods, "
+        "pod has a PVC and descheduler is configured to ignore PVC pods, "
+        "no PodDisruptionBudget found for pod]"
+    )
+    line = {"ts": 1, "v": 4, "msg": "Pod fails the following checks", "checks": checks}
+    line["pod"] = {"name": "web-a", "namespace": "lab"}
+    res = parse_log(json.dumps(line), "v0.33.0")
+    assert [d.checks for d in res.decisions] == [["DaemonSetPods", "PodsWithPVC", "PodsWithoutPDB"]]
+    abort = "The cluster size is 0 or 1 meaning eviction causes service disruption or degradation. So aborting.."
+    assert parse_log(json.dumps({"ts": 1, "v": 1, "msg": abort}), "v0.33.0").skipped
