@@ -379,6 +379,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
 
         user = self.inputs.policy
         policy = user if user is not None else load_default()
+        policy = self.release_policy(policy, self.release)  # in this release's own fields
         said = self.inputs.policy_from or "the runbook's safe-rebalance policy (unmodified)"
         with self.phase("install_policy"):
             self.release.apply_policy(policy, dry_run=True)

@@ -178,9 +178,10 @@ def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
         return
     with session.phase("metrics-probe"):
         try:
-            out.metric_names = served_metric_names(
-                rel.binary, cluster.kubeconfig, lab_policy("pdb-lister-workaround").to_yaml()
-            )
+            # the policy in this release's own fields (a release without podProtections
+            # would refuse the runbook's words at start-up)
+            policy = session.release_policy(lab_policy("pdb-lister-workaround"), rel)
+            out.metric_names = served_metric_names(rel.binary, cluster.kubeconfig, policy.to_yaml())
         except (WaitTimeout, RuntimeError) as exc:
             out.metrics_why = str(exc)
 
