@@ -158,7 +158,8 @@ def read_for_release(
             )
         why = (
             f"{WHY_PREFIX}descheduler {checker.version} has no {PROTECTIONS_FIELD} (its policy "
-            f"checker's {facts.default_evictor} args): the same protections {sorted(active)} as "
+            f"checker's {facts.default_evictor} args): the same protections "
+            f"{sorted(p for p in active if p not in lost)} as "
             "its booleans (v0.36.0 getEffectivePodProtections / legacyGetPodProtections)"
         )
         without = [f"{p} ({accepted[missing_key(p)]})" for p in lost]

@@ -75,8 +75,7 @@ def test_the_runbook_policy_without_an_expressible_protection_is_refused_naming_
         rf.read_for_release(lab_policy("runbook"), "v0.33.0")
     msg = str(err.value)
     assert "PodsWithResourceClaims" in msg and "v0.33.0" in msg and "--expect" in msg
-    assert "\n" not in msg.strip().splitlines()[0]
-    assert old_release == []  # refused before anything else ran
+    assert "v0.33.0" not in old_release  # refused before its checker was asked to validate
 
 
 def test_the_runbook_protections_become_the_old_releases_booleans_with_their_why(
@@ -103,7 +102,7 @@ def test_the_runbook_protections_become_the_old_releases_booleans_with_their_why
     assert all("v0.33.0 has no podProtections" in o["why"] and why in o["why"] for o in ours)
     # the lab's own deviations are kept, and the result was validated for that release
     assert any(o["path"].endswith("minPodAge") for o in reading.policy.overrides)
-    assert old_release == ["v0.33.0"]
+    assert old_release[-1] == "v0.33.0"
     # the workaround variant (PodsWithoutPDB out) keeps ignorePodsWithoutPDB off
     wk = rf.policy_for_release(lab_policy("pdb-lister-workaround"), "v0.33.0", accepted=accepted)
     assert "ignorePodsWithoutPDB" not in wk.evictor_args()
