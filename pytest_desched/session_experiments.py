@@ -46,10 +46,12 @@ class SessionExperiments(SessionState):
         # heavy: +7 modules (~18ms), kept out of pytest start-up
         from pytest_desched.descheduler.policy.release_fields import policy_for_release
 
-        if release is not None and release.toolchain is not None:
-            tc = release.toolchain
+        tc = getattr(release, "toolchain", None)
+        if release is not None and tc is not None:
             version = release.policycheck_version or release.descheduler_version
-        else:
+        elif self.config.candidate is None:  # the pin's checker, the one lab_policy asked
+            version = None
+        else:  # a named release not installed yet (deferred): the session builds its checker
             tc = self.toolchain
             version = tc.wanted_version("policycheck")
         return policy_for_release(policy, version, tc, accepted=self.accepted_missing)

@@ -5,6 +5,10 @@ v0.35.1 is built from the Go module (the proxy serves it; cached by version in
 ~/.cache/pytest-desched like every build), its chart is the 0.35.1 package from
 ../shared/upstream (the tag's own charts/ would be another version). The values file is one
 a user wrote for chart 0.35.1.
+
+v0.33.0 is built from its release tree in ../shared/upstream (cached by commit), its chart is
+the 0.33.0 package; its DefaultEvictor has no podProtections, so its track runs the runbook's
+protections as its own booleans (descheduler/policy/release_fields.py).
 """
 
 from __future__ import annotations
