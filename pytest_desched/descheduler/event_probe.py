@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pytest_desched.errors import WaitTimeout
 from pytest_desched.kube import wait_for
+from pytest_desched.proc import free_port
 
 INTERVAL = "2s"  # a second cycle retries the refusals if the first one's events were slow
 
@@ -41,7 +42,11 @@ def delivered_when_outliving(
             f"--policy-config-file={policy}",
             f"--client-connection-kubeconfig={kubeconfig}",
             f"--descheduling-interval={INTERVAL}",
-            "--secure-port=0",
+            # a real loopback port: v0.33.0 dereferences a nil serving config on
+            # --secure-port=0 (options.go:147) and exits 2 before its first cycle
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+            f"--cert-dir={work}",
             "--logging-format=json",
             "--v=2",
         ]

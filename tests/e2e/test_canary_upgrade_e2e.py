@@ -90,14 +90,15 @@ def test_canary_from_v0351_with_its_chart_and_old_values(
     assert all(j.change.kind for j in rep.verdict.judged if j.trigger)
 
 
-# Measured by the test below (see its commit): #1882 makes the runbook variants xfail on both
-# tracks; the workaround variants pass on both.
+# Measured by the test below: v0.33.0 has no #1882 (its runbook rounds evict through
+# ignorePodsWithoutPDB), v0.36.0 has it, so the runbook variants go pass -> xfail and the
+# workaround variants pass on both.
 EXPECTED_033_OUTCOMES = {
-    "positive-affinity-migration[runbook]": ("xfail", "xfail"),
+    "positive-affinity-migration[runbook]": ("pass", "xfail"),
     "positive-affinity-migration[pdb-lister-workaround]": ("pass", "pass"),
-    "negative-nodefit[runbook]": ("xfail", "xfail"),
+    "negative-nodefit[runbook]": ("pass", "xfail"),
     "negative-nodefit[pdb-lister-workaround]": ("pass", "pass"),
-    "negative-pdb[runbook]": ("xfail", "xfail"),
+    "negative-pdb[runbook]": ("pass", "xfail"),
     "negative-pdb[pdb-lister-workaround]": ("pass", "pass"),
 }
 
@@ -129,6 +130,15 @@ changes:
     reason: "v0.33.0 has no PodsWithResourceClaims protection (added with podProtections in
       v0.34); we run no pod with a ResourceClaim, so the baseline runs without it"
     link: https://github.com/kubernetes-sigs/descheduler/releases/tag/v0.34.0
+  - experiment: "*[runbook]"
+    kind: fate-changed
+    reason: "descheduler#1882 is in v0.36.0, not v0.33.0: PodsWithoutPDB keeps every pod
+      before nodeFit or the PDB's 429 can stop it (bug-new is the trigger)"
+    link: https://github.com/kubernetes-sigs/descheduler/issues/1882
+  - experiment: "*[runbook]"
+    kind: outcome-changed
+    reason: "descheduler#1882: the runbook variants xfail on v0.36.0 and pass on v0.33.0"
+    link: https://github.com/kubernetes-sigs/descheduler/issues/1882
 """
 
 
@@ -198,17 +208,26 @@ def test_canary_from_v0330_source_tree_reads_the_policy_in_its_own_fields(
         for r in t.results
         if r.outcome == "xfail"
     }
-    print("outcomes", outcomes, "bugs", bugs)
     assert outcomes == EXPECTED_033_OUTCOMES, outcomes
-    assert set(bugs.values()) <= {"descheduler#1882"}, bugs
-    assert BY_ID["descheduler#1882"].applies_to("v0.33.0")
+    assert set(bugs) == {("candidate", k) for k, (_, cand) in outcomes.items() if cand == "xfail"}
+    assert set(bugs.values()) == {"descheduler#1882"}, bugs
+    # the registry: #1882 is not at v0.33.0 (its rounds start the PDB reflector and evict),
+    # #1917 neither (not a dry-run canary, and v0.33.0 counts real nodes before its mirror)
+    assert not BY_ID["descheduler#1882"].applies_to("v0.33.0")
     assert not BY_ID["descheduler#1917"].applies_to("v0.33.0")
-    assert not any("descheduler#1917" in r.known_bugs for r in b.results)
-    # -- every change explained or a named trigger
+    assert not any(
+        r.known_bugs.keys() & {"descheduler#1882", "descheduler#1917"} for r in b.results
+    )
+    # -- every change explained or a named trigger: the upgrade brings #1882, and the canary
+    # says so with the runbook's rollback triggers (the workaround variants compare clean)
     loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
     assert loose == [], rep.verdict.reasons
-    assert all(j.change.kind for j in rep.verdict.judged if j.trigger)
-    assert rep.ok, rep.verdict.reasons
+    triggers = {(j.change.kind, j.change.experiment) for j in rep.verdict.unexplained}
+    as_written = {k for k in outcomes if k.endswith("[runbook]")}
+    assert {e for k, e in triggers if k == "bug-new"} == as_written, rep.verdict.reasons
+    assert {k for k, _ in triggers} <= {"bug-new", "candidate-set-grew"}, rep.verdict.reasons
+    assert all(e in as_written for _, e in triggers)
+    assert not rep.ok and not rep.verdict.stale
 
 
 def test_a_baseline_that_cannot_express_a_protection_is_refused_before_any_cluster(
