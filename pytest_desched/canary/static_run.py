@@ -106,11 +106,11 @@ def translation_differences(track: str, readings: dict[str, ReleaseReading]) -> 
         for o in r.policy.overrides:
             if is_release_reading(o):
                 at = f"{track}:{variant}:{o['path']}"
-                out.append(_diff(TRANSLATION, at, "changed", o["old"], o["new"], "info", o["why"]))
+                out.append(_diff("DP009", TRANSLATION, at, "changed", o["old"], o["new"], o["why"]))
         for key in r.lost:
             msg = f"descheduler {r.version} has no field for {key}: the {track} runs without it"
             out.append(
-                _diff(TRANSLATION, f"{track}:{key}", "removed", "active", None, "rollback", msg)
+                _diff("DP010", TRANSLATION, f"{track}:{key}", "removed", "active", None, msg)
             )
     return out
 

@@ -122,6 +122,8 @@ _MIGRATION = (
     Rule("DP006", "policy-new-warning", "warning", "another warning finding under the target only", "fix it as the target's own lint finding says"),
     Rule("DP007", "policy-new-note", "note", "a note under the target only", "nothing"),
     Rule("DP008", "policy-finding-gone", "note", "a finding of the from-release no longer reported by the target", "nothing"),
+    Rule("DP009", "policy-read-in-release-fields", "note", "a track's policy written in its release's own fields (the canary's per-release reading)", "nothing: the same protections, as that release spells them"),
+    Rule("DP010", "protection-not-expressible", "error", "a protection the release has no field for: that track runs without it", "accept it in the canary's --expect (policy-translation:<track>:protections[X]) or pick a release that has it"),
     # the policy after each release's defaulting
     Rule("DD001", "default-strategy-added", "error", "more strategies pick candidates after the target's defaulting", "disable them explicitly if unwanted"),
     Rule("DD002", "default-plugin-added", "warning", "a filter or sort plugin added by the target's defaulting", _REVIEW),
