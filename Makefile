@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind
+.PHONY: venv tools actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,12 @@ venv: $(VENV)/.installed
 ## kube-scheduler, kubectl, etcd, kwok, kwokctl, descheduler, helm, and the policy checker
 ## (policycheck: the project's Go helper built against the same descheduler source).
 tools: venv
-	$(PY) -m pytest_desched.tools.toolchain
+	$(VENV)/bin/desched tools
+
+## The project's own check of its CI recipe (tests/unit/test_ci_recipe.py): actionlint, pinned
+## and built from its Go module like the tools above; nothing a user's lint or e2e run needs.
+actionlint: venv
+	$(VENV)/bin/desched tools actionlint
 
 ## The pytest-desched-lint-bin wheel into dist/: helm, the policy checker and the pinned chart,
 ## copied from the tool cache (built first when missing), static, tagged for this platform, with
@@ -45,7 +50,7 @@ e2e: tools
 	$(PYTEST) -m "$(E2E_MARK)" -p no:cacheprovider $(PYTEST_ARGS)
 
 ## Everything: unit tests and end-to-end tests.
-test: tools browser
+test: tools actionlint browser
 	$(PYTEST) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: venv

@@ -288,7 +288,9 @@ def parser() -> argparse.ArgumentParser:
     ls = command("list", cmd_list, "the registered experiments, their variants and strategies")
     out.add_output(ls)
     t = command("tools", cmd_tools, "build or find the pinned binaries")
-    t.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
+    t.add_argument(
+        "tools", nargs="*", help="tools to provide (default: all but kind and actionlint)"
+    )
     t.add_argument("--descheduler", default=None, help="another release tag or commit")
     t.add_argument("--descheduler-version", dest="old_version", help="deprecated: --descheduler")
     t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
@@ -462,6 +464,13 @@ def entry() -> None:
     if done[0] == EXIT_INTERRUPTED or interrupts.late_signal():
         _exit_now(done[0])
     raise SystemExit(done[0])
+
+
+def tools_entry() -> None:
+    """The `desched-tools` console script: `desched tools` under an old name, with a note."""
+    say("note: `desched-tools` is `desched tools`; use that")
+    sys.argv[1:1] = ["tools"]
+    entry()
 
 
 if __name__ == "__main__":

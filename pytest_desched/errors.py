@@ -25,8 +25,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_FAILED: "a verdict against you: an experiment failed or errored, lint found UNSAFE, "
     "canary found a rollback trigger or an unexplained change",
     EXIT_USAGE: "bad input (a flag, an option value, a file): one line, nothing was changed",
-    EXIT_INFRA: "the toolchain or the provider could not give a cluster (or a canary track "
-    "could not run): no verdict",
+    EXIT_INFRA: "the toolchain could not provide a tool (no Go, a failed build) or the provider "
+    "could not give a cluster (or a canary track could not run): no verdict",
     EXIT_INTERNAL: "an internal error (a bug in pytest-desched): one line, the traceback with "
     "--debug or DESCHED_DEBUG=1; please report it",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): the last line says what the cleanup "

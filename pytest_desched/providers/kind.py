@@ -267,7 +267,9 @@ def local_kind_cluster_class() -> type:
 
 def _require_binary(path: Path, tool: str) -> None:
     if not path.is_file():
-        raise ProviderError(f"{tool} binary {path} is missing; run `desched-tools` to build it")
+        raise ProviderError(
+            f"{tool} binary {path} is missing; run `desched tools {tool}` to build it"
+        )
 
 
 class KindProvider(Provider):

@@ -112,6 +112,14 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             (f"-X {v.helm.module}/internal/version.version={v.helm.version}",),
         ),
         "kind": Group("kind", v.kind.module, v.kind.version, {"kind": v.kind.module}),
+        # The project's own check of its CI recipe (make test), never a lint or cluster need.
+        "actionlint": Group(
+            "actionlint",
+            v.actionlint.module,
+            v.actionlint.version,
+            {"actionlint": f"{v.actionlint.module}/cmd/actionlint"},
+            (f"-X {v.actionlint.module}.version={v.actionlint.version}",),
+        ),
         # The project's policy checker, built against the descheduler source under test.
         "policycheck": Group(
             "policycheck",
@@ -183,7 +191,12 @@ TOOL_GROUP = {
     "helm": "helm",
     "kind": "kind",
     "policycheck": "policycheck",
+    "actionlint": "actionlint",
 }
+
+# Built only when named (`desched tools kind`, `desched tools actionlint`): kind only for the
+# kind provider, actionlint only for the project's own `make test`.
+ON_REQUEST = ("kind", "actionlint")
 
 
 def parse_bins(raw: str | None) -> dict[str, Path]:

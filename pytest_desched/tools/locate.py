@@ -53,6 +53,7 @@ VERSION_PROBES: dict[str, tuple[list[str], str]] = {
     "helm": (["version", "--short"], r"(v[\w.\-]+)"),
     "kind": (["version"], r"kind (v[\w.\-]+)"),
     "policycheck": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
+    "actionlint": (["-version"], r"^(v?[\d.]+)"),
 }
 
 

@@ -27,7 +27,7 @@ from pytest_desched.log import Reporter, say
 from pytest_desched.names import check as check_name
 from pytest_desched.names import inside
 from pytest_desched.tools import lint_bin
-from pytest_desched.tools.candidate import Candidate, parse_candidate, resolve_source
+from pytest_desched.tools.candidate import Candidate, resolve_source
 from pytest_desched.tools.gobuild import (
     _run_logged,
     copy_helper,
@@ -39,6 +39,7 @@ from pytest_desched.tools.gobuild import (
     write_wrapper_module,
 )
 from pytest_desched.tools.groups import (
+    ON_REQUEST,
     POLICYCHECK_TREE_DIR,
     TOOL_GROUP,
     Group,
@@ -357,57 +358,24 @@ class Toolchain:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_desched.tools.toolchain [tool ...]`: build/resolve tools, print their paths."""
-    import argparse
+    """`python -m pytest_desched.tools.toolchain [ARGS]`: `desched tools [ARGS]` under an old
+    name, run as that command (its flags, output and exit codes: one way to build the tools)."""
+    import sys
 
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("tools", nargs="*", help="tools to provide (default: all but kind)")
-    ap.add_argument("--cache-dir", type=Path, default=None)
-    ap.add_argument(
-        "--descheduler",
-        "--descheduler-version",  # deprecated spelling, still taken this release
-        dest="descheduler_version",
-        default=None,
-        help="another release tag or commit",
-    )
-    ap.add_argument(
-        "--candidate",
-        default=None,
-        help="a canary candidate (version:, source:PATH[@LABEL], binary:PATH): its descheduler "
-        "and policy checker",
-    )
-    args = ap.parse_args(argv)
-    try:
-        cand = None
-        if args.candidate:
-            cand = parse_candidate(args.candidate)
-        tc = Toolchain(
-            cache_dir=args.cache_dir, descheduler_version=args.descheduler_version, candidate=cand
-        )
-    except (ConfigError, ToolError) as exc:
-        say(f"error: {exc}")
-        return 2
-    started = time.monotonic()
-    try:
-        for row in provide(tc, args.tools):
-            print(f"{row['tool']:<24} {row['version']:<10} {row['source']:<8} {row['path']}")
-    except ConfigError as exc:
-        say(f"error: {exc}")
-        return 2
-    except ToolError as exc:
-        say(f"error: {exc}")
-        return 1
-    say(f"tools ready in {time.monotonic() - started:.1f}s (cache: {tc.cache_dir})")
-    return 0
+    say("note: `python -m pytest_desched.tools.toolchain` is `desched tools`; use that")
+    args = sys.argv[1:] if argv is None else argv
+    # a process, not an import: the CLI is the floor above (tests/unit/test_import_graph.py)
+    cmd = [sys.executable, "-m", "pytest_desched.cli", "tools", *args]
+    return subprocess.run(cmd, check=False).returncode
 
 
 def provide(tc: Toolchain, tools: list[str] | None = None) -> Iterator[dict[str, str]]:
-    """Build or find each tool (default: all but kind); yield tool, version, source, path.
+    """Build or find each tool (default: all but ON_REQUEST's); yield tool, version, source, path.
     Every name is checked before the first build."""
     unknown = [t for t in tools or () if t not in TOOL_GROUP]
     if unknown:
         raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(TOOL_GROUP)}")
-    for tool in tools or [t for t in TOOL_GROUP if t != "kind"]:
+    for tool in tools or [t for t in TOOL_GROUP if t not in ON_REQUEST]:
         p = tc.path(tool)
         yield {
             "tool": tool,

@@ -31,6 +31,7 @@ class Versions:
     descheduler: Component
     helm: Component
     kind: Component
+    actionlint: Component  # the project's own check of its CI recipe, not a cluster tool
     chart_name: str
     chart_version: str
     chart_app_version: str
@@ -45,7 +46,15 @@ class Versions:
         return ".".join(self.kubernetes.version.lstrip("v").split(".")[:2])
 
     def components(self) -> list[Component]:
-        return [self.kubernetes, self.etcd, self.kwok, self.descheduler, self.helm, self.kind]
+        return [
+            self.kubernetes,
+            self.etcd,
+            self.kwok,
+            self.descheduler,
+            self.helm,
+            self.kind,
+            self.actionlint,
+        ]
 
     def summary(self) -> dict[str, str]:
         out = {c.name: c.version for c in self.components()}
@@ -54,7 +63,10 @@ class Versions:
         return out
 
 
-_REQUIRED = ("kubernetes", "etcd", "kwok", "descheduler", "helm", "kind", "chart", "workload")
+_REQUIRED = (
+    *("kubernetes", "etcd", "kwok", "descheduler", "helm", "kind", "actionlint"),
+    *("chart", "workload"),
+)
 
 
 def parse_versions(data: dict[str, Any]) -> Versions:
@@ -84,6 +96,7 @@ def parse_versions(data: dict[str, Any]) -> Versions:
         descheduler=comp("descheduler"),
         helm=comp("helm"),
         kind=comp("kind"),
+        actionlint=comp("actionlint"),
         chart_name=str(chart["name"]),
         chart_version=str(chart["version"]),
         chart_app_version=str(chart["app_version"]),

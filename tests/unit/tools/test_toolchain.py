@@ -23,7 +23,7 @@ from pytest_desched.tools.locate import (
     select_binary,
     version_matches,
 )
-from pytest_desched.tools.toolchain import Toolchain
+from pytest_desched.tools.toolchain import Toolchain, provide
 from pytest_desched.tools.versions import load_versions
 
 V = load_versions()
@@ -177,6 +177,10 @@ OUTPUTS = {
     "helm": ("v3.22.0+g4a1a3e2", "v3.22.0"),
     "kind": ("kind v0.33.0 go1.26 linux/amd64", "v0.33.0"),
     "policycheck": ('policycheck GitVersion:"v0.36.0"', "v0.36.0"),
+    "actionlint": (
+        "v1.7.12\ninstalled by building from source\nbuilt with go1.26.8 compiler for linux/amd64",
+        "v1.7.12",
+    ),
 }
 
 
@@ -335,6 +339,21 @@ def test_wrapper_gomod_carries_godebug_block() -> None:
 
 
 # -- build_groups ----------------------------------------------------------------------------
+def test_actionlint_is_pinned_and_built_only_when_named(tmp_path: Path) -> None:
+    """actionlint checks the project's CI recipe (make test): built from its Go module at the
+    pin with its version in the binary, and never by a plain `desched tools` (nor by lint)."""
+    g = build_groups(V)["actionlint"]
+    assert (g.module, g.version) == ("github.com/rhysd/actionlint", V.actionlint.version)
+    assert g.packages == {"actionlint": "github.com/rhysd/actionlint/cmd/actionlint"}
+    assert f"-X github.com/rhysd/actionlint.version={V.actionlint.version}" in g.ldflags
+    tc = Toolchain(cache_dir=tmp_path, use_path=False)
+    asked: list[str] = []
+    tc.path = lambda tool: asked.append(tool) or tmp_path / tool  # type: ignore[method-assign]
+    tc.sources = dict.fromkeys(TOOL_GROUP, "cache")
+    list(provide(tc))
+    assert "actionlint" not in asked and "kind" not in asked and "helm" in asked
+
+
 def test_build_groups_follow_the_pins() -> None:
     groups = build_groups(V)
     assert {g.version for g in groups.values()} == {c.version for c in V.components()}
