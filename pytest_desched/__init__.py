@@ -19,6 +19,17 @@ from typing import Any
 
 __version__ = "0.1.0"
 
+# Where the project lives: pyproject.toml's [project.urls] say the same (a unit test keeps them
+# equal); links the tool prints (a lint rule's docs, SARIF helpUri) are made from these.
+PROJECT_URL = "https://github.com/pytest-desched/pytest-desched"
+DOCS_URL = f"{PROJECT_URL}/tree/main/docs"
+
+
+def docs_link(page: str, anchor: str = "") -> str:
+    """The published URL of docs/<page> (at `#anchor`), as the project host renders it."""
+    return f"{PROJECT_URL}/blob/main/docs/{page}" + (f"#{anchor}" if anchor else "")
+
+
 _PUBLIC = {
     "DeschedSession": "pytest_desched.session",
     "DeschedConfig": "pytest_desched.config",

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_desched import docs_link
+
 __all__ = [
     "CANARY_SEVERITY",
     "DOCS_URL",
@@ -139,14 +141,14 @@ _MIGRATION = (
 
 RULES: dict[str, Rule] = {r.id: r for r in (*_DL, *_MIGRATION)}
 
-# Where each rule is explained: docs/lint.md, one anchor per code (`#dl007`). The project has no
-# published URL yet (pyproject.toml has no [project.urls]): set it here, in one place, when it does.
-DOCS_URL = "https://github.com/pytest-desched/pytest-desched/blob/main/docs/lint.md"
+# Where each rule is explained: docs/lint.md, one anchor per code (`#dl007`), at the project's
+# URL (pytest_desched.PROJECT_URL, the one pyproject.toml's [project.urls] give).
+DOCS_URL = docs_link("lint.md")
 
 
 def rule_link(code: str) -> str:
     """The docs of rule ``code`` (``--list-rules`` prints it; SARIF's ``helpUri``)."""
-    return f"{DOCS_URL}#{code.lower()}"
+    return docs_link("lint.md", code.lower())
 
 
 def canary_severity(code: str) -> str:
