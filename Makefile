@@ -10,7 +10,7 @@ PYTEST := $(PY) -m pytest
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[kind,dev]'
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
 venv: $(VENV)/.installed

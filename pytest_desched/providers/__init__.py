@@ -1,7 +1,7 @@
 """Cluster providers: embedded (kwokctl, the default without Docker), kind, existing.
 
 A provider is one module with a `from_config(config, toolchain) -> Provider` function, plus
-one entry in `REGISTRY`; modules load only when chosen (kind needs pytest-kind-ng).
+one entry in `REGISTRY`; modules load only when chosen.
 """
 
 from __future__ import annotations

@@ -210,8 +210,8 @@ def provider_choice(
     """(provider, why): `auto` is kind when a Docker engine answers and kind's tools are here
     (`kind_missing()` says what is not: default kind_tools_missing), else the embedded cluster.
 
-    A hosted CI runner has Docker but not the kind extra: auto once picked kind there and the
-    run failed; a provider whose tools are missing is never chosen silently.
+    A hosted CI runner has Docker but no kind binary: auto once picked kind there and the run
+    failed; a provider whose tools are missing is never chosen silently.
     """
     requested = (requested or "auto").strip().lower()
     if requested not in PROVIDERS:
@@ -229,12 +229,8 @@ def provider_choice(
 
 
 def kind_tools_missing(cached_kind: Path | None = None) -> str | None:
-    """What the kind provider lacks here (None: nothing): the kind extra, or a kind binary
-    (given, on PATH or cached at `cached_kind`) or Go to build one."""
-    import importlib.util
-
-    if importlib.util.find_spec("pytest_kind") is None:
-        return "the kind extra is not installed (pip install 'pytest-desched[kind]')"
+    """What the kind provider lacks here (None: nothing): a kind binary (given, on PATH or
+    cached at `cached_kind`) or Go to build one. It needs no Python package of its own."""
     have_kind = shutil.which("kind") or (cached_kind is not None and cached_kind.is_file())
     if not have_kind and shutil.which("go") is None:
         return "no kind binary and no Go to build one (`desched tools kind`)"

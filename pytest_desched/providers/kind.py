@@ -1,18 +1,17 @@
-"""A throwaway multi-node kind cluster, created through pytest-kind-ng with our own kind and kubectl.
+"""A throwaway multi-node kind cluster, driven through the pinned kind binary.
 
-pytest-kind-ng's KindCluster is the cluster handle; this module adds what it lacks: a
-multi-zone config, a kubeconfig kept in the run's workdir, no binary downloads, kind's output
-captured (it names every node: a `--desched-redact` run keeps it off the terminal, and an
-error carries its tail), a wait for Ready nodes, and loading the descheduler image only when
-Docker already has it.
+The design once named pytest-kind (pytest-kind-ng's KindCluster); it is not used because it
+cannot serve here, and docs/providers.md says why method by method. This module drives kind's
+own commands: a multi-zone config, a kubeconfig kept in the run's workdir, no binary downloads,
+kind's output captured (it names every node: a `--desched-redact` run keeps it off the
+terminal, and an error carries its tail), a wait for Ready nodes, and loading the descheduler
+image only when Docker already has it.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
 import os
-import platform
 import shutil
 import subprocess
 import time
@@ -209,60 +208,44 @@ def kind_clusters(kind: Path) -> list[str]:
     return proc.stdout.split() if proc.returncode == 0 else []
 
 
-@functools.cache
-def local_kind_cluster_class() -> type:
-    """pytest-kind-ng's KindCluster, minus its two side effects we cannot accept.
+class KindCli:
+    """One kind cluster's lifecycle through the kind binary: create or re-use, export the
+    kubeconfig, load an image, delete. Every command's output is captured (CommandError
+    carries its tail), has a timeout, and runs with KUBECONFIG set to this run's file."""
 
-    Upstream `__init__` creates ./.pytest-kind/<name> in the current directory and
-    `ensure_kind`/`ensure_kubectl` download release binaries; both are replaced. The
-    create/load/delete command building is upstream's.
-    """
-    try:
-        from pytest_kind import KindCluster
-    except ImportError as exc:
-        raise ProviderError(
-            "the kind provider needs pytest-kind-ng: pip install 'pytest-desched[kind]'"
-        ) from exc
+    def __init__(self, name: str, workdir: Path, kind_path: Path, kubectl_path: Path) -> None:
+        self.name = name
+        self.path = workdir
+        self.kubeconfig_path = workdir / "kubeconfig"
+        self.kind_path = Path(kind_path)
+        self.kubectl_path = Path(kubectl_path)
 
-    class LocalKindCluster(KindCluster):
-        def __init__(self, name: str, workdir: Path, kind_path: Path, kubectl_path: Path) -> None:
-            self.name = name
-            self.image = None  # the node image is set per node in the config file
-            self.path = workdir
-            self.kubeconfig_path = workdir / "kubeconfig"
-            self.kind_path = Path(kind_path)
-            self.kubectl_path = Path(kubectl_path)
-            self.platform = platform.system().lower()
+    def ensure_kind(self) -> None:
+        _require_binary(self.kind_path, "kind")
 
-        def ensure_kind(self) -> None:
-            _require_binary(self.kind_path, "kind")
+    def ensure_kubectl(self) -> None:
+        _require_binary(self.kubectl_path, "kubectl")
 
-        def ensure_kubectl(self) -> None:
-            _require_binary(self.kubectl_path, "kubectl")
+    def _kind(self, *args: str, timeout: float) -> None:
+        env = dict(os.environ, KUBECONFIG=str(self.kubeconfig_path))  # never ~/.kube
+        run([str(self.kind_path), *args], env=env, timeout=timeout)
 
-        # Upstream's create/load/delete run kind with its output on the terminal; these are
-        # the same commands with the output captured (CommandError carries its tail).
-        def _kind(self, *args: str, timeout: float) -> None:
-            env = dict(os.environ, KUBECONFIG=str(self.kubeconfig_path))  # never ~/.kube
-            run([str(self.kind_path), *args], env=env, timeout=timeout)
+    def create(self, config_file: Path | None = None) -> None:
+        """Create the cluster, or re-use one of this name and export its kubeconfig."""
+        self.ensure_kind()
+        flags = [f"--name={self.name}", f"--kubeconfig={self.kubeconfig_path}"]
+        if self.name not in kind_clusters(self.kind_path):
+            config = ["--config", str(config_file)] if config_file else []
+            self._kind("create", "cluster", *flags, *config, timeout=900)
+        elif not self.kubeconfig_path.is_file():  # re-used (kept) cluster: its kubeconfig
+            self._kind("export", "kubeconfig", *flags, timeout=60)
 
-        def create(self, config_file: Path | None = None) -> None:
-            self.ensure_kind()
-            flags = [f"--name={self.name}", f"--kubeconfig={self.kubeconfig_path}"]
-            if self.name not in kind_clusters(self.kind_path):
-                config = ["--config", str(config_file)] if config_file else []
-                self._kind("create", "cluster", *flags, *config, timeout=900)
-            elif not self.kubeconfig_path.is_file():  # re-used (kept) cluster: its kubeconfig
-                self._kind("export", "kubeconfig", *flags, timeout=60)
+    def load_docker_image(self, docker_image: str) -> None:
+        self._kind("load", "docker-image", "--name", self.name, docker_image, timeout=600)
 
-        def load_docker_image(self, docker_image: str) -> None:
-            self._kind("load", "docker-image", "--name", self.name, docker_image, timeout=600)
-
-        def delete(self) -> None:
-            flags = [f"--name={self.name}", f"--kubeconfig={self.kubeconfig_path}"]
-            self._kind("delete", "cluster", *flags, timeout=300)
-
-    return LocalKindCluster
+    def delete(self) -> None:
+        flags = [f"--name={self.name}", f"--kubeconfig={self.kubeconfig_path}"]
+        self._kind("delete", "cluster", *flags, timeout=300)
 
 
 def _require_binary(path: Path, tool: str) -> None:
@@ -306,7 +289,7 @@ class KindProvider(Provider):
         self.config_path = self.workdir / "kind-config.yaml"
         self.kind_bin: Path | None = None
         self.cluster: Cluster | None = None
-        self._kind: Any = None  # LocalKindCluster once creation was attempted
+        self._kind: KindCli | None = None  # once creation was attempted
 
     def start(self) -> Cluster:
         if not docker_available():
@@ -333,9 +316,7 @@ class KindProvider(Provider):
         self.kind_bin = kind_bin = self.toolchain.path("kind")
         kubectl_bin = self.toolchain.path("kubectl")
         reused = self.cluster_name in kind_clusters(kind_bin)
-        self._kind = local_kind_cluster_class()(
-            self.cluster_name, self.workdir, kind_bin, kubectl_bin
-        )
+        self._kind = KindCli(self.cluster_name, self.workdir, kind_bin, kubectl_bin)
         try:
             self._kind.create(config_file=self.config_path)  # re-uses a cluster of that name
         except CommandError as exc:
@@ -385,7 +366,7 @@ class KindProvider(Provider):
                 f"clusters` lists: {', '.join(known) or 'none'}); create it first or drop the "
                 "option to let the run create its own"
             )
-        self._kind = local_kind_cluster_class()(
+        self._kind = KindCli(
             self.cluster_name, self.workdir, kind_bin, self.toolchain.path("kubectl")
         )
         try:
@@ -426,6 +407,7 @@ class KindProvider(Provider):
         """Side-load the descheduler image when Docker has it, so Jobs need no registry pull."""
         if not image_present_locally(image):
             return False
+        assert self._kind is not None  # start() made it
         try:
             self._kind.load_docker_image(image)
         except CommandError as exc:

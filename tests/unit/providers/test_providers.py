@@ -28,10 +28,10 @@ from pytest_desched.providers.existing import (
     resolve_kubeconfig,
 )
 from pytest_desched.providers.kind import (
+    KindCli,
     KindProvider,
     add_audit_log,
     load_kind_template,
-    local_kind_cluster_class,
     render_kind_config,
     wait_nodes_ready,
     worker_names,
@@ -445,7 +445,7 @@ def rig(tmp_path: Path, bin_dir: Path, monkeypatch: pytest.MonkeyPatch, kube: Fa
     state, cwd = tmp_path / "kind-state", tmp_path / "cwd"
     state.mkdir()
     cwd.mkdir()
-    monkeypatch.chdir(cwd)  # upstream KindCluster would litter ./.pytest-kind here
+    monkeypatch.chdir(cwd)  # nothing may be written in the current directory
     monkeypatch.setenv("FAKE_KIND_STATE", str(state))
     monkeypatch.setenv("FAKE_DOCKER_LOG", str(state / "docker.log"))
     monkeypatch.delenv("FAKE_KIND_FAIL_CREATE", raising=False)
@@ -542,12 +542,26 @@ def test_kind_output_stays_off_the_terminal(rig: KindRig, capfd: pytest.CaptureF
 
 def test_kind_cluster_never_downloads_binaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
-    kc = local_kind_cluster_class()("lab", tmp_path, tmp_path / "no-kind", tmp_path / "no-kubectl")
+    kc = KindCli("lab", tmp_path, tmp_path / "no-kind", tmp_path / "no-kubectl")
     with pytest.raises(ProviderError, match=r"kind binary .*no-kind is missing"):
         kc.ensure_kind()
     with pytest.raises(ProviderError, match=r"kubectl binary .*no-kubectl is missing"):
         kc.ensure_kubectl()
     assert not (tmp_path / ".pytest-kind").exists()
+
+
+def test_kind_provider_runs_without_pytest_kind(
+    rig: KindRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pytest-kind-ng's KindCluster cannot serve (docs/providers.md#why-not-pytest-kind): the
+    provider drives kind itself. Was: a subclass of it, so without the package no kind run."""
+    monkeypatch.setitem(sys.modules, "pytest_kind", None)  # `import pytest_kind` fails
+    with rig.provider() as cluster:
+        assert cluster.workers
+    calls = rig.calls()
+    assert ["create", "cluster"] in [c[:2] for c in calls]
+    assert ["delete", "cluster"] in [c[:2] for c in calls]
+    assert KindCli.__mro__ == (KindCli, object)
 
 
 # -- kind: a cluster the user already has (--desched-kind-cluster) -------------------------
