@@ -73,7 +73,7 @@ def tool_entry(tc: Toolchain, tool: str, staged: Path) -> tuple[dict[str, Any], 
     if info.get("CGO_ENABLED") != "0":
         raise ToolError(
             f"{tool} at {src} was built with CGO_ENABLED={info.get('CGO_ENABLED', '?')}: the "
-            "wheel carries static binaries only; rebuild it with CGO_ENABLED=0 (`make tools`)"
+            "wheel carries static binaries only; rebuild it with CGO_ENABLED=0 (`desched tools`)"
         )
     staged.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, staged)
