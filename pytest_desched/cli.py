@@ -7,6 +7,7 @@
     desched lint [FILE...] [-f VALUES...] [--fail-on F]    the policy that will run, linted
                  [--select|--ignore CODE,...] [--list-rules]
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
+    desched matrix RELEASE... [--chart RELEASE=CHART]      experiments on each release, bugs proven
     desched snapshot --context NAME --output-file snap.yaml   a read-only cluster snapshot
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
     desched list                                           the experiments, variants, strategies
@@ -42,6 +43,7 @@ from pytest_desched.cli_completion import add_parser as add_completion
 from pytest_desched.cli_info import _VersionAction, cmd_list, cmd_version
 from pytest_desched.cli_init import add_parser as add_init
 from pytest_desched.cli_lint import add_parser as add_lint
+from pytest_desched.cli_matrix import add_parser as add_matrix
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
@@ -371,6 +373,7 @@ def parser() -> argparse.ArgumentParser:
     out.add_output(ex)
     add_parsers(sub)
     add_fidelity(sub, add_config_options)
+    add_matrix(sub, add_config_options)
     add_init(sub)
     add_merge(sub)
     add_completion(sub, ap)

@@ -241,12 +241,12 @@ OLD_ENV = {"DESCHED_DESCHEDULER": "DESCHED_DESCHEDULER_VERSION"}  # new env -> i
 
 # Which `desched` subcommands take an option (the plugin takes every one). An option not
 # listed here (a new one) is taken by every command that builds a configuration.
-CONFIG_COMMANDS = ("run", "up", "canary", "replay")
+CONFIG_COMMANDS = ("run", "up", "canary", "replay", "matrix")
 # A canary's two releases (tools.release), their charts and per-track values.
 _TRACK_OPTIONS = tuple(
     f"--desched-{t}{s}" for t in ("candidate", "baseline") for s in ("", "-chart", "-values")
 )
-_CLUSTER = ("run", "up", "canary")
+_CLUSTER = ("run", "up", "canary", "matrix")
 OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-provider": _CLUSTER,
     "--desched-existing-context": _CLUSTER,
@@ -255,10 +255,10 @@ OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-allow-existing": (*_CLUSTER, "replay"),
     "--desched-workers": _CLUSTER,
     "--desched-namespace": _CLUSTER,
-    "--desched-descheduler": _CLUSTER,
-    "--desched-keep": ("run", "canary", "replay"),  # `up` always keeps
-    "--desched-artifacts": ("run", "canary", "replay"),
-    "--desched-redact": ("run", "canary", "replay"),
+    "--desched-descheduler": ("run", "up", "canary"),  # matrix: its RELEASE arguments
+    "--desched-keep": ("run", "canary", "replay", "matrix"),  # `up` always keeps
+    "--desched-artifacts": ("run", "canary", "replay", "matrix"),
+    "--desched-redact": ("run", "canary", "replay", "matrix"),
     **dict.fromkeys(_TRACK_OPTIONS, ("canary",)),
 }
 # The `--help` section each option is listed under (unlisted: "input options").

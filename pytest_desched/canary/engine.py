@@ -100,25 +100,36 @@ def track_configs(
             "desched canary runs each track on a cluster of its own; on an existing cluster "
             "the two versions would share the pod set. Use --provider embedded (or kind)"
         )
-    releases = {"baseline": (baseline, baseline_chart), "candidate": (candidate, candidate_chart)}
-    tracks = []
-    for name, (spec, chart) in releases.items():
-        run_dir = config.run_dir / name
-        run_dir.mkdir(parents=True, exist_ok=True)
-        own = config.baseline_values if name == "baseline" else config.candidate_values
-        changes: dict[str, Any] = {
-            "run_dir": run_dir,
-            "artifacts": config.artifacts / name,
-            "candidate": None if spec in (None, "pinned") else spec,
-            "candidate_chart": chart,
-            "values": (*config.values, *own),
-            "baseline": None,
-            "baseline_chart": None,
-            "baseline_values": (),
-            "candidate_values": (),
-        }
-        tracks.append(config.with_(**changes))
-    return tracks[0], tracks[1]
+    return (
+        track_config(config, "baseline", baseline, baseline_chart, config.baseline_values),
+        track_config(config, "candidate", candidate, candidate_chart, config.candidate_values),
+    )
+
+
+def track_config(
+    config: DeschedConfig,
+    name: str,
+    spec: str | None,
+    chart: str | None,
+    own_values: Sequence[Path] = (),
+) -> DeschedConfig:
+    """One track: its release (None or `pinned`: the pin) and chart, its run and evidence
+    folders named `name`, the shared values then its own (Helm's order). A canary makes two,
+    a release matrix one per release."""
+    run_dir = config.run_dir / name
+    run_dir.mkdir(parents=True, exist_ok=True)
+    changes: dict[str, Any] = {
+        "run_dir": run_dir,
+        "artifacts": config.artifacts / name,
+        "candidate": None if spec in (None, "pinned") else spec,
+        "candidate_chart": chart,
+        "values": (*config.values, *own_values),
+        "baseline": None,
+        "baseline_chart": None,
+        "baseline_values": (),
+        "candidate_values": (),
+    }
+    return config.with_(**changes)
 
 
 def check_releases(

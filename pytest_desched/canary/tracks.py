@@ -93,12 +93,14 @@ def run_track(
     overrides: Mapping[str, Any] | None = None,
     stopper: WorkerStop | None = None,
     work: Work | None = None,
+    metrics: bool = True,
 ) -> TrackResult:
     """Bring up one cluster, run the experiments in order, tear everything down.
 
     `overrides` (policy path -> value) change this track's policy only, recorded as such:
     how a canary proves it catches a candidate that widens what is evicted. `work` runs
-    first, on the same session (the snapshot canary's restore and round).
+    first, on the same session (the snapshot canary's restore and round). `metrics=False`
+    skips the served-metrics probe (a release matrix compares no metric families).
     """
     out = TrackResult(name, artifacts=str(session.config.artifacts))
     t0 = time.monotonic()
@@ -121,8 +123,10 @@ def run_track(
             if overrides:
                 params = {"overrides": dict(overrides), "why": f"canary: {name} track only"}
             out.results.append(session.run(exp, variant=variant, **params))
-        if not cancel.is_set():
+        if metrics and not cancel.is_set():
             probe_metrics(session, out)
+        elif not metrics:
+            out.metrics_why = "not probed (metrics=False)"
     except BaseException as exc:
         session.failed = True
         cancel.set()  # the other track stops at its next experiment

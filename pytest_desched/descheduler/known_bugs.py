@@ -341,3 +341,9 @@ def signatures(facts: RoundFacts, registry: tuple[KnownBug, ...] = REGISTRY) -> 
         for b in registry
         if b.applies_to(facts.descheduler_version) and (ev := b.signature(facts))
     }
+
+
+def observed(facts: RoundFacts, registry: tuple[KnownBug, ...] = REGISTRY) -> dict[str, str]:
+    """Every registered signature present in a round, whatever releases the registry says
+    have the bug: evidence only (it excuses nothing), how a release matrix checks `affected`."""
+    return {b.id: ev for b in registry if (ev := b.signature(facts))}

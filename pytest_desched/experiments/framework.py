@@ -24,7 +24,6 @@ from pytest_desched.descheduler.known_bugs import (
     Classification,
     RoundFacts,
     classify,
-    signatures,
 )
 from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
@@ -440,7 +439,7 @@ class Runner:
         decided = decide(view.decisions, rnd.result.skipped, view.replacement)
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
         if self.facts is not None:  # every known-bug signature the round shows, as evidence
-            self.result.known_bugs.update(signatures(self.facts))
+            self.result.note_signatures(self.facts)
         outcome = RoundOutcome(
             rnd,
             view.before,

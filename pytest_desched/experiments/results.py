@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from pytest_desched.descheduler.known_bugs import RoundFacts, observed, signatures
 from pytest_desched.errors import ExperimentFailed, KnownUpstreamBug
 
 if TYPE_CHECKING:
@@ -58,6 +59,9 @@ class ExperimentResult:
     duration_s: float = 0.0
     classification: dict[str, Any] = field(default_factory=dict)
     known_bugs: dict[str, str] = field(default_factory=dict)
+    # Every registered bug's signature the rounds showed, whatever releases the registry says
+    # have it: how a release matrix proves (or disproves) a bug's `affected` set.
+    signatures_seen: dict[str, str] = field(default_factory=dict)
     # Multi-cycle runs (experiments/cycles.py): each cycle's fates and the loop detector's
     # verdict (evidence/loops.py LoopVerdict.to_dict()); one entry for a one-cycle run.
     cycles: list[dict[str, Any]] = field(default_factory=list)
@@ -70,6 +74,12 @@ class ExperimentResult:
     @property
     def label(self) -> str:
         return f"{self.name}[{self.variant}]"
+
+    def note_signatures(self, facts: RoundFacts) -> None:
+        """A round's known-bug signatures: for bugs the registry gives this release
+        (`known_bugs`, what may excuse a failure) and for any bug (`signatures_seen`)."""
+        self.known_bugs.update(signatures(facts))
+        self.signatures_seen.update(observed(facts))
 
     def raise_for_outcome(self) -> ExperimentResult:
         """For test code: pass returns the result; xfail raises KnownUpstreamBug; else fails."""
@@ -96,6 +106,7 @@ class ExperimentResult:
             "notes": self.notes,
             "classification": self.classification,
             "known_bugs": self.known_bugs,
+            "signatures_seen": self.signatures_seen,
             "cycles": len(self.cycles),
             "loops": self.loops,
         }

@@ -34,7 +34,7 @@ FLOORS: list[set[str]] = [
     {"session", "session_experiments", "session_lifecycle", "session_state"},  # one class
     {"canary", "replay", "fidelity"},  # the front-end engines
     {"plugin", "cli", "cli_up", "cli_parser", "cli_init", "cli_info", "cli_lint"}
-    | {"cli_completion"},  # the front ends
+    | {"cli_completion", "cli_matrix"},  # the front ends
 ]
 FLOOR = {unit: i for i, units in enumerate(FLOORS) for unit in units}
 

@@ -1,0 +1,167 @@
+"""`run_matrix`: the same experiments on several releases, one canary track each, judged.
+
+A row is a canary track (tracks.run_track): one release with its chart and the user's values
+on a cluster of its own, so no two releases evict from the same pods. Rows run one after
+another (a 2-core machine runs one cluster well, not three). Every input is read before the
+first cluster: each release spec and chart (tools.release, as `--candidate`/`--baseline`
+take them), a version the Go proxy serves, the experiment names, the chart pairings, and the
+user's --policy/--values as each release's own chart and policy checker read them. Bad input
+is a ConfigError (exit 2, one line); a release whose track broke is a row that did not run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+
+from pytest_desched.canary.engine import track_config
+from pytest_desched.canary.matrix_report import Matrix, Row
+from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, run_track
+from pytest_desched.capabilities import capabilities_of
+from pytest_desched.config import DeschedConfig
+from pytest_desched.errors import ConfigError
+from pytest_desched.experiments import REGISTRY, VARIANTS, lookup
+from pytest_desched.experiments.catalogue import describe
+from pytest_desched.log import tagged
+from pytest_desched.session import DeschedSession
+from pytest_desched.tools.release import check_release, parse_release_cached
+
+_say = tagged("desched matrix")
+ROLE = "release"  # how an error names a release ("release 'version:v9.9.9': ...")
+
+
+def pair_charts(releases: Sequence[str], charts: Sequence[str]) -> list[tuple[str, str | None]]:
+    """Each release with its chart from `RELEASE=CHART` items (none: the release's default).
+
+    The release part must be one of `releases` exactly, so a chart pin's own `=` (`DIR@
+    appVersion=0.33.0`) is never read as the separator.
+    """
+    if not releases:
+        raise ConfigError(
+            "desched matrix needs at least one RELEASE (version:vX.Y.Z, source:PATH, binary:PATH, pinned)"
+        )
+    seen: set[str] = set()
+    for r in releases:
+        if r in seen:
+            raise ConfigError(f"release {r!r} is given twice; name each release once")
+        seen.add(r)
+    chart: dict[str, str] = {}
+    for item in charts:
+        owner = next(
+            (r for r in sorted(releases, key=len, reverse=True) if item.startswith(r + "=")), None
+        )
+        if owner is None or not item[len(owner) + 1 :].strip():
+            raise ConfigError(
+                f"--chart {item!r}: write RELEASE=CHART with RELEASE one of the releases given "
+                f"({', '.join(releases)})"
+            )
+        if owner in chart:
+            raise ConfigError(f"--chart: release {owner!r} has two charts; give it one")
+        chart[owner] = item[len(owner) + 1 :].strip()
+    return [(r, chart.get(r)) for r in releases]
+
+
+def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
+    """`name` (each variant the catalogue lists) or `name[variant]`, any registered
+    experiment; default: the canary's (the runbook's three, both variants)."""
+    if not items:
+        return list(DEFAULT_EXPERIMENTS)
+    out: list[tuple[str, str]] = []
+    for item in items:
+        name, _, rest = item.partition("[")
+        try:
+            cls = lookup(name)
+        except KeyError:
+            raise ConfigError(
+                f"--experiment {item!r}: unknown; known: {', '.join(sorted(REGISTRY))}"
+            ) from None
+        listed = describe(cls, runbook=[])["variants"]
+        for v in [rest.rstrip("]")] if rest else listed:
+            if v not in listed:
+                raise ConfigError(f"--experiment {item!r}: variant {v!r} not in {listed}")
+            # An experiment with a policy of its own builds on its default variant.
+            out.append((name, v if v in VARIANTS else cls.default_variant))
+    if len(set(out)) != len(out):
+        raise ConfigError("--experiment: an experiment is named twice; name each once")
+    return out
+
+
+def labels_of(exps: Sequence[tuple[str, str]]) -> list[str]:
+    """The cells' labels as the results will name them (title[variant])."""
+    out = []
+    for n, v in exps:
+        cls = lookup(n)
+        out.append(f"{cls.title or n}[{getattr(cls, 'own_policy_label', None) or v}]")
+    return out
+
+
+def row_name(i: int, version: str) -> str:
+    """The row's evidence folder: its place and its version, safe as a path."""
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in version)[:60]
+    return f"{i}-{safe or 'release'}"
+
+
+def run_matrix(
+    config: DeschedConfig,
+    releases: Sequence[str],
+    charts: Sequence[str] = (),
+    experiments: Sequence[str] | None = None,
+    report: Callable[[str], None] = _say,
+    command: str = "",
+) -> Matrix:
+    """Every release's row, one after another, judged and written under config.artifacts."""
+    t0 = time.monotonic()
+    pairs = pair_charts(releases, charts)
+    exps = parse_experiments(experiments)
+    caps = capabilities_of(config.provider)
+    if caps is not None and caps.shared:
+        raise ConfigError(
+            "desched matrix runs each release on a cluster of its own; on an existing "
+            "cluster the releases would share the pod set. Use --provider embedded (or kind)"
+        )
+    named = []
+    for i, (spec, chart) in enumerate(pairs, 1):  # every release read before any session
+        rel = parse_release_cached(None if spec == "pinned" else spec, chart, ROLE)
+        check_release(rel, ROLE)  # a version the Go proxy does not serve: exit 2, now
+        named.append((row_name(i, rel.version), spec, chart))
+    rows: list[tuple[str, str, str | None, DeschedSession]] = []
+    try:
+        for name, spec, chart in named:
+            cfg = track_config(config, name, spec, chart)
+            rows.append((name, spec, chart, DeschedSession(cfg, report=_tag(report, name))))
+        for _, _, _, session in rows:  # the user's inputs, as each release reads them
+            session.inputs  # noqa: B018 (a bad --policy/--values: exit 2 before any cluster)
+    except BaseException:
+        for *_, session in rows:
+            session.close()
+        raise
+    planned = labels_of(exps)
+    done: list[Row] = []
+    for n, (name, spec, chart, session) in enumerate(rows):
+        report(f"[{name}] {spec}: {len(exps)} experiment(s) on a cluster of its own")
+        try:
+            track = run_track(name, session, exps, threading.Event(), metrics=False)
+        except BaseException:  # an interrupt: the rows not reached never had a cluster
+            for *_, later in rows[n + 1 :]:
+                later.close()
+            raise
+        done.append(Row.of(name, spec, chart, track, planned))
+    matrix = Matrix(
+        done,
+        [  # a column is named as the runs named it (a --policy file names the variant)
+            next((r.cells[i].label for r in done if r.cells[i].rounds), label)
+            for i, label in enumerate(planned)
+        ],
+        command=command,
+        date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        wall_s=time.monotonic() - t0,
+    )
+    paths = matrix.write(config.artifacts)
+    report(f"matrix {matrix.headline}; report: {paths['markdown']}")
+    return matrix
+
+
+def _tag(report: Callable[[str], None], name: str) -> Callable[[str], None]:
+    return lambda m: report(f"[{name}] {m}")

@@ -1,0 +1,421 @@
+"""A release matrix, judged: one row a release, each cell an experiment, every known bug proven.
+
+Pure: built from the tracks' results (or a `matrix.json` read back), judged against a
+known-bug registry, rendered as text, Markdown and JSON. Per row and per registered bug the
+registry says whether the release has it (`KnownBug.affected`) and the run says whether it
+showed it (the signature proven from a round, `ExperimentResult.signatures_seen`, whatever
+the registry says), exercised it without showing it, or could not show it at all (no
+experiment here runs what the bug breaks). Where the two disagree, the matrix says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
+from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
+from pytest_desched.render import table
+
+NOT_RUN = "not run"
+# What the run says of a bug on one release.
+SHOWN, NOT_SHOWN, NOT_EXERCISED = "shown", "not shown", "not exercised"
+
+
+@dataclass
+class Cell:
+    """One experiment on one release: what the matrix shows and what judging it needs."""
+
+    label: str  # title[variant], as the canary's outcome rows name it
+    experiment: str  # the title: what a bug's `explains` keys on
+    outcome: str  # pass | xfail | fail | error | not run
+    layer: str | None = None
+    evictions: int = 0
+    bug: str | None = None  # the known bug an xfail names
+    seen: dict[str, str] = field(default_factory=dict)  # bug id -> signature evidence
+    triggers: dict[str, str] = field(default_factory=dict)  # bug id -> why its policy triggers it
+    rounds: int = 0
+    message: str = ""
+
+    @classmethod
+    def of(cls, result: Any, registry: Sequence[KnownBug] = REGISTRY) -> Cell:
+        """From an ExperimentResult: its outcome, layer, evictions and bug evidence."""
+        policy = _policy_of(result.records[-1]) if result.records else {}
+        triggers = {
+            b.id: why
+            for b in registry
+            if b.policy_trigger is not None and (why := b.policy_trigger(policy))
+        }
+        seen = dict(getattr(result, "signatures_seen", {}) or {}) or dict(result.known_bugs)
+        return cls(
+            label=result.label,
+            experiment=result.name,
+            outcome=result.outcome,
+            layer=result.blocking_layer,
+            evictions=result.evictions,
+            bug=(result.classification or {}).get("bug"),
+            seen=seen,
+            triggers=triggers,
+            rounds=len(result.records),
+            message=(result.message or result.error or "").strip(),
+        )
+
+    def shown(self) -> str:
+        """The cell as the table shows it: outcome, the bug it xfails on, layer, evictions."""
+        if self.outcome == NOT_RUN:
+            return NOT_RUN
+        out = self.outcome + (f" ({short(self.bug)})" if self.bug else "")
+        return f"{out} · {self.layer or '-'} · {self.evictions} evicted"
+
+
+def _policy_of(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy a round ran: as its descheduler read it, else as applied."""
+    eff = record.get("effective_policy")
+    if isinstance(eff, dict) and eff:
+        return eff
+    try:
+        doc = yaml.safe_load(record.get("policy_applied") or "")
+    except yaml.YAMLError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+@dataclass
+class Row:
+    """One release: how the user named it, what ran, each experiment's cell."""
+
+    name: str  # the evidence folder under the matrix's
+    spec: str
+    chart_spec: str | None = None
+    version: str = ""
+    chart: dict[str, Any] = field(default_factory=dict)
+    skew: dict[str, Any] = field(default_factory=dict)
+    cells: list[Cell] = field(default_factory=list)
+    error: str | None = None
+    teardown_error: str | None = None
+    wall_s: float = 0.0
+    artifacts: str = ""
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        spec: str,
+        chart_spec: str | None,
+        track: Any,
+        planned: Sequence[str],
+        registry: Sequence[KnownBug] = REGISTRY,
+    ) -> Row:
+        """From a TrackResult; an experiment the track did not reach is a `not run` cell."""
+        cells = [Cell.of(r, registry) for r in track.results]
+        cells += [Cell(label, label, NOT_RUN) for label in planned[len(cells) :]]
+        return cls(
+            name=name,
+            spec=spec,
+            chart_spec=chart_spec,
+            version=track.descheduler_version,
+            chart=dict(track.chart),
+            skew=dict(track.skew),
+            cells=cells,
+            error=track.error,
+            teardown_error=track.teardown_error,
+            wall_s=round(track.wall_s, 1),
+            artifacts=track.artifacts,
+        )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Row:
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        return cls(**{**known, "cells": [Cell(**c) for c in d.get("cells") or []]})
+
+    @property
+    def ran(self) -> bool:
+        return self.error is None and all(c.outcome != NOT_RUN for c in self.cells)
+
+
+@dataclass(frozen=True)
+class BugFinding:
+    """One bug on one release: what the registry says, what the run showed, and if they agree."""
+
+    bug: str
+    registry: str  # "has it" | "derived build" | "does not have it"
+    run: str  # SHOWN | NOT_SHOWN | NOT_EXERCISED
+    cells: tuple[str, ...]  # the cells that showed it (shown) or exercised it (not shown)
+    agrees: bool
+    note: str = ""
+
+
+def registry_says(bug: KnownBug, version: str) -> str:
+    if version in bug.affected:
+        return "has it"
+    return "derived build" if bug.applies_to(version) else "does not have it"
+
+
+def exercised_by(bug: KnownBug, cell: Cell) -> bool:
+    """The cell ran what the bug breaks (an experiment it explains, with a policy that
+    triggers it where the bug says what does) and completed its rounds."""
+    if (
+        cell.experiment not in bug.explains
+        or cell.rounds == 0
+        or cell.outcome in (NOT_RUN, "error")
+    ):
+        return False
+    return bug.policy_trigger is None or bug.id in cell.triggers
+
+
+def judge_bug(bug: KnownBug, row: Row) -> BugFinding:
+    """The registry's word on `row`'s release against the row's runs."""
+    says = registry_says(bug, row.version)
+    shown = tuple(c.label for c in row.cells if bug.id in c.seen)
+    if shown:
+        ok = says != "does not have it"
+        note = (
+            ""
+            if ok
+            else (
+                f"the run shows {bug.id} on {row.version} ({', '.join(shown)}); the registry's "
+                f"affected set {sorted(bug.affected)} lacks it"
+            )
+        )
+        return BugFinding(bug.id, says, SHOWN, shown, ok, note)
+    tried = tuple(c.label for c in row.cells if exercised_by(bug, c))
+    if not tried:
+        what = sorted(bug.explains) or ["none (not an experiment's bug)"]
+        return BugFinding(
+            bug.id,
+            says,
+            NOT_EXERCISED,
+            (),
+            True,
+            f"experiments that can show it: {', '.join(what)}",
+        )
+    if bug.mode != "xfail":
+        note = "its loss varies from run to run: an absence proves nothing"
+        return BugFinding(bug.id, says, NOT_SHOWN, tried, True, note)
+    if says == "has it":
+        note = (
+            f"the registry says {row.version} has {bug.id}; {', '.join(tried)} exercised it "
+            "and showed no signature (does the release carry the fix?)"
+        )
+        return BugFinding(bug.id, says, NOT_SHOWN, tried, False, note)
+    note = "derived build: only its own rounds can say" if says == "derived build" else ""
+    return BugFinding(bug.id, says, NOT_SHOWN, tried, True, note)
+
+
+def unexplained(row: Row, registry: Sequence[KnownBug] = REGISTRY) -> list[str]:
+    """Outcomes the registry does not explain: a failure, an error, or an xfail on a bug the
+    registry does not give this release."""
+    by_id = {b.id: b for b in registry}
+    out = []
+    for c in row.cells:
+        if c.outcome in ("fail", "error"):
+            first = (c.message.splitlines() or ["no message"])[0]
+            out.append(f"{row.spec} {c.label}: {c.outcome}: {first}")
+        elif c.outcome == "xfail":
+            bug = by_id.get(c.bug or "")
+            if bug is None or not bug.applies_to(row.version):
+                out.append(
+                    f"{row.spec} {c.label}: xfail on {c.bug}, which the registry does not give "
+                    f"{row.version}"
+                )
+    return out
+
+
+def short(bug_id: str | None) -> str:
+    """`descheduler#1882` -> `#1882` (the table's width)."""
+    return "#" + (bug_id or "").rpartition("#")[2]
+
+
+def _finding_text(f: BugFinding) -> str:
+    mark = "" if f.agrees else " ✗"
+    if f.run == SHOWN:
+        return (
+            f"{short(f.bug)} proven{mark}" if f.agrees else f"{short(f.bug)} shown, registry: no ✗"
+        )
+    if f.run == NOT_SHOWN:
+        if not f.agrees:
+            return f"{short(f.bug)} not shown, registry: yes{mark}"
+        return (
+            f"{short(f.bug)} absent"
+            if f.registry == "does not have it"
+            else f"{short(f.bug)} not shown"
+        )
+    return f"{short(f.bug)} not exercised (registry: {'yes' if f.registry != 'does not have it' else 'no'})"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version.split("-", 1)[0]))
+
+
+@dataclass
+class Matrix:
+    """Every row, judged against `registry`; `exit_code` is the command's."""
+
+    rows: list[Row]
+    labels: list[str]  # the experiment columns, in order
+    command: str = ""
+    date: str = ""
+    wall_s: float = 0.0
+    registry: Sequence[KnownBug] = REGISTRY
+
+    def findings(self, row: Row) -> list[BugFinding]:
+        return [judge_bug(b, row) for b in self.registry]
+
+    @property
+    def disagreements(self) -> list[str]:
+        return [
+            f"{row.spec}: {f.bug}: {f.note}"
+            for row in self.rows
+            for f in self.findings(row)
+            if not f.agrees
+        ]
+
+    @property
+    def unexplained(self) -> list[str]:
+        return [u for row in self.rows for u in unexplained(row, self.registry)]
+
+    @property
+    def not_run(self) -> list[str]:
+        out = []
+        for row in self.rows:
+            missing = [c.label for c in row.cells if c.outcome == NOT_RUN]
+            if row.error or missing:
+                why = row.error or "the track stopped early"
+                out.append(
+                    f"{row.spec}: {why}" + (f" (not run: {', '.join(missing)})" if missing else "")
+                )
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        """3 a row could not run (the matrix is incomplete), 1 a disagreement or an
+        unexplained outcome, 0 every row ran and every outcome is the registry's."""
+        if self.not_run:
+            return EXIT_INFRA
+        return EXIT_FAILED if self.disagreements or self.unexplained else EXIT_OK
+
+    @property
+    def headline(self) -> str:
+        if self.not_run:
+            return "INCOMPLETE: a release could not run (exit 3)"
+        if self.disagreements or self.unexplained:
+            return (
+                "DISAGREES: the registry and the runs differ, or an outcome is unexplained (exit 1)"
+            )
+        return (
+            "OK: every release ran; every outcome is explained by the known-bug registry (exit 0)"
+        )
+
+    def proofs(self) -> list[str]:
+        """Per bug, across the rows: where the runs showed it, in version order."""
+        out = []
+        for bug in self.registry:
+            by_run: dict[str, list[str]] = {SHOWN: [], NOT_SHOWN: [], NOT_EXERCISED: []}
+            rows = sorted(self.rows, key=lambda r: _version_key(r.version))
+            for row in rows:
+                by_run[judge_bug(bug, row).run].append(row.version or row.spec)
+            line = f"{bug.id} ({bug.title}): "
+            parts = []
+            if by_run[SHOWN]:
+                tried = [
+                    v for v in (r.version or r.spec for r in rows) if v not in by_run[NOT_EXERCISED]
+                ]
+                suffix = tried[len(tried) - len(by_run[SHOWN]) :] == by_run[SHOWN]
+                since = f", from {by_run[SHOWN][0]} on" if suffix and len(tried) > 1 else ""
+                parts.append(f"shown on {', '.join(by_run[SHOWN])}{since}")
+            if by_run[NOT_SHOWN]:
+                parts.append(f"exercised, not shown on {', '.join(by_run[NOT_SHOWN])}")
+            if by_run[NOT_EXERCISED]:
+                parts.append(f"not exercised on {', '.join(by_run[NOT_EXERCISED])}")
+            parts.append(f"registry: {', '.join(sorted(bug.affected, key=_version_key))}")
+            out.append(line + "; ".join(parts))
+        return out
+
+    # -- forms -----------------------------------------------------------------------------
+    def table_rows(self) -> tuple[list[dict[str, Any]], dict[str, str]]:
+        """One dict a release; experiment columns by position (two variants run under one
+        --policy file carry the same label)."""
+        headers = {"release": "release", "version": "descheduler", "chart": "chart"}
+        headers |= {f"e{i}": label for i, label in enumerate(self.labels)}
+        headers |= {"bugs": "known bugs (run vs registry)", "wall": "wall s"}
+        rows = []
+        for row in self.rows:
+            shown = [c.shown() for c in row.cells]
+            rows.append(
+                {
+                    "release": row.spec,
+                    "version": row.version or "-",
+                    "chart": row.chart.get("version", "-"),
+                    **{f"e{i}": (shown[i:] or [NOT_RUN])[0] for i in range(len(self.labels))},
+                    "bugs": "; ".join(_finding_text(f) for f in self.findings(row)),
+                    "wall": row.wall_s,
+                }
+            )
+        return rows, headers
+
+    def render(self, fmt: str) -> str:
+        """`text` or `md`: the headline, the table, then every proof and problem."""
+        rows, headers = self.table_rows()
+        md = fmt == "md"
+        head = "# Release matrix\n\n" if md else ""
+        lines = [f"{head}{'**' if md else ''}{self.headline}{'**' if md else ''}", ""]
+        if self.command:
+            lines += [f"Run {self.date}, {self.wall_s:.0f} s: `{self.command}`", ""]
+        lines += [table(rows, headers, fmt), ""]
+        sections = [
+            ("Known bugs, proven from the runs", self.proofs()),
+            ("Disagreements between the registry and the runs", self.disagreements),
+            ("Outcomes the registry does not explain", self.unexplained),
+            ("Releases that could not run", self.not_run),
+            (
+                "Evidence",
+                [f"{r.spec}: {r.artifacts} (skew: {r.skew.get('note', '-')})" for r in self.rows],
+            ),
+        ]
+        for title, items in sections:
+            if items:
+                lines += [f"## {title}" if md else f"{title}:", ""]
+                lines += [f"- {i}" for i in items] + [""]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "command": self.command,
+            "date": self.date,
+            "wall_s": round(self.wall_s, 1),
+            "headline": self.headline,
+            "exit_code": self.exit_code,
+            "experiments": list(self.labels),
+            "releases": [
+                {**asdict(r), "bugs": [asdict(f) for f in self.findings(r)]} for r in self.rows
+            ],
+            "proofs": self.proofs(),
+            "disagreements": self.disagreements,
+            "unexplained": self.unexplained,
+            "not_run": self.not_run,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], registry: Sequence[KnownBug] = REGISTRY) -> Matrix:
+        """A matrix.json read back, to be judged again (e.g. against another registry)."""
+        return cls(
+            rows=[Row.from_dict(r) for r in d.get("releases") or []],
+            labels=list(d.get("experiments") or []),
+            command=str(d.get("command", "")),
+            date=str(d.get("date", "")),
+            wall_s=float(d.get("wall_s") or 0.0),
+            registry=registry,
+        )
+
+    def write(self, folder: Path) -> dict[str, Path]:
+        folder.mkdir(parents=True, exist_ok=True)
+        js, md = folder / "matrix.json", folder / "matrix.md"
+        js.write_text(json.dumps(self.to_dict(), indent=2, default=str))
+        md.write_text(self.render("md"))
+        return {"json": js, "markdown": md}

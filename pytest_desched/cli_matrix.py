@@ -1,0 +1,97 @@
+"""`desched matrix`: the runbook's experiments on several releases, one row a release.
+
+    desched matrix RELEASE... [--chart RELEASE=CHART ...] [--experiment NAME[VARIANT] ...]
+                   [--values FILE] [--policy FILE] [-o text|json|yaml|md]
+
+A RELEASE is any form `desched canary --candidate/--baseline` takes (`pinned`,
+`version:vX.Y.Z`, `source:PATH[@LABEL]`, `binary:PATH`, `image:REPO:TAG`). Releases are
+arguments, as experiments are to `desched run` and files to `desched lint`: `--release` is
+the Helm release's name on every subcommand. Exit 0 every row ran and every outcome is
+explained by the known-bug registry, 1 a disagreement or an unexplained outcome, 2 bad input
+(before any cluster), 3 a release could not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from pytest_desched import render as out
+from pytest_desched.config import config_from_args
+from pytest_desched.log import say
+
+
+def add_parser(sub: Any, add_config_options: Any) -> None:
+    p = sub.add_parser(
+        "matrix",
+        help="the runbook's experiments on several releases; known bugs proven per release",
+    )
+    p.set_defaults(func=cmd_matrix, parser=p)
+    p.add_argument(
+        "releases",
+        nargs="*",
+        metavar="RELEASE",
+        help="a release as --candidate takes it (pinned, version:vX.Y.Z, source:PATH[@LABEL], "
+        "binary:PATH); one row each, in this order",
+    )
+    p.add_argument(
+        "--chart",
+        action="append",
+        default=[],
+        metavar="RELEASE=CHART",
+        help="a release's chart, as --candidate-chart takes it (repeatable; default: the pinned "
+        "chart, or the candidate's rule)",
+    )
+    p.add_argument(
+        "--experiment",
+        action="append",
+        default=None,
+        metavar="NAME[VARIANT]",
+        help="a registered experiment (`desched list`), all its variants or one (repeatable; "
+        "default: the runbook's three, both variants)",
+    )
+    add_config_options(p, "matrix")
+    out.add_output(p)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command as a user would type it again (for the report)."""
+    argv = ["desched", "matrix", *args.releases]
+    argv += [f"--chart={c}" for c in args.chart]
+    argv += [f"--experiment={e}" for e in args.experiment or ()]
+    for flag in ("--desched-values", "--desched-policy", "--desched-provider"):
+        for v in _as_list(getattr(args, flag, None)):
+            argv.append(f"--{flag.removeprefix('--desched-')}={v}")
+    return shlex.join(argv)
+
+
+def _as_list(v: Any) -> list[Any]:
+    return [] if v in (None, False) else list(v) if isinstance(v, list | tuple) else [v]
+
+
+def cmd_matrix(args: argparse.Namespace) -> int:
+    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    from pytest_desched.canary.matrix import pair_charts, parse_experiments, run_matrix
+
+    pair_charts(args.releases, args.chart)  # bad input before a run folder is claimed
+    parse_experiments(args.experiment)
+    config = config_from_args(args)
+    matrix = run_matrix(
+        config,
+        args.releases,
+        args.chart,
+        experiments=args.experiment,
+        report=say,
+        command=command_line(args),
+    )
+    out.emit(
+        out.render(
+            matrix.to_dict(),
+            args.output,
+            text=lambda: matrix.render("text"),
+            md=lambda: matrix.render("md"),
+        )
+    )
+    say(f"report: {config.artifacts / 'matrix.md'} and matrix.json")
+    return matrix.exit_code
