@@ -34,6 +34,7 @@ SUBCOMMANDS = (
     "run",
     "lint",
     "canary",
+    "matrix",
     "snapshot",
     "replay",
     "init",
