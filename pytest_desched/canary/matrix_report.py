@@ -174,16 +174,13 @@ def judge_bug(bug: KnownBug, row: Row) -> BugFinding:
     says = registry_says(bug, row.version)
     shown = tuple(c.label for c in row.cells if bug.id in c.seen)
     if shown:
-        ok = says != "does not have it"
+        if says != "does not have it":
+            return BugFinding(bug.id, says, SHOWN, shown, True)
         note = (
-            ""
-            if ok
-            else (
-                f"the run shows {bug.id} on {row.version} ({', '.join(shown)}); the registry's "
-                f"affected set {sorted(bug.affected)} lacks it"
-            )
+            f"the run shows {bug.id} on {row.version} ({', '.join(shown)}); the registry's "
+            f"affected set {sorted(bug.affected)} lacks it"
         )
-        return BugFinding(bug.id, says, SHOWN, shown, ok, note)
+        return BugFinding(bug.id, says, SHOWN, shown, False, note)
     tried = tuple(c.label for c in row.cells if exercised_by(bug, c))
     if not tried:
         what = sorted(bug.explains) or ["none (not an experiment's bug)"]
@@ -233,20 +230,15 @@ def short(bug_id: str | None) -> str:
 
 
 def _finding_text(f: BugFinding) -> str:
-    mark = "" if f.agrees else " ✗"
+    """A finding in the table's words: `#1882 proven`, `#1882 shown, registry: no ✗`."""
+    bug, has = short(f.bug), "yes" if f.registry != "does not have it" else "no"
+    if not f.agrees:
+        return f"{bug} {f.run}, registry: {has} ✗"
     if f.run == SHOWN:
-        return (
-            f"{short(f.bug)} proven{mark}" if f.agrees else f"{short(f.bug)} shown, registry: no ✗"
-        )
+        return f"{bug} proven"
     if f.run == NOT_SHOWN:
-        if not f.agrees:
-            return f"{short(f.bug)} not shown, registry: yes{mark}"
-        return (
-            f"{short(f.bug)} absent"
-            if f.registry == "does not have it"
-            else f"{short(f.bug)} not shown"
-        )
-    return f"{short(f.bug)} not exercised (registry: {'yes' if f.registry != 'does not have it' else 'no'})"
+        return f"{bug} not shown" if has == "yes" else f"{bug} absent"
+    return f"{bug} not exercised (registry: {has})"
 
 
 def _version_key(version: str) -> tuple[int, ...]:
