@@ -318,8 +318,11 @@ class Matrix:
                 tried = [
                     v for v in (r.version or r.spec for r in rows) if v not in by_run[NOT_EXERCISED]
                 ]
-                suffix = tried[len(tried) - len(by_run[SHOWN]) :] == by_run[SHOWN]
-                since = f", from {by_run[SHOWN][0]} on" if suffix and len(tried) > 1 else ""
+                since = ""  # "from X on": shown on X and every newer release, not before
+                if by_run[SHOWN] == tried and len(tried) > 1:
+                    since = f", on every release that exercised it (oldest run: {tried[0]})"
+                elif tried[len(tried) - len(by_run[SHOWN]) :] == by_run[SHOWN]:
+                    since = f", from {by_run[SHOWN][0]} on (not on {', '.join(by_run[NOT_SHOWN])})"
                 parts.append(f"shown on {', '.join(by_run[SHOWN])}{since}")
             if by_run[NOT_SHOWN]:
                 parts.append(f"exercised, not shown on {', '.join(by_run[NOT_SHOWN])}")
