@@ -5,7 +5,8 @@ on a cluster of its own, so no two releases evict from the same pods. Rows run o
 another (a 2-core machine runs one cluster well, not three). Every input is read before the
 first cluster: each release spec and chart (tools.release, as `--candidate`/`--baseline`
 take them), a version the Go proxy serves, the experiment names, the chart pairings, and the
-user's --policy/--values as each release's own chart and policy checker read them. Bad input
+user's --policy/--values and each experiment's policy as each release's own chart and policy
+checker read them (a field a release cannot express is refused). Bad input
 is a ConfigError (exit 2, one line); a release whose track broke is a row that did not run.
 """
 
@@ -18,6 +19,7 @@ from datetime import UTC, datetime
 
 from pytest_desched.canary.engine import track_config
 from pytest_desched.canary.matrix_report import Matrix, Row
+from pytest_desched.canary.static_run import track_policies
 from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, run_track
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
@@ -131,8 +133,11 @@ def run_matrix(
         for name, spec, chart in named:
             cfg = track_config(config, name, spec, chart)
             rows.append((name, spec, chart, DeschedSession(cfg, report=_tag(report, name))))
-        for _, _, _, session in rows:  # the user's inputs, as each release reads them
+        variants = [v for _, v in exps]
+        for name, _, _, session in rows:  # the user's inputs, as each release reads them
             session.inputs  # noqa: B018 (a bad --policy/--values: exit 2 before any cluster)
+            # each variant's policy in the release's own fields, by its own checker
+            track_policies(session, variants, f"matrix release {name}")
     except BaseException:
         for *_, session in rows:
             session.close()

@@ -85,6 +85,13 @@ def doubles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     monkeypatch.setattr(m, "DeschedSession", FakeSession)
     monkeypatch.setattr(m, "check_release", lambda rel, role: calls.append(("check", rel.ref)))
 
+    def policies(session: Any, variants: list[str], track: str) -> dict:
+        assert session.touched  # after the user's inputs
+        calls.append(("policies", (track, tuple(variants))))
+        return {}
+
+    monkeypatch.setattr(m, "track_policies", policies)
+
     def fake_track(name: str, session: Any, exps: Any, cancel: Any, metrics: bool = True) -> Any:
         assert not metrics and isinstance(cancel, threading.Event) and not cancel.is_set()
         assert all(s.touched for s in FakeSession.made)  # every input read before any track
@@ -118,9 +125,12 @@ def test_rows_run_one_after_another_and_the_matrix_is_written(
         command="desched matrix version:v0.35.1 pinned",
     )
     # both releases checked before the first track; tracks in the order given
+    variants = ("runbook", "pdb-lister-workaround")
     assert doubles == [
         ("check", "version:v0.35.1"),
         ("check", "pinned"),
+        ("policies", ("matrix release 1-v0.35.1", variants)),
+        ("policies", ("matrix release 2-v0.36.0", variants)),
         ("track", "1-v0.35.1"),
         ("track", "2-v0.36.0"),
     ]
@@ -161,6 +171,21 @@ def test_bad_user_input_closes_every_session_before_any_cluster(
     monkeypatch.setattr(m, "DeschedSession", BadInputs)
     with pytest.raises(ConfigError, match="helm refused"):
         m.run_matrix(_config(tmp_path), ["pinned", "version:v0.35.1"], experiments=["nodefit"])
+    assert [s.closed for s in FakeSession.made] == [1, 1]
+    assert not any(c[0] == "track" for c in doubles)
+
+
+def test_a_policy_a_release_cannot_express_is_refused_before_any_cluster(
+    tmp_path: Path, doubles: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(session: Any, variants: list[str], track: str) -> dict:
+        if "v0.35.1" in track:
+            raise ConfigError(f"canary {track} policy [runbook]: PodsWithResourceClaims")
+        return {}
+
+    monkeypatch.setattr(m, "track_policies", refuse)
+    with pytest.raises(ConfigError, match=r"1-v0\.35\.1 policy"):
+        m.run_matrix(_config(tmp_path), ["version:v0.35.1", "pinned"], experiments=["nodefit"])
     assert [s.closed for s in FakeSession.made] == [1, 1]
     assert not any(c[0] == "track" for c in doubles)
 
