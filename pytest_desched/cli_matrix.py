@@ -51,6 +51,13 @@ def add_parser(sub: Any, add_config_options: Any) -> None:
         help="a registered experiment (`desched list`), all its variants or one (repeatable; "
         "default: the runbook's three, both variants)",
     )
+    p.add_argument(
+        "--expect",
+        default=None,
+        metavar="FILE",
+        help="a canary explanation file: its static policy-translation entries accept a "
+        "protection a release cannot express (docs/matrix.md)",
+    )
     add_config_options(p, "matrix")
     out.add_output(p)
 
@@ -60,6 +67,7 @@ def command_line(args: argparse.Namespace) -> str:
     argv = ["desched", "matrix", *args.releases]
     argv += [f"--chart={c}" for c in args.chart]
     argv += [f"--experiment={e}" for e in args.experiment or ()]
+    argv += [f"--expect={args.expect}"] if args.expect else []
     for flag in ("--desched-values", "--desched-policy", "--desched-provider"):
         for v in _as_list(getattr(args, flag, None)):
             argv.append(f"--{flag.removeprefix('--desched-')}={v}")
@@ -72,10 +80,12 @@ def _as_list(v: Any) -> list[Any]:
 
 def cmd_matrix(args: argparse.Namespace) -> int:
     # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    from pytest_desched.canary.expectations import load_explanations
     from pytest_desched.canary.matrix import pair_charts, parse_experiments, run_matrix
 
     pair_charts(args.releases, args.chart)  # bad input before a run folder is claimed
     parse_experiments(args.experiment)
+    load_explanations(args.expect)
     config = config_from_args(args)
     matrix = run_matrix(
         config,
@@ -84,6 +94,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         experiments=args.experiment,
         report=say,
         command=command_line(args),
+        expect=args.expect,
     )
     out.emit(
         out.render(

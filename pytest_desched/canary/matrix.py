@@ -16,10 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
 from pytest_desched.canary.engine import track_config
+from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.matrix_report import Matrix, Row
-from pytest_desched.canary.static_run import track_policies
+from pytest_desched.canary.static_run import accept_missing, track_policies
 from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, run_track
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
@@ -112,9 +114,15 @@ def run_matrix(
     experiments: Sequence[str] | None = None,
     report: Callable[[str], None] = _say,
     command: str = "",
+    expect: str | Path | None = None,
 ) -> Matrix:
-    """Every release's row, one after another, judged and written under config.artifacts."""
+    """Every release's row, one after another, judged and written under config.artifacts.
+
+    `expect` is a canary explanation file; its `static` entries on `policy-translation:*`
+    accept a protection a release cannot express (it then runs without it, as the canary's
+    track does), e.g. PodsWithResourceClaims on v0.33.0."""
     t0 = time.monotonic()
+    explanations = load_explanations(expect)
     pairs = pair_charts(releases, charts)
     exps = parse_experiments(experiments)
     caps = capabilities_of(config.provider)
@@ -137,6 +145,7 @@ def run_matrix(
         for name, _, _, session in rows:  # the user's inputs, as each release reads them
             session.inputs  # noqa: B018 (a bad --policy/--values: exit 2 before any cluster)
             # each variant's policy in the release's own fields, by its own checker
+            accept_missing(session, name, explanations)
             track_policies(session, variants, f"matrix release {name}")
     except BaseException:
         for *_, session in rows:

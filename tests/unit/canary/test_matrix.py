@@ -91,6 +91,7 @@ def doubles(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
         return {}
 
     monkeypatch.setattr(m, "track_policies", policies)
+    monkeypatch.setattr(m, "accept_missing", lambda s, name, ex: setattr(s, "accepted", ex))
 
     def fake_track(name: str, session: Any, exps: Any, cancel: Any, metrics: bool = True) -> Any:
         assert not metrics and isinstance(cancel, threading.Event) and not cancel.is_set()
