@@ -126,7 +126,10 @@ def test_two_runs_a_canary_and_a_pytest_session_at_once_keep_to_their_own(
     assert None not in ports.values(), ports
     together = [(x, y) for x, y in (("a", "b"), ("a", "pytest"), ("b", "pytest"))]
     together = [(x, y) for x, y in together if sampler.overlap(names[x], names[y])]
-    assert ("a", "b") in together, sampler.seen  # started together, they ran together
+    # Started together, at least two were up at one moment (else nothing here ran side by side).
+    # Which two is the machine's timing: a fresh-clone CI run saw run a end 2 s before run b's
+    # cluster came up (cluster creation is serialised), while each overlapped the pytest session.
+    assert together, sampler.seen
     for x, y in together:
         assert ports[x] != ports[y], f"{x} and {y} were up together on one port: {ports}"
     texts = {"a": runs[0].text(), "b": runs[1].text(), "canary": canary.text()}
