@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched import cli
+from tests.unit import REPO
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -62,3 +63,10 @@ def test_a_doc_command_parses(doc: str, command: str) -> None:
     said = (err.getvalue().strip().splitlines() or [""])[-1]
     if code and "the following arguments are required" not in said:
         pytest.fail(f"{doc}: `{command}`: {said}", pytrace=False)
+
+
+def test_no_doc_opens_with_a_history_note() -> None:
+    """Docs say what is, not where they came from (issue 40: ten opened with "Moved here from
+    the README"); history goes to commit messages."""
+    stale = [p.name for p in (REPO / "docs").glob("*.md") if "Moved here from" in p.read_text()]
+    assert stale == []
