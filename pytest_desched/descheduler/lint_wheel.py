@@ -10,6 +10,11 @@ binaries are static Go builds (`CGO_ENABLED=0`, checked from each binary's own b
 so they need no libc and run on any glibc or musl Linux of that architecture, and no Python
 ABI. `linux_<arch>` would say the same, but PyPI refuses it; a binary built with cgo is
 refused here rather than mis-tagged.
+
+The binaries link Apache-2.0, BSD and MIT modules, whose licences ask that a redistribution
+carry their text: the wheel holds the project's LICENSE and, under `licenses/`, the licence
+and notice files of every module each binary's build info lists (`licenses/<module>@<version>/`, slashes escaped) (read from the Go module
+cache through `go mod download`), and the manifest names any module that has none.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from pytest_desched import __version__
 from pytest_desched.descheduler.chart_source import obtain_chart
@@ -30,10 +36,14 @@ from pytest_desched.errors import ToolError
 from pytest_desched.log import say
 from pytest_desched.proc import run
 from pytest_desched.tools import lint_bin
+from pytest_desched.tools.gobuild import go_env
 from pytest_desched.tools.groups import TOOL_GROUP
 from pytest_desched.tools.toolchain import Toolchain
 
-SKELETON = Path(__file__).resolve().parents[2] / "lint-bin"  # in a checkout only
+CHECKOUT = Path(__file__).resolve().parents[2]
+SKELETON = CHECKOUT / "lint-bin"  # in a checkout only
+# the files a module's licence lives in (hatchling's own default globs for license-files)
+LICENSE_GLOBS = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
 # GOARCH -> the architecture in a wheel's platform tag
 WHEEL_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
 
@@ -52,6 +62,80 @@ def go_build_info(binary: Path) -> dict[str, str]:
             key, _, value = parts[1].partition("=")
             info[key] = value
     return info
+
+
+def go_modules(binary: Path) -> list[tuple[str, str]]:
+    """The modules linked into `binary` as (path, version), replacements applied, from its
+    `go version -m`; the main module only when it has a version (ours is `(devel)`)."""
+    res = run(["go", "version", "-m", str(binary)], check=False)
+    if res.returncode != 0:
+        raise ToolError(f"`go version -m {binary}` failed: {(res.stderr or res.stdout)[-300:]}")
+    mods: list[tuple[str, str]] = []
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("\t")
+        if parts[0] in ("mod", "dep") and len(parts) >= 3 and parts[2] != "(devel)":
+            mods.append((parts[1], parts[2]))
+        elif parts[0] == "=>" and len(parts) >= 3 and mods and not parts[1].startswith((".", "/")):
+            mods[-1] = (parts[1], parts[2])  # the module that was built, not the one named
+    return mods
+
+
+def collect_licenses(modules: list[tuple[str, str]], dest: Path) -> dict[str, Any]:
+    """Copy each module's licence and notice files to `dest/<path>@<version>/`; what was
+    found, and the modules that carry none (named in the manifest, never silently dropped)."""
+    wanted = sorted(set(modules))
+    if not wanted:
+        return {"modules": 0, "files": 0, "without": []}
+    res = run(
+        ["go", "mod", "download", "-json", *(f"{m}@{v}" for m, v in wanted)],
+        env=go_env(), check=False, timeout=900, cwd=dest.parent,
+    )  # fmt: skip
+    dirs = {}
+    for obj in _json_stream(res.stdout):
+        if obj.get("Dir") and not obj.get("Error"):
+            dirs[(obj["Path"], obj["Version"])] = Path(obj["Dir"])
+    files, without = 0, []
+    for mod in wanted:
+        src = dirs.get(mod)
+        found = (
+            sorted({f for g in LICENSE_GLOBS for f in src.glob(g) if f.is_file()}) if src else []
+        )
+        if not found:
+            without.append(f"{mod[0]}@{mod[1]}")
+            continue
+        out = dest / license_dir(*mod)
+        out.mkdir(parents=True, exist_ok=True)
+        for f in found:
+            shutil.copyfile(f, out / f.name)
+            files += 1
+    if len(without) == len(wanted):
+        raise ToolError(
+            f"no licence file found for any of the {len(wanted)} modules the binaries link: "
+            f"`go mod download` said {(res.stderr or res.stdout)[-400:]}; fetch them with "
+            "`go mod download` (the Go module proxy) and rebuild the wheel"
+        )
+    return {"modules": len(wanted), "files": files, "without": without}
+
+
+def license_dir(path: str, version: str) -> str:
+    """The folder of a module's licence files: one level (hatchling globs without `**`), the
+    module path's slashes escaped so that no two modules share one."""
+    return quote(f"{path}@{version}", safe="@")
+
+
+def _json_stream(text: str) -> list[dict[str, Any]]:
+    """The objects of `go mod download -json`'s output: JSON values one after another."""
+    decoder, objs, i = json.JSONDecoder(), [], 0
+    while (i := _skip_ws(text, i)) < len(text):
+        obj, i = decoder.raw_decode(text, i)
+        objs.append(obj)
+    return objs
+
+
+def _skip_ws(text: str, i: int) -> int:
+    while i < len(text) and text[i].isspace():
+        i += 1
+    return i
 
 
 def wheel_tag(goos: str, goarch: str) -> str:
@@ -99,9 +183,14 @@ def stage(tc: Toolchain, root: Path) -> dict[str, Any]:
     pkg = root / lint_bin.PACKAGE
     tools: dict[str, Any] = {}
     platforms = set()
+    modules: list[tuple[str, str]] = []
     for tool in lint_bin.TOOLS:
         tools[tool], info = tool_entry(tc, tool, pkg / "bin" / tool)
         platforms.add((info.get("GOOS", ""), info.get("GOARCH", "")))
+        modules += go_modules(pkg / "bin" / tool)
+    shutil.copyfile(CHECKOUT / "LICENSE", root / "LICENSE")
+    (root / "licenses").mkdir()
+    licenses = collect_licenses(modules, root / "licenses")
     if len(platforms) != 1:
         raise ToolError(f"helm and the policy checker were built for {sorted(platforms)}")
     goos, goarch = platforms.pop()
@@ -115,6 +204,7 @@ def stage(tc: Toolchain, root: Path) -> dict[str, Any]:
         "goos": goos,
         "goarch": goarch,
         "tools": tools,
+        "licenses": licenses,
         "chart": {
             "file": f"charts/{ref.path.name}",
             "name": tc.versions.chart_name,

@@ -133,3 +133,18 @@ def test_lint_after_pip_install_answers_in_seconds_without_go(venv: Path, tmp_pa
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120, check=True,
     ).stdout  # fmt: skip
     assert "helm: lint-bin, policycheck: lint-bin (pytest-desched-lint-bin 0.1.0)" in version
+
+
+def test_both_wheels_install_their_licences_and_the_linked_modules_ones(venv: Path) -> None:
+    """The project's LICENSE in both wheels; helm's and the descheduler's own licence files
+    among the lint-bin wheel's, read from the real binaries' build info."""
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (main,) = site.glob("pytest_desched-*.dist-info")
+    (lint,) = site.glob("pytest_desched_lint_bin-*.dist-info")
+    assert "Apache License" in (main / "licenses" / "LICENSE").read_text()
+    assert "Apache License" in (lint / "licenses" / "LICENSE").read_text()
+    linked = {p.parent.name for p in (lint / "licenses" / "licenses").glob("*/*")}
+    assert any(n.startswith("helm.sh%2Fhelm%2Fv") for n in linked), sorted(linked)[:20]
+    assert any(n.startswith("sigs.k8s.io%2Fdescheduler@") for n in linked), sorted(linked)[:20]
+    manifest = json.loads((site / "pytest_desched_lint_bin" / "manifest.json").read_text())
+    assert manifest["licenses"]["modules"] >= len(linked) > 50, manifest["licenses"]

@@ -33,10 +33,25 @@ TAG = "py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.musllinux_1_1_x86_64"
 
 
 def fake_go(bin_dir: Path, cgo: str = "0") -> None:
-    """`go version -m BINARY` as Go 1.26 prints it for a static linux/amd64 build."""
+    """`go version -m BINARY` as Go 1.26 prints it for a static linux/amd64 build that links
+    two modules, one of them replaced; `go mod download -json` as it answers for them, from
+    module folders beside `bin_dir` (one with a licence and a notice, one with none)."""
+    mods = bin_dir.parent / "gomod"
+    for name, files in (("a@v1.0.0", ("LICENSE", "NOTICE")), ("b@v2.0.0", ())):
+        (mods / name).mkdir(parents=True, exist_ok=True)
+        (mods / name / "go.mod").write_text("module x\n")
+        for f in files:
+            (mods / name / f).write_text(f"{f} of {name}\n")
+    download = (
+        f'{{"Path":"example.com/a","Version":"v1.0.0","Dir":"{mods / "a@v1.0.0"}"}}\n'
+        f'{{"Path":"example.com/b","Version":"v2.0.0","Dir":"{mods / "b@v2.0.0"}"}}'
+    )
     script(
         bin_dir / "go",
-        f'echo "$3: go1.26.8"; printf "\\tpath\\tx\\n\\tbuild\\t-ldflags=\\"-s -w\\"\\n'
+        f"if [ \"$1\" = mod ]; then echo '{download}'; exit 0; fi\n"
+        f'echo "$3: go1.26.8"; printf "\\tpath\\tx\\n\\tmod\\tx\\t(devel)\\t\\n'
+        f"\\tdep\\texample.com/a\\tv1.0.0\\th1:a=\\n\\tdep\\texample.com/old\\tv0.1.0\\n"
+        f'\\t=>\\texample.com/b\\tv2.0.0\\th1:b=\\n\\tbuild\\t-ldflags=\\"-s -w\\"\\n'
         f'\\tbuild\\tCGO_ENABLED={cgo}\\n\\tbuild\\tGOARCH=amd64\\n\\tbuild\\tGOOS=linux\\n"',
     )
 
@@ -155,3 +170,28 @@ def test_the_wheels_chart_is_taken_before_the_network_and_a_stale_one_is_not(
 
 def _read(root: Path) -> dict[str, Any]:
     return dict(json.loads((root / lint_bin.MANIFEST).read_text()))
+
+
+def test_the_wheel_carries_the_licence_of_every_module_its_binaries_link(
+    cached: Toolchain, tmp_path: Path
+) -> None:
+    assert lint_wheel.go_modules(tmp_path / "any") == [
+        ("example.com/a", "v1.0.0"),
+        ("example.com/b", "v2.0.0"),  # the replacement that was built, not example.com/old
+    ]
+    wheel, manifest = lint_wheel.build_wheel(cached, tmp_path / "dist")
+    assert manifest["licenses"] == {"modules": 2, "files": 2, "without": ["example.com/b@v2.0.0"]}
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        metadata = zf.read(f"pytest_desched_lint_bin-{__version__}.dist-info/METADATA").decode()
+    lic = f"pytest_desched_lint_bin-{__version__}.dist-info/licenses"
+    assert {f"{lic}/LICENSE", f"{lic}/licenses/example.com%2Fa@v1.0.0/LICENSE",
+            f"{lic}/licenses/example.com%2Fa@v1.0.0/NOTICE"} <= names  # fmt: skip
+    assert zf_text_has(wheel, f"{lic}/LICENSE", "Apache License")
+    assert "License-File: licenses/example.com%2Fa@v1.0.0/NOTICE" in metadata
+    assert not any("example.com/old" in n or "b@v2.0.0" in n for n in names)
+
+
+def zf_text_has(wheel: Path, member: str, text: str) -> bool:
+    with zipfile.ZipFile(wheel) as zf:
+        return text in zf.read(member).decode()
