@@ -25,10 +25,10 @@ from pytest_desched.canary.static_run import (
     track_policies,
 )
 from pytest_desched.canary.tracks import (
-    DEFAULT_EXPERIMENTS,
     TrackResult,
     describe_release,
     first_cause,
+    parse_experiments,
     run_tracks,
 )
 from pytest_desched.canary.verdict import changes_of, judge
@@ -36,7 +36,7 @@ from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError, PolicyError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
-from pytest_desched.experiments import VARIANTS, lab_policy, lookup
+from pytest_desched.experiments import lab_policy
 from pytest_desched.log import tagged
 from pytest_desched.session import DeschedSession
 from pytest_desched.tools.release import check_release, parse_release_cached
@@ -49,25 +49,6 @@ NO_STATIC_GAP = "charts, rendered manifests and policies: the static comparison 
 
 
 _say = tagged("desched canary")
-
-
-def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
-    """`name[variant]` or `name` (both built-in variants) -> (name, variant) pairs, checked."""
-    if not items:
-        return list(DEFAULT_EXPERIMENTS)
-    out: list[tuple[str, str]] = []
-    for item in items:
-        name, _, rest = item.partition("[")
-        try:
-            lookup(name)
-        except Exception as exc:
-            raise ConfigError(f"canary experiment {item!r}: {exc}") from None
-        variants = [rest.rstrip("]")] if rest else list(VARIANTS)
-        for v in variants:
-            if v not in VARIANTS:
-                raise ConfigError(f"canary experiment {item!r}: variant {v!r} not in {VARIANTS}")
-            out.append((name, v))
-    return out
 
 
 def track_configs(

@@ -22,12 +22,11 @@ from pytest_desched.canary.engine import track_config
 from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.matrix_report import Matrix, Row
 from pytest_desched.canary.static_run import accept_missing, track_policies
-from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, run_track
+from pytest_desched.canary.tracks import parse_experiments, run_track
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError
-from pytest_desched.experiments import REGISTRY, VARIANTS, lookup
-from pytest_desched.experiments.catalogue import describe
+from pytest_desched.experiments import lookup
 from pytest_desched.log import tagged
 from pytest_desched.session import DeschedSession
 from pytest_desched.tools.release import check_release, parse_release_cached
@@ -65,31 +64,6 @@ def pair_charts(releases: Sequence[str], charts: Sequence[str]) -> list[tuple[st
             raise ConfigError(f"--chart: release {owner!r} has two charts; give it one")
         chart[owner] = item[len(owner) + 1 :].strip()
     return [(r, chart.get(r)) for r in releases]
-
-
-def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
-    """`name` (each variant the catalogue lists) or `name[variant]`, any registered
-    experiment; default: the canary's (the runbook's three, both variants)."""
-    if not items:
-        return list(DEFAULT_EXPERIMENTS)
-    out: list[tuple[str, str]] = []
-    for item in items:
-        name, _, rest = item.partition("[")
-        try:
-            cls = lookup(name)
-        except KeyError:
-            raise ConfigError(
-                f"--experiment {item!r}: unknown; known: {', '.join(sorted(REGISTRY))}"
-            ) from None
-        listed = describe(cls, runbook=[])["variants"]
-        for v in [rest.rstrip("]")] if rest else listed:
-            if v not in listed:
-                raise ConfigError(f"--experiment {item!r}: variant {v!r} not in {listed}")
-            # An experiment with a policy of its own builds on its default variant.
-            out.append((name, v if v in VARIANTS else cls.default_variant))
-    if len(set(out)) != len(out):
-        raise ConfigError("--experiment: an experiment is named twice; name each once")
-    return out
 
 
 def labels_of(exps: Sequence[tuple[str, str]]) -> list[str]:

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.metric_probe import served_metric_names
-from pytest_desched.errors import WaitTimeout
-from pytest_desched.experiments import ExperimentResult, lab_policy
+from pytest_desched.errors import ConfigError, WaitTimeout
+from pytest_desched.experiments import REGISTRY, VARIANTS, ExperimentResult, lab_policy, lookup
+from pytest_desched.experiments.catalogue import describe
 from pytest_desched.interrupts import WorkerStop, on_signal
 from pytest_desched.tools.release import release_skew
 from pytest_desched.tools.versions import load_versions
@@ -41,6 +42,32 @@ DEFAULT_EXPERIMENTS: tuple[tuple[str, str], ...] = (
     ("pdb", "runbook"),
     ("pdb", "pdb-lister-workaround"),
 )
+
+
+def parse_experiments(items: Sequence[str] | None) -> list[tuple[str, str]]:
+    """`name` (each variant the catalogue lists) or `name[variant]`, any registered
+    experiment; default: the runbook's three, both variants. The one reading of `--experiment`
+    for the canary and the matrix, which run the same tracks."""
+    if not items:
+        return list(DEFAULT_EXPERIMENTS)
+    out: list[tuple[str, str]] = []
+    for item in items:
+        name, _, rest = item.partition("[")
+        try:
+            cls = lookup(name)
+        except KeyError:
+            raise ConfigError(
+                f"--experiment {item!r}: unknown; known: {', '.join(sorted(REGISTRY))}"
+            ) from None
+        listed = describe(cls, runbook=[])["variants"]
+        for v in [rest.rstrip("]")] if rest else listed:
+            if v not in listed:
+                raise ConfigError(f"--experiment {item!r}: variant {v!r} not in {listed}")
+            # An experiment with a policy of its own builds on its default variant.
+            out.append((name, v if v in VARIANTS else cls.default_variant))
+    if len(set(out)) != len(out):
+        raise ConfigError("--experiment: an experiment is named twice; name each once")
+    return out
 
 
 @dataclass

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_desched.canary import engine, tracks
 from pytest_desched.canary import matrix as m
 from pytest_desched.canary.tracks import DEFAULT_EXPERIMENTS, TrackResult
 from pytest_desched.config import build_config
@@ -41,6 +42,8 @@ def test_pair_charts_refuses(releases: list[str], charts: list[str], said: str) 
 
 
 def test_parse_experiments() -> None:
+    # one reading of --experiment: the canary's and the matrix's are the same function
+    assert m.parse_experiments is engine.parse_experiments is tracks.parse_experiments
     assert m.parse_experiments(None) == list(DEFAULT_EXPERIMENTS)
     assert m.parse_experiments(["nodefit[runbook]"]) == [("nodefit", "runbook")]
     assert m.parse_experiments(["pdb"]) == [("pdb", "runbook"), ("pdb", "pdb-lister-workaround")]
