@@ -387,8 +387,8 @@ def run_canary(
         for name, s in (("baseline", base_s), ("candidate", cand_s)):
             accept_missing(s, name, explanations)
         readings = (
-            track_policies(base_s, variants, "baseline"),
-            track_policies(cand_s, variants, "candidate"),
+            track_policies(base_s, variants, "canary baseline"),
+            track_policies(cand_s, variants, "canary candidate"),
         )
         if static:
             report("static comparison: charts, rendered manifests, policy under both versions")

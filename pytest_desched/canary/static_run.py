@@ -76,10 +76,11 @@ def accept_missing(
 
 
 def track_policies(
-    session: DeschedSession, variants: Sequence[str], track: str = "track"
+    session: DeschedSession, variants: Sequence[str], track: str = "canary track"
 ) -> dict[str, ReleaseReading]:
     """Each variant's policy as the track's release reads it, checked by that release's own
-    policy checker before any cluster: what it cannot express is one line and exit 2."""
+    policy checker before any cluster: what it cannot express is one line and exit 2, naming
+    the track as the command does (`canary baseline`, `matrix release v0.33.0`)."""
     # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
     from pytest_desched.experiments import lab_policy
 
@@ -93,7 +94,7 @@ def track_policies(
             out[variant] = read_for_release(pol, version, tc, accepted=session.accepted_missing)
         except PolicyError as exc:
             said = "; ".join(exc.problems)
-            raise ConfigError(f"canary {track} policy [{variant}] ({pol.source}): {said}") from None
+            raise ConfigError(f"{track} policy [{variant}] ({pol.source}): {said}") from None
     return out
 
 
@@ -126,8 +127,8 @@ def compare_statically(
     the policies in each release's fields, from :func:`track_policies`)."""
     if readings is None:
         readings = (
-            track_policies(baseline, variants, "baseline"),
-            track_policies(candidate, variants, "candidate"),
+            track_policies(baseline, variants, "canary baseline"),
+            track_policies(candidate, variants, "canary candidate"),
         )
     b_read, c_read = readings
     b_chart, c_chart = track_chart(baseline), track_chart(candidate)

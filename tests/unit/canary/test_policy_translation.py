@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
+from pytest_desched.canary import static_run
 from pytest_desched.canary.engine import static_changes
 from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.static import StaticComparison
@@ -15,6 +18,7 @@ from pytest_desched.descheduler.policy.release_fields import (
     ReleaseReading,
     missing_key,
 )
+from pytest_desched.errors import ConfigError, PolicyError
 from pytest_desched.experiments import lab_policy
 
 ACCEPT = {
@@ -50,3 +54,21 @@ def test_the_reading_is_listed_and_its_accepted_loss_explained_by_the_same_entry
     ]
     assert judge(changes, load_explanations([ACCEPT])).ok
     assert not judge(changes, []).ok  # never a silent loss
+
+
+@pytest.mark.parametrize("track", ["canary baseline", "matrix release 1-v0.33.0"])
+def test_a_policy_a_release_refuses_is_named_by_the_command_that_runs_it(
+    track: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*_a: object, **_k: object) -> None:
+        raise PolicyError(["podProtections: unknown field"])
+
+    monkeypatch.setattr(static_run, "read_for_release", refuse)
+    session = SimpleNamespace(
+        toolchain=None, candidate=None, inputs=SimpleNamespace(policy=None), accepted_missing={}
+    )
+    with pytest.raises(ConfigError) as err:
+        static_run.track_policies(session, ["runbook"], track)  # type: ignore[arg-type]
+    assert str(err.value).startswith(f"{track} policy [runbook] (")
+    assert "podProtections: unknown field" in str(err.value)
+    assert "canary matrix" not in str(err.value)
