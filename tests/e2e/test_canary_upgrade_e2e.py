@@ -186,7 +186,10 @@ def test_canary_from_v0330_source_tree_reads_the_policy_in_its_own_fields(
     )
     evictor = "values.deschedulerPolicy.profiles[default].pluginConfig[DefaultEvictor].args."
     assert found[evictor + "evictLocalStoragePods"].change == "removed"
-    assert found[evictor + "podProtections"].severity == "rollback"
+    # chart 0.33's ignorePvcPods/evictLocalStoragePods and chart 0.36's podProtections leave the
+    # same protections active: a change to review, never a rollback (static/protections.py)
+    assert found[evictor + "podProtections"].severity == "review"
+    assert not [p for p, d in found.items() if p.startswith(evictor) and d.severity == "rollback"]
     reading = {p for p, d in found.items() if d.area == "policy-translation"}
     at = "baseline:runbook:profiles[0].pluginConfig[DefaultEvictor].args."
     assert {at + "ignorePvcPods", at + "ignorePodsWithoutPDB", at + "podProtections"} <= reading

@@ -15,7 +15,7 @@ from pytest_desched.canary.static.difference import (
     _named,
     _walk,
 )
-from pytest_desched.canary.static.protections import _as_list, _lowerings
+from pytest_desched.canary.static.protections import Roots, _as_list, _lowerings
 from pytest_desched.errors import InputError
 from pytest_desched.inputs_safe import load_yaml
 
@@ -273,16 +273,18 @@ def _object_diffs(label: str, base: Mapping[str, Any], cand: Mapping[str, Any]) 
             side = cosmetic.setdefault(path[: i + 2], ({}, {}))
             side[0][path[i + 2]], side[1][path[i + 2]] = vb, vc
             continue
-        out.append(_field_diff(label, area, path, change, vb, vc))
+        out.append(_field_diff(label, area, path, change, vb, vc, (b, c, 0)))
     for path, (vb, vc) in cosmetic.items():
         msg = f"{label} {_fmt(path)} differ ({', '.join(vb)}): chart/version labels and config checksums, cosmetic"
         out.append(_diff("DO004", area, f"{label} {_fmt(path)}", "changed", vb, vc, msg))
     return out
 
 
-def _field_diff(label: str, area: str, path: Path_, change: str, b: Any, c: Any) -> Difference:
+def _field_diff(
+    label: str, area: str, path: Path_, change: str, b: Any, c: Any, roots: Roots
+) -> Difference:
     where, key = f"{label} {_fmt(path)}", _last_key(path)
-    lowered = _lowerings(path, b, c)
+    lowered = _lowerings(path, b, c, roots)
     if area == "cronjob" and path == ("spec", "suspend") and c is not True:
         rule = "DO009"
         msg = f"{label}: with the runbook's suspend=true the CronJob is not suspended ({c!r}): it would run on its schedule"

@@ -16,8 +16,7 @@ from pytest_desched.canary.static.difference import (
     _walk,
 )
 from pytest_desched.canary.static.protections import (
-    _EVICT_FLAGS,
-    _IGNORE_FLAGS,
+    RAW_PROTECTION_KEYS,
     _as_list,
     _lowerings,
     effective_protections,
@@ -72,7 +71,6 @@ def compare_lint(baseline: Sequence[Finding], candidate: Sequence[Finding]) -> l
 
 _EVICTING = ("deschedule", "balance")
 _FILTERING = ("filter", "preevictionfilter")
-_RAW_PROTECTION_KEYS = {"defaultDisabled", "extraEnabled"} | _EVICT_FLAGS | _IGNORE_FLAGS
 
 
 def _plugin_diffs(where: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Difference]:
@@ -151,7 +149,7 @@ def compare_defaults(
                 out.append(_diff("DD008", "defaults", at, "added", "inactive", "active", msg))
         cfg_path = ("profiles", f"[{name}]", "pluginConfig")
         for path, change, vb, vc in _walk(b.get("pluginConfig"), c.get("pluginConfig"), cfg_path):
-            if set(path) & _RAW_PROTECTION_KEYS:
+            if set(path) & RAW_PROTECTION_KEYS:
                 continue  # summarised above as active protections
             out.append(_defaults_row(path, change, vb, vc))
     rest_b = {k: v for k, v in baseline_effective.items() if k != "profiles"}

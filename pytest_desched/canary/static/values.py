@@ -14,7 +14,7 @@ from pytest_desched.canary.static.difference import (
     _last_key,
     _walk,
 )
-from pytest_desched.canary.static.protections import _lowerings
+from pytest_desched.canary.static.protections import Roots, _lowerings
 
 
 def _inert(v: Any) -> bool:
@@ -43,11 +43,13 @@ def _get(doc: Any, keys: Sequence[str]) -> Any:
     return doc
 
 
-def _renames(rows: Sequence[tuple[Path_, str, Any, Any]]) -> dict[Path_, Path_ | None]:
+def _renames(
+    rows: Sequence[tuple[Path_, str, Any, Any]], roots: Roots
+) -> dict[Path_, Path_ | None]:
     """Removed key -> the added key it was renamed to; the added key -> None. A pair: the
     same parent, neither lowering a protection, and the same non-empty default or a name
     at least 85% alike (difflib), each key in one pair at most."""
-    plain = [(p, ch, b, c) for p, ch, b, c in rows if not _lowerings(p, b, c)]
+    plain = [(p, ch, b, c) for p, ch, b, c in rows if not _lowerings(p, b, c, roots)]
     gone = [(p, b) for p, ch, b, _ in plain if ch == "removed" and not p[-1].startswith("[")]
     new = [(p, c) for p, ch, _, c in plain if ch == "added" and not p[-1].startswith("[")]
     out: dict[Path_, Path_ | None] = {}
@@ -76,10 +78,11 @@ def compare_values(
     """
     out: list[Difference] = []
     rows = list(_walk(baseline, candidate, ("values",)))
-    renamed = _renames(rows)
+    roots: Roots = (baseline, candidate, 1)  # the walk's paths start with "values"
+    renamed = _renames(rows, roots)
     for path, change, b, c in rows:
         where, key = _fmt(path), _last_key(path)
-        lowered = _lowerings(path, b, c)
+        lowered = _lowerings(path, b, c, roots)
         if path in renamed:
             new = renamed[path]
             if new is None:

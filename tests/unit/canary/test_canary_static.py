@@ -162,6 +162,50 @@ def test_compare_values_identical_and_subtree_protection() -> None:
     assert "default protection(s) X disabled" in d.message
 
 
+ARGS_PATH = ("deschedulerPolicy", "profiles", 0, "pluginConfig", 0, "args")
+CHART_033_ARGS = {"ignorePvcPods": True, "evictLocalStoragePods": True}  # chart 0.33.0's default
+
+
+def test_the_booleans_renamed_to_pod_protections_lower_nothing() -> None:
+    """Chart 0.33.0 -> 0.36.0: the same protections active, so no rollback row; the rows that
+    remain are renames to review."""
+    base = edit(chart_values(), ARGS_PATH, dict(CHART_033_ARGS))
+    diffs = compare_values(base, chart_values())
+    assert diffs, "the rename itself is still shown"
+    assert not [d for d in diffs if d.severity == "rollback"], [d.message for d in diffs]
+    assert all("protection" not in d.message or "lowers" not in d.message for d in diffs)
+
+
+def test_a_protection_list_beside_the_booleans_overrides_them_and_is_named() -> None:
+    """podProtections set next to ignorePvcPods: the descheduler reads the list only, so the
+    PVC protection the boolean gave is gone although no leaf about PVCs changed."""
+    base = edit(chart_values(), ARGS_PATH, dict(CHART_033_ARGS))
+    cand = edit(base, (*ARGS_PATH, "podProtections"), {"defaultDisabled": ["PodsWithLocalStorage"]})
+    (d,) = compare_values(base, cand)
+    assert d.severity == "rollback"
+    assert "PodsWithPVC no longer active" in d.message
+
+
+def test_a_boolean_that_really_drops_a_protection_is_still_a_rollback() -> None:
+    base = edit(chart_values(), ARGS_PATH, dict(CHART_033_ARGS))
+    cand = edit(base, (*ARGS_PATH, "ignorePvcPods"), False)
+    (d,) = compare_values(base, cand)
+    assert (d.severity, d.message.count("PodsWithPVC")) == ("rollback", 1)
+
+
+def test_the_policy_configmap_rename_lowers_nothing() -> None:
+    old = copy.deepcopy(POLICY)
+    old["profiles"][0]["pluginConfig"][0]["args"] = {"evictLocalStoragePods": True}
+    diffs = compare_manifests(render_with_policy(old), render_with_policy(POLICY))
+    assert diffs and not [d for d in diffs if d.severity == "rollback"], [d.message for d in diffs]
+
+
+def render_with_policy(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    docs = render()
+    doc(docs, "ConfigMap")["data"]["policy.yaml"] = yaml.safe_dump(policy)
+    return docs
+
+
 def test_values_secret_never_shown() -> None:
     secret_a, secret_b = "s3cr3t-a-0123456789abcdef", "s3cr3t-b-0123456789abcdef"
     base = {"metrics": {"authToken": secret_a, "header": f"Bearer {secret_a}"}}
@@ -673,6 +717,23 @@ ARGS = "profiles[p].pluginConfig[DefaultEvictor].args"
 )
 def test_compare_defaults(cand: dict[str, Any], expected: set[Row]) -> None:
     assert rows(compare_defaults(effective(RUNBOOK_EVICTOR), cand)) == expected
+
+
+def test_compare_defaults_the_booleans_renamed_to_pod_protections_lower_nothing() -> None:
+    """v0.33.0's defaulted chart policy (booleans) against v0.36.0's (podProtections): the
+    same active set, so no row at all (the whole podProtections subtree is summarised as
+    active protections, not read leaf by leaf)."""
+    old = effective({"ignorePvcPods": True, "evictLocalStoragePods": True})
+    del old["profiles"][0]["pluginConfig"][0]["args"]["podProtections"]  # v0.33.0 has no such field
+    new = effective(
+        {
+            "podProtections": {
+                "defaultDisabled": ["PodsWithLocalStorage"],
+                "extraEnabled": ["PodsWithPVC"],
+            }
+        }
+    )
+    assert [d for d in compare_defaults(old, new) if d.severity == "rollback"] == []
 
 
 def test_compare_defaults_candidate_drops_a_default_protection() -> None:
