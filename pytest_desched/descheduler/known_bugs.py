@@ -58,6 +58,9 @@ class RoundFacts:
     # descheduler's `found` counts (node_selector.py). None labels: not read.
     node_selector: str | None = None
     ready_node_labels: tuple[Mapping[str, str], ...] | None = None
+    # Running lab pods on Ready nodes, from the API just before the round (None: not read):
+    # what a complete mirror's LowNodeUtilization must count at least.
+    lab_pods_on_ready_nodes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -155,31 +158,104 @@ def _skip_found(log: str) -> int | None:
     return None
 
 
-def _sig_1917(f: RoundFacts) -> str | None:
-    """The dry-run mirror was empty, identified positively: the descheduler skipped its cycle
-    for too few nodes while the API server showed more Ready nodes among those the policy's
-    nodeSelector selects (what `found` counts; a selector's other nodes prove nothing).
+DRY_RUN_MIRROR_MSG = "Building a cached client from the cluster for the dry run"
 
-    Only this clause identifies the bug. "No decision and no lab pod named in the log" is also
-    what a round whose listing was forbidden, or where no strategy ran, looks like: it is an
-    absence, and an absence excuses nothing.
+
+def _sig_1917(f: RoundFacts) -> str | None:
+    """The dry-run mirror was empty or partial, identified positively from the descheduler's
+    own lines against the API server, each a count the cycle itself reports:
+
+    - it skipped its cycle for too few nodes (`found`) while the API server showed more Ready
+      nodes among those the policy's nodeSelector selects;
+    - in dry run, its plugins processed fewer nodes (every plugin gets every Ready node of the
+      mirror, and says `Processing node`) than that count;
+    - in dry run, with no nodeSelector, LowNodeUtilization classified every Ready node and
+      counted fewer pods on them than the lab alone had Running there.
+
+    "No decision and no lab pod named in the log" is also what a round whose listing was
+    forbidden, or where no strategy ran, looks like: it is an absence, and an absence excuses
+    nothing.
     """
+    selected, which = _selected_ready(f)
+    if selected is None:
+        return None
     found = _skip_found(f.log)
-    if found is None:
+    if found is not None:
+        if found < selected:
+            return (
+                f"'{SKIP_MSG}' with found={found} while the API server reports {selected} {which}"
+            )
         return None
-    if not f.node_selector:
-        selected, which = f.ready_nodes, "Ready nodes"
-    elif f.ready_node_labels is None:  # the nodes `found` counts were not read: no proof
+    if DRY_RUN_MIRROR_MSG not in f.log:
         return None
-    else:
-        try:
-            selected = count_selected(f.node_selector, f.ready_node_labels)
-        except ValueError:  # a selector the descheduler cannot parse: it would not start
-            return None
-        which = f"Ready nodes the policy's nodeSelector {f.node_selector!r} selects"
-    if found < selected:
-        return f"'{SKIP_MSG}' with found={found} while the API server reports {selected} {which}"
+    processed = _logged_nodes(f.log, "Processing node")
+    if processed and len(processed) < selected:
+        return (
+            f"partial dry-run mirror: the cycle's plugins processed {len(processed)} node(s) "
+            f"({', '.join(sorted(processed))}) while the API server reports {selected} {which}"
+        )
+    usage = _lnu_pods(f.log)
+    lab = f.lab_pods_on_ready_nodes
+    if not f.node_selector and lab and len(usage) == selected and sum(usage.values()) < lab:
+        return (
+            f"partial dry-run mirror: LowNodeUtilization counted {sum(usage.values())} pod(s) on "
+            f"all {selected} Ready nodes while the API server showed {lab} lab pods Running there"
+        )
     return None
+
+
+def _selected_ready(f: RoundFacts) -> tuple[int | None, str]:
+    """The Ready nodes the policy's nodeSelector selects (what `found` counts), and their name;
+    None when the nodes' labels were not read (no proof then)."""
+    if not f.node_selector:
+        return f.ready_nodes, "Ready nodes"
+    if f.ready_node_labels is None:
+        return None, ""
+    try:
+        selected = count_selected(f.node_selector, f.ready_node_labels)
+    except ValueError:  # a selector the descheduler cannot parse: it would not start
+        return None, ""
+    return selected, f"Ready nodes the policy's nodeSelector {f.node_selector!r} selects"
+
+
+def _json_lines(log: str, msg: str) -> list[dict[str, object]]:
+    import json
+
+    out = []
+    for line in log.splitlines():
+        if msg not in line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("msg") == msg:
+            out.append(obj)
+    return out
+
+
+def _node_name(obj: Mapping[str, object]) -> str | None:
+    node = obj.get("node")
+    name = node.get("name") if isinstance(node, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def _logged_nodes(log: str, msg: str) -> set[str]:
+    """The node names the log's `msg` lines name."""
+    return {n for o in _json_lines(log, msg) if (n := _node_name(o))}
+
+
+def _lnu_pods(log: str) -> dict[str, int]:
+    """LowNodeUtilization's pod count per node it classified (its `usage.pods`)."""
+    out: dict[str, int] = {}
+    for o in _json_lines(log, "Node has been classified"):
+        usage, name = o.get("usage"), _node_name(o)
+        if name and isinstance(usage, dict):
+            try:
+                out[name] = int(str(usage.get("pods")))
+            except ValueError:
+                continue
+    return out
 
 
 def _last_ts(log: str, needles: tuple[str, ...] | None = None) -> float | None:

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision
 from pytest_desched.descheduler.known_bugs import (
+    DRY_RUN_MIRROR_MSG,
     EVENT_FLUSH_WINDOW_S,
     REGISTRY,
     RoundFacts,
@@ -220,6 +221,35 @@ def test_1917_counts_only_the_nodes_the_policy_selects() -> None:
     assert "3 Ready nodes the policy's nodeSelector 'desched.io/lab=true' selects" in ev
     # a selector with the nodes' labels unread proves nothing
     assert "descheduler#1917" not in signatures(replace(facts, ready_node_labels=None))
+
+
+def test_1917_a_mirror_missing_a_node_is_proven_by_the_nodes_its_plugins_processed() -> None:
+    """Flake-rate run, 2026-12-02: no skip, but every plugin processed 2 of the 3 Ready
+    workers, so the cycle ran on a partial mirror (the pods on the third were never seen)."""
+    facts = dry("dry-run-mirror-missing-a-node.log", decisions=(), lab_pods_on_ready_nodes=3)
+    ev = signatures(facts)["descheduler#1917"]
+    assert "processed 2 node(s) (0ea0-worker-1, 0ea0-worker-2)" in ev and "3 Ready nodes" in ev
+    # the cluster really had two Ready nodes: nothing is missing, no excuse
+    assert "descheduler#1917" not in signatures(replace(facts, ready_nodes=2))
+    # not in a real (not dry-run) round: no mirror there
+    real_log = facts.log.replace(DRY_RUN_MIRROR_MSG, "Building a client")
+    assert "descheduler#1917" not in signatures(replace(facts, log=real_log, ready_nodes=3))
+
+
+def test_1917_a_mirror_without_the_lab_pods_is_proven_by_lownodeutilizations_count() -> None:
+    """Same run: all three workers processed, LowNodeUtilization counted 0 pods on them while
+    the API server showed the lab's Running pods there."""
+    facts = dry("dry-run-mirror-without-lab-pods.log", decisions=(), lab_pods_on_ready_nodes=3)
+    ev = signatures(facts)["descheduler#1917"]
+    assert "counted 0 pod(s) on all 3 Ready nodes" in ev and "3 lab pods Running" in ev
+    for unproven in (
+        replace(facts, lab_pods_on_ready_nodes=None),  # the API's count was not read
+        replace(facts, lab_pods_on_ready_nodes=0),  # nothing the mirror should have held
+        replace(facts, node_selector="x=y", ready_node_labels=({"x": "y"},) * 3),
+    ):
+        assert "descheduler#1917" not in signatures(unproven), unproven
+    # a fourth Ready node no plugin processed is the node clause's proof, not the pods'
+    assert "processed 3 node(s)" in signatures(replace(facts, ready_nodes=4))["descheduler#1917"]
 
 
 def test_1917_not_on_an_absence_alone() -> None:
