@@ -12,9 +12,10 @@ ABI. `linux_<arch>` would say the same, but PyPI refuses it; a binary built with
 refused here rather than mis-tagged.
 
 The binaries link Apache-2.0, BSD and MIT modules, whose licences ask that a redistribution
-carry their text: the wheel holds the project's LICENSE and, under `licenses/`, the licence
-and notice files of every module each binary's build info lists (`licenses/<module>@<version>/`, slashes escaped) (read from the Go module
-cache through `go mod download`), and the manifest names any module that has none.
+carry their text: the wheel holds the project's LICENSE and the licence and notice files of
+every module each binary's build info lists, in `licenses/<module>@<version>/` (slashes
+escaped; read from the Go module cache through `go mod download`), and the manifest names
+any module that has none.
 """
 
 from __future__ import annotations
@@ -48,36 +49,37 @@ LICENSE_GLOBS = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
 WHEEL_ARCH = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
 
 
-def go_build_info(binary: Path) -> dict[str, str]:
-    """What the Go toolchain recorded in `binary` (`go version -m`): go, GOOS, GOARCH,
-    CGO_ENABLED, ...; the binary's own word on how it was built, not the cache's."""
+def build_record(binary: Path) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """What the Go toolchain recorded in `binary`, from one `go version -m`: the build info
+    (go, GOOS, GOARCH, CGO_ENABLED, ...; the binary's own word on how it was built, not the
+    cache's) and the modules linked into it as (path, version), replacements applied, the main
+    module only when it has a version (ours is `(devel)`)."""
     res = run(["go", "version", "-m", str(binary)], check=False)
     if res.returncode != 0:
         raise ToolError(f"`go version -m {binary}` failed: {(res.stderr or res.stdout)[-300:]}")
     lines = res.stdout.splitlines()
     info = {"go": lines[0].rpartition(": ")[2].strip()} if lines else {}
+    mods: list[tuple[str, str]] = []
     for line in lines[1:]:
         parts = line.strip().split("\t")
         if len(parts) == 2 and parts[0] == "build" and "=" in parts[1]:
             key, _, value = parts[1].partition("=")
             info[key] = value
-    return info
-
-
-def go_modules(binary: Path) -> list[tuple[str, str]]:
-    """The modules linked into `binary` as (path, version), replacements applied, from its
-    `go version -m`; the main module only when it has a version (ours is `(devel)`)."""
-    res = run(["go", "version", "-m", str(binary)], check=False)
-    if res.returncode != 0:
-        raise ToolError(f"`go version -m {binary}` failed: {(res.stderr or res.stdout)[-300:]}")
-    mods: list[tuple[str, str]] = []
-    for line in res.stdout.splitlines():
-        parts = line.strip().split("\t")
-        if parts[0] in ("mod", "dep") and len(parts) >= 3 and parts[2] != "(devel)":
+        elif parts[0] in ("mod", "dep") and len(parts) >= 3 and parts[2] != "(devel)":
             mods.append((parts[1], parts[2]))
         elif parts[0] == "=>" and len(parts) >= 3 and mods and not parts[1].startswith((".", "/")):
             mods[-1] = (parts[1], parts[2])  # the module that was built, not the one named
-    return mods
+    return info, mods
+
+
+def go_build_info(binary: Path) -> dict[str, str]:
+    """The build info of :func:`build_record`."""
+    return build_record(binary)[0]
+
+
+def go_modules(binary: Path) -> list[tuple[str, str]]:
+    """The linked modules of :func:`build_record`."""
+    return build_record(binary)[1]
 
 
 def collect_licenses(modules: list[tuple[str, str]], dest: Path) -> dict[str, Any]:
@@ -149,11 +151,13 @@ def wheel_tag(goos: str, goarch: str) -> str:
     return f"py3-none-manylinux_2_17_{arch}.manylinux2014_{arch}.musllinux_1_1_{arch}"
 
 
-def tool_entry(tc: Toolchain, tool: str, staged: Path) -> tuple[dict[str, Any], dict[str, str]]:
+def tool_entry(
+    tc: Toolchain, tool: str, staged: Path
+) -> tuple[dict[str, Any], dict[str, str], list[tuple[str, str]]]:
     """The manifest entry of `tool` (resolved by `tc`, copied to `staged`) and its build info;
     a binary built with cgo is refused (the tag promises a static binary)."""
     src = tc.path(tool)
-    info = go_build_info(src)
+    info, modules = build_record(src)
     if info.get("CGO_ENABLED") != "0":
         raise ToolError(
             f"{tool} at {src} was built with CGO_ENABLED={info.get('CGO_ENABLED', '?')}: the "
@@ -172,7 +176,7 @@ def tool_entry(tc: Toolchain, tool: str, staged: Path) -> tuple[dict[str, Any], 
         "go": info.get("go", ""),
         "from": tc.sources[tool],
     }
-    return entry, info
+    return entry, info, modules
 
 
 def stage(tc: Toolchain, root: Path) -> dict[str, Any]:
@@ -185,9 +189,9 @@ def stage(tc: Toolchain, root: Path) -> dict[str, Any]:
     platforms = set()
     modules: list[tuple[str, str]] = []
     for tool in lint_bin.TOOLS:
-        tools[tool], info = tool_entry(tc, tool, pkg / "bin" / tool)
+        tools[tool], info, linked = tool_entry(tc, tool, pkg / "bin" / tool)
         platforms.add((info.get("GOOS", ""), info.get("GOARCH", "")))
-        modules += go_modules(pkg / "bin" / tool)
+        modules += linked
     shutil.copyfile(CHECKOUT / "LICENSE", root / "LICENSE")
     (root / "licenses").mkdir()
     licenses = collect_licenses(modules, root / "licenses")
