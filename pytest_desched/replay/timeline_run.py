@@ -23,8 +23,10 @@ or rounds started late, so a round saw changes due after its moment) is reported
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
+import math
 import re
 import threading
 import time
@@ -176,6 +178,44 @@ def kept_up(
     return {"kept_up": ok, "max_change_lag_s": round(lag, 2), "max_round_late_s": late, "why": why}
 
 
+def _pct(xs: list[float], q: float) -> float:
+    """The nearest-rank q-quantile of sorted `xs` (0 when empty)."""
+    return xs[max(0, math.ceil(q * len(xs)) - 1)] if xs else 0.0
+
+
+def lateness(
+    outcomes: list[dict[str, Any]], rounds_at: list[float], speed: float
+) -> dict[str, Any]:
+    """Every change's lateness (`applied_t - t`, window s), over all outcomes (the record keeps
+    only the first 500): how many landed more than KEEP_UP_S late, the median, 99th percentile
+    and largest; how many landed more than KEEP_UP_S after the moment of the first round due
+    to see them (each held that round at the barrier: it could not start on time) and by how
+    much; and the wall time of one apply (where a
+    change thread that cannot keep up spends it)."""
+    lags = sorted(o["applied_t"] - o["t"] for o in outcomes)
+    walls = sorted((o["applied_t"] - o["started_t"]) / speed * 1000 for o in outcomes)
+    held: list[float] = []
+    for o in outcomes:
+        i = bisect.bisect_left(rounds_at, o["t"])
+        if i < len(rounds_at) and o["applied_t"] > rounds_at[i] + KEEP_UP_S:
+            held.append(o["applied_t"] - rounds_at[i])
+    return {
+        "changes": len(lags),
+        "late": sum(1 for x in lags if x > KEEP_UP_S),
+        "late_over_s": KEEP_UP_S,
+        "p50_s": round(_pct(lags, 0.5), 2),
+        "p99_s": round(_pct(lags, 0.99), 2),
+        "max_s": round(lags[-1], 2) if lags else 0.0,
+        "after_round_moment": len(held),
+        "after_round_moment_max_s": round(max(held, default=0.0), 2),
+        "apply_wall_ms": {
+            "p50": round(_pct(walls, 0.5), 1),
+            "p99": round(_pct(walls, 0.99), 1),
+            "max": round(walls[-1], 1) if walls else 0.0,
+        },
+    }
+
+
 # -- the driver ------------------------------------------------------------------------------
 class TimelineDriver:
     """The engine's hooks for one timeline replay: clock, change thread, rounds, moments."""
@@ -303,6 +343,7 @@ class TimelineDriver:
             "pauses": self.pauses,
             "paused_s": round(self.clock.paused_s(), 2),
             "speed_check": speed,
+            "lateness": lateness(self.outcomes, self.plan["rounds_at"], self.plan["speed"]),
             "failures": failures,  # each fails the replay (exit 1)
         }
 

@@ -18,7 +18,7 @@ from pytest_desched.replay.engine import ReplayResult
 from pytest_desched.replay.generator import generate
 from pytest_desched.replay.ledger import Ledger, RoundFigures
 from pytest_desched.replay.timeline import Change, Timeline, make_header
-from pytest_desched.replay.timeline_run import TimelineDriver, check_timeline, kept_up
+from pytest_desched.replay.timeline_run import TimelineDriver, check_timeline, kept_up, lateness
 
 START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
 
@@ -132,3 +132,37 @@ def test_kept_up_reads_the_lags_and_names_a_speed_that_would_keep_them() -> None
         "change(s) due after their moments); replay at --speed 5.1 or less to keep the "
         "incident's timing"
     )
+
+
+def test_lateness_reads_every_outcome_and_the_changes_that_held_a_round() -> None:
+    # 1,000 changes (more than the 500 outcomes the record keeps), rounds at t=10 and t=20:
+    # ten land 0.5 s late, one 3.5 s late (1.5 s after round 1's moment), one at 25.5 s
+    # (after round 2's moment t=20, due by it), one beyond the last round (no round needs it)
+    outs = [{"t": 1.0, "started_t": 1.0, "applied_t": 1.0} for _ in range(987)]
+    outs += [{"t": 2.0, "started_t": 2.0, "applied_t": 2.5} for _ in range(10)]
+    outs.append({"t": 8.0, "started_t": 8.0, "applied_t": 11.5})
+    outs.append({"t": 19.5, "started_t": 25.0, "applied_t": 25.5})
+    outs.append({"t": 21.0, "started_t": 21.0, "applied_t": 30.0})
+    v = lateness(outs, [10.0, 20.0], speed=10)
+    assert v == {
+        "changes": 1000,
+        "late": 3,
+        "late_over_s": 1.0,
+        "p50_s": 0.0,
+        "p99_s": 0.5,
+        "max_s": 9.0,
+        "after_round_moment": 2,
+        "after_round_moment_max_s": 5.5,
+        "apply_wall_ms": {"p50": 0.0, "p99": 50.0, "max": 900.0},  # 9 window s at 10x
+    }
+    assert lateness([], [10.0], speed=10)["max_s"] == 0.0
+
+
+def test_finish_reports_the_lateness_of_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = driver_for(tmp_path, monkeypatch, lambda api, c: "applied")
+    d.before_round(1, Cluster())
+    done = d.finish()
+    assert done["lateness"]["changes"] == 20
+    assert done["lateness"]["after_round_moment"] == 0  # t=20 lands ms after: on time
