@@ -3,7 +3,8 @@ while the descheduler runs rounds at the incident's cadence, and place each evic
 window.
 
 The moment: the clock (`clock.WindowClock`) starts when the restore is done; changes are
-applied by one thread when window time reaches their `t` (`apply`), rounds start when it
+applied when window time reaches their `t` (`apply`; APPLY_LANES at once, one object's in
+order, see `runs_alone`), rounds start when it
 reaches each round's time (every `--every` window seconds, by default the incident's CronJob
 schedule, else the chart's two minutes). An eviction's moment is the API server's own
 timestamp of its eviction request (the audit log; the descheduler's log line when there is
@@ -32,6 +33,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,13 @@ DEFAULT_EVERY_S = 120.0  # the chart's CronJob schedule, */2 * * * *
 BARRIER_S = 60.0  # wall seconds a round waits for due changes with no change applied meanwhile
 KEEP_UP_S = 1.0  # window seconds a change may land after its moment and still count on time
 MAX_TIMELINE_ROUNDS = 1000
+# Changes applied at once: one apply is an API round trip or two (5-30 ms on a busy local API
+# server), so one at a time caps a replay near 40 changes a wall second (issue 42 measured 26 ms
+# a change at 40x); changes to different objects are independent, as their owners made them.
+APPLY_LANES = 4
+# Kinds other objects name (a namespace, a priority class, a storage class): any change of
+# one, and a node or volume created or deleted, runs alone, after and before all others.
+_FENCE_KINDS = ("Namespace", "PriorityClass", "StorageClass")
 _EVERY_N_MIN = re.compile(r"\*/(\d+) \* \* \* \*")
 
 
@@ -216,6 +226,13 @@ def lateness(
     }
 
 
+def runs_alone(c: Any) -> bool:
+    """Whether change `c` waits for every change before it and holds every one after it;
+    any other waits only for the last change of its own object (and the last that ran alone)."""
+    whole = c.verb in ("create", "delete") and c.kind in ("Node", "PersistentVolume")
+    return c.kind in _FENCE_KINDS or whole
+
+
 # -- the driver ------------------------------------------------------------------------------
 class TimelineDriver:
     """The engine's hooks for one timeline replay: clock, change thread, rounds, moments."""
@@ -228,13 +245,16 @@ class TimelineDriver:
         resume: Resume | None = None,
         now: Callable[[], float] = time.time,
         barrier_s: float = BARRIER_S,
+        lanes: int = APPLY_LANES,
     ) -> None:
         self.tl, self.plan, self.report = tl, plan, report
         self.barrier_s = barrier_s
         pause_at = plan.get("pause_at")
         self.clock = WindowClock(plan["speed"], now=now, pause_at=pause_at)
         self.resume = resume or (lambda t: None)
-        self.outcomes: list[dict[str, Any]] = []
+        self.outcomes: list[dict[str, Any]] = []  # in the timeline's order, a prefix of it
+        self._landed: dict[int, dict[str, Any]] = {}  # applied ahead of an earlier change
+        self.lanes = lanes
         self.rounds: list[dict[str, Any]] = []
         self.evictions: list[dict[str, Any]] = []
         self.pauses: list[dict[str, Any]] = []
@@ -359,35 +379,53 @@ class TimelineDriver:
         self._threads.append(t)
 
     def _apply_all(self) -> None:
+        """Each change handed to one of `lanes` workers when window time reaches it (see
+        `must_wait`); outcomes join `outcomes` in the timeline's order, so a change counts as
+        in only once every change before it is (the barrier and `stale` read that prefix)."""
         # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
         from pytest_desched.replay.apply import apply_change
 
         api = self._cluster.api_client
-        for c in self.tl.changes:
-            try:
-                self.clock.wait_until(c.t)
-            except Stopped:
-                return
-            t_start = self.clock.window_t()
-            try:
-                outcome = apply_change(api, c)
-            except Exception as exc:  # a change that fails never stops the replay (it fails it)
-                outcome = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
-            t_at = self.clock.window_t()  # when the API server had answered: in the cluster
-            with self._progress:
-                self._progress.notify_all()
-                self.outcomes.append(
-                    {
-                        "t": c.t,
-                        "started_t": round(t_start, 2),  # never before `t`
-                        "applied_t": round(t_at, 2),
-                        "verb": c.verb,
-                        "object": c.key,
-                        "outcome": outcome,
-                    }
-                )
-            if not outcome.startswith("observed"):
-                self.report(f"timeline t={t_at:.1f}s: {c.verb} {c.key}: {outcome}")
+        last: dict[str, Future[None]] = {}  # object -> its latest change's apply
+        running: set[Future[None]] = set()
+        with ThreadPoolExecutor(self.lanes, thread_name_prefix="desched-timeline-apply") as pool:
+            for i, c in enumerate(self.tl.changes):
+                try:
+                    self.clock.wait_until(c.t)
+                except Stopped:
+                    pool.shutdown(cancel_futures=True)  # nothing queued lands after the stop
+                    return
+                running = {f for f in running if not f.done()}
+                alone = runs_alone(c)
+                prior = last.get(c.key)
+                futures_wait(running if alone else [prior] if prior else [])
+                fut = pool.submit(self._apply_one, apply_change, api, i, c)
+                running.add(fut)
+                last[c.key] = fut
+                if alone:
+                    futures_wait([fut])
+
+    def _apply_one(self, apply_change: Callable[[Any, Any], str], api: Any, i: int, c: Any) -> None:
+        t_start = self.clock.window_t()
+        try:
+            outcome = apply_change(api, c)
+        except Exception as exc:  # a change that fails never stops the replay (it fails it)
+            outcome = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+        t_at = self.clock.window_t()  # when the API server had answered: in the cluster
+        with self._progress:
+            self._landed[i] = {
+                "t": c.t,
+                "started_t": round(t_start, 2),  # never before `t`
+                "applied_t": round(t_at, 2),
+                "verb": c.verb,
+                "object": c.key,
+                "outcome": outcome,
+            }
+            while len(self.outcomes) in self._landed:  # the in-order prefix grows
+                self.outcomes.append(self._landed.pop(len(self.outcomes)))
+            self._progress.notify_all()
+        if not outcome.startswith("observed"):
+            self.report(f"timeline t={t_at:.1f}s: {c.verb} {c.key}: {outcome}")
 
     def _pause(self) -> None:
         at = float(self.plan["pause_at"])

@@ -166,3 +166,69 @@ def test_finish_reports_the_lateness_of_every_change(
     done = d.finish()
     assert done["lateness"]["changes"] == 20
     assert done["lateness"]["after_round_moment"] == 0  # t=20 lands ms after: on time
+
+
+def lanes_driver(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apply: Any, picks: list[tuple[float, str]]
+) -> TimelineDriver:
+    """Patches at (t, node index or 'ns') over a generated cluster's 4 nodes, at 100x."""
+    snap = generate(seed=3, nodes=4, pods=12)
+    names = [n["metadata"]["name"] for n in snap.nodes]
+    label = {"metadata": {"labels": {"s": "1"}}}
+    changes = [
+        Change(t, "patch", "Namespace", "default", None, patch=label)
+        if who == "ns"
+        else Change(t, "patch", "Node", names[int(who)], None, patch=label)
+        for t, who in picks
+    ]
+    path = Timeline(make_header(START, 60, "test"), snap, changes).write(tmp_path / "t.jsonl")
+    tl, plan = check_timeline(path, 100, every="20s")
+    monkeypatch.setattr(apply_mod, "apply_change", apply)
+    return TimelineDriver(tl, plan, report=lambda m: None)
+
+
+def test_changes_to_different_objects_apply_at_once_and_land_in_timeline_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # four nodes' changes due within 0.03 window s: each apply answers only once all four are
+    # in flight (one at a time, the first would wait for the others forever: a 5 s timeout)
+    together = threading.Barrier(4, timeout=5)
+
+    def apply(api: object, c: Change) -> str:
+        together.wait()
+        return "applied"
+
+    d = lanes_driver(tmp_path, monkeypatch, apply, [(1.0 + i / 100, str(i)) for i in range(4)])
+    d.before_round(1, Cluster())
+    done = d.finish()
+    assert [o["outcome"] for o in done["outcomes"]] == ["applied"] * 4
+    assert [o["t"] for o in done["outcomes"]] == [1.0, 1.01, 1.02, 1.03]
+
+
+def test_one_objects_changes_apply_in_order_and_a_namespace_change_runs_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = threading.Lock()
+    active: list[str] = []
+    log: list[tuple[str, float, list[str]]] = []  # (object, t, in flight with it)
+
+    def apply(api: object, c: Change) -> str:
+        with lock:
+            log.append((c.key, c.t, list(active)))
+            active.append(c.key)
+        threading.Event().wait(0.05)  # an API round trip
+        with lock:
+            active.remove(c.key)
+        return "applied"
+
+    picks = [(1.0, "0"), (1.0, "0"), (1.0, "1"), (1.0, "0"), (1.0, "ns"), (1.0, "2"), (1.0, "0")]
+    d = lanes_driver(tmp_path, monkeypatch, apply, picks)
+    d.before_round(1, Cluster())
+    d.finish()
+    node0 = [x for x in log if x[0].endswith(d.tl.changes[0].name)]
+    assert len(node0) == 4 and all(d.tl.changes[0].key not in x[2] for x in node0)
+    ns = next(x for x in log if x[0] == "Namespace default")
+    assert ns[2] == []  # nothing before it still in flight
+    after = log[log.index(ns) + 1 :]
+    assert after and all("Namespace default" not in x[2] for x in after)
+    assert any(x[2] for x in log)  # different nodes did overlap
