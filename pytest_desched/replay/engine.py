@@ -25,17 +25,16 @@ from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
+from pytest_desched.replay.aftermath import aftermath
 from pytest_desched.replay.capacity import check_capacity
 from pytest_desched.replay.cli import read_log
-from pytest_desched.replay.format import Snapshot, controller_of, key, utc
+from pytest_desched.replay.format import Snapshot, utc
 from pytest_desched.replay.ledger import (
     GONE,
     NOT_RESTORED,
     Ledger,
     PodFate,
-    PodRow,
     figures,
-    replacement_origin,
     round_fates,
     undecided,
 )
@@ -51,7 +50,6 @@ from pytest_desched.replay.rows import (
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
-    from pytest_desched.providers.base import Cluster
 
 BeforeRound = Callable[[int, Any], dict[str, Any]]  # (round, cluster) -> the round's extra
 # (round, Round, fates) -> the round's extra; may set fields of the fates (a timeline's moments)
@@ -359,7 +357,7 @@ def _run(
         if after_round:
             hook_extra = {**hook_extra, **after_round(i, rnd, fates)}
         with session.phase(f"replay.round{i}.aftermath"):
-            new_rows, after, new_owners = _aftermath(cluster, owner_uid, evicted, known, report)
+            new_rows, after, new_owners = aftermath(cluster, owner_uid, evicted, known, report)
         for row in ledger.rows:
             if len(row.fates) >= i:  # a not-restored pod's entry for round 1
                 continue
@@ -454,114 +452,6 @@ def _drift(restored: Any) -> float | None:
     import datetime as dt
 
     return round((dt.datetime.now(dt.UTC) - t).total_seconds(), 1)
-
-
-def _aftermath(
-    cluster: Cluster,
-    owner_uid: dict[str, str | None],
-    evicted: list[str],
-    known: set[str],
-    report: Reporter,
-    timeout: float = 30,
-) -> tuple[list[PodRow], dict[str, str], dict[str, str]]:
-    """After a round: evicted pods gone, and each one's replacement made and placed (or not).
-
-    Returns the replacements' rows, per evicted pod `ready`, `pending` (the scheduler placed
-    none), `missing` (the controller made none) or `none` (no owner to replace it), and each
-    replacement's owner UID.
-    """
-    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
-    # heavy: +3 modules (~6 ms), kept out of `desched replay`'s input checks
-    from pytest_desched.kube import WaitTimeout, wait_for
-    from pytest_desched.replay import kubeapi
-
-    api = cluster.api_client
-    want: dict[str, int] = {}
-    for pod in evicted:
-        if owner_uid.get(pod):
-            want[str(owner_uid[pod])] = want.get(str(owner_uid[pod]), 0) + 1
-
-    def probe() -> tuple[list[dict[str, Any]], list[str]]:
-        pods = kubeapi.list_all(api, "/api/v1/pods")
-        keys = {key(p) for p in pods}
-        new = [
-            p
-            for p in pods
-            if p["metadata"]["uid"] not in known
-            and (controller_of(p) or {}).get("uid") in want
-            and not p["metadata"].get("deletionTimestamp")
-        ]
-        waiting = [f"{p} still there" for p in evicted if p in keys]
-        got: dict[str, int] = {}
-        for p in new:
-            o = controller_of(p)["uid"]  # type: ignore[index]
-            got[o] = got.get(o, 0) + 1
-            if not _placed(p):
-                waiting.append(f"{key(p)} not placed yet")
-        waiting += [
-            f"owner {o}: {got.get(o, 0)} of {n} replacements"
-            for o, n in want.items()
-            if got.get(o, 0) < n
-        ]
-        return new, waiting
-
-    try:
-        new, _ = wait_for(
-            f"{len(evicted)} evicted pods gone and replaced",
-            probe,
-            lambda seen: not seen[1],
-            timeout,
-            describe=lambda seen: "; ".join(seen[1][:5]),
-        )
-    except WaitTimeout as exc:
-        report(f"replay: {exc}")
-        new, _ = probe()
-    by_owner: dict[str, list[dict[str, Any]]] = {}
-    for p in sorted(new, key=lambda p: p["metadata"]["creationTimestamp"]):
-        by_owner.setdefault(controller_of(p)["uid"], []).append(p)  # type: ignore[index]
-    rows: list[PodRow] = []
-    after: dict[str, str] = {}
-    owners: dict[str, str] = {}
-    for pod in evicted:
-        owner = owner_uid.get(pod)
-        queue = by_owner.get(str(owner)) if owner else None
-        if not owner:
-            after[pod] = "none"
-            continue
-        if not queue:
-            after[pod] = "missing"
-            continue
-        p = queue.pop(0)
-        after[pod] = "ready" if _ready(p) else "pending"
-        ref = controller_of(p) or {}
-        rows.append(
-            PodRow(
-                pod=key(p),
-                node=(p.get("spec") or {}).get("nodeName"),
-                owner=f"{ref.get('kind')}/{ref.get('name')}",
-                origin=replacement_origin(pod),
-            )
-        )
-        owners[key(p)] = str(owner)
-    return rows, after, owners
-
-
-def _placed(p: dict[str, Any]) -> bool:
-    if (p.get("spec") or {}).get("nodeName"):
-        return True
-    return any(
-        c.get("type") == "PodScheduled"
-        and c.get("status") == "False"
-        and c.get("reason") == "Unschedulable"
-        for c in (p.get("status") or {}).get("conditions") or []
-    )
-
-
-def _ready(p: dict[str, Any]) -> bool:
-    return bool((p.get("spec") or {}).get("nodeName")) and any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (p.get("status") or {}).get("conditions") or []
-    )
 
 
 def _audit_codes(rnd: Any) -> dict[str, int] | None:
