@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--speeds", default="10,20,40", help="comma-separated, e.g. 10,20,40")
     ap.add_argument("--every", default=None, help="round cadence (default: the chart's 2m)")
     ap.add_argument("--timeout", type=float, default=600, help="each round")
+    ap.add_argument(
+        "--apply-lanes", type=int, default=None, help="changes applied at once (the engine's 4)"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -170,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_desched.replay.timeline_gen import Churn, churn_window
 
     speeds = [check_speed(s) for s in args.speeds.split(",") if s.strip()]
+    if args.apply_lanes:
+        from pytest_desched.replay import timeline_run
+
+        timeline_run.APPLY_LANES = args.apply_lanes
     window_s = parse_duration(args.window, "--window")
     work = Path(tempfile.mkdtemp(prefix="desched-bench-timeline-"))
     g0 = time.monotonic()
@@ -205,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             "by_kind": tl.header["changesByKind"],
             "generate_s": round(t_gen, 2),
         },
+        "apply_lanes": args.apply_lanes or "the engine's",
         "speeds": rows,
         "highest_speed_without_late_changes": best_speed(rows),
     }
