@@ -165,7 +165,8 @@ def test_finish_reports_the_lateness_of_every_change(
     d.before_round(1, Cluster())
     done = d.finish()
     assert done["lateness"]["changes"] == 20
-    assert done["lateness"]["after_round_moment"] == 0  # t=20 lands ms after: on time
+    # the same lag speed_check reads (at 100x a wall ms is 0.1 window s: no fixed figure)
+    assert done["lateness"]["max_s"] == done["speed_check"]["max_change_lag_s"]
 
 
 def lanes_driver(
