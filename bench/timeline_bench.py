@@ -113,6 +113,7 @@ def one_speed(path: Path, speed: float, every: str | None, work: Path, timeout: 
             "rounds (all phases)": round(round_s, 1),
             "replay() wall, teardown included": round(wall, 1),
         },
+        "engine_timings": t,  # every phase the engine timed (rounds, aftermaths, ledger)
         "load_avg": {
             "start": [round(x, 2) for x in load0],
             "max_1m_while_replaying": round(load.peak, 2),
