@@ -38,17 +38,19 @@ from pytest_desched.replay.generator import generate
 from pytest_desched.replay.host import HostProvider, fingerprint, read_host
 from pytest_desched.replay.host_plan import new_run_id, plan_host
 from pytest_desched.replay.restore import restore
-from pytest_desched.tools.kind_node.kwok_image import build_kwok_image
+from pytest_desched.tools.kind_node.kwok_image import build_kwok_image, pinned_kwok_stages
 from pytest_desched.tools.toolchain import Toolchain
 
 
-def one(cluster: Cluster, image: str, nodes: int, pods: int, seed: int) -> dict[str, Any]:
+def one(
+    cluster: Cluster, image: str, stages: str, nodes: int, pods: int, seed: int
+) -> dict[str, Any]:
     snap = generate(seed=seed, nodes=nodes, pods=pods)
     api = cluster.api_client
     before = fingerprint(api)
     state, _, _, _ = read_host(api)
     plan = plan_host(snap, state, new_run_id(), "bench-")
-    provider = HostProvider(cluster, plan, image, say, timeout=1800)
+    provider = HostProvider(cluster, plan, image, stages, say, timeout=1800)
     t0 = time.monotonic()
     provider.start()
     kwok_s = time.monotonic() - t0
@@ -111,6 +113,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     tc = Toolchain(report=say)
+    stages = pinned_kwok_stages(tc)
     image = args.kwok_image or build_kwok_image(tc, say)
     prov = None
     if args.context:
@@ -131,7 +134,7 @@ def main() -> int:
         for size in args.sizes.split(","):
             n, p = (int(x) for x in size.split("x"))
             say(f"host bench: {n} nodes / {p} pods (load {os.getloadavg()})")
-            out["runs"].append(one(cluster, image, n, p, args.seed))
+            out["runs"].append(one(cluster, image, stages, n, p, args.seed))
             say(json.dumps(out["runs"][-1]))
     finally:
         if prov is not None:

@@ -52,6 +52,7 @@ from pytest_desched.replay.host_policy import host_descheduler_problems, narrow_
 from pytest_desched.replay.host_teardown import Teardown, teardown
 from pytest_desched.replay.restore import restore
 from pytest_desched.replay.snapshot import _Reads, find_descheduler, read_policy
+from pytest_desched.tools.kind_node.kwok_image import pinned_kwok_stages
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -64,6 +65,7 @@ _KWOK_PATHS = {
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
     "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
     "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
     "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
 }
 
@@ -142,12 +144,14 @@ class HostProvider(Provider):
         cluster: Cluster,
         plan: HostPlan,
         kwok_image: str,
+        kwok_stages: str,
         report: Reporter = say,
         timeout: float = 300,
     ) -> None:
         self.cluster = cluster
         self.plan = plan
         self.kwok_image = kwok_image
+        self.kwok_stages = kwok_stages
         self.report = report
         self.timeout = timeout
         self.torn_down: Teardown | None = None
@@ -166,10 +170,11 @@ class HostProvider(Provider):
             },
         }
         kubeapi.request(api, "POST", "/api/v1/namespaces", ns_body)
-        for body in kwok_objects(run_id, self.kwok_image):
+        objs = kwok_objects(run_id, self.kwok_image, self.kwok_stages)
+        for body in objs:
             ns = body["metadata"].get("namespace", "")
             kubeapi.request(api, "POST", _KWOK_PATHS[body["kind"]].format(ns=ns), body)
-        ns = next(b for b in kwok_objects(run_id, self.kwok_image) if b["kind"] == "Namespace")
+        ns = next(b for b in objs if b["kind"] == "Namespace")
         self._wait_kwok(api, ns["metadata"]["name"])
         return self.cluster
 
@@ -289,7 +294,7 @@ def replay_on_host(
     cluster.workdir = scratch.make("desched-host-")
     before = fingerprint(api)
     image = kwok_image or default_kwok_image(toolchain.versions.kwok.version)
-    provider = HostProvider(cluster, plan, image, report)
+    provider = HostProvider(cluster, plan, image, pinned_kwok_stages(toolchain), report)
     timings = {"inputs_and_host_read": round(time.monotonic() - t0, 3)}
     # heavy: +7 modules (~7 ms), kept out of the input checks
     from pytest_desched.session import DeschedSession

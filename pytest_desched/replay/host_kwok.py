@@ -15,6 +15,9 @@ from typing import Any
 from pytest_desched.replay.host_plan import ROLE_LABEL, RUN_LABEL
 from pytest_desched.tools.kind_node.kwok_image import kwok_image_tag
 
+_CONFIG_DIR = "/etc/kwok"
+_PORT = 10247
+
 
 def kwok_namespace(run_id: str) -> str:
     return f"desched-host-kwok-{run_id}"
@@ -25,8 +28,9 @@ def kwok_image(version: str) -> str:
     return kwok_image_tag(version)
 
 
-def kwok_objects(run_id: str, image: str) -> list[dict[str, Any]]:
-    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Deployment, in that order."""
+def kwok_objects(run_id: str, image: str, stages: str) -> list[dict[str, Any]]:
+    """Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, ConfigMap (the `stages`,
+    kwok's configuration: without it kwok exits), Deployment, in that order."""
     ns = kwok_namespace(run_id)
     name = f"desched-host-kwok-{run_id}"
     labels = {RUN_LABEL: run_id, ROLE_LABEL: "kwok"}
@@ -57,7 +61,8 @@ def kwok_objects(run_id: str, image: str) -> list[dict[str, Any]]:
         f"--manage-nodes-with-label-selector={RUN_LABEL}={run_id}",
         "--node-ip=$(POD_IP)",
         "--node-lease-duration-seconds=40",
-        "--server-address=0.0.0.0:10247",
+        f"--config={_CONFIG_DIR}/kwok.yaml",
+        f"--server-address=0.0.0.0:{_PORT}",
     ]
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}},
@@ -84,6 +89,12 @@ def kwok_objects(run_id: str, image: str) -> list[dict[str, Any]]:
             "subjects": [{"kind": "ServiceAccount", "name": "kwok-controller", "namespace": ns}],
         },
         {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "kwok-config", "namespace": ns, "labels": labels},
+            "data": {"kwok.yaml": stages},
+        },
+        {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
             "metadata": {"name": "kwok-controller", "namespace": ns, "labels": labels},
@@ -106,8 +117,18 @@ def kwok_objects(run_id: str, image: str) -> list[dict[str, Any]]:
                                         "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}},
                                     }
                                 ],
+                                # Ready means serving, not merely started: a kwok that exits
+                                # (a bad config) is never counted ready
+                                "readinessProbe": {
+                                    "httpGet": {"path": "/healthz", "port": _PORT},
+                                    "periodSeconds": 2,
+                                },
+                                "volumeMounts": [
+                                    {"name": "config", "mountPath": _CONFIG_DIR, "readOnly": True}
+                                ],
                             }
                         ],
+                        "volumes": [{"name": "config", "configMap": {"name": "kwok-config"}}],
                     },
                 },
             },

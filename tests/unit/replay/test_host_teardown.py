@@ -101,12 +101,13 @@ def test_is_ours_needs_the_exact_run_id() -> None:
 
 
 def test_every_kwok_object_carries_the_run_label_and_is_torn_down() -> None:
-    objs = kwok_objects("run1", "desched.local/kwok:v0.8.0")
+    objs = kwok_objects("run1", "desched.local/kwok:v0.8.0", "kind: Stage\n")
     assert [o["kind"] for o in objs] == [
         "Namespace",
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ConfigMap",
         "Deployment",
     ]
     for o in objs:

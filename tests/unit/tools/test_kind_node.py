@@ -22,6 +22,11 @@ from pytest_desched.providers.kind import (
 from pytest_desched.tools.kind_node import archive
 from pytest_desched.tools.kind_node.engine import VM_RUNTIME, bounding_lacks
 from pytest_desched.tools.kind_node.go_constants import _go_string_expr, kind_go_constants
+from pytest_desched.tools.kind_node.kwok_image import (
+    KWOK_STAGE_FILES,
+    kwok_stages,
+    pinned_kwok_stages,
+)
 from tests.unit import REPO
 
 WRAPPER = REPO / "pytest_desched/tools/kind_node/runc_vm_wrapper.py"
@@ -169,8 +174,47 @@ def test_the_kwok_image_is_the_pinned_binary_labelled_with_its_module(tmp_path: 
         assert layer.extractfile(member).read() == binary.read_bytes()  # type: ignore[union-attr]
     assert spec.labels[BUILT_FROM] == "sigs.k8s.io/kwok@v0.8.0"
     # the host replay's Deployment runs exactly that image, never pulled
-    (container,) = kwok_objects("r1", kwok_image("v0.8.0"))[-1]["spec"]["template"]["spec"][
-        "containers"
-    ]
+    (container,) = kwok_objects("r1", kwok_image("v0.8.0"), "kind: Stage\n")[-1]["spec"][
+        "template"
+    ]["spec"]["containers"]
     assert container["image"] == kwok_image("v0.8.0")
     assert container["imagePullPolicy"] == "IfNotPresent"
+
+
+def test_the_host_kwok_runs_with_the_pinned_modules_default_stages(tmp_path: Path) -> None:
+    """kwok v0.8 exits with "no stages found" when given none (the first kind host replay's
+    nodes never became Ready): the Deployment mounts kwokctl's own default stages as its
+    --config, and is Ready only when kwok serves /healthz."""
+    from pytest_desched.replay.host_kwok import kwok_image, kwok_objects
+
+    root = tmp_path / "kwok@v0.8.0"
+    for i, rel in enumerate(KWOK_STAGE_FILES):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(f"kind: Stage\nmetadata:\n  name: s{i}\n")
+    stages = kwok_stages(root)
+    docs = list(yaml.safe_load_all(stages))
+    assert [d["metadata"]["name"] for d in docs] == [f"s{i}" for i in range(len(KWOK_STAGE_FILES))]
+    objs = kwok_objects("r1", kwok_image("v0.8.0"), stages)
+    (cm,) = [o for o in objs if o["kind"] == "ConfigMap"]
+    pod = objs[-1]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = container["volumeMounts"]
+    assert cm["data"]["kwok.yaml"] == stages
+    assert pod["volumes"] == [
+        {"name": mount["name"], "configMap": {"name": cm["metadata"]["name"]}}
+    ]
+    assert f"--config={mount['mountPath']}/kwok.yaml" in container["args"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    (root / KWOK_STAGE_FILES[0]).unlink()
+    with pytest.raises(FileNotFoundError, match="KWOK_STAGE_FILES"):
+        kwok_stages(root)
+
+
+def test_the_pinned_kwok_module_has_every_stage_file() -> None:
+    """The real module (in the Go module cache once the tools are built): each file a Stage."""
+    from pytest_desched.tools.toolchain import Toolchain
+
+    docs = list(yaml.safe_load_all(pinned_kwok_stages(Toolchain())))
+    assert [d["kind"] for d in docs] == ["Stage"] * len(KWOK_STAGE_FILES)
+    kinds = [d["spec"]["resourceRef"]["kind"] for d in docs]
+    assert kinds.count("Node") == 2 and kinds.count("Pod") == 3
