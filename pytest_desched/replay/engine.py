@@ -45,6 +45,7 @@ from pytest_desched.replay.rows import (
     Moment,
     born_rows,
     decided_nodes,
+    in_scope,
     snapshot_rows,
 )
 
@@ -130,6 +131,8 @@ class _Inputs:
     incident_log: str | None
     incident_version: str | None
     client: dict[str, float | int] = field(default_factory=dict)
+    # a host replay's own namespaces: a pod in any other (the host's, kwok's) is no row
+    scope: frozenset[str] | None = None
 
 
 def check_inputs(
@@ -349,7 +352,8 @@ def _run(
             cluster.api_client, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={RUNNER_NODE}")]
         )
         known_rows = {r.pod: r for r in ledger.rows}
-        born = born_rows([*seen, *runner], decided, known_rows, i, moment, own)
+        listed, decided = in_scope([*seen, *runner], decided, inp.scope)
+        born = born_rows(listed, decided, known_rows, i, moment, own)
         ledger.rows += born
         if born and moment and BORN_NOTE not in ledger.notes:
             ledger.notes.append(BORN_NOTE)

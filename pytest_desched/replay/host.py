@@ -290,6 +290,7 @@ def replay_on_host(
         close_clients(cluster)
         raise
     inp.snap = plan.snapshot
+    inp.scope = frozenset(plan.namespaces.values())
     cluster.lab_node_selector = plan.node_selector  # apply_policy holds the policy to it
     cluster.workdir = scratch.make("desched-host-")
     before = fingerprint(api)

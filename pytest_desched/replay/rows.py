@@ -65,6 +65,19 @@ def decided_nodes(result: Any, fates: Iterable[str]) -> dict[str, str | None]:
     return {p: nodes.get(p) for p in fates}
 
 
+def in_scope(
+    pods: list[dict[str, Any]], decided: Mapping[str, str | None], scope: frozenset[str] | None
+) -> tuple[list[dict[str, Any]], dict[str, str | None]]:
+    """Only the pods of `scope`'s namespaces (a host replay's own: the host's pods and kwok's
+    are not the incident's); everything when `scope` is None (a cluster of the replay's own)."""
+    if scope is None:
+        return pods, dict(decided)
+    return (
+        [p for p in pods if (p.get("metadata") or {}).get("namespace") in scope],
+        {p: n for p, n in decided.items() if p.split("/", 1)[0] in scope},
+    )
+
+
 def born_rows(
     seen: Iterable[dict[str, Any]],
     decided: Mapping[str, str | None],

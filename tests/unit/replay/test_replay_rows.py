@@ -10,7 +10,7 @@ from typing import Any
 from pytest_desched.evidence.loops import cycles_from_ledger
 from pytest_desched.replay.ledger import Ledger, PodFate, PodRow
 from pytest_desched.replay.plan import RUNNER_NODE
-from pytest_desched.replay.rows import ABSENT, BORN, born_origin, born_rows
+from pytest_desched.replay.rows import ABSENT, BORN, born_origin, born_rows, in_scope
 from pytest_desched.replay.timeline_run import TimelineDriver
 
 RS = "ReplicaSet/web-7c9d"
@@ -77,3 +77,21 @@ def test_the_timeline_driver_places_a_birth_on_its_window_clock() -> None:
     assert driver.moment(START + 2) == 20.0
     assert driver.moment(START - 0.5) == 0.0  # a whole-second stamp just before the start
     assert driver.moment(START - 30) is None
+
+
+def test_a_host_replay_gives_rows_only_to_its_own_namespaces() -> None:
+    """On a host the round lists the host's pods and kwok's too (the first kind host replay
+    gave kwok's controller pod a row): only the replay's namespaces are the incident's."""
+    kwok = _pod("kwok-controller-6f9", "host-worker2", 0)
+    kwok["metadata"]["namespace"] = "desched-host-kwok-r1"
+    dns = _pod("coredns-1", "host-worker", 0, owner=None)
+    dns["metadata"]["namespace"] = "kube-system"
+    mine = _pod("web-1", "node-a", 0)
+    mine["metadata"]["namespace"] = "r-prod"
+    decided = {"kube-system/coredns-1": "host-worker", "r-prod/web-1": "node-a"}
+    pods, dec = in_scope([kwok, dns, mine], decided, frozenset({"r-prod"}))
+    rows = born_rows(pods, dec, {}, 1)
+    assert [r.pod for r in rows] == ["r-prod/web-1"]
+    # a cluster of the replay's own: every pod as before
+    pods, dec = in_scope([kwok, dns, mine], decided, None)
+    assert len(born_rows(pods, dec, {}, 1)) == 3
