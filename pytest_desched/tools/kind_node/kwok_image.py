@@ -16,6 +16,7 @@ from pathlib import Path
 from pytest_desched.log import Reporter
 from pytest_desched.tools.kind_node import archive
 from pytest_desched.tools.kind_node.archive import ImageSpec, archive_config_digest
+from pytest_desched.tools.kind_node.build import module_dir
 from pytest_desched.tools.kind_node.engine import docker_image_id
 from pytest_desched.tools.toolchain import Toolchain
 
@@ -80,8 +81,6 @@ def kwok_stages(module_root: Path) -> str:
 
 def pinned_kwok_stages(tc: Toolchain) -> str:
     """The stages of the pinned kwok module (downloaded from the Go module proxy, cached)."""
-    from pytest_desched.tools.kind_node.build import module_dir
-
     comp = tc.versions.kwok
     return kwok_stages(module_dir(comp.module, comp.version))
 
