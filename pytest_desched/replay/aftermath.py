@@ -46,7 +46,9 @@ def done_owners(api: Any, pods: list[dict[str, Any]], short: set[str]) -> set[st
         for p in pods
         if not p["metadata"].get("deletionTimestamp")
     )
-    return {o for o in short if o not in want or have[o] >= (want[o] or 1 << 30)}
+    # a count of None (a DaemonSet's) never ends the wait by itself; 0 (scaled to zero) does
+    gone = {o for o in short if o not in want}
+    return gone | {o for o in short if (n := want.get(o)) is not None and have[o] >= n}
 
 
 def aftermath(

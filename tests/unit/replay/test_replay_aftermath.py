@@ -54,6 +54,7 @@ def test_a_replacement_with_the_evicted_pods_name_ends_the_wait(
     [
         ([], False),  # the owner is gone (a timeline deleted its Deployment)
         ([{"metadata": {"uid": "rs"}, "spec": {"replicas": 1}}], False),  # scaled down to 1
+        ([{"metadata": {"uid": "rs"}, "spec": {"replicas": 0}}], False),  # scaled to zero
         ([{"metadata": {"uid": "rs"}, "spec": {"replicas": 2}}], True),  # one still to come
     ],
 )
