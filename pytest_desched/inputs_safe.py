@@ -18,7 +18,10 @@ Limits (each stated in the refusal; the byte limits can be raised with the envir
   at most ``max_documents`` documents. Then it is built with libyaml's safe loader where
   integers longer than ``MAX_INT_DIGITS`` digits and duplicate mapping keys are refused.
 - JSON (one document or one per line): the same depth and integer bounds.
-- Values: a single document holds at most ``MAX_TREE_NODES`` values (`check_tree`). A JSON
+- Values: a single document holds at most ``max_values(kind)`` values (`check_tree`):
+  ``MAX_TREE_NODES`` for a small file; for a bulk one, one value per ``BULK_BYTES_PER_VALUE``
+  bytes of its byte limit (33.5 million at 512 MiB), so a 100,000-pod snapshot (6.5 million
+  values) loads and raising ``DESCHED_MAX_BULK_BYTES`` raises both. A JSON
   text's keys and a large YAML text's libyaml events are counted before anything is built,
   so a file far over the bound is refused in seconds, not after a full parse.
 
@@ -44,6 +47,7 @@ __all__ = [
     "EXPANSION_RATIO",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "MAX_TREE_NODES",
     "SMALL_BYTES_DEFAULT",
     "check_file",
     "check_tree",
@@ -52,6 +56,7 @@ __all__ = [
     "load_yaml",
     "load_yaml_all",
     "max_bytes",
+    "max_values",
     "read_text",
     "require_mapping",
 ]
@@ -62,7 +67,11 @@ MAX_DEPTH = 100  # Kubernetes objects (managedFields included) nest < 30
 MAX_INT_DIGITS = 32  # int64 has 19; a 5,000-digit integer is an attack, not a count
 EXPANSION_FLOOR = 100_000
 EXPANSION_RATIO = 10
-MAX_TREE_NODES = 2_000_000  # check_tree: a Python value handed in by code
+MAX_TREE_NODES = 2_000_000  # check_tree: a Python value handed in by code; a small file
+# A snapshot's JSON spends 40-60 bytes a value (keys, quotes, names); at 16 the bound lets
+# every real snapshot under the byte limit through and keeps a hostile file's parse (tiny
+# values, 2-3 bytes each) refused before it starts: 33.5 million values at most, ~2 GiB.
+BULK_BYTES_PER_VALUE = 16
 
 _ENV = {"small": "DESCHED_MAX_INPUT_BYTES", "bulk": "DESCHED_MAX_BULK_BYTES"}
 _DEFAULT = {"small": SMALL_BYTES_DEFAULT, "bulk": BULK_BYTES_DEFAULT}
@@ -90,6 +99,13 @@ def _as(what: str) -> str:
 
 def _mib(n: int) -> str:
     return f"{n / 1048576:.0f} MiB" if n >= 1048576 else f"{n} bytes"
+
+
+def max_values(kind: str = "small") -> int:
+    """The value bound for one document of `kind` (see the module docstring)."""
+    if kind == "small":
+        return MAX_TREE_NODES
+    return max(MAX_TREE_NODES, max_bytes(kind) // BULK_BYTES_PER_VALUE)
 
 
 def check_file(path: str | Path, *, kind: str = "small", what: str = "file") -> os.stat_result:
@@ -301,19 +317,19 @@ def _scan(text: str, source: str, max_documents: int) -> None:
             sizes.clear()  # anchors do not cross documents
 
 
-_TOO_MANY_FIX = (
-    "shrink it (a snapshot: take fewer objects, `desched snapshot --namespace NS`; "
-    "the limit is fixed)"
-)
-
-
-def _too_many(source: str, field: str, counted: str) -> InputError:
+def _too_many(source: str, field: str, counted: str, kind: str) -> InputError:
     """The refusal of a document over the value bound, counted before it was parsed."""
+    fix = (
+        "shrink it (a snapshot: take fewer objects, `desched snapshot --namespace NS`), or "
+        f"raise {_ENV['bulk']}: the bound is one value per {BULK_BYTES_PER_VALUE} bytes of it"
+        if kind == "bulk"
+        else "shrink it (the limit is fixed)"
+    )
     return InputError(
         source,
         field,
-        f"{counted}: more than the {MAX_TREE_NODES:,}-value limit (counted before parsing)",
-        _TOO_MANY_FIX,
+        f"{counted}: more than the {max_values(kind):,}-value limit (counted before parsing)",
+        fix,
     )
 
 
@@ -370,15 +386,18 @@ def _count_values(text: str, limit: int) -> int:
     return n
 
 
-def _yaml_docs(text: str, source: str, max_documents: int, kube: bool = False) -> Iterator[Any]:
+def _yaml_docs(
+    text: str, source: str, max_documents: int, kube: bool = False, kind: str = "small"
+) -> Iterator[Any]:
+    limit = max_values(kind)
     try:
         # Without an anchor there is no alias to expand; libyaml stops at 1,000 levels by
         # itself, and the depth is checked on the result (cheaper than the event scan).
         # Each value takes at least 2 bytes (`1,` or `-\n`): a smaller text is within bounds.
-        if max_documents == 1 and _LIBYAML and len(text) > 2 * MAX_TREE_NODES:
-            values = _yaml_values_at_least(text, MAX_TREE_NODES)
-            if values > MAX_TREE_NODES:
-                raise _too_many(source, "", f"at least {values:,} values")
+        if max_documents == 1 and _LIBYAML and len(text) > 2 * limit:
+            values = _yaml_values_at_least(text, limit)
+            if values > limit:
+                raise _too_many(source, "", f"at least {values:,} values", kind)
         scanned = "&" in text or not _LIBYAML or text.count("---") >= max_documents
         if scanned:
             _scan(text, source, max_documents)
@@ -394,7 +413,7 @@ def _yaml_docs(text: str, source: str, max_documents: int, kube: bool = False) -
                     )
                 doc = loader.get_data()
                 if not scanned:
-                    check_tree(doc, source, f"document {n}" if n > 1 else "")
+                    check_tree(doc, source, f"document {n}" if n > 1 else "", max_nodes=limit)
                 yield doc
         finally:
             loader.dispose()
@@ -408,16 +427,21 @@ def _yaml_docs(text: str, source: str, max_documents: int, kube: bool = False) -
 
 
 def load_yaml_all(
-    text: str, source: str = "<yaml>", *, max_documents: int = 100, kube: bool = False
+    text: str,
+    source: str = "<yaml>",
+    *,
+    max_documents: int = 100,
+    kube: bool = False,
+    kind: str = "small",
 ) -> list[Any]:
     """Every document of a YAML stream, bounded (see the module docstring); `kube`: read as
-    Kubernetes reads it (timestamps stay text, so the data is JSON data)."""
-    return list(_yaml_docs(text, source, max_documents, kube))
+    Kubernetes reads it (timestamps stay text, so the data is JSON data); `kind` as read."""
+    return list(_yaml_docs(text, source, max_documents, kube, kind))
 
 
-def load_yaml(text: str, source: str = "<yaml>", *, kube: bool = False) -> Any:
+def load_yaml(text: str, source: str = "<yaml>", *, kube: bool = False, kind: str = "small") -> Any:
     """The single document of `text` (None when empty); more than one is refused."""
-    docs = load_yaml_all(text, source, max_documents=1, kube=kube)
+    docs = load_yaml_all(text, source, max_documents=1, kube=kube, kind=kind)
     return docs[0] if docs else None
 
 
@@ -438,7 +462,7 @@ def require_mapping(doc: Any, source: str, what: str, field: str = "") -> dict[s
 
 def load_yaml_file(path: str | Path, *, kind: str = "small", what: str = "file") -> Any:
     """`read_text` + `load_yaml`."""
-    return load_yaml(read_text(path, kind=kind, what=what), str(path))
+    return load_yaml(read_text(path, kind=kind, what=what), str(path), kind=kind)
 
 
 # ----------------------------------------------------------------------------------- JSON ---
@@ -450,7 +474,7 @@ def _bounded_int(raw: str) -> int:
     return int(raw)
 
 
-def load_json(text: str, source: str = "<json>", field: str = "") -> Any:
+def load_json(text: str, source: str = "<json>", field: str = "", *, kind: str = "small") -> Any:
     """One JSON document with the depth, integer and value-count bounds.
 
     The value count is bounded before parsing: every `":` outside a string ends a key, each
@@ -458,8 +482,8 @@ def load_json(text: str, source: str = "<json>", field: str = "") -> Any:
     `check_tree`'s count, read in well under a second (an 87 MB snapshot took 6.7 s to parse
     and then be refused)."""
     keys = text.count('":') - text.count('\\":')
-    if keys > MAX_TREE_NODES:
-        raise _too_many(source, field, f"{keys:,} keys")
+    if keys > max_values(kind):
+        raise _too_many(source, field, f"{keys:,} keys", kind)
     try:
         doc = json.loads(text, parse_int=_bounded_int)
     except RecursionError:
@@ -467,7 +491,7 @@ def load_json(text: str, source: str = "<json>", field: str = "") -> Any:
     except ValueError as exc:
         first = str(exc).splitlines()[0][:200]
         raise InputError(source, field, f"not valid JSON ({first})", _FIX) from None
-    check_tree(doc, source, field)
+    check_tree(doc, source, field, max_nodes=max_values(kind))
     return doc
 
 

@@ -238,9 +238,9 @@ class Snapshot:
             raise ConfigError(f"snapshot {path}: no such file; take one with `desched snapshot`")
         text = read_text(path, kind="bulk", what="snapshot")  # bounded: size, type, UTF-8
         if text.lstrip().startswith("{"):
-            doc = load_json(text, str(path))
+            doc = load_json(text, str(path), kind="bulk")
         else:
-            doc = load_yaml(text, str(path), kube=True)  # timestamps as text: JSON data
+            doc = load_yaml(text, str(path), kube=True, kind="bulk")  # timestamps as text
         return cls.from_doc(doc, str(path))
 
     # -- validation -----------------------------------------------------------------------

@@ -349,7 +349,8 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
     if not isinstance(record, Mapping):
         path = Path(record)
         source = f"round record {path}"
-        record = load_json(read_text(path, kind="bulk", what="round record"), str(path))
+        text = read_text(path, kind="bulk", what="round record")
+        record = load_json(text, str(path), kind="bulk")
         if not isinstance(record, Mapping):
             raise ConfigError(f"round record {path}: not a JSON object; give <round>.json")
     found = first_problem("round record", record)

@@ -180,12 +180,40 @@ def test_a_yaml_document_over_the_value_bound_is_refused_before_parsing(
     _no_load(monkeypatch)
     t0 = time.process_time()
     with pytest.raises(InputError) as refused:
-        s.load_yaml_file(path, kind="bulk")
+        s.load_yaml_file(path)
     assert time.process_time() - t0 < 2.0
     assert str(refused.value) == (
         f"{path}: at least 2,333,336 values: more than the 2,000,000-value limit (counted before "
+        "parsing); shrink it (the limit is fixed)"
+    )
+
+
+def test_a_bulk_file_is_bounded_by_its_byte_limit_not_the_small_files_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: one fixed 2,000,000-value bound, which refused a 10,000-node / 100,000-pod
+    snapshot (6.5 million keys) that is well under the bulk byte limit. A bulk file's bound
+    is one value per 16 bytes of that limit, and follows DESCHED_MAX_BULK_BYTES down too."""
+    assert s.max_values("small") == 2_000_000
+    assert s.max_values("bulk") == 512 * 1024 * 1024 // 16
+    text = "{" + ",".join(f'"k{i}":1' for i in range(2_500_000)) + "}"
+    assert len(s.load_json(text, "snap.json", kind="bulk")) == 2_500_000
+    with pytest.raises(InputError, match="2,500,000 keys: more than the 2,000,000-value limit"):
+        s.load_json(text, "policy.json")
+    monkeypatch.setenv("DESCHED_MAX_BULK_BYTES", str(16 * 3_000_000))
+    assert s.max_values("bulk") == 3_000_000
+    monkeypatch.setenv("DESCHED_MAX_BULK_BYTES", str(16 * 1_000))  # never below the small bound
+    assert s.max_values("bulk") == 2_000_000
+    path = tmp_path / "big.yaml"
+    path.write_text("objects: [" + "1," * 7_000_000 + "]\n")
+    monkeypatch.setenv("DESCHED_MAX_BULK_BYTES", str(100 * 1024 * 1024))
+    _no_load(monkeypatch)
+    with pytest.raises(InputError) as refused:
+        s.load_yaml_file(path, kind="bulk")
+    assert str(refused.value) == (
+        f"{path}: at least 6,553,601 values: more than the 6,553,600-value limit (counted before "
         "parsing); shrink it (a snapshot: take fewer objects, `desched snapshot --namespace "
-        "NS`; the limit is fixed)"
+        "NS`), or raise DESCHED_MAX_BULK_BYTES: the bound is one value per 16 bytes of it"
     )
 
 
