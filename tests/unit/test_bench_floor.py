@@ -45,6 +45,9 @@ def _steps(**extra: float) -> list[dict[str, float | str]]:
         "nodefit.round.descheduler": 0.5,
         "pdb.round.schedule": 0.25,
         "pdb.round.descheduler": 0.75,
+        "positive.round.finish": 1.25,  # the third floor only: the Job controller's verdict
+        "nodefit.round.finish": 1.0,
+        "pdb.round.finish": 1.5,
         "positive.teardown.namespace": 6.0,
         "nodefit.teardown.namespace": 5.5,
         "pdb.teardown.namespace": 7.0,
@@ -73,6 +76,20 @@ def test_the_second_floor_adds_the_minimal_arrange_and_none_of_its_checks() -> N
     assert f["floor_with_arrange_and_namespace"] == 17.75
     steps = [s for s in _steps() if s["step"] != "pdb.arrange.pdb-zero"]
     with pytest.raises(KeyError, match=r"pdb\.arrange\.pdb-zero"):
+        floor.floor_of(steps)
+
+
+def test_the_third_floor_adds_each_rounds_verdict_to_the_second() -> None:
+    """Issue 31's floor: the Job controller's Complete verdict (batched by a constant 1 s)
+    is work no suite can skip, so it is in the floor; the other two stay as they were."""
+    f = floor.floor_of(_steps())
+    assert (f["verdict.positive"], f["verdict.nodefit"], f["verdict.pdb"]) == (1.25, 1.0, 1.5)
+    assert f["verdicts"] == 3.75
+    assert (f["floor"], f["floor_with_arrange"]) == (8.5, 12.25)
+    assert f["floor_with_arrange_and_verdict"] == 16.0
+    assert f["floor_with_arrange_and_verdict_and_namespace"] == 21.5
+    steps = [s for s in _steps() if s["step"] != "nodefit.round.finish"]
+    with pytest.raises(KeyError, match=r"nodefit\.round\.finish"):
         floor.floor_of(steps)
 
 
