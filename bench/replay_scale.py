@@ -28,6 +28,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -265,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=600, help="restore and round, each")
     ap.add_argument("--client-qps", default=None, help="the descheduler's API client QPS")
     ap.add_argument("--client-burst", default=None, help="the descheduler's API client burst")
+    ap.add_argument("--keep", action="store_true", help="keep the snapshot and run dir")
     args = ap.parse_args(argv)
 
     from pytest_desched import build_config
@@ -276,102 +278,111 @@ def main(argv: list[str] | None = None) -> int:
     from pytest_desched.tools.locate import default_cache_dir
 
     work = Path(tempfile.mkdtemp(prefix="desched-bench-replay-"))
-    t0 = time.monotonic()
-    snap = generate(Shape(seed=args.seed, nodes=args.nodes, pods=args.pods))
-    batch = [n for n in snap.nodes if n["metadata"]["labels"].get(NODE_POOL_LABEL) == "batch"]
-    for n in batch[: max(1, len(batch) // 10)]:  # the incident: the label moved away
-        n["metadata"]["labels"].pop(NODE_POOL_LABEL)
-    snap.policy = POLICY
-    t_gen = time.monotonic() - t0
-    path = snap.write(work / "snapshot.json")
-    t_write = time.monotonic() - t0 - t_gen
-    log(
-        f"generated {len(snap.nodes)} nodes / {len(snap.pods)} pods in {t_gen:.1f}s ({path.stat().st_size >> 20} MiB)"
-    )
-
-    config = build_config({"--desched-provider": "embedded"}, run_dir=work / "run")
-    clusters = (config.cache_dir or default_cache_dir()) / "clusters" / "clusters"
-    w0 = time.monotonic()
-    mem = PeakMemory(clusters)
-    probe = RestoreProbe(clusters, mem)
-    probe.install()
-    with interrupts_unwind(), mem:
-        result = replay(
-            path,
-            config=config,
-            report=log,
-            round_timeout=args.timeout,
-            restore_timeout=args.timeout,
-            client={"qps": args.client_qps, "burst": args.client_burst},
+    try:
+        t0 = time.monotonic()
+        snap = generate(Shape(seed=args.seed, nodes=args.nodes, pods=args.pods))
+        batch = [n for n in snap.nodes if n["metadata"]["labels"].get(NODE_POOL_LABEL) == "batch"]
+        for n in batch[: max(1, len(batch) // 10)]:  # the incident: the label moved away
+            n["metadata"]["labels"].pop(NODE_POOL_LABEL)
+        snap.policy = POLICY
+        t_gen = time.monotonic() - t0
+        path = snap.write(work / "snapshot.json")
+        t_write = time.monotonic() - t0 - t_gen
+        log(
+            f"generated {len(snap.nodes)} nodes / {len(snap.pods)} pods in {t_gen:.1f}s ({path.stat().st_size >> 20} MiB)"
         )
-    wall = time.monotonic() - w0
-    t = result.timings
-    rnd = result.ledger.rounds[0]
-    round_log = next((config.run_dir / "round-logs").glob("*.log"), None)
-    log_text = round_log.read_text() if round_log else ""
-    p0 = time.monotonic()
-    parsed = parse_log(log_text)
-    t_parse = time.monotonic() - p0
-    target = (
-        t.get("replay.apply_policy", 0)
-        + t.get("replay.restore", 0)
-        + t.get("replay.round1", 0)
-        + t.get("replay.round1.aftermath", 0)
-    )
-    out: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "python bench/replay_scale.py " + " ".join(argv or sys.argv[1:]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_avg_start": os.getloadavg(),
-        },
-        "cluster": {"nodes": len(snap.nodes), "pods": len(snap.pods), "seed": args.seed},
-        "target_s": round(target, 2),
-        "target_met": target <= ROUND_TARGET_S,
-        "restore_target_met": (t.get("replay.restore") or 1e9) <= RESTORE_TARGET_S,
-        "seconds": {
-            "generate": round(t_gen, 2),
-            "write_snapshot": round(t_write, 2),
-            "inputs (load + plan + policy check)": t.get("inputs"),
-            "bring_up": t.get("bring_up"),
-            "install": t.get("install"),
-            "apply_policy": t.get("replay.apply_policy"),
-            "restore": t.get("replay.restore"),
-            "restore_parts": result.restore.get("timings"),
-            "round (Job created -> finished)": t.get("replay.round1"),
-            "descheduler cycle (its own log)": _cycle_seconds(log_text),
-            "descheduler client-side throttling waits": log_text.count("client-side throttling"),
-            "log parse (again, alone)": round(t_parse, 3),
-            "aftermath (replacements)": t.get("replay.round1.aftermath"),
-            "replay() wall, teardown included": round(wall, 2),
-        },
-        "descheduler_client": result.client or "its own limits",
-        "round": {
-            "by_fate": rnd.by_fate,
-            "total_evicted": rnd.total_evicted,
-            "audit": rnd.audit_by_code,
-            "log_lines": parsed.lines,
-        },
-        "restore_probe": probe.report(),
-        "restore": {
-            k: result.restore.get(k) for k in ("method", "ages", "counts", "verified", "deviations")
-        },
-        "peak_memory_mib": {
-            "this process (ru_maxrss)": round(
-                resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
-            ),
-            **{k: round(v / 1024, 1) for k, v in sorted(mem.peak_kib.items())},
-        },
-    }
-    text = json.dumps(out, indent=1, default=str)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    met = "met" if target <= ROUND_TARGET_S else "missed"
-    log(f"restore + one round: {target:.1f}s (target {ROUND_TARGET_S:.0f}s: {met})")
-    return 0
+
+        config = build_config({"--desched-provider": "embedded"}, run_dir=work / "run")
+        clusters = (config.cache_dir or default_cache_dir()) / "clusters" / "clusters"
+        w0 = time.monotonic()
+        mem = PeakMemory(clusters)
+        probe = RestoreProbe(clusters, mem)
+        probe.install()
+        with interrupts_unwind(), mem:
+            result = replay(
+                path,
+                config=config,
+                report=log,
+                round_timeout=args.timeout,
+                restore_timeout=args.timeout,
+                client={"qps": args.client_qps, "burst": args.client_burst},
+            )
+        wall = time.monotonic() - w0
+        t = result.timings
+        rnd = result.ledger.rounds[0]
+        round_log = next((config.run_dir / "round-logs").glob("*.log"), None)
+        log_text = round_log.read_text() if round_log else ""
+        p0 = time.monotonic()
+        parsed = parse_log(log_text)
+        t_parse = time.monotonic() - p0
+        target = (
+            t.get("replay.apply_policy", 0)
+            + t.get("replay.restore", 0)
+            + t.get("replay.round1", 0)
+            + t.get("replay.round1.aftermath", 0)
+        )
+        out: dict[str, Any] = {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": "python bench/replay_scale.py " + " ".join(argv or sys.argv[1:]),
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "load_avg_start": os.getloadavg(),
+            },
+            "cluster": {"nodes": len(snap.nodes), "pods": len(snap.pods), "seed": args.seed},
+            "target_s": round(target, 2),
+            "target_met": target <= ROUND_TARGET_S,
+            "restore_target_met": (t.get("replay.restore") or 1e9) <= RESTORE_TARGET_S,
+            "seconds": {
+                "generate": round(t_gen, 2),
+                "write_snapshot": round(t_write, 2),
+                "inputs (load + plan + policy check)": t.get("inputs"),
+                "bring_up": t.get("bring_up"),
+                "install": t.get("install"),
+                "apply_policy": t.get("replay.apply_policy"),
+                "restore": t.get("replay.restore"),
+                "restore_parts": result.restore.get("timings"),
+                "round (Job created -> finished)": t.get("replay.round1"),
+                "descheduler cycle (its own log)": _cycle_seconds(log_text),
+                "descheduler client-side throttling waits": log_text.count(
+                    "client-side throttling"
+                ),
+                "log parse (again, alone)": round(t_parse, 3),
+                "aftermath (replacements)": t.get("replay.round1.aftermath"),
+                "replay() wall, teardown included": round(wall, 2),
+            },
+            "descheduler_client": result.client or "its own limits",
+            "round": {
+                "by_fate": rnd.by_fate,
+                "total_evicted": rnd.total_evicted,
+                "audit": rnd.audit_by_code,
+                "log_lines": parsed.lines,
+            },
+            "restore_probe": probe.report(),
+            "restore": {
+                k: result.restore.get(k)
+                for k in ("method", "ages", "counts", "verified", "deviations")
+            },
+            "peak_memory_mib": {
+                "this process (ru_maxrss)": round(
+                    resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1
+                ),
+                **{k: round(v / 1024, 1) for k, v in sorted(mem.peak_kib.items())},
+            },
+        }
+        text = json.dumps(out, indent=1, default=str)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        met = "met" if target <= ROUND_TARGET_S else "missed"
+        log(f"restore + one round: {target:.1f}s (target {ROUND_TARGET_S:.0f}s: {met})")
+        return 0
+    finally:
+        if not args.keep:  # the 140 MiB snapshot and the run dir: nothing left behind
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept {work}")
 
 
 if __name__ == "__main__":
