@@ -100,17 +100,28 @@ def wait_for(
     timeout: float = 60,
     describe: Callable[[T], str] = repr,
     max_interval: float = 1.0,
+    progress: Callable[[str], None] | None = None,
+    every: float = 15.0,
 ) -> T:
     """Poll `probe` until `done(result)`; on timeout fail with what was seen last.
 
-    A cluster process that died ends the wait at once (`check_liveness`).
+    A cluster process that died ends the wait at once (`check_liveness`). `progress`: told
+    what is still awaited every `every` seconds, so a long wait (a 100,000-pod restore's
+    settle) is never silent.
     """
     last: list[Any] = [None]
+    start = time.monotonic()
+    told = [start]
 
     def attempt() -> bool:
         check_liveness()
         last[0] = probe()
-        return bool(done(last[0]))
+        ok = bool(done(last[0]))
+        now = time.monotonic()
+        if progress is not None and not ok and now - told[0] >= every:
+            told[0] = now
+            progress(f"waiting for {what} ({now - start:.0f}s): {describe(last[0])}")
+        return ok
 
     try:
         for a in Retrying(

@@ -64,6 +64,7 @@ def restore_via_etcd(
     etcd.create(etcd_nodes(snap, node_uids, now))
     wait_nodes_ready(api, sorted(node_uids), timeout)
     timer.lap("nodes")
+    report(f"restore: {len(node_uids)} nodes written into etcd and Ready")
     create_namespaces(api, plan)
     create_all(api, plan.api.get("serviceAccounts", []), tolerate_exists=True)
     holds: list[dict[str, Any]] = [
@@ -108,7 +109,11 @@ def restore_via_etcd(
     etcd.create([barrier.pod])  # after every pod
     result.written_at = rfc3339(dt.datetime.now(dt.UTC))
     timer.lap("etcd_owners_and_pods")
-    barrier.wait(api, plan, timeout)
+    report(
+        f"restore: {len(plan.pods)} pods and their owners written into etcd; waiting for the "
+        "controllers to observe them"
+    )
+    barrier.wait(api, plan, timeout, report)
     timer.lap("settle")
     for h in holds:
         kubeapi.request(
@@ -186,7 +191,9 @@ class Barrier:
             "status": running_status({"phase": "Running"}, stamp),
         }
 
-    def wait(self, api: Any, plan: RestorePlan, timeout: float) -> None:
+    def wait(
+        self, api: Any, plan: RestorePlan, timeout: float, report: Reporter | None = None
+    ) -> None:
         pdbs = {key(b) for b in plan.api.get("podDisruptionBudgets", [])}
         ns = self.namespace
 
@@ -202,7 +209,9 @@ class Barrier:
                 api, f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{self.NAME}"
             )
             if ((own.get("status") or {}).get("currentHealthy") or 0) < 1:
-                waiting.append("the pod cache has not reached the last pod yet")
+                waiting.append(  # its one worker syncs the PDBs one at a time
+                    "the disruption controller has not counted the last pod yet"
+                )
             if waiting:
                 return waiting
             for pdb in kubeapi.list_all(api, "/apis/policy/v1/poddisruptionbudgets"):
@@ -221,6 +230,7 @@ class Barrier:
                 timeout,
                 describe=lambda w: f"{len(w)} waiting, e.g. {w[:5]}",
                 max_interval=SETTLE_POLL_S,
+                progress=report,
             )
         except WaitTimeout as exc:
             raise RestoreError(str(exc)) from None
