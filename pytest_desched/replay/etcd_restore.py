@@ -94,7 +94,7 @@ def restore_via_etcd(
         "statuses written as their controllers compute them (replay/settled.py), so settle "
         f"has less to write: {', '.join(f'{n} {k}s' for k, n in settled.items())}"
     )
-    etcd.create([*storage, barrier.pdb])
+    etcd.create(storage)
     timer.lap("etcd_pvs_pvcs_pdbs")
     # Every owner before its dependents (the GC never sees an orphan), each owner's pods right
     # after it (its controller finds them in its cache: see write_order).
@@ -137,15 +137,18 @@ class Barrier:
 
     Watch events of one resource arrive in revision order, so an object written after all
     others of its kind, once a controller has acted on it, proves that controller's cache
-    holds them all. Two such objects: a ReplicaSet with 0 replicas written after every owner
-    (its status observed: the ReplicaSet cache is complete, so no Deployment makes a second
-    one), and a bare Ready pod written after every pod, selected by a PDB of its own (the
-    disruption controller counts it healthy: the shared pod cache is complete, so no
-    ReplicaSet, StatefulSet or DaemonSet makes a pod the snapshot has). Then every PDB must
-    be observed too: the eviction API answers 429 for a PDB its controller has not processed
-    (a PDB written settled, `replay.settled`, is observed as written: its status is the one
-    the disruption controller computes, which overwrites it if it computes otherwise).
-    Controllers still catching up on their own queues after that only confirm what is there.
+    holds them all. One ReplicaSet with 0 replicas, written after every owner (its status
+    observed: the ReplicaSet cache is complete, so no Deployment makes a second one), owns a
+    bare pod written after every pod: the ReplicaSet controller deletes that surplus pod once
+    its pod cache holds it, and that cache is the controller manager's shared one, so no
+    ReplicaSet, StatefulSet or DaemonSet makes a pod the snapshot has. (Was: the pod counted
+    by a PDB of its own; the disruption controller syncs PDBs with one worker, so at 100,000
+    pods and 7,847 PDBs the barrier's PDB waited over an hour behind the others; the
+    ReplicaSet controller's five workers keep up.) Then every PDB must be observed too: the
+    eviction API answers 429 for a PDB its controller has not processed (a PDB written
+    settled, `replay.settled`, is observed as written: its status is the one the disruption
+    controller computes, which overwrites it if it computes otherwise). Controllers still
+    catching up on their own queues after that only confirm what is there.
     """
 
     NAME = "desched-replay-barrier"
@@ -155,33 +158,38 @@ class Barrier:
         stamp, token = rfc3339(now), uuid.uuid4().hex[:10]
         self.namespace = namespace
         meta = {"namespace": namespace, "creationTimestamp": stamp}
-        pod_labels = {self.LABEL: f"pod-{token}"}
-        rs_labels = {self.LABEL: f"rs-{token}"}  # never selects the barrier pod
+        labels = {self.LABEL: token}
         container = {"name": "barrier", "image": "registry.k8s.io/pause:3.10"}
+        rs_uid = str(uuid.uuid4())
         self.rs = {
             "apiVersion": "apps/v1",
             "kind": "ReplicaSet",
-            "metadata": {**meta, "name": self.NAME, "uid": str(uuid.uuid4()), "generation": 1},
+            "metadata": {**meta, "name": self.NAME, "uid": rs_uid, "generation": 1},
             "spec": {
                 "replicas": 0,
-                "selector": {"matchLabels": rs_labels},
-                "template": {
-                    "metadata": {"labels": rs_labels},
-                    "spec": {"containers": [container]},
-                },
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
             },
             "status": {},
         }
-        self.pdb = {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {**meta, "name": self.NAME, "uid": str(uuid.uuid4()), "generation": 1},
-            "spec": {"minAvailable": 0, "selector": {"matchLabels": pod_labels}},
+        owner = {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": self.NAME,
+            "uid": rs_uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
         }
         self.pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {**meta, "name": self.NAME, "uid": str(uuid.uuid4()), "labels": pod_labels},
+            "metadata": {
+                **meta,
+                "name": self.NAME,
+                "uid": str(uuid.uuid4()),
+                "labels": labels,
+                "ownerReferences": [owner],
+            },
             "spec": {
                 "nodeName": RUNNER_NODE,
                 "containers": [container],
@@ -205,13 +213,14 @@ class Barrier:
             rs = kubeapi.get(api, f"/apis/apps/v1/namespaces/{ns}/replicasets/{self.NAME}")
             if ((rs.get("status") or {}).get("observedGeneration") or 0) < 1:
                 waiting.append("the ReplicaSet controller has not reached the last owner yet")
-            own = kubeapi.get(
-                api, f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{self.NAME}"
-            )
-            if ((own.get("status") or {}).get("currentHealthy") or 0) < 1:
-                waiting.append(  # its one worker syncs the PDBs one at a time
-                    "the disruption controller has not counted the last pod yet"
-                )
+            try:
+                pod = kubeapi.get(api, f"/api/v1/namespaces/{ns}/pods/{self.NAME}")
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+                pod = {"metadata": {"deletionTimestamp": "gone"}}
+            if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+                waiting.append("the ReplicaSet controller has not seen the last pod yet")
             if waiting:
                 return waiting
             for pdb in kubeapi.list_all(api, "/apis/policy/v1/poddisruptionbudgets"):
@@ -236,15 +245,18 @@ class Barrier:
             raise RestoreError(str(exc)) from None
 
     def remove(self, api: Any, timeout: float) -> None:
-        """Delete the three barrier objects (the pod at once) and wait until they are gone."""
+        """Delete the two barrier objects (the pod at once) and wait until they are gone."""
         ns, name = self.namespace, self.NAME
         paths = [
             f"/api/v1/namespaces/{ns}/pods/{name}",
             f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}",
-            f"/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}",
         ]
         for path in paths:
-            kubeapi.request(api, "DELETE", path, {"gracePeriodSeconds": 0})
+            try:  # the ReplicaSet controller may have deleted the pod already
+                kubeapi.request(api, "DELETE", path, {"gracePeriodSeconds": 0})
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
 
         def left() -> list[str]:
             out = []

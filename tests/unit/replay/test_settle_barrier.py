@@ -1,5 +1,7 @@
 """The restore's settle barrier (replay/etcd_restore.py) reads what it must, and no more, while
-the controllers catch up: two GETs per poll until both caches are complete, then the PDBs."""
+the controllers catch up: two GETs per poll until both caches are complete, then the PDBs.
+The pod cache's proof is the ReplicaSet controller deleting the surplus barrier pod (was: a PDB
+counting it, behind the disruption controller's one worker)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 from pytest_desched.replay import etcd_restore
 from pytest_desched.replay.etcd_restore import SETTLE_POLL_S, Barrier
@@ -30,8 +33,13 @@ class Controllers:
         if "/replicasets/" in path:
             self.polls += 1  # the first read of each poll
             return {"status": {"observedGeneration": 1} if self.polls > self.rs_after else {}}
-        healthy = 1 if self.polls > self.pod_after else 0
-        return {"status": {"currentHealthy": healthy}}
+        assert path == f"/api/v1/namespaces/{NS}/pods/{Barrier.NAME}"
+        if self.polls > self.pod_after + 1:  # deleted, then gone
+            raise ApiException(status=404)
+        deleting = (
+            {"deletionTimestamp": "2026-12-03T00:00:00Z"} if self.polls > self.pod_after else {}
+        )
+        return {"metadata": {"name": Barrier.NAME, **deleting}}
 
     def list_all(self, api: Any, path: str) -> list[dict[str, Any]]:
         assert path == "/apis/policy/v1/poddisruptionbudgets"
@@ -42,7 +50,6 @@ class Controllers:
                 "metadata": {"namespace": NS, "name": "web", "generation": 1},
                 "status": {"observedGeneration": 1} if observed else {},
             },
-            {"metadata": {"namespace": NS, "name": Barrier.NAME}, "status": {}},
         ]
 
 
@@ -70,6 +77,23 @@ def test_a_pdb_never_observed_fails_with_its_name(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(etcd_restore.kubeapi, "list_all", api.list_all)
     with pytest.raises(RestoreError, match=r"PDB shop/web not observed yet"):
         Barrier(NS, dt.datetime.now(dt.UTC)).wait(None, _plan(), timeout=1)
+
+
+def test_the_barrier_pod_is_the_barrier_replicasets_surplus() -> None:
+    """The ReplicaSet wants none and owns the pod written after every pod: its controller
+    deletes it once its (the shared) pod cache holds it. No PDB is part of the barrier."""
+    b = Barrier(NS, dt.datetime.now(dt.UTC))
+    assert b.rs["spec"]["replicas"] == 0
+    sel = b.rs["spec"]["selector"]["matchLabels"]
+    assert sel.items() <= b.pod["metadata"]["labels"].items()
+    (ref,) = b.pod["metadata"]["ownerReferences"]
+    assert (ref["kind"], ref["name"], ref["uid"], ref["controller"]) == (
+        "ReplicaSet",
+        Barrier.NAME,
+        b.rs["metadata"]["uid"],
+        True,
+    )
+    assert not hasattr(b, "pdb")
 
 
 def test_the_poll_is_short() -> None:
