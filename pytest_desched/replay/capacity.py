@@ -1,16 +1,20 @@
-"""Whether this machine can restore a snapshot: its object count times the measured memory
-an object costs, against the memory available, checked before anything starts.
+"""Whether this machine can restore a snapshot: a fixed base plus the measured memory an
+object costs, against the memory available, checked before anything starts.
 
-The cost is measured, not guessed: bench/RESULTS.md's 1,000-node / 10,000-pod replay peaked
-at 2,115 MiB resident over every process it ran (kube-apiserver 760, controller manager 363,
-scheduler 183, descheduler 170, etcd 101, kwok 77, stand-in kubelet 131, the replay process
-330), for about 11,000 objects: ``KIB_PER_OBJECT`` = 197 KiB. Its 50,000-pod stretch run
-stayed under that rate, so the bound is on the safe side. A snapshot whose estimate exceeds
-the memory available is refused (exit 2) with both numbers, instead of a machine that swaps
-for an hour or an OOM kill halfway through a restore.
+The cost is measured, not guessed (bench/RESULTS.md, "The largest incident"): the peak resident
+memory summed over every process a replay runs (kube-apiserver, controller manager,
+scheduler, etcd, kwok, stand-in kubelet, descheduler and the replaying process) was 2,343 MiB
+for the generated 1,000-node / 10,000-pod cluster (15,482 objects) and 13,460 MiB for 10,000
+nodes / 100,000 pods (156,206 objects) before its round. The line through both is
+``BASE_MIB`` + ``KIB_PER_OBJECT`` per object; both constants are rounded up from it, so the
+estimate stays on the safe side at both sizes (2.4 and 14.7 GiB). The old flat 197 KiB per
+object (one 10,000-pod point) refused 10,000 / 100,000 at 29.3 GiB, twice what it takes. A
+snapshot whose estimate exceeds the memory available is refused (exit 2) with both numbers,
+instead of a machine that swaps for an hour or an OOM kill halfway through a restore.
 
-Both sides can be set: ``DESCHED_REPLAY_KIB_PER_OBJECT`` (another machine's measurement) and
-``DESCHED_REPLAY_MEMORY_MIB`` (the budget; default the kernel's MemAvailable).
+Every side can be set: ``DESCHED_REPLAY_BASE_MIB`` and ``DESCHED_REPLAY_KIB_PER_OBJECT``
+(another machine's measurement) and ``DESCHED_REPLAY_MEMORY_MIB`` (the budget; default the
+kernel's MemAvailable).
 """
 
 from __future__ import annotations
@@ -20,9 +24,11 @@ import os
 from pytest_desched.errors import InputError
 from pytest_desched.replay.format import Snapshot
 
-__all__ = ["KIB_PER_OBJECT", "check_capacity", "estimate_bytes"]
+__all__ = ["BASE_MIB", "KIB_PER_OBJECT", "check_capacity", "estimate_bytes"]
 
-KIB_PER_OBJECT = 197  # 2,115 MiB / ~11,000 objects (bench/RESULTS.md, 10,000-pod replay)
+BASE_MIB = 1024  # the control plane and our process with next to nothing restored
+KIB_PER_OBJECT = 92  # (13,460 - 2,167) MiB / (156,206 - 15,482) objects = 82, with a margin
+_BASE_ENV = "DESCHED_REPLAY_BASE_MIB"
 _PER_OBJECT_ENV = "DESCHED_REPLAY_KIB_PER_OBJECT"
 _BUDGET_ENV = "DESCHED_REPLAY_MEMORY_MIB"
 
@@ -44,6 +50,10 @@ def kib_per_object() -> float:
     return _env_number(_PER_OBJECT_ENV) or KIB_PER_OBJECT
 
 
+def base_mib() -> float:
+    return _env_number(_BASE_ENV) or BASE_MIB
+
+
 def available_bytes() -> int:
     """The budget: DESCHED_REPLAY_MEMORY_MIB, else the memory the kernel says is available."""
     budget = _env_number(_BUDGET_ENV)
@@ -57,7 +67,7 @@ def available_bytes() -> int:
 def estimate_bytes(snap: Snapshot) -> tuple[int, int]:
     """(objects, estimated peak bytes) of restoring and replaying `snap` here."""
     objects = sum(1 for _ in snap.all_objects())
-    return objects, int(objects * kib_per_object() * 1024)
+    return objects, int((base_mib() * 1024 + objects * kib_per_object()) * 1024)
 
 
 def _gib(n: float) -> str:
@@ -76,9 +86,10 @@ def check_capacity(snap: Snapshot, source: str, copies: int = 1) -> None:
     raise InputError(
         source,
         "",
-        f"{objects:,} objects{times} need about {_gib(need)} to restore at {kib_per_object():g} KiB "
-        f"per object (measured, bench/RESULTS.md), more than the {_gib(have)} available "
+        f"{objects:,} objects{times} need about {_gib(need)} to restore ({_gib(base_mib() * 1024**2)}"
+        f" + {kib_per_object():g} KiB per object, measured: bench/RESULTS.md), more than the "
+        f"{_gib(have)} available "
         f"({'set by ' + _BUDGET_ENV if os.environ.get(_BUDGET_ENV) else 'MemAvailable'})",
         "take the snapshot with --namespace for fewer objects, run on a bigger machine, or set "
-        f"{_PER_OBJECT_ENV} / {_BUDGET_ENV} from your own measurement",
+        f"{_BASE_ENV} / {_PER_OBJECT_ENV} / {_BUDGET_ENV} from your own measurement",
     )
