@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +68,7 @@ MAX_DEPTH = 100  # Kubernetes objects (managedFields included) nest < 30
 MAX_INT_DIGITS = 32  # int64 has 19; a 5,000-digit integer is an attack, not a count
 EXPANSION_FLOOR = 100_000
 EXPANSION_RATIO = 10
+_CONTAINERS = (dict, list, tuple)  # what check_tree walks into
 MAX_TREE_NODES = 2_000_000  # check_tree: a Python value handed in by code; a small file
 # A snapshot's JSON spends about 22 bytes a value (a generated 100,000-pod one: 140 MiB, 6.5
 # million keys); at 16 the bound lets such a snapshot through up to the byte limit and keeps a
@@ -468,6 +470,9 @@ def load_yaml_file(path: str | Path, *, kind: str = "small", what: str = "file")
 # ----------------------------------------------------------------------------------- JSON ---
 
 
+_LONG_DIGITS = re.compile(rf"\d{{{MAX_INT_DIGITS + 1}}}")  # a longer integer is refused
+
+
 def _bounded_int(raw: str) -> int:
     if len(raw.lstrip("-")) > MAX_INT_DIGITS:
         raise ValueError(f"an integer of {len(raw.lstrip('-'))} digits (limit {MAX_INT_DIGITS})")
@@ -484,8 +489,11 @@ def load_json(text: str, source: str = "<json>", field: str = "", *, kind: str =
     keys = text.count('":') - text.count('\\":')
     if keys > max_values(kind):
         raise _too_many(source, field, f"{keys:,} keys", kind)
+    # The integer bound costs a Python call per integer (a third of a snapshot's parse): only
+    # a text with a run of more digits than it allows can hold such an integer.
+    hook = {"parse_int": _bounded_int} if _LONG_DIGITS.search(text) else {}
     try:
-        doc = json.loads(text, parse_int=_bounded_int)
+        doc = json.loads(text, **hook)
     except RecursionError:
         raise InputError(source, field, f"nested deeper than {MAX_DEPTH} levels", _FIX) from None
     except ValueError as exc:
@@ -527,18 +535,22 @@ def check_tree(
     Iterative, and it stops at the first bound: safe on a value a caller built with shared
     sub-objects (a YAML-alias graph from elsewhere), which a recursive walk would expand.
     """
+    # Only containers are pushed (most values are scalars: a third of the time); a
+    # container's children are counted, and their depth checked, when it is popped.
+    if not isinstance(value, _CONTAINERS):
+        return
     todo: list[tuple[Any, int]] = [(value, 0)]
-    seen = 0
+    seen = 1
     while todo:
         v, depth = todo.pop()
-        seen += 1
+        children = v.values() if isinstance(v, dict) else v
+        if not children:
+            continue
+        seen += len(children)
         if seen > max_nodes:
             raise InputError(
                 source, field, f"more than {max_nodes} values once expanded", "shrink it"
             )
-        if depth > MAX_DEPTH:
+        if depth + 1 > MAX_DEPTH:
             raise InputError(source, field, f"nested deeper than {MAX_DEPTH} levels", _FIX)
-        if isinstance(v, dict):
-            todo.extend((x, depth + 1) for x in v.values())
-        elif isinstance(v, (list, tuple)):
-            todo.extend((x, depth + 1) for x in v)
+        todo.extend((x, depth + 1) for x in children if isinstance(x, _CONTAINERS))
