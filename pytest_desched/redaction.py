@@ -9,6 +9,7 @@ scrub their own messages without pulling in the evidence format.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -86,8 +87,27 @@ def _keyed(m: re.Match[str]) -> str:
     return m.group(0)
 
 
+# Strings up to this length are scrubbed once and remembered: a replay's ledger repeats the same
+# few thousand strings (fate details, node and owner names) a million times, and scrubbing each
+# anew took most of the 97 s a 10,000-pod ledger spent being written (issue 42). The result is
+# a pure function of the text, so a remembered one is the one scrubbing would give; longer text
+# (a log line, a message) is rarely repeated; the bound keeps the cache under ~30 MB.
+SCRUB_CACHE_LEN = 256
+
+
 def scrub_secrets(text: str) -> str:
     """Replace tokens, keys and passwords in free text with `<redacted>`."""
+    if len(text) <= SCRUB_CACHE_LEN:
+        return _scrub_remembered(text)
+    return _scrub(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _scrub_remembered(text: str) -> str:
+    return _scrub(text)
+
+
+def _scrub(text: str) -> str:
     text = _PEM.sub(REDACTED, text)
     text = _JWT.sub(REDACTED, text)
     text = _BEARER.sub(rf"\1 {REDACTED}", text)

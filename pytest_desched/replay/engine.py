@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,9 @@ from pytest_desched.replay.ledger import (
     Ledger,
     PodFate,
     figures,
+    node_cuts,
     round_fates,
+    total_cut,
     undecided,
 )
 from pytest_desched.replay.log_compare import compare_with_log
@@ -78,7 +80,8 @@ class ReplayResult:
     host: dict[str, Any] = field(default_factory=dict)  # a host replay's plan and teardown
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        # the ledger by its own to_dict only: asdict's recursion through it took seconds
+        d = asdict(replace(self, ledger=Ledger(self.ledger.source)))
         d["ledger"] = self.ledger.to_dict()
         return d
 
@@ -362,6 +365,7 @@ def _run(
             hook_extra = {**hook_extra, **after_round(i, rnd, fates)}
         with session.phase(f"replay.round{i}.aftermath"):
             new_rows, after, new_owners = aftermath(cluster, owner_uid, evicted, known, report)
+        cuts = (total_cut(rnd.result), node_cuts(rnd.result))  # once: each scans every decision
         for row in ledger.rows:
             if len(row.fates) >= i:  # a not-restored pod's entry for round 1
                 continue
@@ -372,7 +376,7 @@ def _run(
             if prior is not None and prior.fate in (Fate.EVICTED.value, GONE):
                 row.fates.append(PodFate(GONE, None, "evicted in an earlier round"))
                 continue
-            f = fates.get(row.pod) or undecided(rnd.result, row.node)
+            f = fates.get(row.pod) or undecided(rnd.result, row.node, cuts=cuts)
             if f.fate == Fate.EVICTED.value:
                 f.replacement = after.get(row.pod, "none")
                 if f.replacement == "missing":
@@ -475,11 +479,12 @@ def _write(session: Any, result: ReplayResult) -> None:
 
     try:
         ev = session.evidence
-        j = ev.write_json("replay", "replay", result.to_dict())
+        data = result.to_dict()  # once: ~10 s a call at 10,000 pods x 15 rounds (issue 42)
+        j = ev.write_json("replay", "replay", data)
         m = ev.write_text("replay", "ledger.md", result.markdown())
 
         # Beside the JSON, from the same data and redacted by the same rule.
-        h = write_replay_report(j.with_name("replay.html"), result.to_dict(), session.redactor)
+        h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
         result.artifacts = {"json": str(j), "markdown": str(m), "html": str(h)}
     except Exception as exc:  # the result is still returned; say why there is no file
         result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")

@@ -9,7 +9,14 @@ from typing import Any
 
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.replay.format import Snapshot, key
-from pytest_desched.replay.ledger import PodRow, compare, round_fates, undecided
+from pytest_desched.replay.ledger import (
+    PodRow,
+    compare,
+    node_cuts,
+    round_fates,
+    total_cut,
+    undecided,
+)
 
 
 def pdb_status_by_pod(snap: Snapshot) -> dict[str, Any]:
@@ -43,9 +50,10 @@ def compare_with_log(
     verbose = any('"v":4' in line for line in log.splitlines()[:5000])
     nodes = {key(p): (p.get("spec") or {}).get("nodeName") for p in snap.pods}
     a, b = round_fates(incident, log), round_fates(rnd.result, rnd.logs)
+    ca, cb = ((total_cut(r), node_cuts(r)) for r in (incident, rnd.result))  # once each
     for pod in restored.expected:  # no decision: not picked, or not reached after a cap
-        a.setdefault(pod, undecided(incident, nodes.get(pod)))
-        b.setdefault(pod, undecided(rnd.result, nodes.get(pod)))
+        a.setdefault(pod, undecided(incident, nodes.get(pod), cuts=ca))
+        b.setdefault(pod, undecided(rnd.result, nodes.get(pod), cuts=cb))
     return compare(
         a,
         b,

@@ -98,3 +98,27 @@ def test_a_token_in_a_duration_field_never_reaches_the_output(
     assert rc in (cli.EXIT_FAILED, cli.EXIT_USAGE), out.err
     assert "invalid duration" in out.out + out.err  # the descheduler's words are still shown
     assert TOKEN not in out.out + out.err
+
+
+def test_a_repeated_short_string_is_scrubbed_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: a 10,000-pod ledger repeats a few thousand strings a million times; scrubbing
+    each anew took most of the ~97 s its files took. The same string is scrubbed once, and a
+    secret in it is still gone every time (long text is scrubbed each time, never kept)."""
+    from pytest_desched import redaction
+
+    seen: list[str] = []
+    real = redaction._JWT
+
+    class Counted:
+        def sub(self, repl: str, text: str) -> str:
+            seen.append(text)
+            return real.sub(repl, text)
+
+    monkeypatch.setattr(redaction, "_JWT", Counted())
+    keyed = f"token={TOKEN} on node-1 #42"
+    out = redaction.scrub_data({"rows": [{"detail": keyed, "node": "node-1 #42"}] * 1000})
+    assert all(TOKEN not in r["detail"] and "<redacted>" in r["detail"] for r in out["rows"])
+    assert seen.count(keyed) == 1 and seen.count("node-1 #42") == 1
+    long = f"token={TOKEN} " + "x" * redaction.SCRUB_CACHE_LEN
+    assert [TOKEN in scrub_secrets(long) for _ in range(2)] == [False, False]
+    assert seen.count(long) == 2
