@@ -19,26 +19,25 @@ from pytest_desched.replay.ledger import PodRow, replacement_origin
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
-# the owners whose replacements are waited for: kind path, and its desired replicas (None: no
-# count to compare, so only its being gone ends the wait)
-_OWNERS = (
-    ("/apis/apps/v1/replicasets", "replicas"),
-    ("/apis/apps/v1/statefulsets", "replicas"),
-    ("/apis/apps/v1/daemonsets", None),
-)
+# the owners whose replacements are waited for: kind, and its desired replicas (None: no count
+# to compare, so only its being gone ends the wait)
+_OWNERS = (("replicasets", "replicas"), ("statefulsets", "replicas"), ("daemonsets", None))
 
 
-def done_owners(api: Any, pods: list[dict[str, Any]], short: set[str]) -> set[str]:
+def done_owners(
+    api: Any, pods: list[dict[str, Any]], short: set[str], namespaces: list[str]
+) -> set[str]:
     """Of the owner UIDs `short` of replacements, those that will make none: gone, or
-    holding their desired replicas already in live pods (not terminating)."""
+    holding their desired replicas already in live pods (not terminating). An owner is in its
+    pods' namespace: only `namespaces` (the evicted pods') are listed."""
     if not short:
         return set()
     # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
     from pytest_desched.replay import kubeapi
 
     want: dict[str, int | None] = {}
-    for path, field in _OWNERS:
-        for o in kubeapi.list_all(api, path):
+    for (kind, field), ns in ((o, ns) for o in _OWNERS for ns in namespaces):
+        for o in kubeapi.list_all(api, f"/apis/apps/v1/namespaces/{ns}/{kind}"):
             n = (o.get("spec") or {}).get(field) if field else None
             want[o["metadata"]["uid"]] = int(n) if n is not None else None
     have = Counter(
@@ -69,14 +68,21 @@ def aftermath(
     from pytest_desched.kube import WaitTimeout, wait_for
     from pytest_desched.replay import kubeapi
 
+    if not evicted:  # nothing to wait for: no list of the cluster's pods (issue 42)
+        return [], {}, {}
     api = cluster.api_client
+    # an evicted pod, its owner and its replacement share a namespace: only those are listed
+    # (each list of all 10,000 pods took seconds, and the wait lists again every second)
+    namespaces = sorted({p.split("/", 1)[0] for p in evicted})
     want: dict[str, int] = {}
     for pod in evicted:
         if owner_uid.get(pod):
             want[str(owner_uid[pod])] = want.get(str(owner_uid[pod]), 0) + 1
 
     def probe() -> tuple[list[dict[str, Any]], list[str]]:
-        pods = kubeapi.list_all(api, "/api/v1/pods")
+        pods = [
+            p for ns in namespaces for p in kubeapi.list_all(api, f"/api/v1/namespaces/{ns}/pods")
+        ]
         # the evicted pod itself (a UID listed before the round): a StatefulSet's replacement
         # has its name, and must not read as the evicted pod still there
         keys = {key(p) for p in pods if p["metadata"]["uid"] in known}
@@ -95,7 +101,7 @@ def aftermath(
             if not _placed(p):
                 waiting.append(f"{key(p)} not placed yet")
         short = {o for o, n in want.items() if got.get(o, 0) < n}
-        short -= done_owners(api, pods, short)  # gone or scaled down: none will come
+        short -= done_owners(api, pods, short, namespaces)  # gone or scaled down: none will come
         waiting += [f"owner {o}: {got.get(o, 0)} of {want[o]} replacements" for o in sorted(short)]
         return new, waiting
 
