@@ -31,7 +31,7 @@ import math
 import re
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
@@ -53,8 +53,10 @@ MAX_TIMELINE_ROUNDS = 1000
 # Changes applied at once: one apply is an API round trip or two, and one at a time took 54 ms
 # a change (p50) at 1,000 nodes / 10,000 pods, 18 a wall second where a 30-minute window of
 # 5,000 changes needs 28 at 10x (issue 42); changes to different objects are independent, as
-# the people and tools that made them were.
-APPLY_LANES = 4
+# the people and tools that made them were. Eight, not four: with a round's lists and the
+# descheduler on the same cores one apply took 75-500 ms, and four lanes then queued changes a
+# wall second and more behind their moments (10x needs each landed within 0.1 wall s).
+APPLY_LANES = 8
 # Kinds other objects name (a namespace, a priority class, a storage class): any change of
 # one, and a node or volume created or deleted, runs alone, after and before all others.
 _FENCE_KINDS = ("Namespace", "PriorityClass", "StorageClass")
@@ -381,13 +383,28 @@ class TimelineDriver:
     def _apply_all(self) -> None:
         """Each change handed to one of `lanes` workers when window time reaches it (see
         `runs_alone`); outcomes join `outcomes` in the timeline's order, so a change counts as
-        in only once every change before it is (the barrier and `stale` read that prefix)."""
+        in only once every change before it is (the barrier and `stale` read that prefix).
+
+        A change whose object has one in flight joins that object's chain: the worker that
+        applies one runs the next as soon as it has landed, and the changes after it (other
+        objects') are handed out meanwhile. (Waiting here for the earlier one held every later
+        change of every object behind it.)"""
         # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
         from pytest_desched.replay.apply import apply_change
 
         api = self._cluster.api_client
-        last: dict[str, Future[None]] = {}  # object -> its latest change's apply
+        chains: dict[str, deque[tuple[int, Any]]] = {}  # object -> its changes still to apply
         running: set[Future[None]] = set()
+
+        def chain(i: int, c: Any) -> None:
+            while True:
+                self._apply_one(apply_change, api, i, c)
+                with self._lock:
+                    if not chains[c.key] or self.clock.stopped:  # stopped: nothing more lands
+                        del chains[c.key]
+                        return
+                    i, c = chains[c.key].popleft()
+
         with ThreadPoolExecutor(self.lanes, thread_name_prefix="desched-timeline-apply") as pool:
             for i, c in enumerate(self.tl.changes):
                 try:
@@ -397,11 +414,15 @@ class TimelineDriver:
                     return
                 running = {f for f in running if not f.done()}
                 alone = runs_alone(c)
-                prior = last.get(c.key)
-                futures_wait(running if alone else [prior] if prior else [])
-                fut = pool.submit(self._apply_one, apply_change, api, i, c)
+                if alone:
+                    futures_wait(running)  # every chain drained: nothing before it in flight
+                with self._lock:
+                    if c.key in chains:  # its object's earlier change is in flight
+                        chains[c.key].append((i, c))
+                        continue
+                    chains[c.key] = deque()
+                fut = pool.submit(chain, i, c)
                 running.add(fut)
-                last[c.key] = fut
                 if alone:
                     futures_wait([fut])
 

@@ -172,8 +172,8 @@ def test_finish_reports_the_lateness_of_every_change(
 def lanes_driver(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, apply: Any, picks: list[tuple[float, str]]
 ) -> TimelineDriver:
-    """Patches at (t, node index or 'ns') over a generated cluster's 4 nodes, at 100x."""
-    snap = generate(seed=3, nodes=4, pods=12)
+    """Patches at (t, node index or 'ns') over a generated cluster's 8 nodes, at 100x."""
+    snap = generate(seed=3, nodes=8, pods=12)
     names = [n["metadata"]["name"] for n in snap.nodes]
     label = {"metadata": {"labels": {"s": "1"}}}
     changes = [
@@ -233,3 +233,45 @@ def test_one_objects_changes_apply_in_order_and_a_namespace_change_runs_alone(
     after = log[log.index(ns) + 1 :]
     assert after and all("Namespace default" not in x[2] for x in after)
     assert any(x[2] for x in log)  # different nodes did overlap
+
+
+def test_eight_changes_to_different_objects_are_in_flight_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 42: with a round's lists and the descheduler on the same two cores one apply took
+    # 75-500 ms, and four lanes queued changes a wall second behind their moments
+    together = threading.Barrier(8, timeout=5)
+
+    def apply(api: object, c: Change) -> str:
+        together.wait()
+        return "applied"
+
+    d = lanes_driver(tmp_path, monkeypatch, apply, [(1.0 + i / 100, str(i)) for i in range(8)])
+    d.before_round(1, Cluster())
+    assert [o["outcome"] for o in d.finish()["outcomes"]] == ["applied"] * 8
+
+
+def test_a_change_waiting_for_its_objects_earlier_one_holds_no_other_object_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # node 0's first change is slow; its second waits for it, and node 1's change (due after
+    # both) goes out meanwhile: before, the dispatcher waited for node 0's first change itself,
+    # so node 1's waited too (here for ever: node 0's first answers only once node 1's landed)
+    other_landed = threading.Event()
+    order: list[tuple[str, float]] = []
+
+    def apply(api: object, c: Change) -> str:
+        if c.t == 1.0:
+            assert other_landed.wait(5), "node 1's change was held behind node 0's"
+        order.append((c.name, c.t))
+        if c.t == 1.02:
+            other_landed.set()
+        return "applied"
+
+    d = lanes_driver(tmp_path, monkeypatch, apply, [(1.0, "0"), (1.01, "0"), (1.02, "1")])
+    d.before_round(1, Cluster())
+    done = d.finish()
+    n0, n1 = d.tl.changes[0].name, d.tl.changes[2].name
+    assert order == [(n1, 1.02), (n0, 1.0), (n0, 1.01)]  # node 0's two in their order
+    assert [o["t"] for o in done["outcomes"]] == [1.0, 1.01, 1.02]  # the timeline's order
+    assert [o["outcome"] for o in done["outcomes"]] == ["applied"] * 3
