@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", default=None, help="round cadence (default: the chart's 2m)")
     ap.add_argument("--timeout", type=float, default=600, help="each round")
     ap.add_argument(
-        "--apply-lanes", type=int, default=None, help="changes applied at once (the engine's 4)"
+        "--apply-lanes", type=int, default=None, help="changes applied at once (the engine's 8)"
     )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
