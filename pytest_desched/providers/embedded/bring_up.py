@@ -89,9 +89,10 @@ def kubeconfig_written(path: Path) -> bool:
 
 
 def kwokctl_create_args(
-    name: str, bins: Mapping[str, Path], wait_s: int, annotation: str
+    name: str, bins: Mapping[str, Path], wait_s: int, annotation: str, ports: Path
 ) -> list[str]:
-    """`kwokctl create cluster` as the embedded provider runs it (binary runtime, our tools)."""
+    """`kwokctl create cluster` as the embedded provider runs it (binary runtime, our tools);
+    `ports`: the KwokctlConfiguration holding the ports chosen for it (ports.py)."""
     return [
         "create",
         "cluster",
@@ -103,6 +104,8 @@ def kwokctl_create_args(
         "",
         "-c",
         str(manifest_path("kwok-stages.yaml")),
+        "-c",
+        str(ports),
         "--kube-apiserver-binary",
         str(bins["kube-apiserver"]),
         "--kube-controller-manager-binary",

@@ -48,6 +48,8 @@ from pytest_desched.providers.embedded.owners import (
     this_process,
     write_record,
 )
+from pytest_desched.providers.embedded.ports import CONFIG as PORTS_CONFIG
+from pytest_desched.providers.embedded.ports import ports_config, reserve_ports
 from pytest_desched.providers.embedded.processes import (
     component_pids,
     death_report,
@@ -56,7 +58,6 @@ from pytest_desched.providers.embedded.processes import (
     running,
 )
 from pytest_desched.providers.embedded.watchdog import Watchdog
-from pytest_desched.tools.locate import file_lock
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import descheduler_image
 
@@ -155,6 +156,7 @@ class EmbeddedProvider(Provider):
         self.timings: dict[str, float] = {}
         self.teardown: dict[str, Any] | None = None  # what stop() found (see stop)
         self._watchdog: Watchdog | None = None
+        self.ports: dict[str, int] = {}  # chosen in start() (ports.py)
 
     # -- paths ----------------------------------------------------------
     @property
@@ -199,11 +201,10 @@ class EmbeddedProvider(Provider):
         # stop()'s checked deletion (was "no cluster had been started" in the signal matrix).
         self.root.mkdir(parents=True, exist_ok=True)
         self._created = True
-        owners = self.root / "owners"
-        owners.mkdir(exist_ok=True)
-        # whole or not at all: the other canary track's reap_stale may be reading (owners.py)
-        write_record(
-            owners / f"{self.cluster_name}.json", {**this_process(), "created": time.time()}
+        # The owner record, whole or not at all (the other canary track's reap_stale may be
+        # reading: owners.py), with the cluster's ports, chosen under a short lock (ports.py).
+        self.ports = reserve_ports(
+            self.root, self.cluster_name, {**this_process(), "created": time.time()}
         )
         # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
         # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
@@ -211,8 +212,14 @@ class EmbeddedProvider(Provider):
         # Every wait from now on ends with a named error if a component dies (kube.wait_for).
         LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
+        self.cluster_dir.mkdir(parents=True, exist_ok=True)
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports))
         create = kwokctl_create_args(
-            self.cluster_name, bins, int(self.wait_timeout), KWOK_NODE_ANNOTATION
+            self.cluster_name,
+            bins,
+            int(self.wait_timeout),
+            KWOK_NODE_ANNOTATION,
+            self.cluster_dir / PORTS_CONFIG,
         )
         # While kwokctl brings the control plane up (mostly waiting), the rest of the
         # bring-up's own work goes on beside it (_beside_kwokctl).
@@ -308,26 +315,25 @@ class EmbeddedProvider(Provider):
                     kill_child_of(caller)  # the kwokctl this thread's caller waits on
                     return
 
-        # kwokctl picks free ports when it creates a cluster; two creations at once (xdist
-        # workers) can pick the same ones, so creations are serialized across processes.
-        with file_lock(self.root / "create.lock"):
-            watcher = Beside(watch, name="desched-create-liveness")
-            try:
-                self._kwokctl(*create, timeout=self.wait_timeout + 60)
-            except (subprocess.TimeoutExpired, CommandError) as exc:
-                watcher.join()
-                if died:
-                    raise ProviderError(died[0]) from None
-                tails = []  # the cluster dir is removed on failure: keep what its logs said
-                for log in sorted((self.cluster_dir / "logs").glob("*.log")):
-                    lines = log.read_text(errors="replace").splitlines()[-3:]
-                    tails.append(f"--- {log.name}\n" + "\n".join(line[:300] for line in lines))
-                raise ProviderError(
-                    f"kwokctl could not start cluster {self.cluster_name} within "
-                    f"{self.wait_timeout + 60:.0f}s: {str(exc)[-600:]}\n" + "\n".join(tails)
-                ) from None
-            finally:
-                watcher.join()
+        # No lock: the ports were chosen beforehand (start, ports.py), so two creations at
+        # once (the canary's tracks, xdist workers) cannot pick the same ones.
+        watcher = Beside(watch, name="desched-create-liveness")
+        try:
+            self._kwokctl(*create, timeout=self.wait_timeout + 60)
+        except (subprocess.TimeoutExpired, CommandError) as exc:
+            watcher.join()
+            if died:
+                raise ProviderError(died[0]) from None
+            tails = []  # the cluster dir is removed on failure: keep what its logs said
+            for log in sorted((self.cluster_dir / "logs").glob("*.log")):
+                lines = log.read_text(errors="replace").splitlines()[-3:]
+                tails.append(f"--- {log.name}\n" + "\n".join(line[:300] for line in lines))
+            raise ProviderError(
+                f"kwokctl could not start cluster {self.cluster_name} within "
+                f"{self.wait_timeout + 60:.0f}s: {str(exc)[-600:]}\n" + "\n".join(tails)
+            ) from None
+        finally:
+            watcher.join()
 
     def component_report(self, component: str) -> str:
         """Whether a kwokctl-run component is alive, and its log's last lines (diagnostics)."""

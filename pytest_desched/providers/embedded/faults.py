@@ -7,8 +7,8 @@ What breaks, and how it is done the way kwokctl v0.8.0 itself does it:
   (pkg/kwokctl/runtime/exec.go ForkExecKill: SIGKILL the pid in `<cluster>/pids/<name>.pid`,
   remove the file), and `kwokctl start cluster` starts exactly the components whose pid file
   names no live process, with their recorded arguments (startComponent skips running ones).
-  While one is down, cluster creation (`<root>/create.lock`) waits, so no new cluster takes
-  its ports; a healed control plane is /readyz ok with its leaders renewing their Leases;
+  While one is down, the choice of a new cluster's ports (`<root>/create.lock`) waits, so no
+  new cluster takes its ports; a healed control plane is /readyz ok with its leaders renewing their Leases;
 * the round's descheduler process: the stand-in kubelet runs it with its stdout on
   `<cluster>/stand-in-kubelet/logs/<pod>.log`, which finds its pid;
 * a node NotReady: kwok manages only nodes annotated `kwok.x-k8s.io/node=fake` (see
@@ -43,6 +43,7 @@ from pytest_desched.proc import run
 from pytest_desched.providers.audit_log import AuditWindow
 from pytest_desched.providers.embedded.cluster import KWOK_NODE_ANNOTATION, kwokctl_env
 from pytest_desched.providers.embedded.kubelet import state_dir
+from pytest_desched.providers.embedded.ports import LOCK as PORTS_LOCK
 from pytest_desched.providers.embedded.processes import HELD_DOWN, reap, running
 from pytest_desched.tools.locate import file_lock
 
@@ -190,10 +191,12 @@ class Faults:
     def hold_create_lock(self) -> None:
         """Keep every cluster creation of this cache waiting while a component is down.
 
-        kwokctl picks a new cluster's ports by probing downward from 32767 for free ones, so
-        a cluster created meanwhile (an xdist worker, another run on this machine) would
-        take a stopped component's ports, and its restart would fail with "address already
-        in use". Every creation by this project takes `<root>/create.lock` (cluster.py).
+        A new cluster's ports are the free ones below 32767 (ports.py; kwokctl itself when
+        run directly), so a cluster created meanwhile (an xdist worker, another run on this
+        machine) could take a stopped component's ports, and its restart would fail with
+        "address already in use". This project's owner records keep a cluster's ports
+        reserved while it lives, and every choice of ports (ports.py) or plain run's
+        creation (bench/plain_runbook.sh) takes `<root>/create.lock`.
         Taking it can wait for a creation under way: a fault meant for a point of a round
         takes it beforehand (`Trigger.prepare`), so the wait never delays the fault. Until
         `release`, the cluster's liveness is not checked (processes.HELD_DOWN): a component
@@ -202,7 +205,7 @@ class Faults:
         HELD_DOWN.add(self.cdir)
         if self._create_lock is None:
             stack = contextlib.ExitStack()
-            stack.enter_context(file_lock(self.root / "create.lock"))
+            stack.enter_context(file_lock(self.root / PORTS_LOCK))
             self._create_lock = stack
 
     def release(self) -> None:
