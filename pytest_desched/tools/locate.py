@@ -35,19 +35,9 @@ def file_lock(path: Path) -> Iterator[None]:
     `filelock` takes an OS lock (flock) on its own descriptor, so two holders in one process
     exclude each other too; the lock file is opened without following a planted symlink.
     """
-    lock = taken_file_lock(path)
-    try:
-        yield
-    finally:
-        lock.release()
-
-
-def taken_file_lock(path: Path) -> FileLock:
-    """`file_lock`'s lock, taken, for a holder whose release comes from another thread."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(path, thread_local=False)
-    lock.acquire()
-    return lock
+    with FileLock(path):
+        yield
 
 
 # How to ask a binary for its version: argv tail and a regex whose group 1 is the version.

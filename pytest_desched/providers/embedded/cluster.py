@@ -49,7 +49,7 @@ from pytest_desched.providers.embedded.owners import (
     write_record,
 )
 from pytest_desched.providers.embedded.ports import CONFIG as PORTS_CONFIG
-from pytest_desched.providers.embedded.ports import Reservation, ports_config, reserve_ports
+from pytest_desched.providers.embedded.ports import ports_config, reserve_ports
 from pytest_desched.providers.embedded.processes import (
     component_pids,
     death_report,
@@ -202,42 +202,36 @@ class EmbeddedProvider(Provider):
         self.root.mkdir(parents=True, exist_ok=True)
         self._created = True
         # The owner record, whole or not at all (the other canary track's reap_stale may be
-        # reading: owners.py), with the cluster's ports, chosen under a lock that kwokctl's
-        # first step hands back (ports.py); released here at the latest.
-        reservation = reserve_ports(
+        # reading: owners.py), with the cluster's ports, chosen under a short lock (ports.py).
+        self.ports = reserve_ports(
             self.root, self.cluster_name, {**this_process(), "created": time.time()}
         )
-        self.ports = reservation.ports
-        side: Beside[subprocess.Popen[bytes] | None] | None = None
+        # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
+        # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
+        self._watchdog = Watchdog(self.root, self.cluster_name)
+        # Every wait from now on ends with a named error if a component dies (kube.wait_for).
+        LIVENESS_CHECKS[self.cluster_name] = self.death_report
+        self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
+        self.cluster_dir.mkdir(parents=True, exist_ok=True)
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports))
+        create = kwokctl_create_args(
+            self.cluster_name,
+            bins,
+            int(self.wait_timeout),
+            KWOK_NODE_ANNOTATION,
+            self.cluster_dir / PORTS_CONFIG,
+        )
+        # While kwokctl brings the control plane up (mostly waiting), the rest of the
+        # bring-up's own work goes on beside it (_beside_kwokctl).
+        side = Beside(self._beside_kwokctl, name="desched-bring-up")
         try:
-            # Before any component starts: if this process is killed (SIGKILL, as a CI
-            # timeout does), the watchdog deletes the cluster at once (watchdog.py).
-            self._watchdog = Watchdog(self.root, self.cluster_name)
-            # Every wait from now on ends with a named error if a component dies.
-            LIVENESS_CHECKS[self.cluster_name] = self.death_report
-            self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
-            self.cluster_dir.mkdir(parents=True, exist_ok=True)
-            (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports))
-            create = kwokctl_create_args(
-                self.cluster_name,
-                bins,
-                int(self.wait_timeout),
-                KWOK_NODE_ANNOTATION,
-                self.cluster_dir / PORTS_CONFIG,
-            )
-            # While kwokctl brings the control plane up (mostly waiting), the rest of the
-            # bring-up's own work goes on beside it (_beside_kwokctl).
-            side = Beside(self._beside_kwokctl, name="desched-bring-up")
-            self._create(create, reservation)
+            self._create(create)
         except BaseException:  # kwokctl's failure (or Ctrl-C) is the one said
             # Not joined: the side may be seconds into importing the API client, and a
             # signal must end the command within 2 s; abandoning it only guarantees that
             # it starts no kubelet the cluster's deletion could miss.
-            if side is not None:
-                side.abandon()
+            side.abandon()
             raise
-        finally:
-            reservation.release()
         kubelet = side.join()  # the side's own error raises here
         self.timings["control_plane_s"] = time.monotonic() - t1
 
@@ -304,29 +298,25 @@ class EmbeddedProvider(Provider):
         """The error naming a dead component of this cluster, or None (processes.py)."""
         return death_report(self.cluster_dir, self.cluster_name)
 
-    def _create(self, create: list[str], ports: Reservation | None = None) -> None:
+    def _create(self, create: list[str]) -> None:
         """`kwokctl create cluster`; ProviderError with the components' last log lines.
 
         A component that dies meanwhile (etcd out of memory) ends kwokctl's wait within a
         second, named (`death_report`): kwokctl itself would wait its whole `--wait`.
-        `ports`: their lock is released as soon as kwokctl has recorded them (ports.py).
         """
         died: list[str] = []
         caller = threading.get_ident()
 
         def watch(stop: Stop) -> None:
-            held = ports is not None  # polled closely: other creations wait on the lock
-            while not stop.wait(0.02 if held else 0.25):
-                held = ports is not None and not ports.handed_over(self.cluster_dir)
+            while not stop.wait(0.25):
                 why = self.death_report()
                 if why:
                     died.append(why)
                     kill_child_of(caller)  # the kwokctl this thread's caller waits on
                     return
 
-        # Not under the creation lock past kwokctl's first step: the ports were chosen
-        # beforehand (start, ports.py), so two bring-ups at once (the canary's tracks, xdist
-        # workers) cannot pick the same ones, and their waits overlap.
+        # No lock: the ports were chosen beforehand (start, ports.py), so two creations at
+        # once (the canary's tracks, xdist workers) cannot pick the same ones.
         watcher = Beside(watch, name="desched-create-liveness")
         try:
             self._kwokctl(*create, timeout=self.wait_timeout + 60)

@@ -6,9 +6,7 @@ first one no listener holds and no existing cluster's `kwok.yaml` names. Two cre
 once see the same free ports (neither is bound before the components start), so creations
 once ran one after another under `<root>/create.lock`, each with kwokctl's whole wait for
 its components. Here the lock is held only while the ports are chosen and recorded in the
-cluster's owner record, and until the `kwokctl create` given them (`-c`) has recorded them
-in its `kwok.yaml` (its first step, before any component starts: other kwokctl runs, which
-pick their own ports, read that file); the bring-up's wait runs outside it.
+cluster's owner record; `kwokctl create` then runs outside it with the ports given (`-c`).
 
 The owner records are the registry of ports handed out: a record lives as long as its
 cluster (a verified deletion removes it last, processes.remove_cluster), so a port handed
@@ -24,10 +22,8 @@ import re
 import socket
 from pathlib import Path
 
-from filelock import FileLock
-
 from pytest_desched.providers.embedded.owners import read_record, write_record
-from pytest_desched.tools.locate import taken_file_lock
+from pytest_desched.tools.locate import file_lock
 
 # Every port kwokctl v0.8.0's binary runtime binds for the components this project runs
 # (the KwokctlConfiguration option of each; none has a flag: etcdPeerPort). kubectl proxy
@@ -87,44 +83,15 @@ def handed_out(root: Path) -> set[int]:
     return taken
 
 
-class Reservation:
-    """A cluster's ports, with `<root>/create.lock` held until kwokctl recorded them.
-
-    `handed_over` releases the lock once the cluster's `kwok.yaml` names them (from any
-    thread: the creation's watcher does it); `release` in any case (idempotent).
-    """
-
-    def __init__(self, ports: dict[str, int], lock: FileLock) -> None:
-        self.ports = ports
-        self._lock: FileLock | None = lock
-
-    def handed_over(self, cluster_dir: Path) -> bool:
-        """Release the lock if kwokctl has recorded the ports; whether it is released."""
-        if self._lock is None:
-            return True
-        with contextlib.suppress(OSError):
-            found = dict(_KWOK_YAML_PORT.findall((cluster_dir / "kwok.yaml").read_text()))
-            if {f: int(p) for f, p in found.items() if f in self.ports} == self.ports:
-                self.release()
-        return self._lock is None
-
-    def release(self) -> None:
-        lock, self._lock = self._lock, None
-        if lock is not None:
-            lock.release()
-
-
-def reserve_ports(root: Path, name: str, record: dict) -> Reservation:
+def reserve_ports(root: Path, name: str, record: dict) -> dict[str, int]:
     """Choose cluster `name`'s ports and write its owner record (`record` plus them).
 
-    Under `<root>/create.lock` (the choice takes milliseconds): no two clusters of this root
-    get the same port, and none gets one a live or kept cluster was given. The lock stays
-    taken (see Reservation) until the caller's kwokctl recorded the ports, or released them.
+    Under `<root>/create.lock` for the choice only (milliseconds): no two clusters of this
+    root get the same port, and none gets one a live or kept cluster was given.
     """
     owners = root / "owners"
     owners.mkdir(parents=True, exist_ok=True)
-    lock = taken_file_lock(root / LOCK)
-    try:
+    with file_lock(root / LOCK):
         taken = handed_out(root)
         ports: dict[str, int] = {}
         candidates = (p for p in range(HIGHEST, LOWEST - 1, -1) if p not in taken)
@@ -134,10 +101,7 @@ def reserve_ports(root: Path, name: str, record: dict) -> Reservation:
                 raise OSError(f"no free port in {LOWEST}-{HIGHEST} for {field} of {name}")
             ports[field] = port
         write_record(owners / f"{name}.json", {**record, "ports": ports})
-    except BaseException:
-        lock.release()
-        raise
-    return Reservation(ports, lock)
+    return ports
 
 
 def ports_config(ports: dict[str, int]) -> str:

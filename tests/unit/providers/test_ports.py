@@ -35,7 +35,7 @@ from pytest_desched.providers.embedded.ports import reserve_ports
 root, name, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
 while not go.exists():  # all start choosing at once
     time.sleep(0.001)
-print(json.dumps(reserve_ports(root, name, {"pid": 1}).ports), flush=True)
+print(json.dumps(reserve_ports(root, name, {"pid": 1})), flush=True)
 """
 
 
@@ -62,18 +62,11 @@ def test_concurrent_reservations_never_hand_out_a_port_twice(tmp_path: Path) -> 
         assert (read_record(tmp_path / "owners" / f"c{i}.json") or {})["ports"] == got
 
 
-def taken(root: Path, name: str, record: dict) -> dict[str, int]:
-    """Ports chosen, their lock released as after kwokctl recorded them."""
-    reservation = reserve_ports(root, name, record)
-    reservation.release()
-    return reservation.ports
-
-
 def test_ports_of_records_listeners_and_kwok_yaml_are_skipped(tmp_path: Path) -> None:
     """A record's ports stay taken while it exists; a listener's port and one an existing
     cluster's kwok.yaml names (kwokctl's own bookkeeping) are never handed out."""
-    first = taken(tmp_path, "a", {"pid": 1, "keep": True})
-    second = taken(tmp_path, "b", {"pid": 1})
+    first = reserve_ports(tmp_path, "a", {"pid": 1, "keep": True})
+    second = reserve_ports(tmp_path, "b", {"pid": 1})
     assert not set(first.values()) & set(second.values())
     assert handed_out(tmp_path) == {*first.values(), *second.values()}
 
@@ -90,7 +83,7 @@ def test_ports_of_records_listeners_and_kwok_yaml_are_skipped(tmp_path: Path) ->
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", listened))
         listener.listen()
-        third = taken(tmp_path, "c", {"pid": 1})
+        third = reserve_ports(tmp_path, "c", {"pid": 1})
     assert listened not in third.values() and named not in third.values()
 
 
@@ -106,24 +99,20 @@ def test_the_config_gives_kwokctl_every_port() -> None:
 
 @pytest.fixture
 def overlapping_kwokctl(tmp_path: Path) -> Path:
-    """A kwokctl `create` that checks the creation lock is held until it recorded its ports
-    (kwok.yaml, from its `-c` file), then free while it runs, and ends well only once
-    another `create` runs at the same time. Its checks take the lock shared: the other
-    one's check does not exclude it."""
+    """A kwokctl whose `create` ends well only once another `create` runs at the same time,
+    and fails if the cluster-creation lock is held while it runs (a shared flock: the other
+    one's own check does not exclude it)."""
     fake = tmp_path / "kwokctl"
     fake.write_text(
         "#!/bin/sh\n"
         '[ "$1" = "--version" ] && { echo "kwokctl version v0.8.0"; exit 0; }\n'
-        'lock="$KWOK_WORKDIR/create.lock"\n'
-        'flock -s -n "$lock" true && { echo "lock free before the ports were recorded" >&2; exit 3; }\n'
-        'mkdir -p "$KWOK_WORKDIR/clusters/$4" && cp "$6" "$KWOK_WORKDIR/clusters/$4/kwok.yaml"\n'
-        'flock -s -w 30 "$lock" true || { echo "lock held while kwokctl runs" >&2; exit 4; }\n'
+        'flock -s -n "$KWOK_WORKDIR/create.lock" true || { echo "lock held" >&2; exit 3; }\n'
         'touch "$KWOK_WORKDIR/in-$4"\n'
         "i=0; while [ $i -lt 600 ]; do\n"  # up to 30 s for the other one
         '  [ "$(ls "$KWOK_WORKDIR" | grep -c "^in-")" -ge 2 ] && exit 0\n'
         "  sleep 0.05; i=$((i + 1))\n"
         "done\n"
-        'echo "ran alone" >&2; exit 5\n'
+        'echo "ran alone" >&2; exit 4\n'
     )
     fake.chmod(0o755)
     return fake
@@ -132,9 +121,8 @@ def overlapping_kwokctl(tmp_path: Path) -> Path:
 def test_two_creations_run_at_once_outside_the_lock(
     tmp_path: Path, overlapping_kwokctl: Path
 ) -> None:
-    """The canary's two tracks create their clusters at the same time: the creation lock is
-    held from the choice of the ports until kwokctl recorded them, not through kwokctl's
-    bring-up (it was, so the second track waited out the first's)."""
+    """The canary's two tracks create their clusters at the same time: neither kwokctl runs
+    under `<root>/create.lock` (it used to, so the second waited out the first's bring-up)."""
     tc = Toolchain(
         cache_dir=tmp_path / "cache", overrides={"kwokctl": overlapping_kwokctl}, use_path=False
     )
@@ -142,23 +130,18 @@ def test_two_creations_run_at_once_outside_the_lock(
     root.mkdir()
     errors: list[BaseException] = []
 
-    def create(name: str) -> None:  # as EmbeddedProvider.start does
+    def create(name: str) -> None:
         provider = EmbeddedProvider(tc, root=root, name=name, wait_timeout=60)
-        reservation = reserve_ports(root, name, {"pid": 1})
         try:
-            config = tmp_path / f"{name}.yaml"
-            config.write_text(ports_config(reservation.ports))
-            provider._create(["create", "cluster", "--name", name, "-c", str(config)], reservation)
+            provider._create(["create", "cluster", "--name", name])
         except BaseException as exc:  # handed to the test's thread
             errors.append(exc)
-        finally:
-            reservation.release()
 
     threads = [threading.Thread(target=create, args=(f"track-{t}",)) for t in "ab"]
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=90)
     assert not any(t.is_alive() for t in threads)
     assert errors == []
     assert {p.name for p in root.glob("in-*")} == {"in-track-a", "in-track-b"}
