@@ -2,8 +2,8 @@
 
 kwokctl v0.8.0 picks each port it leaves at 0 itself (pkg/kwokctl/runtime/binary
 cluster_setup.go `setupPorts`, pkg/utils/net `GetUnusedPort`): downward from 32766, the
-first one no listener holds and no existing cluster's `kwok.yaml` names. Two creations at
-once see the same free ports (neither is bound before the components start), so creations
+first one no listener holds (its `GetUsedPorts` counts only components' host ports, which
+the binary runtime leaves 0). Two creations at once see the same free ports, so creations
 once ran one after another under `<root>/create.lock`, each with kwokctl's whole wait for
 its components. Here the lock is held only while the ports are chosen and recorded in the
 cluster's owner record; `kwokctl create` then runs outside it with the ports given (`-c`).
@@ -11,8 +11,10 @@ cluster's owner record; `kwokctl create` then runs outside it with the ports giv
 The owner records are the registry of ports handed out: a record lives as long as its
 cluster (a verified deletion removes it last, processes.remove_cluster), so a port handed
 out but not yet bound, or a component a fault holds down, is never handed out again. The
-ports every cluster's `kwok.yaml` names count too, as for kwokctl: clusters created by an
-older version of this code, or by kwokctl directly (bench/plain_runbook.sh).
+ports every cluster's `kwok.yaml` names count too: clusters created by an older version of
+this code, or by kwokctl directly (bench/plain_runbook.sh). Those, picking their own ports,
+see only bound ones: one run beside a cluster coming up here can take a port it was given
+and not yet bound (kwok-controller binds last, once the API server answers).
 """
 
 from __future__ import annotations
