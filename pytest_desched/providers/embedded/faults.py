@@ -7,8 +7,9 @@ What breaks, and how it is done the way kwokctl v0.8.0 itself does it:
   (pkg/kwokctl/runtime/exec.go ForkExecKill: SIGKILL the pid in `<cluster>/pids/<name>.pid`,
   remove the file), and `kwokctl start cluster` starts exactly the components whose pid file
   names no live process, with their recorded arguments (startComponent skips running ones).
-  While one is down, the choice of a new cluster's ports (`<root>/create.lock`) waits, so no
-  new cluster takes its ports; a healed control plane is /readyz ok with its leaders renewing their Leases;
+  While one is down, the choice of a new cluster's ports (`<root>/create.lock`) waits, so
+  no new cluster takes its ports; a healed control plane is /readyz ok with its leaders
+  renewing their Leases;
 * the round's descheduler process: the stand-in kubelet runs it with its stdout on
   `<cluster>/stand-in-kubelet/logs/<pod>.log`, which finds its pid;
 * a node NotReady: kwok manages only nodes annotated `kwok.x-k8s.io/node=fake` (see
