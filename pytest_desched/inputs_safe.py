@@ -491,9 +491,9 @@ def load_json(text: str, source: str = "<json>", field: str = "", *, kind: str =
         raise _too_many(source, field, f"{keys:,} keys", kind)
     # The integer bound costs a Python call per integer (a third of a snapshot's parse): only
     # a text with a run of more digits than it allows can hold such an integer.
-    hook = {"parse_int": _bounded_int} if _LONG_DIGITS.search(text) else {}
+    hook = _bounded_int if _LONG_DIGITS.search(text) else None
     try:
-        doc = json.loads(text, **hook)
+        doc = json.loads(text, parse_int=hook)
     except RecursionError:
         raise InputError(source, field, f"nested deeper than {MAX_DEPTH} levels", _FIX) from None
     except ValueError as exc:

@@ -14,7 +14,7 @@ def test_the_controller_manager_and_scheduler_run_without_leader_election() -> N
         k: Path(f"/bin/{k}")
         for k in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd")
     }
-    args = kwokctl_create_args("c", bins, 60, "kwok.x-k8s.io/node")
+    args = kwokctl_create_args("c", bins, 60, "kwok.x-k8s.io/node", Path("/c/ports.yaml"))
     extra = [args[i + 1] for i, a in enumerate(args) if a == "--extra-args"]
     assert "kube-controller-manager=leader-elect=false" in extra
     assert "kube-scheduler=leader-elect=false" in extra
