@@ -132,13 +132,6 @@ def kwokctl_create_args(
         "kwok-controller=manage-all-nodes=false",
         "--extra-args",
         f"kwok-controller=manage-nodes-with-annotation-selector={annotation}=fake",
-        # One instance of each: a lease renewal that misses its 5 s deadline on a starved
-        # machine (load 30 beside a 100,000-pod restore) made both exit with "leaderelection
-        # lost", ending the run; with nobody to elect there is nothing to lose.
-        "--extra-args",
-        "kube-controller-manager=leader-elect=false",
-        "--extra-args",
-        "kube-scheduler=leader-elect=false",
         "--wait",
         f"{wait_s}s",
     ]
