@@ -213,13 +213,8 @@ class Barrier:
             rs = kubeapi.get(api, f"/apis/apps/v1/namespaces/{ns}/replicasets/{self.NAME}")
             if ((rs.get("status") or {}).get("observedGeneration") or 0) < 1:
                 waiting.append("the ReplicaSet controller has not reached the last owner yet")
-            try:
-                pod = kubeapi.get(api, f"/api/v1/namespaces/{ns}/pods/{self.NAME}")
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-                pod = {"metadata": {"deletionTimestamp": "gone"}}
-            if not (pod.get("metadata") or {}).get("deletionTimestamp"):
+            pod = kubeapi.get_or_none(api, f"/api/v1/namespaces/{ns}/pods/{self.NAME}")
+            if pod is not None and not (pod.get("metadata") or {}).get("deletionTimestamp"):
                 waiting.append("the ReplicaSet controller has not seen the last pod yet")
             if waiting:
                 return waiting
@@ -259,15 +254,7 @@ class Barrier:
                     raise
 
         def left() -> list[str]:
-            out = []
-            for path in paths:
-                try:
-                    kubeapi.get(api, path)
-                    out.append(path)
-                except ApiException as exc:
-                    if exc.status != 404:
-                        raise
-            return out
+            return [path for path in paths if kubeapi.get_or_none(api, path) is not None]
 
         wait_for("the replay's barrier objects gone", left, lambda x: not x, timeout)
 

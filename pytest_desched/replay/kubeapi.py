@@ -48,6 +48,16 @@ def get(api: Any, path: str, query: list[tuple[str, Any]] | None = None) -> Any:
     return request(api, "GET", path, query=query)
 
 
+def get_or_none(api: Any, path: str) -> Any:
+    """The object at `path`, or None when the API server answers 404 (it is gone)."""
+    try:
+        return get(api, path)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+
+
 def list_all(
     api: Any, path: str, query: list[tuple[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
