@@ -407,25 +407,32 @@ def compare_with_plain(
         out["ratio_median_process_wall_to_floor"] = ratio(
             [r["process_wall_s"] for r in plugin], floor[out["floor_used"]]
         )
-        # The second floor: the same, plus the lab's minimal arrange as the script does it.
-        out["floor_with_arrange_used"] = (
-            "floor_with_arrange_and_namespace" if waited else "floor_with_arrange"
-        )
-        out["ratio_median_wall_to_floor_with_arrange"] = ratio(
-            pw, floor[out["floor_with_arrange_used"]]
-        )
-        # The third (issue 31's): the second plus each round's Job verdict.
-        out["floor_with_verdict_used"] = (
-            "floor_with_arrange_and_verdict_and_namespace"
-            if waited
-            else "floor_with_arrange_and_verdict"
-        )
-        out["ratio_median_wall_to_floor_with_verdict"] = ratio(
-            pw, floor[out["floor_with_verdict_used"]]
-        )
+        # The second floor: the same, plus the lab's minimal arrange as the script does it;
+        # the third (issue 31's): the second plus each round's Job verdict.
+        for name, base in FLOORS_ABOVE:
+            used = f"{base}_and_namespace" if waited else base
+            out[f"floor_with_{name}_used"] = used
+            out[f"ratio_median_wall_to_floor_with_{name}"] = ratio(pw, floor[used])
         out["plugin_modes"] = sorted({(r.get("execution") or {}).get("mode", "?") for r in plugin})
     return out
 
+
+# The floors above the first (bench/floor.py): name -> its figure without a namespace wait.
+FLOORS_ABOVE = (("arrange", "floor_with_arrange"), ("verdict", "floor_with_arrange_and_verdict"))
+FLOOR_PROSE = {
+    "arrange": (
+        "floor with arrange",
+        "the floor plus the lab's minimal arrange per experiment as the plain script does it in "
+        "its fastest form: namespace + Deployment to Ready, the label move, the PDB and each "
+        "experiment's own change, kubectl's waits, no checks; bench/floor.py",
+    ),
+    "verdict": (
+        "issue 31's floor",
+        "the floor with arrange plus each round's verdict as the script gets it: the pod's "
+        "terminated status written until the Job's Complete condition, which the Job "
+        "controller batches by a constant 1 s; bench/floor.py",
+    ),
+}
 
 FLOOR_LABELS = {
     "bring_up": "floor: bare `kwokctl create --wait` + 3 nodes Ready",
@@ -505,26 +512,14 @@ def versus_markdown(v: dict[str, Any]) -> list[str]:
             f"{v['ratio_median_wall_to_floor']}** (with the Python start: "
             f"{v['ratio_median_process_wall_to_floor']}).",
         ]
-        if v.get("ratio_median_wall_to_floor_with_arrange") is not None:
-            key = v["floor_with_arrange_used"]
-            out += [
-                "",
-                f"**plugin median wall / floor with arrange ({v['floor'][key]} s): "
-                f"{v['ratio_median_wall_to_floor_with_arrange']}** (the floor plus the lab's "
-                "minimal arrange per experiment as the plain script does it in its fastest "
-                "form: namespace + Deployment to Ready, the label move, the PDB and each "
-                "experiment's own change, kubectl's waits, no checks; bench/floor.py).",
-            ]
-        if v.get("ratio_median_wall_to_floor_with_verdict") is not None:
-            key = v["floor_with_verdict_used"]
-            out += [
-                "",
-                f"**plugin median wall / issue 31's floor ({v['floor'][key]} s): "
-                f"{v['ratio_median_wall_to_floor_with_verdict']}** (the floor with arrange "
-                "plus each round's verdict as the script gets it: the pod's terminated status "
-                "written until the Job's Complete condition, which the Job controller batches "
-                "by a constant 1 s; bench/floor.py).",
-            ]
+        for name, _ in FLOORS_ABOVE:
+            if v.get(f"ratio_median_wall_to_floor_with_{name}") is not None:
+                label, why = FLOOR_PROSE[name]
+                out += [
+                    "",
+                    f"**plugin median wall / {label} ({v['floor'][v[f'floor_with_{name}_used']]} "
+                    f"s): {v[f'ratio_median_wall_to_floor_with_{name}']}** ({why}).",
+                ]
     else:
         out += ["", "**No ratio: a round failed (see Failures).**"]
     return out
