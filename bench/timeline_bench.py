@@ -28,6 +28,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import threading
@@ -167,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "--apply-lanes", type=int, default=None, help="changes applied at once (the engine's 8)"
     )
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the snapshot and run dirs")
     args = ap.parse_args(argv)
 
     from pytest_desched.replay.generator import Shape, generate
@@ -180,55 +182,61 @@ def main(argv: list[str] | None = None) -> int:
         timeline_run.APPLY_LANES = args.apply_lanes
     window_s = parse_duration(args.window, "--window")
     work = Path(tempfile.mkdtemp(prefix="desched-bench-timeline-"))
-    g0 = time.monotonic()
-    snap = generate(Shape(seed=args.seed, nodes=args.nodes, pods=args.pods))
-    snap.policy = POLICY
-    tl = churn_window(snap, Churn(seed=args.seed, window_s=window_s, changes=args.changes))
-    path = tl.write(work / "window.jsonl")
-    t_gen = time.monotonic() - g0
-    log(
-        f"generated {len(snap.nodes)} nodes / {len(snap.pods)} pods and {len(tl.changes)} "
-        f"changes over {window_s:g} s in {t_gen:.1f}s ({path.stat().st_size >> 20} MiB): "
-        f"{tl.header['changesByKind']}"
-    )
-    rows: list[dict[str, Any]] = []
-    out: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "command": "python bench/timeline_bench.py " + " ".join(argv or sys.argv[1:]),
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "load_avg_start": [round(x, 2) for x in os.getloadavg()],
-        },
-        "cluster": {"nodes": len(snap.nodes), "pods": len(snap.pods), "seed": args.seed},
-        "window": {
-            "seconds": window_s,
-            "changes": len(tl.changes),
-            "per_window_s": round(len(tl.changes) / window_s, 2),
-            "by_kind": tl.header["changesByKind"],
-            "generate_s": round(t_gen, 2),
-        },
-        "apply_lanes": args.apply_lanes or "the engine's",
-        "speeds": rows,
-    }
-    for v in speeds:
-        log(f"--- speed {v:g}x")
-        rows.append(one_speed(path, v, args.every, work, args.timeout))
-        log(f"speed {v:g}x: {json.dumps(rows[-1]['lateness'])}")
-        out["highest_speed_without_late_changes"] = best_speed(rows)
-        if args.out:  # after each speed: a run stopped later keeps what it measured
-            args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
-    text = json.dumps(out, indent=1, default=str)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
-    print(table(rows))
-    print(
-        f"\nhighest speed with no stale round and no change after its round's moment: "
-        f"{out['highest_speed_without_late_changes']}"
-    )
-    return 0
+    try:
+        g0 = time.monotonic()
+        snap = generate(Shape(seed=args.seed, nodes=args.nodes, pods=args.pods))
+        snap.policy = POLICY
+        tl = churn_window(snap, Churn(seed=args.seed, window_s=window_s, changes=args.changes))
+        path = tl.write(work / "window.jsonl")
+        t_gen = time.monotonic() - g0
+        log(
+            f"generated {len(snap.nodes)} nodes / {len(snap.pods)} pods and {len(tl.changes)} "
+            f"changes over {window_s:g} s in {t_gen:.1f}s ({path.stat().st_size >> 20} MiB): "
+            f"{tl.header['changesByKind']}"
+        )
+        rows: list[dict[str, Any]] = []
+        out: dict[str, Any] = {
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "command": "python bench/timeline_bench.py " + " ".join(argv or sys.argv[1:]),
+            "machine": {
+                "cpus": os.cpu_count(),
+                "python": platform.python_version(),
+                "platform": platform.platform(),
+                "load_avg_start": [round(x, 2) for x in os.getloadavg()],
+            },
+            "cluster": {"nodes": len(snap.nodes), "pods": len(snap.pods), "seed": args.seed},
+            "window": {
+                "seconds": window_s,
+                "changes": len(tl.changes),
+                "per_window_s": round(len(tl.changes) / window_s, 2),
+                "by_kind": tl.header["changesByKind"],
+                "generate_s": round(t_gen, 2),
+            },
+            "apply_lanes": args.apply_lanes or "the engine's",
+            "speeds": rows,
+        }
+        for v in speeds:
+            log(f"--- speed {v:g}x")
+            rows.append(one_speed(path, v, args.every, work, args.timeout))
+            log(f"speed {v:g}x: {json.dumps(rows[-1]['lateness'])}")
+            out["highest_speed_without_late_changes"] = best_speed(rows)
+            if args.out:  # after each speed: a run stopped later keeps what it measured
+                args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
+        text = json.dumps(out, indent=1, default=str)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        print(table(rows))
+        print(
+            f"\nhighest speed with no stale round and no change after its round's moment: "
+            f"{out['highest_speed_without_late_changes']}"
+        )
+        return 0
+    finally:
+        if not args.keep:  # the snapshot, the timeline and each speed's run dir
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            log(f"kept {work}")
 
 
 if __name__ == "__main__":
