@@ -78,6 +78,7 @@ from pytest_desched.replay.writes import (
     RestoreError,
     create_all,
     create_namespaces,
+    wait_daemonsets,
     wait_nodes_ready,
 )
 
@@ -195,6 +196,10 @@ def restore(
         restore_via_api(api, plan, result, timeout, report)
         timer.lap("api_pods")
     result.expected = plan.expected
+    daemonsets = {key(d) for d in plan.owners.get("DaemonSet", [])}
+    if note := wait_daemonsets(api, daemonsets, timeout):
+        plan.notes.append(note)
+    timer.lap("daemonsets")
     result.verified, result.extra_pods = verify(api, plan, result.method)
     timer.lap("verify")
     result.skipped, result.deviations = plan.skipped, plan.deviations

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import ProviderError
-from pytest_desched.kube import wait_for
+from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.format import (
     key,
@@ -148,3 +148,53 @@ def wait_nodes_ready(api: Any, names: list[str], timeout: float) -> None:
         timeout,
         describe=lambda missing: f"{len(missing)} not Ready, e.g. {missing[:5]}",
     )
+
+
+# A DaemonSet that cannot place its pods (a create its admission refuses) keeps the restore
+# this long at most; the restore then says so in its notes instead of failing the replay.
+DAEMONSET_SETTLE_S = 60.0
+
+
+def daemonsets_unsettled(daemonsets: list[dict[str, Any]]) -> list[str]:
+    """Each DaemonSet whose controller has not yet scheduled a pod on every node it wants.
+
+    The restore leaves DaemonSet statuses to their controller (replay/settled.py), so a status
+    at the object's generation is the controller's own count. Nodes the snapshot did not have
+    (the runner node: it tolerates everything a DaemonSet may) or a skipped pod's node get a
+    pod created after the hold lifts: waited for, so what the restore hands on is the state
+    the controllers leave, not a moment in their work.
+    """
+    out = []
+    for ds in daemonsets:
+        meta, st = ds["metadata"], ds.get("status") or {}
+        desired, current = st.get("desiredNumberScheduled"), st.get("currentNumberScheduled")
+        if (st.get("observedGeneration") or 0) < (meta.get("generation") or 1) or (
+            desired is None or desired != current
+        ):
+            out.append(f"{key(ds)} ({current}/{desired} scheduled)")
+    return sorted(out)
+
+
+def wait_daemonsets(api: Any, names: set[str], timeout: float) -> str:
+    """Until every restored DaemonSet (`names`: namespace/name) is settled; "" when it is,
+    else a note naming the ones left after `timeout` (never more than DAEMONSET_SETTLE_S)."""
+    if not names:
+        return ""
+
+    def probe() -> list[str]:
+        listed = kubeapi.list_all(api, "/apis/apps/v1/daemonsets")
+        return daemonsets_unsettled([d for d in listed if key(d) in names])
+
+    limit = min(timeout, DAEMONSET_SETTLE_S)
+    try:
+        wait_for(
+            f"{len(names)} restored DaemonSets settled by their controller",
+            probe,
+            lambda left: not left,
+            limit,
+            describe=lambda left: f"{len(left)} not yet, e.g. {left[:5]}",
+            max_interval=0.2,
+        )
+    except WaitTimeout as exc:
+        return f"DaemonSets not settled by their controller after {limit:.0f}s: {exc}"
+    return ""
