@@ -431,7 +431,7 @@ class Runner:
             "watches-complete",
             "the pod and PDB watches ran without errors for the whole round",
             not view.rec.watch_errors,
-            "; ".join(view.rec.watch_errors[:5]),
+            "; ".join((view.rec.watch_errors or view.rec.watch_notes)[:5]),
         )
         log_path = str(rnd.log_path) if rnd.log_path else None
         if ctx.evidence is not None:  # the audit copy of the log, redacted like the record

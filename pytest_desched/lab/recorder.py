@@ -37,6 +37,9 @@ class Recorder:
     # Every observed PDB status: (t, currentHealthy, desiredHealthy, disruptionsAllowed).
     pdb_statuses: list[tuple[float, int, int, int]] = field(default_factory=list)
     watch_errors: list[str] = field(default_factory=list)  # a gap in what was observed
+    # Watch opens the API server refused for a while (429, 5xx) and that provably hid nothing:
+    # every object was still at the resourceVersion last seen (see `refused_open`).
+    watch_notes: list[str] = field(default_factory=list)
     # The same statuses per PDB ("namespace/name"), for labs with more than one budget.
     pdb_by_name: dict[str, list[tuple[float, int, int, int]]] = field(default_factory=dict)
     # The live watches by kind ("pods", "pdb"): what `disconnect` cuts (fault injection).
@@ -81,6 +84,19 @@ class Recorder:
         )
 
 
+# The statuses the API conventions call retriable: throttled (429, APF), or the server
+# briefly unable to serve (500, 502, 503, 504), as a loaded control plane answers.
+TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+def _said(exc: Exception) -> str:
+    """An exception as its words: an ApiException's repr is only `ApiException()`."""
+    status = getattr(exc, "status", None)
+    if status is None:
+        return repr(exc)
+    return f"HTTP {status} {getattr(exc, 'reason', '') or ''}".strip()
+
+
 @contextmanager
 def record_lab(
     cluster: Cluster, namespace: str | Sequence[str], app: str | None = None
@@ -95,6 +111,44 @@ def record_lab(
     stop = threading.Event()
     watches: list[watch.Watch] = []
 
+    def refused_open(
+        kind: str, fn: str, first: Exception, list_fn: Any, ns: str, last: dict[str, str]
+    ) -> bool:
+        """A watch open refused with a transient status, before it delivered anything.
+
+        No stream was open, so nothing was cut: the question is only whether something changed
+        while none was. A LIST (retried while refused the same way) answers it: every object at
+        the resourceVersion the last event left, none gone and none new, proves the window hid
+        nothing (a note); otherwise the objects that changed unseen are a gap. False when stop
+        came first (the round is over).
+        """
+        t0, refusals = time.monotonic(), [_said(first)]
+        while not stop.wait(0.2):
+            try:
+                items = list_fn(ns).items
+            except Exception as exc:
+                if getattr(exc, "status", None) not in TRANSIENT_STATUS:
+                    rec.watch_errors.append(f"{kind} watch broke ({fn}): {_said(exc)}"[:300])
+                    return True
+                refusals.append(_said(exc))
+                continue
+            now = {o.metadata.name: o.metadata.resource_version for o in items}
+            unseen = sorted(n for n in now.keys() | last.keys() if now.get(n) != last.get(n))
+            window = f"{time.monotonic() - t0:.2f}s"
+            said = f"{kind} watch open refused {len(refusals)}x ({fn}): {refusals[0]}"
+            if unseen:
+                rec.watch_errors.append(
+                    f"{said}; in the {window} without a watch, changed unseen: "
+                    f"{', '.join(unseen[:5])}"[:300]
+                )
+            else:
+                rec.watch_notes.append(
+                    f"{said}; listed after {window}: every object at the resourceVersion last "
+                    "seen, nothing missed"[:300]
+                )
+            return True
+        return False
+
     def follow(kind: str, list_fn: Any, on_event: Any, ns: str, **kw: Any) -> Any:
         """A watch resumed until stop: list_fn's events in `ns` handed to on_event."""
 
@@ -102,18 +156,30 @@ def record_lab(
             w = watch.Watch()
             watches.append(w)
             rec.watches[kind] = w
+            last: dict[str, str] = {}  # name -> resourceVersion, as the last event left it
+            fn = getattr(list_fn, "__name__", "watch")
             while not stop.is_set():
+                delivered = False
                 try:
                     for ev in w.stream(list_fn, ns, timeout_seconds=1, **kw):
+                        delivered = True
+                        meta = ev["object"].metadata
+                        if ev["type"] == "DELETED":
+                            last.pop(meta.name, None)
+                        else:
+                            last[meta.name] = meta.resource_version
                         on_event(ev)
                         if stop.is_set():
                             break
                 except Exception as exc:  # resumed until stop, but never unseen
                     if stop.is_set():
                         break
-                    fn = getattr(list_fn, "__name__", "watch")
-                    # the watch's kind first: what the gap hides
-                    rec.watch_errors.append(f"{kind} watch broke ({fn}): {exc!r}"[:300])
+                    if not delivered and getattr(exc, "status", None) in TRANSIENT_STATUS:
+                        if refused_open(kind, fn, exc, list_fn, ns, last):
+                            continue
+                    else:
+                        # the watch's kind first: what the gap hides
+                        rec.watch_errors.append(f"{kind} watch broke ({fn}): {_said(exc)}"[:300])
                     if stop.wait(0.2):
                         break
 
