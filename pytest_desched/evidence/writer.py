@@ -122,9 +122,19 @@ class EvidenceWriter:
         return self.write_text(experiment, f"{round_name}.log", text, max_bytes=ROUND_LOG_MAX_BYTES)
 
     def write_json(
-        self, experiment: str, name: str, obj: Any, *, max_bytes: int | None = None
+        self,
+        experiment: str,
+        name: str,
+        obj: Any,
+        *,
+        max_bytes: int | None = None,
+        capped: bool = True,
     ) -> Path:
-        """A structured failure artifact; if too big it stays valid JSON with the text capped."""
+        """A structured failure artifact; if too big it stays valid JSON with the text capped.
+
+        `capped=False`: a result that is an audit trail in its own right (a replay's, whose
+        fates a reviewer reads pod by pod), written whole as a round record is.
+        """
         cap = max_bytes or self.max_bytes
         path = self.path_for(experiment, name)
         if path.suffix != ".json":
@@ -132,7 +142,7 @@ class EvidenceWriter:
         data = self.redactor.redact(_plain(obj))
         text = json.dumps(data, indent=2) + "\n"
         size = len(text.encode())
-        if size > cap:
+        if capped and size > cap:
             compact = json.dumps(data, separators=(",", ":"))
             budget = cap - 200
             while True:

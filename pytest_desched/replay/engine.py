@@ -480,7 +480,7 @@ def _write(session: Any, result: ReplayResult) -> None:
     try:
         ev = session.evidence
         data = result.to_dict()  # once: ~10 s a call at 10,000 pods x 15 rounds (issue 42)
-        j = ev.write_json("replay", "replay", data)
+        j = ev.write_json("replay", "replay", data, capped=False)  # its fates, every one
         m = ev.write_text("replay", "ledger.md", result.markdown())
 
         # Beside the JSON, from the same data and redacted by the same rule.

@@ -372,6 +372,13 @@ def test_json_artifacts_stay_valid_json_when_capped(tmp_path: Path) -> None:
     assert data["truncated"] is True and "TRUNCATED" in data["content"]
 
 
+def test_an_audit_trail_json_is_written_whole(tmp_path: Path) -> None:
+    writer = EvidenceWriter(tmp_path, max_bytes=2000)
+    pods = [{"name": f"p-{i}", "q": '"'} for i in range(500)]
+    path = writer.write_json("replay", "replay", pods, capped=False)
+    assert len(path.read_bytes()) > 2000 and json.loads(path.read_text()) == pods
+
+
 @pytest.mark.parametrize(
     ("experiment", "name"),
     [("../../outside", "../../../etc/passwd"), ("/abs", "/etc/passwd"), ("..", "..")],

@@ -86,8 +86,8 @@ def test_the_result_is_turned_into_a_dict_once_for_its_json_and_its_page(
     written: dict[str, Any] = {}
 
     class Evidence:
-        def write_json(self, exp: str, name: str, obj: Any) -> Path:
-            written["json"] = obj
+        def write_json(self, exp: str, name: str, obj: Any, capped: bool = True) -> Path:
+            written["json"], written["capped"] = obj, capped
             return tmp_path / "replay.json"
 
         def write_text(self, exp: str, name: str, text: str) -> Path:
@@ -102,6 +102,9 @@ def test_the_result_is_turned_into_a_dict_once_for_its_json_and_its_page(
     assert res.notes == [] and set(res.artifacts) == {"json", "markdown", "html"}
     assert len(calls) == 1
     assert written["html"] is written["json"] and written["json"]["ledger"]["rows"]
+    # the replay's JSON is its audit trail: written whole (was cut to a 256 KiB wrapper at
+    # 10,000 pods, a `truncated` object in place of the fates)
+    assert written["capped"] is False
 
 
 def _round(*decisions: PodDecision) -> RoundResult:
