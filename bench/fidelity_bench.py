@@ -4,9 +4,11 @@
 Alternating pairs (default 3; the order swapped each pair): "run" is `desched run positive
 --variant pdb-lister-workaround` (one `session.run`), "fidelity" is `desched fidelity
 --experiment positive` (one `run_fidelity`). Each side is a fresh child process and a fresh
-embedded cluster; the figure is the experiment's own `duration_s` (as in run-summary.json /
-fidelity-summary.json: policy, lab, round, checks, record, teardown; bring-up excluded), with
-the engine's own per-step timings (`ExperimentResult.timings`, `real.*` / `dry.*` for the
+embedded cluster. The figure is each call's wall time (`wall_s`: `session.run` or
+`run_fidelity`, from its call to its return, bring-up excluded), the same span on both sides;
+the experiment's own `duration_s` is kept beside it, but it is not the same span on both
+(a run's ends at its verdict, before its lab teardown and after its context was built; a
+fidelity run's covers both), with the engine's own per-step timings (`ExperimentResult.timings`, `real.*` / `dry.*` for the
 halves). `--repo` picks the code tree the children import (default: this checkout), so a
 before/after is the same script against two trees. The 1-minute load is recorded at each
 side's start (`uptime`): the machine is shared, a loaded figure says so.
@@ -27,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +59,10 @@ def child(side: str, experiment: str, variant: str, workers: int | None, tmp: Pa
     config = build_config(values, run_dir=tmp / "run")
     out: dict[str, Any]
     with DeschedSession(config, report=lambda _m: None) as session:
+        t0 = time.monotonic()
         if side == "run":
             res = session.run(experiment, variant=variant)
+            wall = time.monotonic() - t0
             out = {
                 "outcome": res.outcome,
                 "duration_s": round(res.duration_s, 3),
@@ -68,6 +73,7 @@ def child(side: str, experiment: str, variant: str, workers: int | None, tmp: Pa
             from pytest_desched.fidelity.engine import run_fidelity
 
             o = run_fidelity(session, experiment, variant, name=f"fidelity-{experiment}")
+            wall = time.monotonic() - t0
             out = {
                 "outcome": o.outcome,
                 "duration_s": round(o.duration_s, 3),
@@ -78,6 +84,7 @@ def child(side: str, experiment: str, variant: str, workers: int | None, tmp: Pa
                     (r.get("fidelity") or {}).get("mirror_probe") is not None for r in o.dry.records
                 ],
             }
+        out["wall_s"] = round(wall, 3)
         out["bring_up_s"] = session.timings.get("bring_up")
         out["workers"] = config.workers
     print(json.dumps(out), flush=True)
@@ -136,6 +143,8 @@ def main() -> int:
     ok = {s: [r for r in rs if r["outcome"] in ("pass", "xfail")] for s, rs in sides.items()}
     med = {s: statistics.median([r["duration_s"] for r in rs]) for s, rs in ok.items() if rs}
     ratio = med["fidelity"] / med["run"] if len(med) == 2 else None
+    wall = {s: statistics.median([r["wall_s"] for r in rs]) for s, rs in ok.items() if rs}
+    wall_ratio = wall["fidelity"] / wall["run"] if len(wall) == 2 else None
     phase_stats = {s: phases(rs) for s, rs in ok.items()}
     out: dict[str, Any] = {
         "machine": facts,
@@ -145,19 +154,28 @@ def main() -> int:
         "phases": phase_stats,
         "median_s": med,
         "ratio_of_medians": round(ratio, 2) if ratio else None,
+        "wall_median_s": wall,
+        "wall_ratio_of_medians": round(wall_ratio, 2) if wall_ratio else None,
     }
-    print("| pair | load | run | fidelity | ratio | fidelity halves |\n|---|---|---|---|---|---|")
+    print(
+        "| pair | load | run wall (duration) | fidelity wall (duration) | wall ratio |"
+        "\n|---|---|---|---|---|"
+    )
     for i, (a, b) in enumerate(zip(sides["run"], sides["fidelity"], strict=True)):
-        rr = b.get("duration_s", 0) / a["duration_s"] if a.get("duration_s") else None
+        rr = b.get("wall_s", 0) / a["wall_s"] if a.get("wall_s") else None
         print(
-            f"| {i + 1} | {a['load_1m']} / {b['load_1m']} | {a.get('duration_s')} s | "
-            f"{b.get('duration_s')} s | {rr and round(rr, 2)} | {b.get('halves') or ''} |"
+            f"| {i + 1} | {a['load_1m']} / {b['load_1m']} | {a.get('wall_s')} s "
+            f"({a.get('duration_s')}) | {b.get('wall_s')} s ({b.get('duration_s')}) | "
+            f"{rr and round(rr, 2)} |"
         )
     for s, ph in phase_stats.items():
         print(f"\n{s} phases (min / median / max s):")
         for k, v in ph.items():
             print(f"  {k}: {v.get('min')} / {v.get('median')} / {v.get('max')}")
-    print(f"\nratio of medians fidelity/run: {out['ratio_of_medians']} (target <= 1.3)")
+    print(
+        f"\nwall ratio of medians fidelity/run: {out['wall_ratio_of_medians']} (target <= 1.3); "
+        f"duration_s ratio {out['ratio_of_medians']} (run's excludes its context and teardown)"
+    )
     if args.out:
         args.out.write_text(json.dumps(out, indent=1, default=str))
     return 0 if all(r["outcome"] in ("pass", "xfail") for rs in sides.values() for r in rs) else 1

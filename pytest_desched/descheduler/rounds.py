@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 import threading
 import time
 import uuid
@@ -212,6 +213,21 @@ def job_from_cronjob(
     }
 
 
+DRY_RUN_ARG = re.compile(r"^--dry-run(=.*)?$")
+
+
+def force_dry_run(manifest: dict[str, Any]) -> None:
+    """The Job runs in dry run whatever its CronJob says: `--dry-run=true`, and nothing else
+    of that flag, on the descheduler's container (the one verify_live reads).
+
+    The only direction this goes: a dry-run twin of a real round (fidelity/engine.py) is the
+    same CronJob, policy and binary with evictions off, never the other way round.
+    """
+    container = manifest["spec"]["template"]["spec"]["containers"][0]
+    args = [a for a in container.get("args") or [] if not DRY_RUN_ARG.match(str(a))]
+    container["args"] = [*args, "--dry-run=true"]
+
+
 def ensure_suspended(release: Release) -> Any:
     cj = release.live_cronjob()
     if cj.spec.suspend is not True:
@@ -233,6 +249,7 @@ def run_round(
     service_account: str | None = None,
     audit_timeout: float = 10,
     wait_job: bool = True,
+    dry_run: bool = False,
 ) -> Round:
     """Create the Job, have it run (by a kubelet, or the provider's JobRunner), parse its logs.
 
@@ -242,6 +259,8 @@ def run_round(
     rounds of other releases may run at the same time).
     `wait_job=False`: where the provider's JobRunner knows the pod's exit, the round ends
     there and the Job's condition is the caller's to wait for (`Round.settle`).
+    `dry_run=True`: the Job runs in dry run whatever the CronJob says (`force_dry_run`), and
+    the round fails unless its log confirms it did.
     """
     ns = release.namespace
     with api_unavailable(cluster, f"reading CronJob {ns}/{release.cronjob_name} (no Job created)"):
@@ -249,6 +268,8 @@ def run_round(
     runner = cluster.job_runner
     annotations = runner.pod_annotations if runner is not None else None
     manifest = job_from_cronjob(cj, name, annotations, service_account, {RUN_LABEL: RUN_ID})
+    if dry_run:
+        force_dry_run(manifest)
     window = AuditWindow(cluster.audit_log) if cluster.audit_log is not None else None
     binary = (release.binary or cluster.toolchain.path("descheduler")) if runner else None
     if runner is not None and binary is not None:
@@ -273,6 +294,11 @@ def run_round(
     log_path = log_dir / f"{name}.log"
     log_path.write_text(logs)
     result = parse_log(logs, release.descheduler_version)
+    if dry_run and not result.dry_run:
+        raise RoundError(
+            f"round Job {ns}/{name} was created with --dry-run=true but its log does not say it "
+            f"ran in dry run ({log_path}); its evictions, if any, are in the audit log"
+        )
     sa = manifest["spec"]["template"]["spec"].get("serviceAccountName", "default")
     user = f"system:serviceaccount:{release.namespace}:{sa}"
     audit_requests, audit_wait_s, audit_complete = (

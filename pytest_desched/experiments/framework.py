@@ -193,6 +193,10 @@ class RoundView:
 class Runner:
     """Runs one experiment: policy in place, lab set up, rounds recorded, lab torn down."""
 
+    # Its rounds' Jobs run in dry run whatever the CronJob says (rounds.force_dry_run): a
+    # fidelity run's dry-run half, on the real half's release.
+    dry_run_rounds = False
+
     def __init__(self, ctx: ExperimentContext, name: str, variant: str) -> None:
         self.ctx = ctx
         self.result = ExperimentResult(name, ctx.policy_label or variant)
@@ -292,7 +296,8 @@ class Runner:
         pol = self.ctx.release.policy or self.ctx.policy  # what the round runs with
         nodes = node_facts(self.ctx.cluster.core.list_node().items, pol.to_dict())
         rec = self._recording.enter_context(self.lab.record())
-        if before.pdb is not None:  # the PDB must be under watch before the Job can evict
+        # the PDB must be under watch before the Job can evict (a dry-run round cannot)
+        if before.pdb is not None and not self.dry_run_rounds:
             wait_for(
                 f"the watch on PDB {self.ctx.namespace}/{self.lab.app} to deliver its status",
                 lambda: len(rec.pdb_statuses),
@@ -310,6 +315,7 @@ class Runner:
                     self.ctx.log_dir,
                     self.ctx.round_timeout,
                     wait_job=False,  # the Job's condition is checked at record (settle)
+                    dry_run=self.dry_run_rounds,
                 )
         finally:
             self.point("round-ended")

@@ -1,19 +1,25 @@
 """Run one fidelity experiment: the same lab state once in dry run, once for real, compared.
 
-Both halves run in one cluster at the same descheduler version and policy, one after the
-other, each in a lab namespace of its own built by the same experiment's arrange step (so
-their pod sets never overlap; the first lab's node labels are restored before the second is
-built). The dry-run half runs the rounds without the experiment's own checks (a dry run evicts
-nothing they could assert on); the real half is the experiment as `desched run` runs it, plus
-one check, `dry-run-fidelity`, made from fidelity/compare.py and carried by its round records.
-Every input (both halves' policies, their scope) is checked before the first change.
+Both halves run in one cluster at the same descheduler version and policy. Each round of the
+real half (the experiment as `desched run` runs it) is preceded by its dry-run twin: a Job
+from the same CronJob with dry run forced on (rounds.force_dry_run), on the same lab, whose
+pods (UIDs, nodes) and PDB status must be unchanged when the real round starts. A dry run
+evicts nothing, so the real round sees what the twin saw: one arrange, one release, one
+policy. The real half carries one more check, `dry-run-fidelity`, made from
+fidelity/compare.py and carried by both halves' round records.
+
+When a twin's cycle fell short of the real one, the proof behind descheduler#1917 (the
+mirror probe) needs a lab in the state the dry run saw, which the real round has changed:
+the dry-run half then runs again as before, on a lab of its own built by the same arrange
+step after the real half's (its node labels restored first), with its own release, and the
+probe runs on that lab. Every input (both halves' policies, their scope) is checked before
+the first change.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,24 +41,77 @@ from pytest_desched.fidelity.compare import (
     merge,
     verdict_summary,
 )
-from pytest_desched.fidelity.explain import NOT_COMPARABLE, budgets_of, half_gap
+from pytest_desched.fidelity.explain import BUG_1917, NOT_COMPARABLE, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pytest_desched.descheduler.chart import Release
+    from pytest_desched.evidence.assemble import LabObservation
     from pytest_desched.experiments.framework import RoundView
     from pytest_desched.experiments.results import ExperimentResult
+    from pytest_desched.lab.recorder import Recorder
     from pytest_desched.session import DeschedSession
 
-DRY_SUFFIX = "+dry-run"
-DRY_RELEASE_SUFFIX = "-dryrun"  # the dry-run half's own release on a throwaway cluster  # the dry-run half's records are filed under `name[variant+dry-run]`
+DRY_SUFFIX = "+dry-run"  # the dry-run half's records are filed under `name[variant+dry-run]`
+DRY_RELEASE_SUFFIX = "-dryrun"  # the re-run dry-run half's own release on a throwaway cluster
 CHECK_ID = "dry-run-fidelity"
 # The dry-run half's own checks that may fail without spoiling the comparison: a skipped
 # cycle with #1917's signature proven is evidence, not a broken state (cycle_gaps refuses
 # any other skip first).
 DRY_TOLERATED = frozenset({"round-not-skipped"})
+# One-shot runs of the mirror probe on a twin's lab whose cycle showed #1917 (or decided
+# nothing): before the real round, so without its count; the run that named the most is
+# taken, and a comparison it does not settle sends the dry-run half to a lab of its own.
+TWIN_PROBE_RUNS = 2
+
+
+class TwinRunner(Runner):
+    """The real half: each of its rounds is preceded by the dry-run twin's (`twin`)."""
+
+    twin: DryTwin | None = None
+
+    def run_round(self, name: str) -> RoundView:
+        if self.twin is not None:
+            with self.timed("dry_twin"):
+                self.twin.twin_round(name)
+        return super().run_round(name)
+
+
+class DryTwin(Runner):
+    """The dry-run half on the real half's lab and release: its rounds' Jobs run in dry run
+    (rounds.force_dry_run), so they run the real half's policy and binary, evictions off.
+
+    What a round record observes of the lab is read right after the twin's round, before the
+    real round changes it; the records are built once the comparison is known."""
+
+    dry_run_rounds = True
+
+    def __init__(self, real: Runner, variant: str) -> None:
+        super().__init__(real.ctx, real.result.name, variant)
+        self.lab = real.lab  # the same lab object: its namespaces as the arrange left them
+        self.result.variant += DRY_SUFFIX
+        self._observed: dict[int, LabObservation] = {}
+        # round index -> the mirror probe's fates and how, probed on the twin's own lab
+        self.settled: dict[int, tuple[tuple[PodFate, ...] | None, str]] = {}
+
+    def twin_round(self, name: str) -> RoundView:
+        """One dry-run round, then what its record observes and, when its cycle shows
+        descheduler#1917's signature, one mirror probe run: both before the real round."""
+        view = self.run_round(f"{name}-dry")
+        with self.timed("stop_recording"):
+            self.stop_recording()
+        with self.timed("observe"):
+            self._observed[id(view.rec)] = super().observe(view.rec)
+        sigs = signatures(self.facts) if self.facts is not None else {}
+        if BUG_1917 in sigs or (not view.decisions and view.before.live):
+            self.settled[len(self.views) - 1] = _settled(self, None, max_runs=TWIN_PROBE_RUNS)
+        return view
+
+    def observe(self, rec: Recorder) -> LabObservation:
+        seen = self._observed.pop(id(rec), None)
+        return seen if seen is not None else super().observe(rec)
 
 
 class DryRunRunner(Runner):
@@ -78,6 +137,7 @@ class FidelityOutcome:
     message: str = ""
     duration_s: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    concluding: float = 0.0  # monotonic time the real half ended (its `conclude` timing)
 
     @property
     def label(self) -> str:
@@ -179,10 +239,11 @@ def run_fidelity(
 ) -> FidelityOutcome:
     """Both halves of `experiment` on the session's cluster; never raises on a failure.
 
-    The real half runs first (the experiment as `desched run` runs it), then the dry-run half
-    on a lab built the same way: its round records carry the comparison, and when the Job's
-    dry-run cycle fell short of the real one the mirror probe runs on its lab before teardown.
-    `namespaces`: the real and the dry-run half's lab namespaces (default: fresh ones).
+    The real half runs as `desched run` runs it, each round preceded by its dry-run twin on
+    the same lab (see the module docstring); the round records of both carry the comparison.
+    When a twin fell short of its real round, the dry-run half is run again on a lab of its
+    own and the mirror probe runs on that lab before teardown.
+    `namespaces`: the real and the re-run dry-run half's lab namespaces (default: fresh ones).
     ConfigError (exit 2) before any change when the halves' policies differ in scope.
     """
     t0 = time.monotonic()
@@ -195,11 +256,11 @@ def run_fidelity(
         raise ConfigError("fidelity runs two labs: give namespaces=(real, dry), not namespace=")
     if namespaces is not None and (len(namespaces) != 2 or namespaces[0] == namespaces[1]):
         raise ConfigError(f"fidelity namespaces {namespaces!r}: give two different namespaces")
-    # On a throwaway cluster the dry-run half gets a release of its own, installed (suspended,
-    # dry run, the same policy) while the real half runs: its policy step is then a no-op.
+    # On a throwaway cluster a re-run dry-run half gets a release of its own (suspended, dry
+    # run, the same policy), installed beside its arrange; elsewhere it switches the session's.
     own_release = session.cluster.capabilities.discardable
     runners: list[Runner] = []
-    for i, runner_cls in enumerate((Runner, DryRunRunner)):
+    for i, runner_cls in enumerate((TwinRunner, DryRunRunner)):
         ns = namespaces[i] if namespaces is not None else None
         defer = own_release and runner_cls is DryRunRunner
         ctx = session.context(
@@ -216,22 +277,26 @@ def run_fidelity(
             f"half's ({'; '.join(problems)}); give a policy that does not name the lab "
             "namespace, so both halves run the same one"
         )
-    out = FidelityOutcome(name or f"fidelity-{cls.name}", dry.result, real.result, None)
-    with ThreadPoolExecutor(1, thread_name_prefix="desched-dry-release") as pool:
-        if own_release:
-            installing = pool.submit(_dry_release, session, dry).result
-            dry.ctx = replace(dry.ctx, prepare_release=installing)
-        _halves(session, out, cls, variant, real, real_exp, dry, dry_exp)
+    if own_release:
+        dry.ctx = replace(dry.ctx, prepare_release=lambda: _dry_release(session, dry))
+    assert isinstance(real, TwinRunner)
+    real.twin = DryTwin(real, variant)
+    out = FidelityOutcome(name or f"fidelity-{cls.name}", real.twin.result, real.result, None)
+    setup = time.monotonic() - t0
+    _halves(session, out, cls, variant, real, real_exp, dry, dry_exp)
     out.duration_s = time.monotonic() - t0
+    half = real.twin if out.dry is real.twin.result else dry
     out.timings = {
+        "setup": round(setup, 3),
         **{f"real.{k}": v for k, v in real.result.timings.items()},
-        **{f"dry.{k}": v for k, v in dry.result.timings.items()},
+        **{f"dry.{k}": v for k, v in half.result.timings.items()},
+        "conclude": round(time.monotonic() - out.concluding, 3) if out.concluding else 0.0,
     }
     return out
 
 
 def _dry_release(session: DeschedSession, dry: Runner) -> Release:
-    """The dry-run half's own release with its policy on, dry run (see run_fidelity)."""
+    """The re-run dry-run half's own release with its policy on, dry run (see run_fidelity)."""
     rel = session.lane_release(session.config.release + DRY_RELEASE_SUFFIX)
     pol = dry.ctx.policy
     if rel.policy is None or rel.policy.digest() != pol.digest() or rel.dry_run is not True:
@@ -244,24 +309,40 @@ def _halves(
     out: FidelityOutcome,
     cls: Any,
     variant: str,
-    real: Runner,
+    real: TwinRunner,
     real_exp: Any,
     dry: Runner,
     dry_exp: Any,
 ) -> None:
-    """The real half, then the dry-run half compared with it (the verdict goes on `out`)."""
+    """The real half with its dry-run twins, compared; the dry-run half re-run on a lab of its
+    own only when a twin fell short (the verdict goes on `out`)."""
     real_halves: list[Half] = []
+    twin = real.twin
+    assert twin is not None
+    twinned: list[bool] = []
 
-    def capture_real() -> None:  # while the real lab is up: its Pending pods
+    def capture_real() -> None:  # while the real lab is up: its Pending pods, the twins' records
         real_halves.extend(half_of(real, v, "real") for v in real.views)
+        twinned.append(_conclude_twin(out, twin, real, real_halves))
 
     with session.phase(f"fidelity.{cls.name}[{variant}].real"):
         drive(real, real_exp, before_record=capture_real)
+    out.concluding = time.monotonic()
     session._record_result(real.result, cls.name)
     real_entry = session.report_entries[-1] if session.report_entries else None
     if real.result.outcome == "error" or not real_halves:
         out.outcome, out.message = "error", f"real half: {real.result.message}"
+        return
+    if twinned and twinned[0]:
+        half: Runner = twin
     else:
+        half = dry
+        out.dry = dry.result
+        dry.result.notes.append(
+            "the dry-run twin on the real lab fell short of the real round "
+            f"({out.comparison.line() if out.comparison else 'not compared'}): the dry-run half "
+            "ran again on a lab of its own, for the mirror probe"
+        )
         with session.phase(f"fidelity.{cls.name}[{variant}].dry-run"):
             drive(
                 dry,
@@ -269,15 +350,40 @@ def _halves(
                 assess=False,
                 before_record=lambda: _compare(out, dry, real_halves, real.result.label),
             )
-        session._record_result(dry.result, cls.name)
-        _judge(out, dry, real)
-        _carry_to_real(out, dry, real)
-        if real_entry is not None:  # the report shows the real half's records as amended
-            real_entry["rounds"] = list(real.result.records)
-        # the HTML report shows the comparison with either half's entry
-        for entry in (real_entry, session.report_entries[-1] if session.report_entries else None):
-            if entry is not None:
-                entry["summary"]["fidelity"] = out.summary()
+    session._record_result(half.result, cls.name)
+    _judge(out, half, real)
+    _carry_to_real(out, half, real)
+    if real_entry is not None:  # the report shows the real half's records as amended
+        real_entry["rounds"] = list(real.result.records)
+    # the HTML report shows the comparison with either half's entry
+    for entry in (real_entry, session.report_entries[-1] if session.report_entries else None):
+        if entry is not None:
+            entry["summary"]["fidelity"] = out.summary()
+
+
+def _conclude_twin(
+    out: FidelityOutcome, twin: DryTwin, real: Runner, real_halves: list[Half]
+) -> bool:
+    """The twins' rounds against the real ones: True when every one compared holds, and then
+    the twins' records are built with the comparison; False leaves them to a re-run."""
+    try:
+        halves = [half_of(twin, v, "dry-run") for v in twin.views]
+        probed: dict[str, Any] | None = None
+        for i, (fates, how) in twin.settled.items():
+            halves[i] = replace(halves[i], settled=fates, settled_how=how)
+            probed = {"how": how, "settled": [f.shown() for f in fates] if fates else None}
+        results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
+        if len(halves) != len(real_halves) or not all(r.ok for r in results):
+            out.comparison = merge(results) if results else None
+            return False
+        _conclude(out, twin, halves, results, real_halves, real.result.label, probed, real.views)
+        for view in twin.views:
+            twin.record(view)
+        twin.finish()
+    except Exception as exc:  # the twin's own error, as drive would record it
+        twin.result.outcome = "error"
+        twin.result.message = f"{twin.label} did not complete: {type(exc).__name__}: {exc}"
+    return True
 
 
 def _carry_to_real(out: FidelityOutcome, dry: Runner, real: Runner) -> None:
@@ -310,6 +416,23 @@ def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half], other: 
         probed = {"how": how, "settled": [f.shown() for f in fates] if fates else None}
         halves = [replace(h, settled=fates, settled_how=how) for h in halves]
         results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
+    _conclude(out, dry, halves, results, real_halves, other, probed, None)
+
+
+def _conclude(
+    out: FidelityOutcome,
+    dry: Runner,
+    halves: list[Half],
+    results: list[FidelityResult],
+    real_halves: list[Half],
+    other: str,
+    probed: dict[str, Any] | None,
+    real_views: list[RoundView] | None,
+) -> None:
+    """The comparison onto `out`, the dry-run rounds' records and the dry-run half's checks.
+
+    `real_views`: the real rounds, when the dry-run rounds ran on the same lab (twins): the
+    same state is then the same pods by UID, not only by identity and node."""
     out.comparison = c = merge(results)
     for v, res in zip(dry.views, results, strict=False):
         v.extra["fidelity"] = {
@@ -326,6 +449,12 @@ def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half], other: 
             for i, (d, r) in enumerate(zip(halves, real_halves, strict=True))
             if _shape(d) != _shape(r)
         ]
+        for i, (d, r) in enumerate(zip(dry.views, real_views or [], strict=False)):
+            if d.before.uids != r.before.uids:
+                problems.append(
+                    f"round {i}: the lab's pods changed between the dry-run and the real round "
+                    f"(UIDs {sorted(d.before.uids ^ r.before.uids)[:5]})"
+                )
     dry.check(
         "same-state",
         "both halves held the same pods (identity, node) and PDB status before each round",
@@ -361,10 +490,13 @@ def _shape(h: Half) -> tuple[list[tuple[str, str]], int | None]:
     return sorted((f.identity, f.node or "") for f in h.fates), h.pdb_disruptions_allowed
 
 
-def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...] | None, str]:
+def _settled(
+    dry: Runner, want: int | None, max_runs: int | None = None
+) -> tuple[tuple[PodFate, ...] | None, str]:
     """The mirror probe's settled cycle as fates of the dry lab's pods, on an unchanged lab,
     and what the probe did; fates None where it cannot run (no local binary), found no
-    complete cycle in its time, or the lab changed meanwhile (the text says which)."""
+    complete cycle in its time, or the lab changed meanwhile (the text says which).
+    `want=None`: a twin's lab before the real round (mirror_probe.probe)."""
     rel, cluster = dry.ctx.release, dry.ctx.cluster
     if not cluster.capabilities.runs_local_binary or rel.binary is None or not dry.views:
         how = (
@@ -383,6 +515,7 @@ def _settled(dry: Runner, want: int) -> tuple[tuple[PodFate, ...] | None, str]:
         cluster.core,
         {x.key: Expect(x.node, x.ready) for x in v.before.live},
         want,
+        max_runs=max_runs,
     )
     dry.result.notes.append(f"dry-run mirror probe: {p.how}")
     if p.settled is None:

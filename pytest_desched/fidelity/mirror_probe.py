@@ -107,13 +107,18 @@ def probe(
     version: str,
     core: Any,
     expected: Mapping[str, Expect],
-    want: int,
+    want: int | None,
     *,
     settle_timeout: float = SETTLE_TIMEOUT,
     budget: float = BUDGET,
+    max_runs: int | None = None,
 ) -> MirrorProbe:
     """One-shot dry runs of `binary` on the settled lab until one names `want` of the pods
-    `expected` (so it saw at least what the real run decided), within `budget` seconds."""
+    `expected` (so it saw at least what the real run decided), within `budget` seconds.
+
+    `want=None`: the real run has not happened yet (a fidelity twin's lab, probed before the
+    real round changes it); `max_runs` runs at most, and the one that named the most is
+    taken, for the comparison to hold against the real round or not."""
     try:
         _, seen = wait_for(
             "the lab to settle before the dry-run mirror probe",
@@ -154,10 +159,25 @@ def probe(
             except subprocess.TimeoutExpired:
                 continue  # a run cut short names nothing; the deadline bounds the loop
             runs.append(parse_lines((done.stdout + done.stderr).splitlines(), version))
-            if _done(runs, keys, want):
+            if _done(runs, keys, want) or (max_runs is not None and len(runs) >= max_runs):
                 break
     counts = [named(r, keys) for r in runs]
     shown = _counts(counts)
+    if want is None:
+        if not runs or max(counts) == 0:
+            return MirrorProbe(
+                tuple(runs),
+                None,
+                f"on the settled lab ({seen}), {len(runs)} one-shot dry "
+                f"run(s) of the same binary named {shown or 'nothing'} of its {len(keys)} pods",
+            )
+        chosen = counts.index(max(counts))
+        how = (
+            f"on the settled lab ({seen}), before the real round, {len(runs)} one-shot dry "
+            f"run(s) of the same binary named {shown} of its {len(keys)} pods; run "
+            f"{chosen + 1} taken (the most any named)"
+        )
+        return MirrorProbe(tuple(runs), chosen, how)
     if runs and _done(runs, keys, want):
         if counts[-1] >= want:
             chosen, why = len(runs) - 1, f"run {len(runs)} named the {want} the real run decided"
@@ -181,10 +201,12 @@ def probe(
     return MirrorProbe(tuple(runs), None, how)
 
 
-def _done(runs: list[RoundResult], keys: set[str], want: int) -> bool:
+def _done(runs: list[RoundResult], keys: set[str], want: int | None) -> bool:
     """A run named `want` pods, or `STABLE` runs named the most any run named (not none)."""
     counts = [named(r, keys) for r in runs]
-    return counts[-1] >= want or (max(counts) > 0 and counts.count(max(counts)) >= STABLE)
+    return (want is not None and counts[-1] >= want) or (
+        max(counts) > 0 and counts.count(max(counts)) >= STABLE
+    )
 
 
 def _counts(counts: list[int]) -> str:

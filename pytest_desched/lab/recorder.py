@@ -219,8 +219,12 @@ def record_lab(
         stop.set()
         for w in watches:
             w.stop()
-        # A watch ends within its 1 s timeoutSeconds; after a signal (the API server may be
-        # dead) the daemon threads get a short shared budget: nothing reads them any more.
+        # A stream blocks until its next event or its 1 s timeoutSeconds: each open one is
+        # cut, so its thread sees `stop` now instead of up to a second later (a fidelity
+        # twin's round pays this before its real round). After a signal (the API server may
+        # be dead) the daemon threads get a short shared budget: nothing reads them any more.
+        for kind in list(rec.watches):
+            rec.disconnect(kind)
 
         deadline = time.monotonic() + (0.2 if interrupts.interrupted() else 2.0 * len(threads))
         for t in threads:

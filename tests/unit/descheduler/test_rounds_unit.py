@@ -8,7 +8,12 @@ from types import SimpleNamespace
 import pytest
 from kubernetes import client
 
-from pytest_desched.descheduler.rounds import RoundError, ensure_suspended, job_from_cronjob
+from pytest_desched.descheduler.rounds import (
+    RoundError,
+    ensure_suspended,
+    force_dry_run,
+    job_from_cronjob,
+)
 from pytest_desched.providers.embedded.kubelet import EXECUTOR_ANNOTATION, StandInKubelet
 
 ARGS = ["--policy-config-file=/policy-dir/policy.yaml", "--dry-run=true", "--v=4"]
@@ -218,3 +223,25 @@ def test_the_verdict_wait_starts_when_the_round_ends_and_settle_reads_it() -> No
     assert rnd.settle(cluster) is rnd  # type: ignore[arg-type]
     assert rnd.conditions == {"Complete": "True"} and rnd.succeeded
     assert jobs.lists[1:] == ["MainThread"]  # read here, at once: the Job was Complete
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--policy-config-file=/p.yaml", "--dry-run=false", "--v=4"],
+        ["--policy-config-file=/p.yaml", "--dry-run", "--v=4", "--dry-run=False"],
+        ["--policy-config-file=/p.yaml", "--v=4"],
+    ],
+)
+def test_a_dry_run_twin_job_runs_in_dry_run_whatever_its_cronjob_says(args: list[str]) -> None:
+    """A fidelity twin: the real half's CronJob (dry run off), its Job with dry run on."""
+    cj = make_cronjob()
+    cj.spec.job_template.spec.template.spec.containers[0].args = list(args)
+    job = job_from_cronjob(cj, "descheduler-positive-dry")
+    force_dry_run(job)
+    got = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in got if a.startswith("--dry-run")] == ["--dry-run=true"]
+    assert [a for a in got if not a.startswith("--dry-run")] == [
+        a for a in args if not a.startswith("--dry-run")
+    ]
+    assert cj.spec.job_template.spec.template.spec.containers[0].args == args  # untouched

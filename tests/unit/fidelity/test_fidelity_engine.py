@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.descheduler.logparse import parse_lines
@@ -254,3 +255,34 @@ def test_the_real_half_gets_amended_copies_never_a_changed_record() -> None:
     assert list(amended) == list(built)  # same keys, same order
     assert amended["fidelity"] == {**fid, "half": "real", "other": "exp[runbook-dry-run]"}
     assert written == [amended] and dry.result.records[0]["fidelity"] is fid
+
+
+def test_a_twin_probe_before_the_real_round_takes_the_run_that_named_most(
+    tmp_path: Path,
+) -> None:
+    """Before the real round its count is not known: at most `max_runs` runs, the most taken."""
+    binary = _fake_descheduler(tmp_path, [1, 2, 3])
+    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, None, max_runs=2)
+    assert len(p.runs) == 2 and p.chosen == 1, p.how
+    assert "before the real round, 2 one-shot dry run(s)" in p.how and "run 2 taken" in p.how
+
+
+def test_a_twin_probe_whose_runs_named_nothing_settles_nothing(tmp_path: Path) -> None:
+    binary = _fake_descheduler(tmp_path, [0])
+    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, None, max_runs=2)
+    assert p.settled is None and len(p.runs) == 2 and "named [0, 0]" in p.how
+
+
+def test_each_real_round_is_preceded_by_its_dry_run_twin(monkeypatch: Any) -> None:
+    """The twin runs first, on the state the real round then gets (TwinRunner.run_round)."""
+    from pytest_desched.experiments.framework import Runner
+    from pytest_desched.fidelity.engine import TwinRunner
+
+    order: list[str] = []
+    runner = TwinRunner.__new__(TwinRunner)
+    runner.result = SimpleNamespace(timings={})
+    runner.twin = SimpleNamespace(twin_round=lambda name: order.append(f"dry:{name}"))
+    monkeypatch.setattr(Runner, "run_round", lambda self, name: order.append(f"real:{name}"))
+    runner.run_round("descheduler-positive")
+    assert order == ["dry:descheduler-positive", "real:descheduler-positive"]
+    assert "dry_twin" in runner.result.timings
