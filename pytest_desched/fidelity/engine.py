@@ -115,11 +115,18 @@ class DryTwin(Runner):
 
 
 class DryRunRunner(Runner):
-    """A Runner whose policy goes on with dry run on (the only thing a dry-run half changes)."""
+    """The re-run dry-run half: its policy goes on with dry run on, or, when it is the real
+    half's very policy (it names no lab namespace), its rounds run on the real half's release
+    with dry run forced (`dry_run_rounds`), and there is nothing to apply."""
 
     def ensure_policy(self) -> None:
         rel, pol = self.ctx.release, self.ctx.policy
-        if rel.policy is None or rel.policy.digest() != pol.digest() or rel.dry_run is not True:
+        if self.dry_run_rounds:
+            if rel.policy is None or rel.policy.digest() != pol.digest():
+                raise ConfigError(
+                    f"{self.label}: the release {rel.name} does not hold this half's policy"
+                )
+        elif rel.policy is None or rel.policy.digest() != pol.digest() or rel.dry_run is not True:
             rel.apply_policy(pol, dry_run=True)
         self.result.policy_digest = pol.digest()
         self.result.overrides = list(pol.overrides)
@@ -277,7 +284,10 @@ def run_fidelity(
             f"half's ({'; '.join(problems)}); give a policy that does not name the lab "
             "namespace, so both halves run the same one"
         )
-    if own_release:
+    if dry.ctx.policy.digest() == real.ctx.policy.digest():  # it names no lab namespace
+        dry.ctx = replace(dry.ctx, release=real.ctx.release, prepare_release=None)
+        dry.dry_run_rounds = True  # a re-run needs no release of its own
+    elif own_release:
         dry.ctx = replace(dry.ctx, prepare_release=lambda: _dry_release(session, dry))
     assert isinstance(real, TwinRunner)
     real.twin = DryTwin(real, variant)

@@ -65,6 +65,25 @@ def test_fidelity_positive(desched_session):
         assert out.comparison.predicted == 1
 
 
+def test_fidelity_reruns_the_dry_half_on_a_lab_of_its_own_when_the_twin_falls_short(
+    desched_session, monkeypatch
+):
+    """The fallback: when the twins' comparison does not hold (forced here; #1917 does it at
+    random), the dry-run half runs again on its own lab, with dry run forced on the real
+    half's release (the runbook policy names no namespace: no second release), and the
+    verdict stands on it."""
+    from pytest_desched.fidelity import engine
+
+    monkeypatch.setattr(engine, "_conclude_twin", lambda *a: False)
+    out = _fidelity(desched_session, "positive")
+    assert out.dry.notes and "fell short of the real round" in out.dry.notes[0]
+    real_ns = {r["namespace"] for r in out.real.records}
+    dry_ns = {r["namespace"] for r in out.dry.records}
+    assert real_ns and dry_ns and real_ns.isdisjoint(dry_ns), (real_ns, dry_ns)
+    assert not any(n.endswith(engine.DRY_RELEASE_SUFFIX) for n in desched_session._lane_releases)
+    assert out.dry.rounds and all(r.result.dry_run for r in out.dry.rounds)
+
+
 def test_fidelity_pdb_at_zero_disruptions_is_the_429(desched_session):
     """descheduler#1805: dry run says evict, the real run gets 429 for every candidate."""
     out = _fidelity(desched_session, "pdb-zero")
