@@ -185,17 +185,14 @@ class RoundView:
     ready_nodes: int
     audit: dict[str, Any]
     refused_by_api: dict[str, list[int]]  # "ns/name" -> eviction response codes (API's view)
-    # Set by an experiment's assess step, written into the round's record by the framework.
-    replacement: str | None = None  # ready | missing | pending, when an eviction happened
+    replacement: str | None = None  # ready | missing | pending (assess sets it, record writes)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Runner:
     """Runs one experiment: policy in place, lab set up, rounds recorded, lab torn down."""
 
-    # Its rounds' Jobs run in dry run whatever the CronJob says (rounds.force_dry_run): a
-    # fidelity run's dry-run half, on the real half's release.
-    dry_run_rounds = False
+    dry_run_rounds = False  # its Jobs in dry run whatever the CronJob says (force_dry_run)
 
     def __init__(self, ctx: ExperimentContext, name: str, variant: str) -> None:
         self.ctx = ctx
@@ -296,8 +293,7 @@ class Runner:
         pol = self.ctx.release.policy or self.ctx.policy  # what the round runs with
         nodes = node_facts(self.ctx.cluster.core.list_node().items, pol.to_dict())
         rec = self._recording.enter_context(self.lab.record())
-        # the PDB must be under watch before the Job can evict (a dry-run round cannot)
-        if before.pdb is not None and not self.dry_run_rounds:
+        if before.pdb is not None and not self.dry_run_rounds:  # watched before it can evict
             wait_for(
                 f"the watch on PDB {self.ctx.namespace}/{self.lab.app} to deliver its status",
                 lambda: len(rec.pdb_statuses),
