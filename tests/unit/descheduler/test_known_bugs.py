@@ -173,6 +173,38 @@ def test_an_unexplained_failure_shows_the_signature_as_context() -> None:
     assert any(x.startswith("descheduler#1882: ") for x in c.context)
 
 
+def without_reflector_starts(log: str) -> str:
+    """The log as a round would hand it over cut at its start, or run below -v=3."""
+    return "".join(ln for ln in log.splitlines(keepends=True) if "cache/reflector.go" not in ln)
+
+
+@pytest.mark.parametrize("variant", ["positive", "nodefit", "pdb"])
+def test_1882_needs_a_log_that_shows_its_informers_start(variant) -> None:
+    """An absent PDB reflector proves the lister never started only where the log shows the
+    other informers starting: a log without any reflector line (cut, or -v below 3) is an
+    absence, and the same decisions then excuse nothing."""
+    experiment, log_name, failed = {
+        "positive": (POS, POS_LOG, POS_FAILED),
+        "nodefit": ("negative-nodefit", "nodefit-runbook-bug1882.log", {"nodefit-stops-every-pod"}),
+        "pdb": ("negative-pdb", "pdb-runbook-bug1882.log", {"refused-429-per-candidate"}),
+    }[variant]
+    whole = real(log_name, experiment, failed)
+    assert classify(whole).outcome == "xfail"  # the real round: the proof holds
+    cut = replace(whole, log=without_reflector_starts(whole.log))
+    assert "Starting reflector" not in cut.log and cut.decisions  # the fates are still there
+    assert "descheduler#1882" not in signatures(cut)
+    assert classify(cut).outcome == "fail"
+
+
+def test_an_excused_failure_does_not_list_its_own_bug_as_unexplained_context() -> None:
+    """finish() words every context entry "present but does not explain this failure": the
+    bug that did explain it is the evidence, never also such an aside."""
+    c = classify(real(POS_LOG, POS, POS_FAILED))
+    assert c.outcome == "xfail" and c.bug is not None and c.bug.id == "descheduler#1882"
+    assert c.evidence.startswith("3 lab pod(s) filtered")
+    assert not any(x.startswith("descheduler#1882: ") for x in c.context), c.context
+
+
 def test_working_rounds_show_no_1882_signature() -> None:
     facts = real("positive-evicted.log", POS, set())
     assert "descheduler#1882" not in signatures(facts)
