@@ -8,6 +8,7 @@ from pytest_desched.canary.engine import metric_changes
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.experiments import ExperimentResult
+from pytest_desched.experiments.results import Check
 from tests.unit.canary.test_canary_holes import dec, rec, report_of, track
 
 ROLES_B = node_roles(["a-1", "a-2", "a-3"])
@@ -46,6 +47,34 @@ def test_both_tracks_failing_the_same_way_on_a_skipped_round_is_no_verdict() -> 
     assert "candidate: fail" in reason  # what happened on the other track is named too
     md = rep.markdown()
     assert "No change to judge" not in md and "no verdict: positive" in md
+
+
+def test_a_no_reference_reason_ends_in_the_baselines_words_not_the_candidates() -> None:
+    """CI cut this reason to its head and tail, and its tail was the v0.36.0 candidate's
+    whole message (#1882's evidence): it read as if the v0.33.0 baseline showed #1882. The
+    candidate is named by its outcome and bug; its message stays in its own results."""
+    sig = "descheduler#1882: 3 lab pod(s) filtered ... the log starts no PDB reflector"
+    base = result(
+        "fail",
+        rec([dec("web-6d9f7b5c4-x2kq9", "w1", "evicted", "api-server")]),
+        message="[watches-complete] pods watch broke: 503",
+    )
+    base.checks = [Check("watches-complete", "the watches ran", False, "pods watch broke: 503")]
+    cand = result("xfail", rec(FILTERED_1882), message=f"known upstream bug: {sig}\n  ({sig})")
+    cand.classification = {"outcome": "xfail", "bug": "descheduler#1882"}
+    (reason,) = report_of(track("baseline", base), track("candidate", cand)).no_verdict
+    assert "the baseline's experiment ended fail: [watches-complete]" in reason
+    assert reason.endswith("; candidate: xfail (descheduler#1882)"), reason
+    assert "filtered" not in reason and "reflector" not in reason
+
+
+def test_a_candidate_that_failed_is_named_by_its_failed_checks() -> None:
+    base = result("fail", skipped_round(), message=f"[round-not-skipped] skipped: {SKIP}")
+    cand = result("fail", rec([]), message="a long message\nover lines")
+    cand.checks = [Check("one-evicted", "one evicted", False), Check("no-pending", "ok", True)]
+    (reason,) = report_of(track("baseline", base), track("candidate", cand)).no_verdict
+    assert reason.endswith("; candidate: fail [one-evicted]"), reason
+    assert "a long message" not in reason
 
 
 def test_a_baseline_round_whose_job_failed_compares_nothing_even_when_it_passed() -> None:
