@@ -533,7 +533,8 @@ def test_a_kept_clusters_run_folder_outlives_the_runs_temporary_folders(
 
     before = scratch.made()
     s, _ = _with_reaper(tmp_path, monkeypatch, DeletingProvider([]))
-    s.config = replace(s.config, keep=keep, run_dir=scratch.make())
+    # under tmp_path: a kept folder is left by design, and this test's must not outlive it
+    s.config = replace(s.config, keep=keep, run_dir=scratch.make(parent=tmp_path))
     s.close()
     assert scratch.remove_all(but=before) == []
     assert s.config.run_dir.is_dir() is (keep == "always")
