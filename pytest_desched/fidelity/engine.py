@@ -98,7 +98,8 @@ class DryTwin(Runner):
 
     def twin_round(self, name: str) -> RoundView:
         """One dry-run round, then what its record observes and, when its cycle shows
-        descheduler#1917's signature, one mirror probe run: both before the real round."""
+        descheduler#1917's signature or decided nothing, up to TWIN_PROBE_RUNS mirror probe
+        runs: all before the real round."""
         view = self.run_round(f"{name}-dry")
         with self.timed("stop_recording"):
             self.stop_recording()
@@ -144,7 +145,6 @@ class FidelityOutcome:
     message: str = ""
     duration_s: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
-    concluding: float = 0.0  # monotonic time the real half ended (its `conclude` timing)
 
     @property
     def label(self) -> str:
@@ -293,14 +293,13 @@ def run_fidelity(
     real.twin = DryTwin(real, variant)
     out = FidelityOutcome(name or f"fidelity-{cls.name}", real.twin.result, real.result, None)
     setup = time.monotonic() - t0
-    _halves(session, out, cls, variant, real, real_exp, dry, dry_exp)
+    half, real_ended = _halves(session, out, cls, variant, real, real_exp, dry, dry_exp)
     out.duration_s = time.monotonic() - t0
-    half = real.twin if out.dry is real.twin.result else dry
     out.timings = {
         "setup": round(setup, 3),
         **{f"real.{k}": v for k, v in real.result.timings.items()},
         **{f"dry.{k}": v for k, v in half.result.timings.items()},
-        "conclude": round(time.monotonic() - out.concluding, 3) if out.concluding else 0.0,
+        "conclude": round(time.monotonic() - real_ended, 3),
     }
     return out
 
@@ -323,9 +322,10 @@ def _halves(
     real_exp: Any,
     dry: Runner,
     dry_exp: Any,
-) -> None:
+) -> tuple[Runner, float]:
     """The real half with its dry-run twins, compared; the dry-run half re-run on a lab of its
-    own only when a twin fell short (the verdict goes on `out`)."""
+    own only when a twin fell short (the verdict goes on `out`). Returns the dry-run half the
+    verdict stands on and when the real half ended."""
     real_halves: list[Half] = []
     twin = real.twin
     assert twin is not None
@@ -337,12 +337,12 @@ def _halves(
 
     with session.phase(f"fidelity.{cls.name}[{variant}].real"):
         drive(real, real_exp, before_record=capture_real)
-    out.concluding = time.monotonic()
+    real_ended = time.monotonic()
     session._record_result(real.result, cls.name)
     real_entry = session.report_entries[-1] if session.report_entries else None
     if real.result.outcome == "error" or not real_halves:
         out.outcome, out.message = "error", f"real half: {real.result.message}"
-        return
+        return twin, real_ended
     if twinned and twinned[0]:
         half: Runner = twin
     else:
@@ -369,6 +369,7 @@ def _halves(
     for entry in (real_entry, session.report_entries[-1] if session.report_entries else None):
         if entry is not None:
             entry["summary"]["fidelity"] = out.summary()
+    return half, real_ended
 
 
 def _conclude_twin(

@@ -89,6 +89,10 @@ class Recorder:
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
+def _transient(exc: Exception) -> bool:
+    return getattr(exc, "status", None) in TRANSIENT_STATUS
+
+
 def _said(exc: Exception) -> str:
     """An exception as its words: an ApiException's repr is only `ApiException()`."""
     status = getattr(exc, "status", None)
@@ -111,6 +115,10 @@ def record_lab(
     stop = threading.Event()
     watches: list[watch.Watch] = []
 
+    def broke(kind: str, fn: str, exc: Exception) -> None:
+        """A gap: the watch's kind first (what the gap hides), then its words."""
+        rec.watch_errors.append(f"{kind} watch broke ({fn}): {_said(exc)}"[:300])
+
     def refused_open(
         kind: str, fn: str, first: Exception, list_fn: Any, ns: str, last: dict[str, str]
     ) -> bool:
@@ -127,8 +135,8 @@ def record_lab(
             try:
                 items = list_fn(ns).items
             except Exception as exc:
-                if getattr(exc, "status", None) not in TRANSIENT_STATUS:
-                    rec.watch_errors.append(f"{kind} watch broke ({fn}): {_said(exc)}"[:300])
+                if not _transient(exc):
+                    broke(kind, fn, exc)
                     return True
                 refusals.append(_said(exc))
                 continue
@@ -174,12 +182,11 @@ def record_lab(
                 except Exception as exc:  # resumed until stop, but never unseen
                     if stop.is_set():
                         break
-                    if not delivered and getattr(exc, "status", None) in TRANSIENT_STATUS:
+                    if not delivered and _transient(exc):
                         if refused_open(kind, fn, exc, list_fn, ns, last):
                             continue
                     else:
-                        # the watch's kind first: what the gap hides
-                        rec.watch_errors.append(f"{kind} watch broke ({fn}): {_said(exc)}"[:300])
+                        broke(kind, fn, exc)
                     if stop.wait(0.2):
                         break
 
