@@ -51,8 +51,12 @@ def child(side: str, experiment: str, variant: str, workers: int | None, tmp: Pa
         "--desched-artifacts": str(tmp / "art"),
     }
     if side == "fidelity":
-        from pytest_desched.fidelity import cli as fcli
+        import importlib
 
+        try:  # the tree's command module (fidelity/cli.py before commands/)
+            fcli = importlib.import_module("pytest_desched.commands.fidelity")
+        except ImportError:
+            fcli = importlib.import_module("pytest_desched.fidelity.cli")
         default = getattr(fcli, "FIDELITY_WORKERS", None)  # the tree's command's choice
         if workers or default:
             values["--desched-workers"] = workers or default

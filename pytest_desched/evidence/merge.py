@@ -1,4 +1,4 @@
-"""`desched merge DIR... --out-dir OUT`: the N shards of one run as one evidence folder.
+"""The N shards of one run as one evidence folder (`desched merge DIR... --out-dir OUT`).
 
 Each shard (pytest `--desched-shard K/N`) is a complete run with its own cluster, evidence and
 exit code; its `shard.json` (plugin/sharding.py) says which shard of which run it was. The
@@ -14,7 +14,6 @@ fails the merge (exit 1).
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from collections.abc import Sequence
@@ -23,10 +22,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from pytest_desched import render as out
-from pytest_desched.errors import EXIT_FAILED, EXIT_OK, ConfigError
+from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.shards import DURATIONS_FILE, read_shard
-from pytest_desched.log import say
 from pytest_desched.names import inside
 
 SUMMARY_FILE = "run-summary.json"
@@ -226,41 +223,3 @@ def merge(folders: Sequence[Path], out_dir: Path) -> Merged:
     }
     (out_dir / SUMMARY_FILE).write_text(json.dumps(merged.summary, indent=1, default=str) + "\n")
     return merged
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    """Merge, say the verdict; exit 0 pass, 1 a shard failed, 2 not one whole run."""
-    m = merge([Path(d) for d in args.shards], Path(args.out_dir))
-    s = m.summary
-    rows = [
-        {k: r[k] for k in ("shard", "exit_status", "wall_s", "folder")} for r in s["shard_runs"]
-    ]
-    cols = {"shard": "SHARD", "exit_status": "EXIT", "wall_s": "WALL S", "folder": "FOLDER"}
-
-    def text() -> str:
-        verdict = f"run {m.run_id}: {m.n} shards merged: {s['verdict'].upper()}"
-        return "\n".join([out.table(rows, cols, "text").rstrip(), *m.failed, verdict]) + "\n"
-
-    out.emit(out.render(s, args.output, text=text, md=lambda: out.table(rows, cols, "md")))
-    say(f"merged evidence: {m.out} (report {s['report'] or 'not written: no experiment ran'})")
-    return EXIT_OK if m.ok else EXIT_FAILED
-
-
-def add_parser(sub: Any) -> None:
-    """Register `desched merge` on the main `desched` subparsers."""
-    p = sub.add_parser("merge", help="join N shards' evidence folders into one run and verdict")
-    p.set_defaults(func=cmd_merge, parser=p)
-    p.add_argument(
-        "shards",
-        nargs="+",
-        metavar="DIR",
-        help="each shard's evidence folder (pytest --desched-shard K/N), every K of N once",
-    )
-    p.add_argument(
-        "--out-dir",
-        required=True,
-        metavar="OUTDIR",
-        help="a new or empty folder: report.html, run-summary.json, junit.xml, the shards' "
-        "folders as shard-K-of-N/, desched-durations.json",
-    )
-    out.add_output(p)

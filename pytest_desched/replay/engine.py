@@ -27,8 +27,8 @@ from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay.aftermath import aftermath
 from pytest_desched.replay.capacity import check_capacity
-from pytest_desched.replay.cli import read_log
 from pytest_desched.replay.format import Snapshot, utc
+from pytest_desched.replay.incident_log import read_log
 from pytest_desched.replay.ledger import (
     GONE,
     NOT_RESTORED,

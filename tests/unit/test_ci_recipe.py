@@ -245,7 +245,7 @@ def test_the_key_step_runs_verbatim_and_says_the_plugins_key(recipe: Path, tmp_p
 def test_the_shell_steps_run_verbatim(tmp_path: Path) -> None:
     """The key, the lint gate and the SARIF check, as bash runs them on the runner, in a
     directory `desched init` set up (the pip install and pytest steps need the network and a
-    cluster: `desched init`'s starter test is run by tests/unit/test_cli_init.py's files)."""
+    cluster: `desched init`'s starter test is run by tests/unit/commands/test_init.py's files)."""
     assert DESCHED.exists(), f"no desched entry point beside {sys.executable}"
     assert (
         subprocess.run([str(DESCHED), "init", "--dir", str(tmp_path)], check=False).returncode == 0

@@ -289,7 +289,7 @@ def test_errors_map_to_exit_codes(
         seen.append(args)
         raise exc
 
-    monkeypatch.setattr(cli, f"cmd_{sub}", boom)
+    monkeypatch.setattr(f"pytest_desched.commands.{sub}.cmd_{sub}", boom)
     assert cli.main([sub]) == code
     assert len(seen) == 1
     err = capsys.readouterr().err
@@ -309,7 +309,7 @@ def test_other_exceptions_are_one_line_unless_debug(
     def boom(args: argparse.Namespace) -> int:
         raise RuntimeError("a bug, not an outcome")
 
-    monkeypatch.setattr(cli, "cmd_run", boom)
+    monkeypatch.setattr("pytest_desched.commands.run.cmd_run", boom)
     monkeypatch.delenv("DESCHED_DEBUG", raising=False)
     assert cli.main(["run"]) == cli.EXIT_INTERNAL == 70
     err = capsys.readouterr().err
@@ -330,7 +330,7 @@ def test_sigterm_unwinds_like_ctrl_c_and_the_handler_is_restored(
         return 0
 
     before = signal.getsignal(signal.SIGTERM)
-    monkeypatch.setattr(cli, "cmd_run", terminated)
+    monkeypatch.setattr("pytest_desched.commands.run.cmd_run", terminated)
     assert cli.main(["run"]) == 130
     assert reached == []
     assert "interrupted" in capsys.readouterr().err
@@ -446,7 +446,7 @@ def test_a_provider_error_naming_a_url_with_a_token_is_scrubbed(
     def boom(args: argparse.Namespace) -> int:
         raise ProviderError(f"kube-apiserver https://{token}@10.0.0.1:6443 is unreachable")
 
-    monkeypatch.setattr(cli, "cmd_run", boom)
+    monkeypatch.setattr("pytest_desched.commands.run.cmd_run", boom)
     assert cli.main(["run"]) == 3
     err = capsys.readouterr().err
     assert token not in err and "https://<redacted>@10.0.0.1:6443" in err, err

@@ -57,7 +57,7 @@ def test_help_prints_the_table_and_each_subcommand_cites_it(
 def test_a_typo_gets_the_nearest_spelling(
     argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """argparse on 3.11 has no suggest_on_error: cli_parser.Parser adds it (issue 40)."""
+    """argparse on 3.11 has no suggest_on_error: commands.parser.Parser adds it (issue 40)."""
     with pytest.raises(SystemExit) as ei:
         cli.main(argv)
     assert ei.value.code == EXIT_USAGE

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_desched import cli, cli_lint, render
+from pytest_desched import cli, render
 from pytest_desched.config import OPTIONS, cli_flag, commands_of, respell
 from pytest_desched.errors import ToolError
 from pytest_desched.experiments import REGISTRY, VARIANTS, ExperimentResult
@@ -303,7 +303,7 @@ def test_a_deep_error_names_the_spelling_of_the_subcommand(
     def boom(args: argparse.Namespace) -> int:
         raise ToolError("policycheck: not cached and no `go` on PATH; pass --desched-bin TOOL=PATH")
 
-    monkeypatch.setattr(cli_lint if sub == "lint" else cli, f"cmd_{sub}", boom)
+    monkeypatch.setattr(f"pytest_desched.commands.{sub}.cmd_{sub}", boom)
     assert cli.main(argv) == 3
     err = capsys.readouterr().err
     assert named in err and not_named not in err, err

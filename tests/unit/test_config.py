@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_desched import cli, config
+from pytest_desched.commands import tools
 from pytest_desched.config import build_config, config_from_args
 
 
@@ -77,7 +78,7 @@ def test_the_other_commands_name_it_descheduler_too(command: str) -> None:
 
 def test_tools_old_spelling_still_works_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
     args = cli.parser().parse_args(["tools", "--descheduler-version", "v0.35.1"])
-    assert cli._old_version(args) == "v0.35.1"
+    assert tools._old_version(args) == "v0.35.1"
     assert "--descheduler-version is deprecated; use --descheduler" in capsys.readouterr().err
     args = cli.parser().parse_args(["tools", "--descheduler", "v0.35.1"])
-    assert cli._old_version(args) is None and args.descheduler == "v0.35.1"
+    assert tools._old_version(args) is None and args.descheduler == "v0.35.1"

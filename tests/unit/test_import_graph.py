@@ -33,8 +33,7 @@ FLOORS: list[set[str]] = [
     {"experiments"},  # framework (Runner) < declared (Experiment, run_experiment)
     {"session", "session_experiments", "session_lifecycle", "session_state"},  # one class
     {"canary", "replay", "fidelity"},  # the front-end engines
-    {"plugin", "cli", "cli_up", "cli_parser", "cli_init", "cli_info", "cli_lint"}
-    | {"cli_completion", "cli_matrix"},  # the front ends
+    {"plugin", "commands", "cli"},  # the front ends (cli: commands' old name, re-exports)
 ]
 FLOOR = {unit: i for i, units in enumerate(FLOORS) for unit in units}
 

@@ -156,12 +156,10 @@ def test_the_cli_s_host_flags_are_checked_first(
 ) -> None:
     import argparse
 
-    from pytest_desched.replay.cli import add_parsers
+    from pytest_desched.commands.parser import parser
 
     def parse(*argv: str) -> argparse.Namespace:
-        ap = argparse.ArgumentParser(prog="desched")
-        add_parsers(ap.add_subparsers(dest="command", required=True))
-        return ap.parse_args(list(argv))
+        return parser().parse_args(list(argv))
 
     monkeypatch.chdir(tmp_path)  # the run folder a configuration claims
     args = parse("replay", str(snapshot), "--namespace-prefix", "r-")

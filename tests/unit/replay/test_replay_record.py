@@ -24,7 +24,7 @@ from pytest_desched.replay.audit_changes import (
     merge_patch,
     record_from_audit,
 )
-from pytest_desched.replay.cli import _finish
+from pytest_desched.commands.replay import finish_replays
 from pytest_desched.replay.clock import Stopped, WindowClock
 from pytest_desched.replay.format import controller_of, key
 from pytest_desched.replay.generator import generate
@@ -429,7 +429,7 @@ def test_repeats_that_compared_nothing_exit_3(runs: list[Any], code: int) -> Non
     for r in runs:
         r.artifacts = {}
     args = argparse.Namespace(repeat=len(runs), output="md", output_file=None)
-    assert _finish(args, lambda i: runs[i - 1]) == code
+    assert finish_replays(args, lambda i: runs[i - 1]) == code
 
 
 @pytest.mark.parametrize(
@@ -446,7 +446,7 @@ def test_a_log_verdict_that_compared_nothing_exits_3(incident: dict[str, Any], c
     res.ledger.comparison = compare({**incident, **kept}, kept, {"compare_only": set(kept)})
     res.markdown, res.to_dict, res.artifacts = res.ledger.to_markdown, res.ledger.to_dict, {}
     args = argparse.Namespace(repeat=1, output="md", output_file=None)
-    assert _finish(args, lambda i: res) == code
+    assert finish_replays(args, lambda i: res) == code
 
 
 # -- the command line: exit 2, one line, before anything starts --------------------------------
@@ -478,11 +478,9 @@ def test_bad_window_inputs_exit_2_with_one_line(tmp_path: Path, argv: list[str],
 
 
 def test_the_record_and_replay_options_parse() -> None:
-    from pytest_desched.replay.cli import add_parsers
+    from pytest_desched.commands.parser import parser
 
-    ap = argparse.ArgumentParser(prog="desched")
-    add_parsers(ap.add_subparsers(dest="command", required=True))
-    a = ap.parse_args(["replay", "--timeline", "t", "--speed", "10", "--pause-at", "5m"])
+    a = parser().parse_args(["replay", "--timeline", "t", "--speed", "10", "--pause-at", "5m"])
     assert (a.timeline, a.speed, a.pause_at, a.repeat) == ("t", "10", "5m", 1)
 
 
@@ -542,13 +540,12 @@ def test_driver_applies_in_order_waits_for_rounds_and_pauses(
 
 def test_repeats_keep_their_evidence_under_the_chosen_folder(tmp_path: Path) -> None:
     from pytest_desched.config import config_from_args
-    from pytest_desched.replay.cli import _run_config, add_parsers
+    from pytest_desched.commands.parser import parser
+    from pytest_desched.commands.replay import run_config
 
-    ap = argparse.ArgumentParser(prog="desched")
-    add_parsers(ap.add_subparsers(dest="command", required=True))
-    args = ap.parse_args(["replay", "s.yaml", "--repeat", "3", "--artifacts", str(tmp_path)])
+    args = parser().parse_args(["replay", "s.yaml", "--repeat", "3", "--artifacts", str(tmp_path)])
     base = config_from_args(args, provider="embedded")
-    runs = [_run_config(base, 3, i) for i in (1, 2, 3)]
+    runs = [run_config(base, 3, i) for i in (1, 2, 3)]
     assert [c.artifacts for c in runs] == [tmp_path / f"repeat-{i}" for i in (1, 2, 3)]
     assert len({c.run_dir for c in runs}) == 3
-    assert _run_config(base, 1, 1) is base
+    assert run_config(base, 1, 1) is base

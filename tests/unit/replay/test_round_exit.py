@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from pytest_desched.replay.cli import failed_rounds
+from pytest_desched.commands.replay import failed_rounds
 
 
 def _results(*extras: dict) -> list[SimpleNamespace]:

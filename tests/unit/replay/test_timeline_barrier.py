@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_desched.replay import apply as apply_mod
-from pytest_desched.replay.cli import _finish
+from pytest_desched.commands.replay import finish_replays
 from pytest_desched.replay.engine import ReplayResult
 from pytest_desched.replay.generator import generate
 from pytest_desched.replay.ledger import Ledger, RoundFigures
@@ -110,9 +110,9 @@ def test_a_change_that_failed_to_apply_fails_the_replay_with_its_name(
     )
     result = ReplayResult({}, "v0.36.0", {}, Ledger("replay"), timeline=done)
     args = argparse.Namespace(repeat=1, output="json", output_file=str(tmp_path / "out.json"))
-    assert _finish(args, lambda i: result) == 1
+    assert finish_replays(args, lambda i: result) == 1
     done["failures"] = []
-    assert _finish(args, lambda i: result) == 0
+    assert finish_replays(args, lambda i: result) == 0
 
 
 def test_kept_up_reads_the_lags_and_names_a_speed_that_would_keep_them() -> None:

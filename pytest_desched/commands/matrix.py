@@ -18,11 +18,11 @@ import shlex
 from typing import Any
 
 from pytest_desched import render as out
-from pytest_desched.config import config_from_args
+from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.log import say
 
 
-def add_parser(sub: Any, add_config_options: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "matrix",
         help="the runbook's experiments on several releases; known bugs proven per release",

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from pytest_desched import render as out
-from pytest_desched.config import config_from_args
+from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, ConfigError
 from pytest_desched.fidelity.compare import COLUMNS, table_rows
 from pytest_desched.log import say
@@ -25,7 +25,7 @@ from pytest_desched.log import say
 SHOWN = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
 
 
-def add_parser(sub: Any, add_config_options: Any) -> None:
+def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "fidelity", help="does dry run predict the real run? the same state run both ways"
     )

@@ -14,7 +14,7 @@ import pytest
 from pytest_desched import cli
 from pytest_desched.canary import matrix as engine
 from pytest_desched.canary.matrix_report import NOT_RUN, Cell, Matrix, Row
-from pytest_desched.cli_matrix import command_line
+from pytest_desched.commands.matrix import command_line
 
 
 @pytest.fixture(autouse=True)

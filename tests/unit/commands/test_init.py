@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from pytest_desched import cli
-from pytest_desched.cli_init import FILES, template
+from pytest_desched.commands.init import FILES, template
 from pytest_desched.plugin.options import MARKERS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_init_writes_the_three_files_then_refuses_to_overwrite(

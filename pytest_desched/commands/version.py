@@ -1,14 +1,13 @@
-"""`desched version` / `--version` and `desched list`: what is pinned, what can run.
+"""`desched version` / `--version`: this tool's version and what is pinned.
 
-Neither needs a tool or a cluster: the pins come from tools/versions.py (manifests/
-versions.yaml), the experiments from the registry; where lint's two binaries would come from
-is asked of the toolchain, which builds nothing for it.
+It needs no tool and no cluster: the pins come from tools/versions.py (manifests/
+versions.yaml); where lint's two binaries would come from is asked of the toolchain, which
+builds nothing for it.
 """
 
 from __future__ import annotations
 
 import argparse
-from textwrap import shorten
 from typing import Any
 
 from pytest_desched import __version__
@@ -82,7 +81,7 @@ def cmd_version(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class _VersionAction(argparse.Action):
+class VersionAction(argparse.Action):
     """`desched --version`: print and exit (as argparse's own, but built on demand)."""
 
     def __init__(self, option_strings: list[str], dest: str = "", **kw: Any) -> None:
@@ -93,20 +92,7 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def cmd_list(args: argparse.Namespace) -> int:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.experiments.catalogue import catalogue
-
-    rows = catalogue()
-    cols = {"name": "NAME", "variants": "VARIANTS", "strategies": "STRATEGIES"}
-    cols |= {"description": "DESCRIPTION"}
-
-    def text() -> str:  # the first sentence, at most 60 characters: a table fits a terminal
-        cut = {
-            r["name"]: shorten(r["description"].split(". ")[0], 60, placeholder=" ...")
-            for r in rows
-        }
-        return out.table([{**r, "description": cut[r["name"]]} for r in rows], cols, "text")
-
-    out.emit(out.render(rows, args.output, text=text, md=lambda: out.table(rows, cols, "md")))
-    return EXIT_OK
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("version", help="this tool's version and every pinned version")
+    p.set_defaults(func=cmd_version, parser=p)
+    out.add_output(p)

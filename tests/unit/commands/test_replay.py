@@ -9,16 +9,14 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.cli import add_parsers
+from pytest_desched.commands.parser import parser
 from tests.unit import DATA_ROOT
 
 DATA = DATA_ROOT / "descheduler-v0.36.0"
 
 
 def _parse(*argv: str) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="desched")
-    add_parsers(ap.add_subparsers(dest="command", required=True))
-    return ap.parse_args(list(argv))
+    return parser().parse_args(list(argv))
 
 
 def test_replay_from_a_log_needs_no_cluster(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,5 @@
-"""The `desched` command's parser: typos get the nearest spelling, bare is help, exit codes cited.
+"""The `desched` command's one parser: every subcommand's module adds itself, typos get the
+nearest spelling, bare is help, exit codes cited.
 
 argparse on Python 3.11 has no `suggest_on_error` (3.14 does): `desched lnt` said only
 "invalid choice", `desched lint --fial-on` only "unrecognized arguments". This class adds
@@ -15,7 +16,54 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
+from pytest_desched.commands import (
+    canary,
+    completion,
+    down,
+    explain,
+    fidelity,
+    init,
+    lint,
+    matrix,
+    merge,
+    record,
+    replay,
+    run,
+    snapshot,
+    tools,
+    up,
+    version,
+)
+from pytest_desched.commands import list as listing
 from pytest_desched.errors import EXIT_CODES
+
+# `desched --help`: the subcommands, then errors.EXIT_CODES (exit_code_table).
+USAGE = """`desched`: the engine without pytest (tools, up, down, run), for people and for CI.
+
+    desched tools [TOOL ...] [--descheduler V]           build or find the pinned binaries
+    desched up [--workers N] ...                           a kept cluster with the release
+    desched down [NAME ...] [--all]                        delete kept embedded clusters
+    desched run [EXPERIMENT ...] [--variant V] [--cycles K] experiments, with the same evidence
+    desched lint [FILE...] [-f VALUES...] [--fail-on F]    the policy that will run, linted
+                 [--select|--ignore CODE,...] [--list-rules]
+    desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
+    desched matrix RELEASE... [--chart RELEASE=CHART]      experiments on each release, bugs proven
+    desched snapshot --context NAME --output-file snap.yaml   a read-only cluster snapshot
+    desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
+    desched list                                           the experiments, variants, strategies
+    desched explain POD --record FILE                      a pod's fate in every cycle, and why
+    desched merge DIR... --out-dir OUT                     N CI shards' evidence as one run
+    desched version (or --version)                         this tool, its pins, the descheduler
+    desched init                                           a starter test, values, CI workflow
+    desched completion bash|zsh|fish                       a shell completion script
+
+Every subcommand takes `-o text|json|yaml|md` (lint also sarif): machine-readable output on
+stdout, progress on stderr. Every `--desched-*` option of the plugin is here without its
+prefix (`--provider`, `--keep`, `--artifacts`, ...) on the subcommands it applies to, with the
+same `DESCHED_*` environment variables.
+
+Exit codes (the same on every subcommand; docs/cli.md#exit-codes):
+"""
 
 _CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from ([^)]*)\)")
 
@@ -85,3 +133,26 @@ def cite_exit_codes(sub: Any) -> None:
     short = ", ".join(f"{c} {t.split(':')[0].split(' (')[0]}" for c, t in EXIT_CODES.items())
     for p in sub.choices.values():
         p.epilog = f"exit codes: {short} (desched --help, docs/cli.md#exit-codes)"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole `desched` parser: each subcommand module's `add_parser`, in `--help` order."""
+    ap = Parser(
+        prog="desched",
+        description=f"{USAGE}{exit_code_table()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--version", action=version.VersionAction, help="this tool, its pins; then exit"
+    )
+    ap.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
+    sub = ap.add_subparsers(dest="command")  # none: the help, exit 2 (Parser.parse_args)
+    for command in (version, listing, tools, up, down, run, lint, canary, explain, snapshot):
+        command.add_parser(sub)
+    for command in (record, replay, fidelity, matrix, init, merge):
+        command.add_parser(sub)
+    completion.add_parser(sub, ap)
+    cite_exit_codes(sub)
+    return ap

@@ -1,25 +1,19 @@
-"""`desched snapshot` and `desched replay`: the incident-replay front end.
+"""`desched replay`: an incident replayed on a fresh cluster, every pod's fate in a ledger.
 
-    desched snapshot --context NAME [--kubeconfig PATH] [--namespace NS ...] [--redact]
-                     [--exporter auto|kwokctl|client] --output-file snap.yaml [-o FORMAT]
     desched replay snap.yaml [--descheduler VERSION|source:PATH] [--policy FILE] [--rounds N]
                    [--log incident.log] [--ages shift|preserve] [-o md|json|yaml|text]
                    [--output-file FILE]
-
-`-o` is the output format, as on every `desched` subcommand; the old `-o FILE` still writes
-the file (with a deprecation note), and so does the old `--format`.
-    desched record --context NAME --until 30m|TIME [--namespace NS ...] [--redact]
-                   [--audit-log FILE] --output-file window.jsonl
-    desched record --context NAME --since 2h [--until TIME] --audit-log FILE --snapshot START
-                   --output-file window.jsonl          (a past window, from an audit log)
     desched replay --timeline window.jsonl [--speed 10] [--pause-at T] [--every D]
     desched replay ... --repeat N                    (N fresh replays; same evictions?)
     desched replay --from-log incident.log [--descheduler VERSION]     (no cluster)
     desched replay --from-record <artifacts>/<experiment>/<round>.json (no cluster)
 
-The main `desched` parser only needs `add_parsers(sub)`; each command's function returns the
-exit code (0 done, 1 a round failed, 2 bad input: nothing was changed, 3 no cluster, or a
---log/--repeat verdict that compared nothing: "not comparable").
+`--policy` is the one configuration's (`--desched-policy`, `DESCHED_POLICY`), as on every
+subcommand: given (or set in the environment), it is the policy the session announces and
+the one the replay applies; unset, the snapshot's own ConfigMap runs. `-o` is the output
+format, as on every `desched` subcommand. Exit 0 done, 1 a round failed, 2 bad input
+(nothing was changed), 3 no cluster, or a --log/--repeat verdict that compared nothing:
+"not comparable".
 """
 
 from __future__ import annotations
@@ -33,14 +27,12 @@ from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.errors import EXIT_INFRA, ConfigError, InputError
+from pytest_desched.errors import EXIT_INFRA, ConfigError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
-from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
 from pytest_desched.render import add_output
 from pytest_desched.replay import repeat as rep
-from pytest_desched.replay.schema import first_problem
-from pytest_desched.tools.groups import TOOL_GROUP
+from pytest_desched.replay.incident_log import read_log
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -52,111 +44,6 @@ def _ledger_out(ledger: Any, fmt: str, md: Any, data: Any) -> str:
     """A ledger (or a replay's result) in `fmt`: text and md are the ledger's own writers."""
 
     return render.render(data, fmt, text=ledger.to_text, md=md)
-
-
-def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
-    """The pinned kwokctl for the exporter: built only when asked for by name, else if cached."""
-    if exporter == "client":
-        return None
-    # heavy: +2 modules (~4ms), kept out of `desched` start-up
-    from pytest_desched.tools.toolchain import Toolchain
-
-    tc = Toolchain(cache_dir=cache_dir, report=say)
-    cached = tc.bin_dir(tc.groups[TOOL_GROUP["kwokctl"]]) / "kwokctl"
-    return tc.path("kwokctl") if exporter == "kwokctl" or cached.is_file() else None
-
-
-def cmd_snapshot(args: argparse.Namespace) -> int:
-    """Take a read-only snapshot (no Secrets) and write it to `-o`."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.replay.snapshot import take_snapshot
-
-    if not args.output_file:
-        raise ConfigError(
-            "desched snapshot needs --output-file FILE (the snapshot is never printed)"
-        )
-    kwokctl = _kwokctl(args.exporter, args.cache_dir)
-    snap = take_snapshot(
-        args.kubeconfig,
-        args.context,
-        namespaces=args.namespace,
-        redact=args.redact,
-        exporter=args.exporter,
-        kwokctl=kwokctl,
-        report=say,
-    )
-    path = snap.write(args.output_file)
-    h = snap.header
-    line = (
-        f"snapshot {path}: {len(snap.nodes)} nodes, {len(snap.pods)} pods, descheduler "
-        f"{h.get('descheduler', {}).get('version') or 'not found'}, secrets filtered: "
-        f"{h['filtered'].get('secrets')}, redacted: {h.get('redacted')}"
-    )
-    if args.output == "text":
-        say(line)
-    else:
-        data = {
-            "snapshot": str(path),
-            "nodes": len(snap.nodes),
-            "pods": len(snap.pods),
-            "descheduler": h.get("descheduler", {}).get("version"),
-            "secrets_filtered": h["filtered"].get("secrets"),
-            "redacted": h.get("redacted"),
-        }
-        render.emit(render.render(data, args.output, text=lambda: line))
-    return 0
-
-
-def read_log(path: str | Path, flag: str) -> str:
-    """A descheduler JSON log, bounded (size, UTF-8, line depth); refused when it has none."""
-
-    text = read_text(path, kind="bulk", what=f"{flag} log")
-    lines = [(i, doc) for i, doc in json_lines(text, f"{path}") if "msg" in doc]
-    for i, doc in lines:  # a line of the wrong types is no descheduler log: refused, not skipped
-        found = first_problem("log line", doc)
-        if found is not None:
-            raise InputError(
-                f"{flag} {path}",
-                f"line {i}",
-                f"{' '.join(filter(None, found))}: not a descheduler JSON log line",
-                "give the log of a descheduler run with --logging-format=json",
-            )
-    if not lines:
-        raise ConfigError(
-            f'{flag} {path}: no descheduler JSON log line (an object with "msg"); give the '
-            "log of a descheduler run with --logging-format=json"
-        )
-    return text
-
-
-def cmd_record(args: argparse.Namespace) -> int:
-    """Record an incident window as a timeline file (read-only, no Secrets)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.replay.record import record
-
-    if not args.output_file:
-        raise ConfigError("desched record needs --output-file FILE (the timeline is never printed)")
-    tl = record(
-        args.kubeconfig,
-        args.context,
-        until=args.until,
-        since=args.since,
-        namespaces=args.namespace,
-        redact=args.redact,
-        audit_log=args.audit_log,
-        start_snapshot=args.snapshot,
-        report=say,
-    )
-    path = tl.write(args.output_file)
-    verbs: dict[str, int] = {}
-    for c in tl.changes:
-        verbs[c.verb] = verbs.get(c.verb, 0) + 1
-    say(
-        f"timeline {path}: window {tl.window_s:g} s from {tl.header.get('windowStart')}, "
-        f"{len(tl.snapshot.nodes)} nodes, {len(tl.snapshot.pods)} pods at the start, "
-        f"{len(tl.changes)} changes {verbs}, redacted: {bool(tl.header.get('redacted'))}"
-    )
-    return 0
 
 
 def _timeline_replay(args: argparse.Namespace) -> int:
@@ -180,11 +67,11 @@ def _timeline_replay(args: argparse.Namespace) -> int:
     base = config_from_args(args, provider="embedded")
 
     def one(i: int) -> Any:
-        config = _run_config(base, args.repeat, i)
+        config = run_config(base, args.repeat, i)
         return replay_timeline(
             args.timeline,
             descheduler=args.descheduler,
-            policy=args.policy,
+            policy=config.policy,  # --policy, else DESCHED_POLICY: the one announced
             config=config,
             report=say,
             resume=resume,
@@ -192,10 +79,10 @@ def _timeline_replay(args: argparse.Namespace) -> int:
             client=args.client,
         )
 
-    return _finish(args, one)
+    return finish_replays(args, one)
 
 
-def _run_config(base: Any, repeat: int, i: int) -> Any:
+def run_config(base: Any, repeat: int, i: int) -> Any:
     """Run i's configuration: with --repeat, one evidence root and a `repeat-i` folder each
     under it (and under the run folder), so the runs never share or scatter their evidence."""
     if repeat == 1:
@@ -205,7 +92,7 @@ def _run_config(base: Any, repeat: int, i: int) -> Any:
     )
 
 
-def _finish(args: argparse.Namespace, one: Any) -> int:
+def finish_replays(args: argparse.Namespace, one: Any) -> int:
     """One replay, or --repeat N of them and their comparison; the exit code."""
 
     repeats: dict[str, Any] | None = None  # --repeat's comparison
@@ -304,11 +191,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     base = config_from_args(args, provider="embedded")
 
     def one(i: int) -> Any:
-        config = _run_config(base, args.repeat, i)
+        config = run_config(base, args.repeat, i)
         return replay(
             args.snapshot,
             descheduler=args.descheduler,
-            policy=args.policy,
+            policy=config.policy,  # --policy, else DESCHED_POLICY: the one announced
             rounds=args.rounds,
             log=args.log,
             config=config,
@@ -317,7 +204,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             client=args.client,
         )
 
-    return _finish(args, one)
+    return finish_replays(args, one)
 
 
 def _host_replay(args: argparse.Namespace) -> int:
@@ -341,7 +228,7 @@ def _host_replay(args: argparse.Namespace) -> int:
         namespace_prefix=args.namespace_prefix,
         kwok_image=args.kwok_image,
         descheduler=args.descheduler,
-        policy=args.policy,
+        policy=config.policy,  # --policy, else DESCHED_POLICY: the one announced
         rounds=args.rounds,
         config=config,
         report=say,
@@ -356,45 +243,21 @@ def _host_replay(args: argparse.Namespace) -> int:
     return 1 if failed_rounds([result]) else 0
 
 
-def add_parsers(sub: Any) -> None:
-    """Register `snapshot` and `replay` on the main `desched` subparsers."""
-
-    s = sub.add_parser("snapshot", help="snapshot a cluster read-only (no Secrets) for replay")
-    s.set_defaults(parser=s)
-    s.add_argument("--context", required=True, help="kubeconfig context (never assumed)")
-    s.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
-    s.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
-    s.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
-    s.add_argument(
-        "--exporter",
-        choices=("auto", "kwokctl", "client"),
-        default="auto",
-        help="who lists the objects: kwokctl (cluster-wide only), the Python client, or auto "
-        "(default: kwokctl when cached and no --namespace, else the client)",
-    )
-    s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
-    add_output(s, output_file=True)  # --output-file: the snapshot
-    s.set_defaults(func=cmd_snapshot)
-    rc = sub.add_parser("record", help="record an incident window as a timeline (read-only)")
-    rc.set_defaults(parser=rc)
-    rc.add_argument("--context", required=True, help="kubeconfig context (never assumed)")
-    rc.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
-    rc.add_argument("--until", default=None, help="window end: a duration from now or a time")
-    rc.add_argument("--since", default=None, help="window start in the past (needs --audit-log)")
-    rc.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
-    rc.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
-    rc.add_argument("--audit-log", default=None, metavar="FILE", help="kube-apiserver audit log")
-    rc.add_argument("--snapshot", default=None, metavar="FILE", help="the start (with --since)")
-    add_output(rc, output_file=True)
-    rc.set_defaults(func=cmd_record)
+def add_parser(sub: Any) -> None:
+    """Register `replay` on the main `desched` subparsers."""
     r = sub.add_parser("replay", help="replay a snapshot on a fresh embedded cluster; fate ledger")
     r.set_defaults(parser=r)
     r.add_argument("snapshot", nargs="?", default=None, help="a file from `desched snapshot`")
     r.add_argument(
         "--descheduler", default=None, metavar="VERSION|source:PATH", help="default: the snapshot's"
     )
-    r.add_argument(
-        "--policy", default=None, metavar="FILE", help="default: the snapshot's ConfigMap"
+    r.add_argument(  # the one configuration's --desched-policy, with replay's own default
+        "--policy",
+        dest="--desched-policy",
+        default=None,
+        metavar="FILE",
+        help="your DeschedulerPolicy file, announced and applied [env DESCHED_POLICY] "
+        "(default: the snapshot's ConfigMap)",
     )
     r.add_argument(
         "--rounds",

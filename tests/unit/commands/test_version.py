@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched import cli_info
+from pytest_desched.commands import version
 from pytest_desched.tools import lint_bin
 from tests.unit.descheduler.test_lint_wheel import _read
 from tests.unit.tools.test_lint_bin import fake_wheel
@@ -24,7 +24,7 @@ def test_without_the_wheel_lint_says_it_builds_on_first_use(
     bare: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(lint_bin, "installed", lambda: None)
-    said = cli_info.version_info()["lint_tools"]
+    said = version.version_info()["lint_tools"]
     assert said.startswith("helm: build, policycheck: build (built with Go on first lint")
     assert not (bare / "cache").exists()
 
@@ -32,7 +32,7 @@ def test_without_the_wheel_lint_says_it_builds_on_first_use(
 def test_with_the_wheel_lint_names_it(bare: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = fake_wheel(bare / "wheel")
     monkeypatch.setattr(lint_bin, "installed", lambda: lint_bin.LintBin(root, _read(root)))
-    assert cli_info.lint_tools() == (
+    assert version.lint_tools() == (
         "helm: lint-bin, policycheck: lint-bin (pytest-desched-lint-bin 0.1.0)"
     )
 
@@ -42,7 +42,7 @@ def test_a_stale_wheel_is_named_with_why_it_is_not_used(
 ) -> None:
     root = fake_wheel(bare / "wheel", policycheck={"key": "policycheck-v0.35.0-000000000000"})
     monkeypatch.setattr(lint_bin, "installed", lambda: lint_bin.LintBin(root, _read(root)))
-    said = cli_info.lint_tools()
+    said = version.lint_tools()
     assert said.startswith(
         "helm: lint-bin, policycheck: build (not used: pytest-desched-lint-bin 0.1.0 carries "
         "policycheck-v0.35.0-000000000000, this pytest-desched pins policycheck-v0.36.0-"

@@ -1,9 +1,9 @@
-"""`desched up` and `desched down`: a kept embedded cluster with the release, and its removal.
+"""`desched up`: a kept embedded cluster with the release (`desched down` removes it).
 
 `up` keeps a cluster only once the release is installed (suspended, dry run) and the policy
-applied; interrupted or failed before, everything it made is deleted and checked gone.
-`down` deletes kept clusters by name (or lists them). The session and the embedded
-provider are imported inside the commands: heavy, and `desched --version` needs neither.
+applied; interrupted or failed before, everything it made is deleted and checked gone. The
+session and the embedded provider are imported inside the command: heavy, and `desched
+--version` needs neither.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import argparse
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pytest_desched import interrupts
 from pytest_desched import render as out
-from pytest_desched.config import config_from_args, resolve
-from pytest_desched.errors import EXIT_INFRA, EXIT_OK, ConfigError
+from pytest_desched.config import add_config_options, config_from_args, resolve
+from pytest_desched.errors import EXIT_OK
 from pytest_desched.log import say
 from pytest_desched.tools.locate import default_cache_dir
 
@@ -95,40 +96,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_down(args: argparse.Namespace) -> int:
-    # heavy: providers.embedded.cluster +14 modules (~35ms); providers.embedded.owners +14 modules (~36ms); tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
-    from pytest_desched.providers.embedded.cluster import delete_cluster
-    from pytest_desched.providers.embedded.owners import kept_clusters, stale_up_dirs
-    from pytest_desched.tools.toolchain import Toolchain
-
-    cache = resolve("--desched-cache-dir", args.cache_dir)
-    tc = Toolchain(cache_dir=Path(cache) if cache else None, report=say)
-    root = tc.cache_dir / "clusters"
-    kept = kept_clusters(root)
-    for stale in stale_up_dirs(tc.cache_dir / "up", root):  # left by interrupted `up`s
-        shutil.rmtree(stale, ignore_errors=True)
-        say(f"removed {stale} (its cluster is gone)")
-    names = kept if args.all else args.names
-    if not names:
-        out.emit(
-            out.render(
-                {"kept": kept},
-                args.output,
-                text=lambda: "\n".join(kept) if kept else "no kept embedded clusters",
-                md=lambda: out.table([[k] for k in kept], ["kept cluster"], "md"),
-            )
-        )
-        return EXIT_OK
-    unknown = sorted(set(names) - set(kept))
-    if unknown:
-        raise ConfigError(f"not a kept embedded cluster: {unknown}; kept: {kept or 'none'}")
-    for name in names:
-        found = delete_cluster(tc, root, name, say)
-        for marker in (tc.cache_dir / "up").glob("run-*/cluster-name"):
-            if marker.read_text().strip() == name:  # `desched up`'s kubeconfig copy and files
-                shutil.rmtree(marker.parent, ignore_errors=True)
-        if found["processes_left"] or found["dir_left"]:
-            say(f"embedded cluster {name}: not fully deleted ({found}); run desched down again")
-            return EXIT_INFRA
-        say(f"deleted embedded cluster {name} (0 processes, folder removed)")
-    return EXIT_OK
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("up", help="bring up a kept cluster with the release installed")
+    p.set_defaults(func=cmd_up, parser=p)
+    add_config_options(p, "up")
+    out.add_output(p)
