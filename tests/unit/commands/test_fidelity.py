@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
 from pytest_desched.commands.fidelity import exit_code
+from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
 
 
 @pytest.mark.parametrize(

@@ -5,11 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pytest_desched.errors import ConfigError
 from pytest_desched.commands.parser import parser
+from pytest_desched.descheduler.inputs import UserInputs, check_user_inputs
+from pytest_desched.errors import ConfigError
+from pytest_desched.replay.engine import check_inputs
+from pytest_desched.replay.incidents import label_move
 from tests.unit import DATA_ROOT
 
 DATA = DATA_ROOT / "descheduler-v0.36.0"
@@ -78,3 +82,91 @@ def test_snapshot_without_a_kubeconfig_is_refused(
     with pytest.raises(ConfigError, match="never read implicitly"):
         args.func(args)
     assert not (tmp_path / "s").exists()
+
+
+# -- the one configuration: the policy announced is the policy applied ----------------------
+DEDUP_ONLY = """\
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+- name: dedup
+  pluginConfig:
+  - name: DefaultEvictor
+  - name: RemoveDuplicates
+  plugins:
+    balance:
+      enabled:
+      - RemoveDuplicates
+"""
+
+
+class _Stop(Exception):
+    """Raised by the stand-in engine once it has what the command gave it: no cluster."""
+
+
+def _announced(policy: Path | None) -> UserInputs:
+    """What the replay's session says before the cluster (DeschedSession.inputs): the same
+    check of the configuration's policy, its helm render and lint left out (no values)."""
+    return check_user_inputs(policy, (), lambda files: None, lambda target, label: None)
+
+
+@pytest.mark.parametrize("source", ["snapshot", "timeline"])
+@pytest.mark.parametrize("given", ["DESCHED_POLICY", "--policy"])
+def test_replay_applies_the_policy_it_announces(
+    source: str, given: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression (issue 51): with DESCHED_POLICY set to a RemoveDuplicates-only policy,
+    `desched replay SNAPSHOT` announced that policy (the session reads the configuration)
+    and applied the snapshot's own node-affinity one: its `--policy` was replay's alone and
+    never fell back to DESCHED_POLICY. Now it is the configuration's, on both replay paths."""
+    snap = label_move().snapshot.write(tmp_path / "snap.yaml")
+    dedup = tmp_path / "dedup.yaml"
+    dedup.write_text(DEDUP_ONLY)
+    seen: dict[str, Any] = {}
+
+    def engine(*args: Any, **kw: Any) -> Any:
+        seen.update(kw)
+        raise _Stop
+
+    monkeypatch.setattr("pytest_desched.replay.engine.replay", engine)
+    monkeypatch.setattr("pytest_desched.replay.timeline_run.replay_timeline", engine)
+    monkeypatch.setattr("pytest_desched.replay.timeline_run.check_timeline", lambda *a: None)
+    monkeypatch.delenv("DESCHED_POLICY", raising=False)
+    argv = ["replay", str(snap)] if source == "snapshot" else ["replay", "--timeline", "t.jsonl"]
+    argv += ["--artifacts", str(tmp_path / "art")]
+    if given == "DESCHED_POLICY":
+        monkeypatch.setenv("DESCHED_POLICY", str(dedup))
+    else:
+        argv += ["--policy", str(dedup)]
+    args = _parse(*argv)
+    with pytest.raises(_Stop):
+        args.func(args)
+    announced = _announced(seen["config"].policy)
+    applied = check_inputs(snap, None, seen["policy"], 1, None).policy
+    assert announced.describe()[0].startswith("policy: --policy dedup.yaml"), announced.describe()
+    assert announced.policy is not None and announced.policy.digest() == applied.digest()
+    assert applied.source == str(dedup)
+    assert "RemoveDuplicates" in applied.to_yaml()
+    assert "RemovePodsViolatingNodeAffinity" not in applied.to_yaml()
+
+
+def test_replay_without_a_policy_runs_the_snapshot_s_and_announces_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unset (no flag, no DESCHED_POLICY), the snapshot's ConfigMap runs, as before, and the
+    session announces no policy of the user's."""
+    snap = label_move().snapshot.write(tmp_path / "snap.yaml")
+    seen: dict[str, Any] = {}
+
+    def engine(*args: Any, **kw: Any) -> Any:
+        seen.update(kw)
+        raise _Stop
+
+    monkeypatch.setattr("pytest_desched.replay.engine.replay", engine)
+    monkeypatch.delenv("DESCHED_POLICY", raising=False)
+    args = _parse("replay", str(snap), "--artifacts", str(tmp_path / "art"))
+    with pytest.raises(_Stop):
+        args.func(args)
+    assert seen["policy"] is None and seen["config"].policy is None
+    applied = check_inputs(snap, None, None, 1, None).policy
+    assert "the incident's ConfigMap" in applied.source

@@ -8,9 +8,9 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
+from pytest_desched.commands.fidelity import text_of
 from pytest_desched.descheduler.decisions import FATE_LAYER, Fate, PodDecision
 from pytest_desched.experiments.results import ExperimentResult
-from pytest_desched.commands.fidelity import text_of
 from pytest_desched.fidelity.compare import Half, PodRef, compare, fates_of, identity_of
 from pytest_desched.fidelity.engine import FidelityOutcome, _judge
 from pytest_desched.fidelity.explain import BUG_1917, Budget

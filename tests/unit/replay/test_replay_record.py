@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from pytest_desched.commands.replay import finish_replays
 from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.replay.apply import label_patch, observed_only, update_patch
@@ -24,7 +25,6 @@ from pytest_desched.replay.audit_changes import (
     merge_patch,
     record_from_audit,
 )
-from pytest_desched.commands.replay import finish_replays
 from pytest_desched.replay.clock import Stopped, WindowClock
 from pytest_desched.replay.format import controller_of, key
 from pytest_desched.replay.generator import generate
@@ -539,9 +539,9 @@ def test_driver_applies_in_order_waits_for_rounds_and_pauses(
 
 
 def test_repeats_keep_their_evidence_under_the_chosen_folder(tmp_path: Path) -> None:
-    from pytest_desched.config import config_from_args
     from pytest_desched.commands.parser import parser
     from pytest_desched.commands.replay import run_config
+    from pytest_desched.config import config_from_args
 
     args = parser().parse_args(["replay", "s.yaml", "--repeat", "3", "--artifacts", str(tmp_path)])
     base = config_from_args(args, provider="embedded")

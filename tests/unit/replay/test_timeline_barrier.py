@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay import apply as apply_mod
 from pytest_desched.commands.replay import finish_replays
+from pytest_desched.replay import apply as apply_mod
 from pytest_desched.replay.engine import ReplayResult
 from pytest_desched.replay.generator import generate
 from pytest_desched.replay.ledger import Ledger, RoundFigures
