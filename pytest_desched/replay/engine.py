@@ -231,7 +231,8 @@ def replay(
 
     `descheduler`: a release tag (default: the snapshot's descheduler, else the pin) or a
     candidate spec (`source:PATH`, `binary:PATH`, `version:vX.Y.Z`); `policy`: anything
-    `Policy.coerce` takes (default: the snapshot's); `log`: the incident's JSON log to
+    `Policy.coerce` takes (default: the one the session announces from `config`, its policy
+    or its values' deschedulerPolicy, else the snapshot's); `log`: the incident's JSON log to
     compare round 1 with. `before_round(i, cluster)` runs before round i (a timeline's
     changes, `replay.timeline_run`); what it returns joins that round's `extra`, and so
     does what `after_round(i, round, fates)` returns; `finish()` runs after the last round,
@@ -266,6 +267,9 @@ def replay(
 
     # Round pods on the runner node and nowhere else: a chart values layer of every release.
     with DeschedSession(config, report=report, placement=runner_values()) as session:
+        announced = session.inputs.policy if policy is None else None
+        if announced is not None:  # the configuration's policy (--values' deschedulerPolicy):
+            inp = replace(inp, policy=announced)  # the session said it runs, so it does
         result = replay_on(
             session,
             inp,

@@ -1,0 +1,89 @@
+"""`replay()` runs the policy its session announces: the configuration's, else the snapshot's.
+
+Regression (issue 51): the session announces the configuration's policy (`--policy`, or
+`--values` with deschedulerPolicy) before the cluster; the replay applied the snapshot's own.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_desched.config import build_config
+from pytest_desched.descheduler.policy import Policy
+from pytest_desched.replay import engine
+from pytest_desched.replay.incidents import label_move
+
+DEDUP_ONLY = {
+    "apiVersion": "descheduler/v1alpha2",
+    "kind": "DeschedulerPolicy",
+    "profiles": [
+        {
+            "name": "dedup",
+            "pluginConfig": [{"name": "DefaultEvictor"}, {"name": "RemoveDuplicates"}],
+            "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}},
+        }
+    ],
+}
+
+
+class _Stop(Exception):
+    """Raised where the rounds would start: what they were given is all the test needs."""
+
+
+def _applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, announced: Policy | None, given: Any = None
+) -> Policy:
+    """The policy `replay()` hands the rounds, its session announcing `announced`."""
+
+    class Session(SimpleNamespace):
+        def __enter__(self) -> Session:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    seen: list[Policy] = []
+
+    def rounds(session: Any, inp: Any, *args: Any) -> Any:
+        seen.append(inp.policy)
+        raise _Stop
+
+    monkeypatch.setattr(
+        "pytest_desched.session.DeschedSession",
+        lambda *a, **kw: Session(inputs=SimpleNamespace(policy=announced), timings={}),
+    )
+    monkeypatch.setattr(engine, "replay_on", rounds)
+    snap = label_move().snapshot.write(tmp_path / "snap.yaml")
+    config = build_config({"--desched-provider": "embedded", "--desched-artifacts": str(tmp_path)})
+    with pytest.raises(_Stop):
+        engine.replay(snap, policy=given, config=config, report=lambda _line: None)
+    return seen[0]
+
+
+def test_the_policy_the_session_announces_is_the_one_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dedup = Policy.from_dict(DEDUP_ONLY, source="prod-values.yaml (deschedulerPolicy)")
+    applied = _applied(tmp_path, monkeypatch, dedup)
+    assert applied.digest() == dedup.digest()
+    assert "RemovePodsViolatingNodeAffinity" not in applied.to_yaml()
+
+
+def test_no_policy_announced_runs_the_snapshot_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    applied = _applied(tmp_path, monkeypatch, None)
+    assert "the incident's ConfigMap" in applied.source
+    assert "RemovePodsViolatingNodeAffinity" in applied.to_yaml()
+
+
+def test_a_policy_given_to_replay_is_the_one_applied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library caller's explicit policy stands (the command passes the configuration's)."""
+    applied = _applied(tmp_path, monkeypatch, None, given=DEDUP_ONLY)
+    assert applied.digest() == Policy.from_dict(DEDUP_ONLY).digest()
