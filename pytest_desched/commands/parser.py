@@ -135,6 +135,28 @@ def cite_exit_codes(sub: Any) -> None:
         p.epilog = f"exit codes: {short} (desched --help, docs/cli.md#exit-codes)"
 
 
+# Every subcommand's module, in `desched --help` order (completion is added last: it reads the
+# whole tree).
+SUBCOMMANDS = (
+    version,
+    listing,
+    tools,
+    up,
+    down,
+    run,
+    lint,
+    canary,
+    explain,
+    snapshot,
+    record,
+    replay,
+    fidelity,
+    matrix,
+    init,
+    merge,
+)
+
+
 def parser() -> argparse.ArgumentParser:
     """The whole `desched` parser: each subcommand module's `add_parser`, in `--help` order."""
     ap = Parser(
@@ -149,9 +171,7 @@ def parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of an unexpected error"
     )
     sub = ap.add_subparsers(dest="command")  # none: the help, exit 2 (Parser.parse_args)
-    for command in (version, listing, tools, up, down, run, lint, canary, explain, snapshot):
-        command.add_parser(sub)
-    for command in (record, replay, fidelity, matrix, init, merge):
+    for command in SUBCOMMANDS:
         command.add_parser(sub)
     completion.add_parser(sub, ap)
     cite_exit_codes(sub)
