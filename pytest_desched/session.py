@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched import interrupts
 from pytest_desched.capabilities import CAPABILITIES
-from pytest_desched.config import DeschedConfig, build_config
+from pytest_desched.config import DeschedConfig, build_config, check_kubernetes_on
 from pytest_desched.errors import ConfigError
 from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
     _sigterm_to_interrupt,
@@ -136,7 +136,9 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 descheduler_version=self.config.descheduler_version,
                 report=self.report,
                 candidate=self.config.parsed_candidate(),
+                kubernetes_version=self.config.kubernetes,
             )
+            self.info.setdefault("kubernetes", self.config.kube_choice().evidence())
         return self._toolchain
 
     def toolchain_for(self, version: str | None) -> Toolchain:
@@ -152,6 +154,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             overrides={k: v for k, v in self.config.bins.items() if k != "descheduler"},
             descheduler_version=version,
             report=self.report,
+            kubernetes_version=self.config.kubernetes,
         )
 
     @property
@@ -162,8 +165,19 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
 
             provider = make_provider(self.config, self.toolchain, self.report)
             self._check_candidate_runs_on(provider.name)  # `auto` is only known now
+            check_kubernetes_on(self.config, provider.name)
             self._provider = provider
         return self._provider
+
+    def _check_server_version(self, server: str) -> None:
+        """A cluster built at a chosen Kubernetes must report it: the evidence names it."""
+        want = self.config.kube_choice()
+        if self.config.kubernetes is None or server == want.version:
+            return
+        raise ConfigError(
+            f"--desched-kubernetes {want.version}: the cluster's API server reports {server}; "
+            "a kube-apiserver given by --desched-bin or found on PATH must be that version"
+        )
 
     def _check_candidate_runs_on(self, provider: str) -> None:
         """An image needs a kubelet; a local build needs the embedded stand-in kubelet."""
@@ -253,6 +267,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 server=cluster.server_version(),
                 tools={t: str(p) for t, p in self.toolchain.resolved().items()},
             )
+            self._check_server_version(self.info["server"])
         return self._cluster
 
     @property
