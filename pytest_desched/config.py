@@ -132,6 +132,19 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
             "serves; default the pin); built and cached by version",
         },
     ),
+    *(
+        (
+            f"--desched-{track}-kubernetes",
+            f"DESCHED_{track.upper()}_KUBERNETES",
+            {
+                "default": None,
+                "metavar": "VERSION",
+                "help": f"the {track} track's Kubernetes (default --desched-kubernetes): a "
+                "control-plane upgrade canaried as one, or beside the descheduler's",
+            },
+        )
+        for track in ("baseline", "candidate")
+    ),
     (
         "--desched-workers",
         "DESCHED_WORKERS",
@@ -267,6 +280,8 @@ OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-allow-existing": (*_CLUSTER, "replay"),
     "--desched-workers": _CLUSTER,
     "--desched-kubernetes": (*_CLUSTER, "replay"),
+    "--desched-baseline-kubernetes": ("canary",),
+    "--desched-candidate-kubernetes": ("canary",),
     "--desched-namespace": _CLUSTER,
     "--desched-descheduler": ("run", "up", "canary"),  # matrix: its RELEASE arguments
     "--desched-keep": ("run", "canary", "replay", "matrix"),  # `up` always keeps
@@ -297,7 +312,10 @@ OPTION_GROUPS: dict[str, str] = {
     ),
     "--desched-artifacts": "evidence options",
     "--desched-redact": "evidence options",
-    **dict.fromkeys(_TRACK_OPTIONS, "candidate options"),
+    **dict.fromkeys(
+        (*_TRACK_OPTIONS, "--desched-baseline-kubernetes", "--desched-candidate-kubernetes"),
+        "candidate options",
+    ),
 }
 
 
@@ -404,6 +422,9 @@ class DeschedConfig:
     descheduler_version: str | None = None
     # The clusters' Kubernetes (tools.kube_versions): None is the pin; checked as served.
     kubernetes: str | None = None
+    # A canary's per-track Kubernetes (None: `kubernetes`): the cluster upgrade canaried.
+    baseline_kubernetes: str | None = None
+    candidate_kubernetes: str | None = None
     # The upgrade canary's candidate and its chart, as specs (tools.candidate); parsed
     # and checked by validate(), the parsed form is `parsed_candidate()`.
     candidate: str | None = None
@@ -464,6 +485,10 @@ def validate(c: DeschedConfig) -> DeschedConfig:
     if c.descheduler_version is not None:
         names.check("version", c.descheduler_version, "", named("--desched-descheduler"))
     c.kube_choice()  # an unserved Kubernetes is refused before anything is built
+    for track in ("baseline", "candidate"):
+        flag = f"--desched-{track}-kubernetes"
+        if getattr(c, f"{track}_kubernetes") is not None:
+            choose_kubernetes(load_versions(), getattr(c, f"{track}_kubernetes"), named(flag))
     caps = capabilities_of(c.provider)
     if c.kind_cluster is not None and not (caps and caps.adopts_named_cluster):
         raise ConfigError(
@@ -588,6 +613,8 @@ def build_config(
         release=get("--desched-release"),
         descheduler_version=get("--desched-descheduler"),
         kubernetes=get("--desched-kubernetes") or None,
+        baseline_kubernetes=get("--desched-baseline-kubernetes") or None,
+        candidate_kubernetes=get("--desched-candidate-kubernetes") or None,
         candidate=get("--desched-candidate"),
         candidate_chart=get("--desched-candidate-chart"),
         baseline=get("--desched-baseline"),

@@ -30,6 +30,7 @@ from pytest_desched.proc import helm_env
 from pytest_desched.redaction import Redactor
 from pytest_desched.session_experiments import SessionExperiments
 from pytest_desched.session_lifecycle import SessionLifecycle
+from pytest_desched.tools.release import release_skew
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -169,6 +170,17 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             self._provider = provider
         return self._provider
 
+    def _note_kubernetes(self, server: str) -> None:
+        """The cluster's Kubernetes against the release's own README: outside the minors
+        upstream tests the release on is allowed, and said first (evidence and output)."""
+        kube = self.config.kube_choice()
+        skew = release_skew(self.candidate, server or kube.version)
+        self.info["kubernetes"] = {**kube.evidence(), "server": server, "skew": skew}
+        if kube.prerelease or skew.get("tested") is False:
+            self.report(
+                f"WARNING: {kube.line()}: descheduler {skew['descheduler']}: {skew['note']}"
+            )
+
     def _check_server_version(self, server: str) -> None:
         """A cluster built at a chosen Kubernetes must report it: the evidence names it."""
         want = self.config.kube_choice()
@@ -268,6 +280,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 tools={t: str(p) for t, p in self.toolchain.resolved().items()},
             )
             self._check_server_version(self.info["server"])
+            self._note_kubernetes(self.info["server"])
         return self._cluster
 
     @property

@@ -139,3 +139,27 @@ def test_a_replay_override_names_the_difference_and_an_unserved_minor_is_refused
     with pytest.raises(ConfigError, match=r"ran Kubernetes v1\.31\.2.*name one with"):
         for_snapshot(v, "v1.31.2", None, FLAG)
     assert for_snapshot(v, "v1.31.2", "v1.36.3", FLAG).version == "v1.36.3"
+
+
+def test_a_canary_track_runs_at_its_own_kubernetes(tmp_path):
+    from pytest_desched.canary.engine import track_configs
+
+    base = build_config(
+        {
+            "--desched-provider": "embedded",
+            "--desched-kubernetes": "v1.36.3",
+            "--desched-candidate-kubernetes": "v1.37.2",
+        },
+        run_dir=tmp_path,
+    )
+    b, c = track_configs(base, "pinned", None)
+    assert (b.kubernetes, c.kubernetes) == ("v1.36.3", "v1.37.2")
+    assert b.candidate_kubernetes is None and c.candidate_kubernetes is None
+
+
+def test_a_track_kubernetes_is_checked_like_the_runs(tmp_path):
+    with pytest.raises(ConfigError, match=r"--desched-baseline-kubernetes.*v1\.30\.0: not served"):
+        build_config(
+            {"--desched-provider": "embedded", "--desched-baseline-kubernetes": "v1.30.0"},
+            run_dir=tmp_path,
+        )
