@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind
+.PHONY: venv tools actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -86,3 +86,12 @@ e2e-kind: tools
 	if [ "$$DESCHED_ENGINE_STARTED" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
 	  $(PY) -m pytest_desched.tools.kind_node stop-engine; fi; \
 	exit $$rc
+
+## The runbook's experiments at other Kubernetes versions than the pin (docs/kubernetes-versions.md),
+## outside `make test`: each version's control plane is built (and cached) first, ~10-20 min cold.
+KUBE_VERSIONS ?= v1.34.4 v1.35.4
+e2e-kubernetes: tools
+	@rc=0; for v in $(KUBE_VERSIONS); do \
+	  echo "== the runbook's experiments at Kubernetes $$v"; \
+	  $(PYTEST) -m "$(E2E_MARK)" -p no:cacheprovider --desched-kubernetes=$$v $(PYTEST_ARGS) || rc=$$?; \
+	done; exit $$rc

@@ -37,6 +37,18 @@ class Capabilities:
     reaps_leftovers: bool = False
     # The user may name a cluster of its own to run on (--desched-kind-cluster).
     adopts_named_cluster: bool = False
+    # The engine builds the cluster's Kubernetes, so --desched-kubernetes can choose it.
+    chooses_kubernetes: bool = False
+
+    def kubernetes_refusal(self, version: str) -> str | None:
+        """Why `--desched-kubernetes version` cannot apply here; None if the cluster is built at it."""
+        if self.chooses_kubernetes:
+            return None
+        return (
+            f"--desched-kubernetes {version}: the {self.provider} provider's cluster is not built "
+            "by this run, so its Kubernetes is what it is; drop the option (the evidence records "
+            "the server's version) or use --desched-provider embedded or kind"
+        )
 
     def image_refusal(self, what: str) -> str | None:
         """Why an image (`what`: the candidate or image named) cannot run here; None if it can."""
@@ -81,6 +93,7 @@ CAPABILITIES: dict[str, Capabilities] = {
         discardable=True,
         restores_etcd=True,
         reaps_leftovers=True,
+        chooses_kubernetes=True,
     ),
     "kind": Capabilities(
         "kind",
@@ -90,6 +103,7 @@ CAPABILITIES: dict[str, Capabilities] = {
         faults=False,
         discardable=True,
         adopts_named_cluster=True,
+        chooses_kubernetes=True,
     ),
     "existing": Capabilities(
         "existing",

@@ -22,7 +22,9 @@ from pytest_desched.errors import ConfigError, LabInputError
 from pytest_desched.log import say
 from pytest_desched.tools.candidate import Candidate
 from pytest_desched.tools.groups import parse_bins
+from pytest_desched.tools.kube_versions import KubeChoice, choose_kubernetes
 from pytest_desched.tools.release import parse_release_cached
+from pytest_desched.tools.versions import load_versions
 
 __all__ = [
     "OPTIONS",
@@ -119,6 +121,29 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
             "default": None,
             "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)",
         },
+    ),
+    (
+        "--desched-kubernetes",
+        "DESCHED_KUBERNETES",
+        {
+            "default": None,
+            "metavar": "VERSION",
+            "help": "Kubernetes of the clusters built (vX.Y.Z, a release the Go module proxy "
+            "serves; default the pin); built and cached by version",
+        },
+    ),
+    *(
+        (
+            f"--desched-{track}-kubernetes",
+            f"DESCHED_{track.upper()}_KUBERNETES",
+            {
+                "default": None,
+                "metavar": "VERSION",
+                "help": f"the {track} track's Kubernetes (default --desched-kubernetes): a "
+                "control-plane upgrade canaried as one, or beside the descheduler's",
+            },
+        )
+        for track in ("baseline", "candidate")
     ),
     (
         "--desched-workers",
@@ -254,6 +279,9 @@ OPTION_COMMANDS: dict[str, tuple[str, ...]] = {
     "--desched-existing-kubeconfig": (*_CLUSTER, "replay"),  # replay --host: same opt-in
     "--desched-allow-existing": (*_CLUSTER, "replay"),
     "--desched-workers": _CLUSTER,
+    "--desched-kubernetes": (*_CLUSTER, "replay"),
+    "--desched-baseline-kubernetes": ("canary",),
+    "--desched-candidate-kubernetes": ("canary",),
     "--desched-namespace": _CLUSTER,
     "--desched-descheduler": ("run", "up", "canary"),  # matrix: its RELEASE arguments
     "--desched-keep": ("run", "canary", "replay", "matrix"),  # `up` always keeps
@@ -271,6 +299,7 @@ OPTION_GROUPS: dict[str, str] = {
             "--desched-kind-cluster",
             "--desched-allow-existing",
             "--desched-workers",
+            "--desched-kubernetes",
             "--desched-namespace",
             "--desched-release",
             "--desched-chart-source",
@@ -283,7 +312,10 @@ OPTION_GROUPS: dict[str, str] = {
     ),
     "--desched-artifacts": "evidence options",
     "--desched-redact": "evidence options",
-    **dict.fromkeys(_TRACK_OPTIONS, "candidate options"),
+    **dict.fromkeys(
+        (*_TRACK_OPTIONS, "--desched-baseline-kubernetes", "--desched-candidate-kubernetes"),
+        "candidate options",
+    ),
 }
 
 
@@ -388,6 +420,11 @@ class DeschedConfig:
     namespace: str = "descheduler-lab"
     release: str = "descheduler"
     descheduler_version: str | None = None
+    # The clusters' Kubernetes (tools.kube_versions): None is the pin; checked as served.
+    kubernetes: str | None = None
+    # A canary's per-track Kubernetes (None: `kubernetes`): the cluster upgrade canaried.
+    baseline_kubernetes: str | None = None
+    candidate_kubernetes: str | None = None
     # The upgrade canary's candidate and its chart, as specs (tools.candidate); parsed
     # and checked by validate(), the parsed form is `parsed_candidate()`.
     candidate: str | None = None
@@ -412,6 +449,10 @@ class DeschedConfig:
     def with_(self, **changes: Any) -> DeschedConfig:
         """A copy with some fields changed (validated again)."""
         return validate(replace(self, **changes))
+
+    def kube_choice(self) -> KubeChoice:
+        """The Kubernetes version this run's clusters are built at, and where it came from."""
+        return choose_kubernetes(load_versions(), self.kubernetes, named("--desched-kubernetes"))
 
     def parsed_candidate(self) -> Candidate | None:
         """The candidate these specs name (None: no candidate, the pinned run)."""
@@ -443,15 +484,38 @@ def validate(c: DeschedConfig) -> DeschedConfig:
     names.check("release", c.release, "", named("--desched-release"))
     if c.descheduler_version is not None:
         names.check("version", c.descheduler_version, "", named("--desched-descheduler"))
+    c.kube_choice()  # an unserved Kubernetes is refused before anything is built
+    for track in ("baseline", "candidate"):
+        flag = f"--desched-{track}-kubernetes"
+        if getattr(c, f"{track}_kubernetes") is not None:
+            choose_kubernetes(load_versions(), getattr(c, f"{track}_kubernetes"), named(flag))
     caps = capabilities_of(c.provider)
     if c.kind_cluster is not None and not (caps and caps.adopts_named_cluster):
         raise ConfigError(
             f"--desched-kind-cluster {c.kind_cluster} needs the kind provider, not "
             f"{c.provider!r}; drop --desched-provider {c.provider} (the option implies kind)"
         )
+    if c.kubernetes is not None:
+        check_kubernetes_on(c, c.provider)
     check_candidate(c)
     check_input_files(c)
     return c
+
+
+def check_kubernetes_on(c: DeschedConfig, provider: str) -> None:
+    """A chosen Kubernetes needs a cluster this run builds (`auto`: asked again once chosen)."""
+    if c.kubernetes is None:
+        return
+    version = c.kube_choice().version
+    caps = capabilities_of(provider)
+    why = caps and caps.kubernetes_refusal(version)
+    if why:
+        raise ConfigError(why)
+    if c.kind_cluster is not None:
+        raise ConfigError(
+            f"--desched-kubernetes {version} and --desched-kind-cluster {c.kind_cluster}: a kind "
+            "cluster you name runs the Kubernetes it was created with; give only one"
+        )
 
 
 def check_input_files(c: DeschedConfig) -> None:
@@ -548,6 +612,9 @@ def build_config(
         namespace=f"{ns}-{worker}" if worker else ns,
         release=get("--desched-release"),
         descheduler_version=get("--desched-descheduler"),
+        kubernetes=get("--desched-kubernetes") or None,
+        baseline_kubernetes=get("--desched-baseline-kubernetes") or None,
+        candidate_kubernetes=get("--desched-candidate-kubernetes") or None,
         candidate=get("--desched-candidate"),
         candidate_chart=get("--desched-candidate-chart"),
         baseline=get("--desched-baseline"),

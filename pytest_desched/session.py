@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched import interrupts
 from pytest_desched.capabilities import CAPABILITIES
-from pytest_desched.config import DeschedConfig, build_config
+from pytest_desched.config import DeschedConfig, build_config, check_kubernetes_on
 from pytest_desched.errors import ConfigError
 from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
     _sigterm_to_interrupt,
@@ -30,6 +30,7 @@ from pytest_desched.proc import helm_env
 from pytest_desched.redaction import Redactor
 from pytest_desched.session_experiments import SessionExperiments
 from pytest_desched.session_lifecycle import SessionLifecycle
+from pytest_desched.tools.release import release_skew
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -136,7 +137,9 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 descheduler_version=self.config.descheduler_version,
                 report=self.report,
                 candidate=self.config.parsed_candidate(),
+                kubernetes_version=self.config.kubernetes,
             )
+            self.info.setdefault("kubernetes", self.config.kube_choice().evidence())
         return self._toolchain
 
     def toolchain_for(self, version: str | None) -> Toolchain:
@@ -152,6 +155,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             overrides={k: v for k, v in self.config.bins.items() if k != "descheduler"},
             descheduler_version=version,
             report=self.report,
+            kubernetes_version=self.config.kubernetes,
         )
 
     @property
@@ -162,8 +166,30 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
 
             provider = make_provider(self.config, self.toolchain, self.report)
             self._check_candidate_runs_on(provider.name)  # `auto` is only known now
+            check_kubernetes_on(self.config, provider.name)
             self._provider = provider
         return self._provider
+
+    def _note_kubernetes(self, server: str) -> None:
+        """The cluster's Kubernetes against the release's own README: outside the minors
+        upstream tests the release on is allowed, and said first (evidence and output)."""
+        kube = self.config.kube_choice()
+        skew = release_skew(self.candidate, server or kube.version)
+        self.info["kubernetes"] = {**kube.evidence(), "server": server, "skew": skew}
+        if kube.prerelease or skew.get("tested") is False:
+            self.report(
+                f"WARNING: {kube.line()}: descheduler {skew['descheduler']}: {skew['note']}"
+            )
+
+    def _check_server_version(self, server: str) -> None:
+        """A cluster built at a chosen Kubernetes must report it: the evidence names it."""
+        want = self.config.kube_choice()
+        if self.config.kubernetes is None or server == want.version:
+            return
+        raise ConfigError(
+            f"--desched-kubernetes {want.version}: the cluster's API server reports {server}; "
+            "a kube-apiserver given by --desched-bin or found on PATH must be that version"
+        )
 
     def _check_candidate_runs_on(self, provider: str) -> None:
         """An image needs a kubelet; a local build needs the embedded stand-in kubelet."""
@@ -253,6 +279,8 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 server=cluster.server_version(),
                 tools={t: str(p) for t, p in self.toolchain.resolved().items()},
             )
+            self._check_server_version(self.info["server"])
+            self._note_kubernetes(self.info["server"])
         return self._cluster
 
     @property

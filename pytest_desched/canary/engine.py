@@ -109,6 +109,10 @@ def track_config(
         "baseline_chart": None,
         "baseline_values": (),
         "candidate_values": (),
+        # the track's own Kubernetes (a cluster upgrade), else the run's
+        "kubernetes": getattr(config, f"{name}_kubernetes", None) or config.kubernetes,
+        "baseline_kubernetes": None,
+        "candidate_kubernetes": None,
     }
     return config.with_(**changes)
 

@@ -29,7 +29,9 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.experiments import lookup
 from pytest_desched.log import tagged
 from pytest_desched.session import DeschedSession
+from pytest_desched.tools.kube_versions import choose_kubernetes
 from pytest_desched.tools.release import check_release, parse_release_cached
+from pytest_desched.tools.versions import load_versions
 
 _say = tagged("desched matrix")
 ROLE = "release"  # how an error names a release ("release 'version:v9.9.9': ...")
@@ -89,8 +91,12 @@ def run_matrix(
     report: Callable[[str], None] = _say,
     command: str = "",
     expect: str | Path | None = None,
+    kubernetes: Sequence[str] = (),
 ) -> Matrix:
     """Every release's row, one after another, judged and written under config.artifacts.
+
+    `kubernetes` (several versions) makes a grid: a row per release and Kubernetes version,
+    each on a cluster of that version, named `SPEC @ VERSION`. None: the run's one version.
 
     `expect` is a canary explanation file; its `static` entries on `policy-translation:*`
     accept a protection a release cannot express (it then runs without it, as the canary's
@@ -105,15 +111,26 @@ def run_matrix(
             "desched matrix runs each release on a cluster of its own; on an existing "
             "cluster the releases would share the pod set. Use --provider embedded (or kind)"
         )
-    named = []
-    for i, (spec, chart) in enumerate(pairs, 1):  # every release read before any session
+    flag = "--desched-kubernetes"
+    kubes = [choose_kubernetes(load_versions(), k, flag).version for k in kubernetes] or [None]
+    if len(set(kubes)) != len(kubes):
+        raise ConfigError(f"{flag}: a version is given twice; name each once")
+    named: list[tuple[str, str, str | None, str | None]] = []
+    i = 0
+    for spec, chart in pairs:  # every release read before any session
         rel = parse_release_cached(None if spec == "pinned" else spec, chart, ROLE)
         check_release(rel, ROLE)  # a version the Go proxy does not serve: exit 2, now
-        named.append((row_name(i, rel.version), spec, chart))
+        for kube in kubes:
+            i += 1
+            label = rel.version if kube is None else f"{rel.version}-k8s-{kube}"
+            named.append((row_name(i, label), spec, chart, kube))
     rows: list[tuple[str, str, str | None, DeschedSession]] = []
     try:
-        for name, spec, chart in named:
+        for name, spec, chart, kube in named:
             cfg = track_config(config, name, spec, chart)
+            if kube is not None:
+                cfg = cfg.with_(kubernetes=kube)
+                spec = f"{spec} @ {kube}"
             rows.append((name, spec, chart, DeschedSession(cfg, report=_tag(report, name))))
         variants = [v for _, v in exps]
         for name, _, _, session in rows:  # the user's inputs, as each release reads them

@@ -22,7 +22,6 @@ from pytest_desched.experiments import REGISTRY, VARIANTS, ExperimentResult, lab
 from pytest_desched.experiments.catalogue import describe
 from pytest_desched.interrupts import WorkerStop, on_signal
 from pytest_desched.tools.release import release_skew
-from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.session import DeschedSession
@@ -183,7 +182,7 @@ def describe_release(session: DeschedSession, out: TrackResult) -> None:
     rel = getattr(session, "candidate", None)
     if rel is not None:
         out.candidate = rel.to_dict() if hasattr(rel, "to_dict") else dict(vars(rel))
-    out.skew = release_skew(rel, load_versions().kubernetes.version)  # both tracks' cluster
+    out.skew = release_skew(rel, session.toolchain.versions.kubernetes.version)  # its cluster's
 
 
 def _one_line(exc: BaseException) -> str:

@@ -52,8 +52,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     except Exception as exc:  # a broken install must not break --help
         return [f"desched: cannot read pinned versions: {exc}"]
     pins = ", ".join(f"{k} {val}" for k, val in v.summary().items())
+    kube = opt(config, "--desched-kubernetes") or f"{v.kubernetes.version} (pin)"
     return [
         f"desched: provider={opt(config, '--desched-provider')} "
-        f"keep={opt(config, '--desched-keep')}",
+        f"keep={opt(config, '--desched-keep')} kubernetes={kube}",
         f"desched pins: {pins}",
     ]

@@ -179,6 +179,10 @@ def desched_experiment(
             request.node.user_properties.append((k, v))
         # The page is written at session end; its path is known now, so JUnit can carry it.
         request.node.user_properties.append(("desched.report", str(desched_session.report_path)))
+        # Which Kubernetes this test's cluster ran: merged shards of a grid are told apart by it.
+        request.node.user_properties.append(
+            ("desched.kubernetes", str(desched_session.info.get("server") or ""))
+        )
         return result.raise_for_outcome()
 
     return run

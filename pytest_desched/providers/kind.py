@@ -37,7 +37,6 @@ from pytest_desched.providers.base import Cluster, Provider, docker_available
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
 from pytest_desched.tools.kind_node.engine import VM_RUNTIME
 from pytest_desched.tools.resources import manifest_path
-from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -297,7 +296,7 @@ class KindProvider(Provider):
                 "kind needs a Docker engine that answers `docker info`; start one or use "
                 "--desched-provider=embedded"
             )
-        versions = load_versions()
+        versions = self.toolchain.versions  # --desched-kubernetes moves the node image with it
         image = self.node_image or versions.kind_node_image
         self.workdir.mkdir(parents=True, exist_ok=True)
         if self.user_cluster:

@@ -216,14 +216,14 @@ def skew_from_readme(readme: str | None, version: str, kube: str) -> dict[str, A
         return {**out, "note": f"unknown: {why}"}
     kmaj, kmin = int(mk.group(1)), int(mk.group(2))
     minors = (kmaj - compiled[0]) * 100 + kmin - compiled[1]
-    out.update(compiled_for=f"v{compiled[0]}.{compiled[1]}", minors=minors)
+    # README: "a particular descheduler release is only tested against the three latest
+    # k8s minor versions" (its own and the two before it).
+    tested = -2 <= minors <= 0
+    out.update(compiled_for=f"v{compiled[0]}.{compiled[1]}", minors=minors, tested=tested)
     if minors == 0:
         out["note"] = "the Kubernetes minor it is compiled for"
     else:
         side = "newer" if minors > 0 else "older"
-        # README: "a particular descheduler release is only tested against the three latest
-        # k8s minor versions" (its own and the two before it).
-        tested = -2 <= minors <= 0
         out["note"] = f"cluster {abs(minors)} minor(s) {side} than v{compiled[0]}.{compiled[1]}" + (
             "" if tested else "; outside the three minors upstream tests a release against"
         )

@@ -46,6 +46,7 @@ from pytest_desched.tools.groups import (
     build_groups,
     candidate_groups,
 )
+from pytest_desched.tools.kube_versions import at_kubernetes
 from pytest_desched.tools.locate import (
     default_cache_dir,
     file_lock,
@@ -68,10 +69,13 @@ class Toolchain:
         report: Reporter = say,
         descheduler_version: str | None = None,
         candidate: Candidate | None = None,
+        kubernetes_version: str | None = None,
     ) -> None:
         if descheduler_version is not None:  # it becomes a cache folder and a lock file name
             check_name("version", descheduler_version, "", "descheduler version")
         self.versions = versions or load_versions()
+        if kubernetes_version:  # the cluster's Kubernetes (tools.kube_versions), checked by config
+            self.versions = at_kubernetes(self.versions, kubernetes_version)
         self.cache_dir = (cache_dir or default_cache_dir()).expanduser()
         self.overrides = dict(overrides or {})
         self.use_path = use_path

@@ -204,3 +204,42 @@ def test_an_interrupt_closes_the_rows_not_reached(
     with pytest.raises(KeyboardInterrupt):
         m.run_matrix(_config(tmp_path), ["pinned", "version:v0.35.1"], experiments=["nodefit"])
     assert FakeSession.made[1].closed == 1  # the first row's own track closes its session
+
+
+def test_a_grid_runs_every_release_at_every_kubernetes(tmp_path: Path, doubles: list) -> None:
+    mx = m.run_matrix(
+        _config(tmp_path),
+        ["version:v0.35.1", "pinned"],
+        (),
+        experiments=["nodefit"],
+        report=lambda s: None,
+        kubernetes=["v1.35.4", "1.37.2"],
+    )
+    cfgs = [s.config for s in FakeSession.made]
+    assert [(c.candidate, c.kubernetes) for c in cfgs] == [
+        ("version:v0.35.1", "v1.35.4"),
+        ("version:v0.35.1", "v1.37.2"),
+        (None, "v1.35.4"),
+        (None, "v1.37.2"),
+    ]
+    assert [c.artifacts.name for c in cfgs] == [
+        "1-v0.35.1-k8s-v1.35.4",
+        "2-v0.35.1-k8s-v1.37.2",
+        "3-v0.36.0-k8s-v1.35.4",
+        "4-v0.36.0-k8s-v1.37.2",
+    ]
+    assert [r.spec for r in mx.rows] == [
+        "version:v0.35.1 @ v1.35.4",
+        "version:v0.35.1 @ v1.37.2",
+        "pinned @ v1.35.4",
+        "pinned @ v1.37.2",
+    ]
+
+
+@pytest.mark.parametrize("kubes", [["v1.31.0"], ["v1.37.2", "1.37.2"]])
+def test_a_grid_refuses_a_bad_kubernetes_before_any_session(
+    tmp_path: Path, doubles: list, kubes: list[str]
+) -> None:
+    with pytest.raises(ConfigError, match="--desched-kubernetes"):
+        m.run_matrix(_config(tmp_path), ["pinned"], experiments=["nodefit"], kubernetes=kubes)
+    assert FakeSession.made == []

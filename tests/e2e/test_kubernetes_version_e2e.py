@@ -1,0 +1,71 @@
+"""The runbook's experiments on a cluster at another Kubernetes than the pin (issue 55).
+
+`desched run --kubernetes v1.37.2` builds kube-apiserver, kube-controller-manager,
+kube-scheduler and kubectl at v1.37.2 (cached by version beside the pin's) and runs the
+runbook's three experiments there. v1.37 is newer than any minor the pinned descheduler's
+README lists, so the run must say so first, and every round record names the version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_desched.tools.kube_versions import served_versions
+from pytest_desched.tools.toolchain import Toolchain
+from pytest_desched.tools.versions import load_versions
+from tests.commands import DESCHED, child_env, finish, start
+
+pytestmark = pytest.mark.desched_selftest
+
+# The one non-pinned version `make test` builds (its cold cost: docs/kubernetes-versions.md).
+OTHER = "v1.37.2"
+VARIANT = "pdb-lister-workaround"  # the runbook's policy variant that #1882 does not excuse
+
+
+def test_the_runbooks_experiments_at_another_kubernetes(
+    tmp_path: Path, desched_toolchain: Toolchain
+) -> None:
+    assert (
+        load_versions().kubernetes.version != OTHER and OTHER in served_versions(load_versions())[0]
+    )
+    (tmp_path / "tmp").mkdir()
+    art = tmp_path / "artifacts"
+    argv = [
+        "run",
+        "positive",
+        "nodefit",
+        "pdb",
+        "--variant",
+        VARIANT,
+        "--provider",
+        "embedded",
+        "--kubernetes",
+        OTHER,
+        "--artifacts",
+        str(art),
+    ]
+    proc = start([str(DESCHED), *argv], child_env(tmp_path / "tmp", desched_toolchain.cache_dir))
+    out, err = finish(proc, 1800)  # a cold cache builds v1.37.2's control plane first
+    said = f"$ desched {' '.join(argv)} -> {proc.returncode}\n{out}\n{err[-4000:]}"
+    assert proc.returncode == 0, said
+    # Outside the three minors upstream tests v0.36 on (its README: v1.36, v1.35, v1.34).
+    warning = next((ln for ln in err.splitlines() if "WARNING: Kubernetes" in ln), "")
+    assert f"WARNING: Kubernetes {OTHER} (--desched-kubernetes" in warning, said
+    assert "1 minor(s) newer than v1.36" in warning and "outside the three minors" in warning
+    assert re.search(rf"Ready kwok workers, server {re.escape(OTHER)}\b", err), said
+    summary = json.loads((art / "run-summary.json").read_text())
+    assert [(s["variant"], s["outcome"]) for s in summary] == [(VARIANT, "pass")] * 3, summary
+    assert [s["evictions"] for s in summary] == [1, 0, 0], summary
+    records = [
+        json.loads(p.read_text())
+        for p in art.rglob("descheduler-*.json")
+        if "versions" in json.loads(p.read_text())
+    ]
+    assert records, f"no round record under {art}"
+    assert {r["versions"]["kubernetes"] for r in records} == {OTHER}
+    built = desched_toolchain.cache_dir / "bin" / "kubernetes" / OTHER
+    assert (built / "kube-apiserver").is_file(), f"{OTHER} was not built into {built}"
