@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes
+.PHONY: venv tools actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes test-kubernetes
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,7 +50,13 @@ e2e: tools
 	$(PYTEST) -m "$(E2E_MARK)" -p no:cacheprovider $(PYTEST_ARGS)
 
 ## Everything: unit tests and end-to-end tests.
-test: tools actionlint browser
+## The one non-pinned Kubernetes `make test` uses (tests/e2e/test_kubernetes_version_e2e.py),
+## built before the first test like every other tool (docs/kubernetes-versions.md: its cost).
+TEST_KUBERNETES := v1.37.2
+test-kubernetes: venv
+	$(VENV)/bin/desched tools --kubernetes $(TEST_KUBERNETES) kube-apiserver kube-controller-manager kube-scheduler kubectl
+
+test: tools test-kubernetes actionlint browser
 	$(PYTEST) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: venv

@@ -15,6 +15,8 @@ from pytest_desched.errors import EXIT_OK
 from pytest_desched.log import say
 from pytest_desched.tools.cache_key import cache_key
 from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.kube_versions import choose_kubernetes
+from pytest_desched.tools.versions import load_versions
 
 
 def cmd_tools(args: argparse.Namespace) -> int:
@@ -27,12 +29,16 @@ def cmd_tools(args: argparse.Namespace) -> int:
     if args.candidate:
         cand = parse_candidate(args.candidate)
     cache = resolve("--desched-cache-dir", args.cache_dir)
+    kube = resolve("--desched-kubernetes", args.kubernetes)
+    if kube:  # an unserved version: exit 2 before anything is built
+        kube = choose_kubernetes(load_versions(), kube, "--kubernetes").version
     tc = Toolchain(
         cache_dir=Path(cache) if cache else None,
         overrides=parse_bins(resolve("--desched-bin", args.bin)),
         descheduler_version=_old_version(args) or args.descheduler,
         candidate=cand,
         report=say,
+        kubernetes_version=kube or None,
     )
     if args.cache_key:  # nothing built: the key a CI cache of tc.cache_dir is saved under
         out.emit(cache_key(tc.groups.values(), tc.versions))
@@ -68,6 +74,12 @@ def add_parser(sub: Any) -> None:
     )
     t.add_argument("--descheduler", default=None, help="another release tag or commit")
     t.add_argument("--descheduler-version", dest="old_version", help="deprecated: --descheduler")
+    t.add_argument(
+        "--kubernetes",
+        default=None,
+        metavar="VERSION",
+        help="build the control plane at this served Kubernetes release [env DESCHED_KUBERNETES]",
+    )
     t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
     t.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     t.add_argument("--bin", default=None, metavar="TOOL=PATH,...", help="use these binaries")

@@ -50,6 +50,8 @@ from pytest_desched.replay.rows import (
     in_scope,
     snapshot_rows,
 )
+from pytest_desched.tools.kube_versions import KubeChoice, for_snapshot
+from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -78,6 +80,8 @@ class ReplayResult:
     timeline: dict[str, Any] = field(default_factory=dict)  # a timeline replay's own facts
     client: dict[str, Any] = field(default_factory=dict)  # --client-qps/--client-burst given
     host: dict[str, Any] = field(default_factory=dict)  # a host replay's plan and teardown
+    # the cluster's Kubernetes: chosen how (the snapshot's minor, or named), server, skew
+    kubernetes: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         # the ledger by its own to_dict only: asdict's recursion through it took seconds
@@ -94,6 +98,9 @@ class ReplayResult:
             f"- descheduler: {self.descheduler}; policy {self.policy.get('source')} "
             f"(digest {str(self.policy.get('digest'))[:12]})",
         ]
+        if self.kubernetes:
+            k = self.kubernetes
+            head.append(f"- Kubernetes {k.get('server') or k.get('version')} ({k.get('source')})")
         if self.restore:
             r = self.restore
             head.append(
@@ -206,6 +213,15 @@ def check_inputs(
 
 
 # -- the replay ----------------------------------------------------------------------------
+def snapshot_kubernetes(snap: Snapshot, requested: str | None) -> KubeChoice:
+    """The Kubernetes a replay runs at: the one named, else the nearest served patch of the
+    minor the snapshot's cluster ran (its scheduler and admission), else a refusal (exit 2)."""
+    source = snap.header.get("source") or {}
+    return for_snapshot(
+        load_versions(), source.get("serverVersion"), requested, "--kubernetes / DESCHED_KUBERNETES"
+    )
+
+
 def replay(
     snapshot_path: str | Path | Snapshot,
     descheduler: str | None = None,
@@ -256,6 +272,9 @@ def replay(
             "is not one (use --provider embedded)"
         )
     changes: dict[str, Any] = {"provider": "embedded"}
+    kube = snapshot_kubernetes(inp.snap, config.kubernetes)
+    changes["kubernetes"] = None if kube.pinned else kube.version
+    report(kube.line())
     if inp.candidate:
         changes["candidate"] = inp.candidate
     elif inp.version:
@@ -285,6 +304,8 @@ def replay(
             moment,
         )
         result.timings = {**timings, **result.timings}
+        result.kubernetes = dict(session.info.get("kubernetes") or kube.evidence())
+        result.kubernetes["source"] = kube.source
     result.timings["total"] = round(time.monotonic() - t0, 3)
     return result
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pytest_desched.replay.engine import replay
+from pytest_desched.replay.incidents import label_move
 from pytest_desched.tools.kube_versions import served_versions
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import load_versions
@@ -69,3 +72,29 @@ def test_the_runbooks_experiments_at_another_kubernetes(
     assert {r["versions"]["kubernetes"] for r in records} == {OTHER}
     built = desched_toolchain.cache_dir / "bin" / "kubernetes" / OTHER
     assert (built / "kube-apiserver").is_file(), f"{OTHER} was not built into {built}"
+
+
+def test_a_replay_runs_at_its_snapshots_kubernetes(desched_settings: Any, tmp_path: Path) -> None:
+    """A 1.37 incident replays on 1.37 by default: the served patch nearest to its own."""
+    inc = label_move()
+    inc.snapshot.header.setdefault("source", {})["serverVersion"] = "v1.37.0"
+    path = inc.snapshot.write(tmp_path / "label-move-1.37.yaml")
+    run_dir = tmp_path / "replay"
+    run_dir.mkdir()
+    said: list[str] = []
+    out = replay(
+        path,
+        config=desched_settings.with_(
+            run_dir=run_dir, artifacts=run_dir / "artifacts", provider="embedded"
+        ),
+        report=said.append,
+    )
+    assert out.kubernetes["server"] == OTHER, out.kubernetes
+    assert out.kubernetes["source"] == "nearest served patch to the snapshot's v1.37.0"
+    assert f"Kubernetes {OTHER} (nearest served patch to the snapshot's v1.37.0)" in said
+    fates = out.ledger.fates(0)
+    evicted = {p for p, w in inc.expected.items() if w["fate"] == "evicted"}
+    assert evicted and evicted == {p for p, f in fates.items() if f.fate == "evicted"}, {
+        p: str(f) for p, f in fates.items()
+    }
+    assert f"Kubernetes {OTHER}" in out.markdown()
