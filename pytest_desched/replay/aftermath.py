@@ -13,7 +13,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.log import Reporter
-from pytest_desched.replay.format import controller_of, key
+from pytest_desched.replay.capture.format import controller_of, key
 from pytest_desched.replay.ledger import PodRow, replacement_origin
 
 if TYPE_CHECKING:

@@ -39,7 +39,7 @@ from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
 from pytest_desched.render import add_output
 from pytest_desched.replay import repeat as rep
-from pytest_desched.replay.schema import first_problem
+from pytest_desched.replay.capture.schema import first_problem
 from pytest_desched.tools.groups import TOOL_GROUP
 
 
@@ -69,7 +69,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
     # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.replay.snapshot import take_snapshot
+    from pytest_desched.replay.capture.snapshot import take_snapshot
 
     if not args.output_file:
         raise ConfigError(
@@ -132,7 +132,7 @@ def read_log(path: str | Path, flag: str) -> str:
 def cmd_record(args: argparse.Namespace) -> int:
     """Record an incident window as a timeline file (read-only, no Secrets)."""
     # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.replay.record import record
+    from pytest_desched.replay.capture.record import record
 
     if not args.output_file:
         raise ConfigError("desched record needs --output-file FILE (the timeline is never printed)")
@@ -162,7 +162,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _timeline_replay(args: argparse.Namespace) -> int:
     """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
     # heavy: +8 modules (~15ms), kept out of `desched` start-up
-    from pytest_desched.replay.timeline_run import check_timeline, replay_timeline
+    from pytest_desched.replay.timeline.run import check_timeline, replay_timeline
 
     speed = args.speed if args.speed is not None else 1
     checked = check_timeline(args.timeline, speed, args.pause_at, args.every, args.repeat)
@@ -299,7 +299,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.host or args.namespace_prefix or args.kwok_image:
         return _host_replay(args)
     # heavy: +9 modules (~26ms), kept out of `desched` start-up
-    from pytest_desched.replay.engine import replay
+    from pytest_desched.replay.run import replay
 
     base = config_from_args(args, provider="embedded")
 
@@ -329,7 +329,7 @@ def _host_replay(args: argparse.Namespace) -> int:
     if args.repeat != 1 or args.log:
         raise ConfigError("--host replays once, without --repeat or --log (not yet supported)")
     # heavy: kubernetes client and the engine (+30 modules), kept out of `desched` start-up
-    from pytest_desched.replay.host import replay_on_host
+    from pytest_desched.replay.host.replay import replay_on_host
 
     kube = getattr(args, "--desched-existing-kubeconfig", None)
     config = config_from_args(args, provider="existing")

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_desched.descheduler.logparse import parse_log
-from pytest_desched.replay.format import Snapshot, key
+from pytest_desched.replay.capture.format import Snapshot, key
 from pytest_desched.replay.ledger import (
     PodRow,
     compare,

@@ -1,4 +1,4 @@
-"""The restore waits for the DaemonSet controller (replay/writes.py wait_daemonsets): its pods on
+"""The restore waits for the DaemonSet controller (replay/rebuild/writes.py wait_daemonsets): its pods on
 the runner node and on a skipped pod's node are created after the hold lifts, so without the
 wait two reads of the restored cluster could differ (seen in CI: 31 then 32 pods)."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay import writes
-from pytest_desched.replay.writes import daemonsets_unsettled, wait_daemonsets
+from pytest_desched.replay.rebuild import writes
+from pytest_desched.replay.rebuild.writes import daemonsets_unsettled, wait_daemonsets
 
 
 def _ds(name: str, gen: int = 1, **status: Any) -> dict[str, Any]:

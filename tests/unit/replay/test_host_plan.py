@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.host_plan import (
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.host.plan import (
     FAKE_TAINT,
     FAKE_TOLERATION,
     RUN_LABEL,
@@ -19,7 +19,7 @@ from pytest_desched.replay.host_plan import (
     plan_host,
     snapshot_namespaces,
 )
-from pytest_desched.replay.plan import KWOK_NODE_ANNOTATION, SECTION_OF_KIND, plan_restore
+from pytest_desched.replay.rebuild.plan import KWOK_NODE_ANNOTATION, SECTION_OF_KIND, plan_restore
 
 KIND_HOST = HostState(
     namespaces={"default", "kube-system", "kube-public", "kube-node-lease", "local-path-storage"},

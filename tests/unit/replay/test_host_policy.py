@@ -8,12 +8,12 @@ from typing import Any
 import yaml
 
 from pytest_desched.descheduler.policy import Policy, check_policy_scope
-from pytest_desched.replay.host_policy import (
+from pytest_desched.replay.capture.snapshot import find_descheduler
+from pytest_desched.replay.host.policy import (
     host_descheduler_problems,
     narrow_policy,
     replay_include,
 )
-from pytest_desched.replay.snapshot import find_descheduler
 
 MAPPING = {"team-a": "r-team-a", "team-b": "r-team-b", "kube-system": "r-kube-system"}
 POINTS = ("deschedule", "balance")

@@ -11,10 +11,10 @@ import yaml
 
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.providers.existing import ALLOW_OPTION
-from pytest_desched.replay import host
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.host_plan import HostState
-from pytest_desched.replay.snapshot import find_descheduler
+from pytest_desched.replay.capture.snapshot import find_descheduler
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.host import replay as host
+from pytest_desched.replay.host.plan import HostState
 
 POLICY = {
     "apiVersion": "descheduler/v1alpha2",

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay import host_teardown
-from pytest_desched.replay.host_kwok import kwok_namespace, kwok_objects
-from pytest_desched.replay.host_plan import ROLE_LABEL, RUN_LABEL
-from pytest_desched.replay.host_teardown import STEPS, is_ours, teardown
+from pytest_desched.replay.host import teardown as host_teardown
+from pytest_desched.replay.host.kwok import kwok_namespace, kwok_objects
+from pytest_desched.replay.host.plan import ROLE_LABEL, RUN_LABEL
+from pytest_desched.replay.host.teardown import STEPS, is_ours, teardown
 
 
 def _obj(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

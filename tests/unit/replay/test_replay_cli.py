@@ -39,15 +39,15 @@ def test_replay_needs_exactly_one_source(tmp_path: Path) -> None:
 
 
 def test_replay_of_a_missing_snapshot_is_bad_input(tmp_path: Path) -> None:
-    from pytest_desched.replay.engine import check_inputs
+    from pytest_desched.replay.run import check_inputs
 
     with pytest.raises(ConfigError, match="no such file"):
         check_inputs(tmp_path / "snap.yaml", None, None, 1, None)
 
 
 def test_replay_rounds_and_log_are_checked_first(tmp_path: Path) -> None:
-    from pytest_desched.replay.engine import check_inputs
-    from pytest_desched.replay.incidents import label_move
+    from pytest_desched.replay.gen.incidents import label_move
+    from pytest_desched.replay.run import check_inputs
 
     path = label_move().snapshot.write(tmp_path / "snap.yaml")
     with pytest.raises(ConfigError, match="rounds 0: out of range"):

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from pytest_desched.replay.format import controller_of, key
-from pytest_desched.replay.generator import Shape, generate
-from pytest_desched.replay.incidents import INCIDENTS, label_move, pdb_drain
+from pytest_desched.replay.capture.format import controller_of, key
+from pytest_desched.replay.gen.generator import Shape, generate
+from pytest_desched.replay.gen.incidents import INCIDENTS, label_move, pdb_drain
 
 
 def test_same_seed_same_file_other_seed_other_file() -> None:

@@ -17,17 +17,17 @@ import pytest
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
-from pytest_desched.replay.apply import label_patch, observed_only, update_patch
-from pytest_desched.replay.audit_changes import (
+from pytest_desched.replay.capture.audit_changes import (
     changes_from_audit,
     fold,
     merge_patch,
     record_from_audit,
 )
+from pytest_desched.replay.capture.format import controller_of, key
+from pytest_desched.replay.capture.record import State, check_window, redact_timeline
+from pytest_desched.replay.capture.timeline import Change, Timeline, make_header
 from pytest_desched.replay.cli import _finish
-from pytest_desched.replay.clock import Stopped, WindowClock
-from pytest_desched.replay.format import controller_of, key
-from pytest_desched.replay.generator import generate
+from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.ledger import (
     NOT_PICKED,
     Ledger,
@@ -37,10 +37,10 @@ from pytest_desched.replay.ledger import (
     compare,
     replacement_origin,
 )
-from pytest_desched.replay.record import State, check_window, redact_timeline
 from pytest_desched.replay.repeat import markdown, repeat
-from pytest_desched.replay.timeline import Change, Timeline, make_header
-from pytest_desched.replay.timeline_run import check_timeline, eviction_walls, round_times
+from pytest_desched.replay.timeline.apply import label_patch, observed_only, update_patch
+from pytest_desched.replay.timeline.clock import Stopped, WindowClock
+from pytest_desched.replay.timeline.run import check_timeline, eviction_walls, round_times
 
 START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
 
@@ -492,8 +492,8 @@ def test_driver_applies_in_order_waits_for_rounds_and_pauses(
 ) -> None:
     import threading
 
-    from pytest_desched.replay import apply as apply_mod
-    from pytest_desched.replay.timeline_run import TimelineDriver
+    from pytest_desched.replay.timeline import apply as apply_mod
+    from pytest_desched.replay.timeline.run import TimelineDriver
 
     base = _tl([])
     node = base.snapshot.nodes[0]["metadata"]["name"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 
-from pytest_desched.replay.format import controller_of, key
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.incidents import label_move
-from pytest_desched.replay.plan import plan_restore
-from pytest_desched.replay.redact import redact_snapshot
+from pytest_desched.replay.capture.format import controller_of, key
+from pytest_desched.replay.capture.redact import redact_snapshot
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.gen.incidents import label_move
+from pytest_desched.replay.rebuild.plan import plan_restore
 
 
 def _matches(selector: dict, labels: dict) -> bool:

@@ -12,11 +12,16 @@ from typing import Any
 import pytest
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.etcd import Etcd, EtcdError, endpoint_of
-from pytest_desched.replay.format import controller_of, key, utc
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.incidents import label_move
-from pytest_desched.replay.plan import RUNNER_LABEL, plan_restore, runner_node, runner_values
+from pytest_desched.replay.capture.format import controller_of, key, utc
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.gen.incidents import label_move
+from pytest_desched.replay.rebuild.etcd import Etcd, EtcdError, endpoint_of
+from pytest_desched.replay.rebuild.plan import (
+    RUNNER_LABEL,
+    plan_restore,
+    runner_node,
+    runner_values,
+)
 
 NOW = dt.datetime(2026, 6, 1, tzinfo=dt.UTC)
 

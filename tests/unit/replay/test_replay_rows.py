@@ -9,9 +9,9 @@ from typing import Any
 
 from pytest_desched.evidence.loops import cycles_from_ledger
 from pytest_desched.replay.ledger import Ledger, PodFate, PodRow
-from pytest_desched.replay.plan import RUNNER_NODE
+from pytest_desched.replay.rebuild.plan import RUNNER_NODE
 from pytest_desched.replay.rows import ABSENT, BORN, born_origin, born_rows, in_scope
-from pytest_desched.replay.timeline_run import TimelineDriver
+from pytest_desched.replay.timeline.run import TimelineDriver
 
 RS = "ReplicaSet/web-7c9d"
 START = dt.datetime(2026, 12, 2, 10, 0, tzinfo=dt.UTC).timestamp()

@@ -16,9 +16,9 @@ import pytest
 
 from pytest_desched.errors import InputError
 from pytest_desched.inputs_safe import MAX_TREE_NODES, load_json
-from pytest_desched.replay.format import API_VERSION, KIND, Snapshot
-from pytest_desched.replay.generator import Shape, generate
-from pytest_desched.replay.schema import check_shape
+from pytest_desched.replay.capture.format import API_VERSION, KIND, Snapshot
+from pytest_desched.replay.capture.schema import check_shape
+from pytest_desched.replay.gen.generator import Shape, generate
 
 NODE = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
 POD = {
@@ -133,7 +133,7 @@ def test_real_descheduler_logs_and_a_real_record_pass_their_schemas() -> None:
     """Every JSON line of the v0.36.0 logs kept as test data, and a record as a run writes it."""
     from pytest_desched.evidence.record import RoundRecord
     from pytest_desched.inputs_safe import json_lines
-    from pytest_desched.replay.schema import first_problem
+    from pytest_desched.replay.capture.schema import first_problem
 
     data = Path(__file__).resolve().parents[1] / "data" / "descheduler-v0.36.0"
     lines = [

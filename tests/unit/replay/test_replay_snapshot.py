@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.format import Snapshot
-from pytest_desched.replay.snapshot import (
+from pytest_desched.replay.capture.format import Snapshot
+from pytest_desched.replay.capture.snapshot import (
     _plain,
     assemble,
     check_inputs,
@@ -19,7 +19,7 @@ from pytest_desched.replay.snapshot import (
     minimal_kubeconfig,
     revert_offsets,
 )
-from pytest_desched.replay.trim import Filtered, trim
+from pytest_desched.replay.capture.trim import Filtered, trim
 
 SECRET = "hunter2-never-in-a-snapshot"
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
@@ -165,7 +165,7 @@ def test_load_names_the_file_and_the_fix(tmp_path: Path) -> None:
 
 
 def test_big_snapshots_are_json_and_load_back(tmp_path: Path) -> None:
-    from pytest_desched.replay.generator import generate
+    from pytest_desched.replay.gen.generator import generate
 
     snap = generate(seed=5, nodes=60, pods=2200)
     path = snap.write(tmp_path / "big.yaml")

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.format import key
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.timeline import (
+from pytest_desched.replay.capture.format import key
+from pytest_desched.replay.capture.timeline import (
     MAX_WINDOW_S,
     Change,
     Timeline,
@@ -21,6 +20,7 @@ from pytest_desched.replay.timeline import (
     parse_duration,
     parse_time,
 )
+from pytest_desched.replay.gen.generator import generate
 
 START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""The restore's settle barrier (replay/etcd_restore.py) reads what it must, and no more, while
+"""The restore's settle barrier (replay/rebuild/etcd_restore.py) reads what it must, and no more, while
 the controllers catch up: two GETs per poll until both caches are complete, then the PDBs.
 The pod cache's proof is the ReplicaSet controller deleting the surplus barrier pod (was: a PDB
 counting it, behind the disruption controller's one worker)."""
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.replay import etcd_restore
-from pytest_desched.replay.etcd_restore import SETTLE_POLL_S, Barrier
-from pytest_desched.replay.plan import RestorePlan
-from pytest_desched.replay.writes import RestoreError
+from pytest_desched.replay.rebuild import etcd_restore
+from pytest_desched.replay.rebuild.etcd_restore import SETTLE_POLL_S, Barrier
+from pytest_desched.replay.rebuild.plan import RestorePlan
+from pytest_desched.replay.rebuild.writes import RestoreError
 
 NS = "shop"
 

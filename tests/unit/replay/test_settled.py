@@ -1,4 +1,4 @@
-"""Statuses written as the controllers compute them (replay/settled.py): each case is a rule
+"""Statuses written as the controllers compute them (replay/rebuild/settled.py): each case is a rule
 of kube-controller-manager v1.36 (named in the test), and a Deployment or PDB the rules do
 not cover is left to its controller (None), never guessed."""
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay.etcd_restore import etcd_storage_and_pdbs
-from pytest_desched.replay.format import key, rfc3339
-from pytest_desched.replay.generator import Shape, generate
-from pytest_desched.replay.plan import plan_restore
-from pytest_desched.replay.settled import (
+from pytest_desched.replay.capture.format import key, rfc3339
+from pytest_desched.replay.gen.generator import Shape, generate
+from pytest_desched.replay.rebuild.etcd_restore import etcd_storage_and_pdbs
+from pytest_desched.replay.rebuild.plan import plan_restore
+from pytest_desched.replay.rebuild.settled import (
     PodIndex,
     pdb_status,
     replicaset_status,

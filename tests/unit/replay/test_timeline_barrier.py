@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay import apply as apply_mod
+from pytest_desched.replay.capture.timeline import Change, Timeline, make_header
 from pytest_desched.replay.cli import _finish
-from pytest_desched.replay.engine import ReplayResult
-from pytest_desched.replay.generator import generate
+from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.ledger import Ledger, RoundFigures
-from pytest_desched.replay.timeline import Change, Timeline, make_header
-from pytest_desched.replay.timeline_run import TimelineDriver, check_timeline, kept_up, lateness
+from pytest_desched.replay.run import ReplayResult
+from pytest_desched.replay.timeline import apply as apply_mod
+from pytest_desched.replay.timeline.run import TimelineDriver, check_timeline, kept_up, lateness
 
 START = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)
 

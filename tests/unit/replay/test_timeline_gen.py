@@ -9,11 +9,17 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay.apply import create_body, observed_only, update_patch
-from pytest_desched.replay.format import SECTIONS, Snapshot
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.timeline import Timeline, obj_key
-from pytest_desched.replay.timeline_gen import MAINT_LABEL, MAINT_TAINT, MIX, Churn, churn_window
+from pytest_desched.replay.capture.format import SECTIONS, Snapshot
+from pytest_desched.replay.capture.timeline import Timeline, obj_key
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.gen.timeline_gen import (
+    MAINT_LABEL,
+    MAINT_TAINT,
+    MIX,
+    Churn,
+    churn_window,
+)
+from pytest_desched.replay.timeline.apply import create_body, observed_only, update_patch
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,14 @@
-"""The etcd restore's write order (replay/etcd_restore.py write_order): every owner before its
+"""The etcd restore's write order (replay/rebuild/etcd_restore.py write_order): every owner before its
 dependents, each owner's pods right after it, everything exactly once."""
 
 from __future__ import annotations
 
 import datetime as dt
 
-from pytest_desched.replay import etcd_restore
-from pytest_desched.replay.etcd_restore import CHAIN_MAX, write_order
-from pytest_desched.replay.generator import Shape, generate
-from pytest_desched.replay.plan import plan_restore
+from pytest_desched.replay.gen.generator import Shape, generate
+from pytest_desched.replay.rebuild import etcd_restore
+from pytest_desched.replay.rebuild.etcd_restore import CHAIN_MAX, write_order
+from pytest_desched.replay.rebuild.plan import plan_restore
 
 NOW = dt.datetime(2026, 12, 2, 4, 0, 0, tzinfo=dt.UTC)
 

@@ -12,22 +12,22 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.log import Reporter
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     controller_of,
     key,
 )
-from pytest_desched.replay.plan import (
+from pytest_desched.replay.rebuild.plan import (
     OWNER_KINDS,
     RestorePlan,
 )
-from pytest_desched.replay.writes import (
+from pytest_desched.replay.rebuild.writes import (
     RestoreError,
     create,
     create_all,
 )
 
 if TYPE_CHECKING:
-    from pytest_desched.replay.restore import RestoreResult
+    from pytest_desched.replay.rebuild.restore import RestoreResult
 
 
 _OWNER_PATHS = {

@@ -38,7 +38,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from pytest_desched.replay.format import controller_of, utc
+from pytest_desched.replay.capture.format import controller_of, utc
 
 REVISION = "deployment.kubernetes.io/revision"
 REVISION_HISTORY = "deployment.kubernetes.io/revision-history"

@@ -1,5 +1,7 @@
-"""`replay()`: a snapshot on a fresh embedded cluster, the incident's policy and version, N real
-rounds, and the per-pod fate ledger (compared with the incident's own log when given).
+"""`Replay` (and `replay()`, its function form): a snapshot on a fresh embedded cluster, the
+incident's policy and version, N real rounds, and the per-pod fate ledger (compared with the
+incident's own log when given). A timeline, a host replay, the snapshot canary's tracks and
+snapshot fidelity's halves are `Replay`s with their own hooks.
 
 Every input is checked before the cluster exists: the snapshot (format, restorability), the
 rounds, the policy (the descheduler's own policy check, as `Release.apply_policy` would),
@@ -13,22 +15,20 @@ snapshot's at the round), and each round run as a Job from the suspended CronJob
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.bounds import CLIENT_FLAGS, check_client_rate, check_cycles
+from pytest_desched.bounds import CLIENT_FLAGS
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import build_config
 from pytest_desched.descheduler.decisions import Fate
-from pytest_desched.descheduler.policy import Policy
 from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay.aftermath import aftermath
-from pytest_desched.replay.capacity import check_capacity
-from pytest_desched.replay.cli import read_log
-from pytest_desched.replay.format import Snapshot, utc
+from pytest_desched.replay.capture.format import Snapshot, utc
+from pytest_desched.replay.inputs import ReplayInputs, check_inputs
 from pytest_desched.replay.ledger import (
     GONE,
     NOT_RESTORED,
@@ -41,7 +41,7 @@ from pytest_desched.replay.ledger import (
     undecided,
 )
 from pytest_desched.replay.log_compare import compare_with_log
-from pytest_desched.replay.plan import AGES, RUNNER_NODE, plan_restore, runner_values
+from pytest_desched.replay.rebuild.plan import AGES, RUNNER_NODE, runner_values
 from pytest_desched.replay.rows import (
     BORN_NOTE,
     Moment,
@@ -58,7 +58,6 @@ BeforeRound = Callable[[int, Any], dict[str, Any]]  # (round, cluster) -> the ro
 # (round, Round, fates) -> the round's extra; may set fields of the fates (a timeline's moments)
 AfterRound = Callable[[int, Any, dict[str, Any]], dict[str, Any]]
 Finish = Callable[[], dict[str, Any]]  # after the last round, before teardown -> result.timeline
-CANDIDATE_PREFIXES = ("source:", "binary:", "version:")
 
 
 @dataclass
@@ -122,90 +121,197 @@ class ReplayResult:
         return "\n".join(head) + "\n\n" + self.ledger.to_markdown()
 
 
-# -- inputs --------------------------------------------------------------------------------
-@dataclass
-class _Inputs:
-    snap: Snapshot
-    path: Path
-    policy: Policy
-    version: str | None  # None: the pinned descheduler
-    candidate: str | None
-    rounds: int
-    incident_log: str | None
-    incident_version: str | None
-    client: dict[str, float | int] = field(default_factory=dict)
-    # a host replay's own namespaces: a pod in any other (the host's, kwok's) is no row
-    scope: frozenset[str] | None = None
+# -- the replay ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReplayOptions:
+    """How to replay a snapshot: every choice of `replay()` but where and the hooks.
 
-
-def check_inputs(
-    snapshot_path: str | Path | Snapshot,
-    descheduler: str | None,
-    policy: Any,
-    rounds: int,
-    log: str | Path | None,
-    max_rounds: int | None = None,
-    source: str | None = None,
-    client: dict[str, Any] | None = None,
-    policy_checked: bool = False,
-    capacity: bool = True,
-) -> _Inputs:
-    """Everything a replay needs, checked; ConfigError/PolicyError before any change.
-
-    `policy_checked`: the caller checked the policy with the release that will run it (the
-    snapshot canary, per track), so it is not checked again with the snapshot's version.
-
-    `snapshot_path` may be a Snapshot already loaded (a timeline's start); `source` then
-    names it in messages and results. `rounds` follows the K rule of `--cycles` (1..50,
-    experiments/cycles.py) unless `max_rounds` is given (a timeline's rounds come from its
-    window and --every, not from K).
+    `descheduler`: a release tag (default: the snapshot's descheduler, else the pin) or a
+    candidate spec (`source:PATH`, `binary:PATH`, `version:vX.Y.Z`); `policy`: anything
+    `Policy.coerce` takes (default: the snapshot's); `log`: the incident's JSON log to
+    compare round 1 with. `dry_run=True` runs the rounds in dry run (the dry-run half of
+    `desched fidelity snapshot.yaml`). `client` ({"qps": Q, "burst": B}, either or both)
+    sets the descheduler's API client limits in place of its own defaults: a replay option,
+    recorded in the result and the ledger. `max_rounds` replaces the K rule of `--cycles`
+    for `rounds` (a timeline's rounds come from its window); `source` names a Snapshot given
+    already loaded.
     """
 
-    if isinstance(snapshot_path, Snapshot):
-        path, snap = Path(source or "<snapshot>"), snapshot_path
-    else:
-        path = Path(snapshot_path)
-        snap = Snapshot.load(path)
-    client_rate = check_client_rate(**(client or {}))
-    if max_rounds is None:
-        rounds = check_cycles(rounds, "rounds")
-    elif not isinstance(rounds, int) or isinstance(rounds, bool) or not 1 <= rounds <= max_rounds:
-        raise ConfigError(f"rounds={rounds!r}: an integer from 1 to {max_rounds}")
-    if capacity:  # a host replay: the host's control plane holds it, not this machine
-        check_capacity(snap, str(path))  # one this machine cannot hold: before the slow plan
-    plan_restore(snap)  # a snapshot the restore would refuse is refused now
-    text = None
-    if log is not None:
-        text = read_log(log, "--log")
-    candidate = descheduler if descheduler and descheduler.startswith(CANDIDATE_PREFIXES) else None
-    version = None if candidate else (descheduler or snap.descheduler_version)
-    if policy is not None:
-        pol = Policy.coerce(
-            Path(policy) if isinstance(policy, str) and Path(policy).is_file() else policy
-        )
-    elif snap.policy:
-        pol = Policy.from_yaml(snap.policy, source=f"{path}:policy (the incident's ConfigMap)")
-    else:
-        raise ConfigError(
-            f"{path} holds no descheduler policy (no descheduler found when it was taken); "
-            "pass one with --policy FILE"
-        )
-    if not policy_checked:
-        pol.validate(version if version and not candidate else None)
-    return _Inputs(
-        snap,
-        path,
-        pol,
-        version,
-        candidate,
-        rounds,
-        text,
-        snap.descheduler_version or version,
-        client_rate,
-    )
+    descheduler: str | None = None
+    policy: Any = None
+    rounds: int = 1
+    log: str | Path | None = None
+    ages: str = "shift"
+    method: str = "auto"
+    round_timeout: float = 300
+    restore_timeout: float = 300
+    max_rounds: int | None = None
+    source: str | None = None
+    dry_run: bool = False
+    client: Mapping[str, Any] | None = None
 
 
-# -- the replay ----------------------------------------------------------------------------
+class Replay:
+    """One replay of a snapshot: its inputs, its cluster, its rounds and the ledger.
+
+    The hooks are methods a use overrides: `before_round` (a timeline's changes, a canary's
+    node facts), `after_round` (eviction moments, a fidelity probe), `finish` (a timeline's
+    own facts), `moment` (a window's clock, when `windowed`) and `restore` (a host replays
+    through the API without a runner node). `run()` replays on a fresh embedded cluster;
+    `run_on(session, inputs)` on a session already made (the snapshot canary's tracks);
+    `play` and `write` are its two halves (a host replay adds its facts between them).
+    """
+
+    windowed = False  # True: `moment` places a pod born during the replay in the window
+
+    def __init__(
+        self,
+        snapshot: str | Path | Snapshot,
+        options: ReplayOptions | None = None,
+        config: DeschedConfig | None = None,
+        report: Reporter = say,
+    ) -> None:
+        self.snapshot = snapshot
+        self.options = options or ReplayOptions()
+        self.config = config
+        self.report = report
+
+    # -- hooks ---------------------------------------------------------------------------
+    def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
+        """Runs before round i; what it returns joins that round's `extra`."""
+        return {}
+
+    def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        """Runs after round i; may set fields of `fates`; its answer joins the round's extra."""
+        return {}
+
+    def finish(self) -> dict[str, Any]:
+        """After the last round, before the cluster goes; the answer is `result.timeline`."""
+        return {}
+
+    def moment(self, wall: float) -> float | None:
+        """Window seconds at epoch `wall` (read only when `windowed`)."""
+        return None
+
+    def restore(self, cluster: Any, snap: Snapshot, **kw: Any) -> Any:
+        """The snapshot onto the replay's cluster (`rebuild.restore.restore`)."""
+        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+        from pytest_desched.replay.rebuild.restore import restore
+
+        return restore(cluster, snap, **kw)
+
+    # -- steps ---------------------------------------------------------------------------
+    def check(self, **kw: Any) -> ReplayInputs:
+        """The inputs, checked before any cluster (`check_inputs`; `kw` its own options)."""
+        o = self.options
+        client = dict(o.client) if o.client is not None else None
+        return check_inputs(
+            self.snapshot,
+            o.descheduler,
+            o.policy,
+            o.rounds,
+            o.log,
+            o.max_rounds,
+            o.source,
+            client,
+            **kw,
+        )
+
+    def run(self) -> ReplayResult:
+        """Check, then replay on a fresh embedded cluster (one `DeschedSession`)."""
+        t0 = time.monotonic()
+        inp = self.check()
+        if self.options.ages not in AGES:
+            raise ConfigError(f"ages={self.options.ages!r}: use one of {AGES}")
+        config = self.config or build_config({"--desched-provider": "embedded"})
+        caps = capabilities_of(config.provider)  # None: auto, which replay resolves to embedded
+        if caps is not None and not caps.restores_etcd:
+            raise ConfigError(
+                f"replay restores onto a fresh embedded cluster; provider {config.provider!r} "
+                "is not one (use --provider embedded)"
+            )
+        changes: dict[str, Any] = {"provider": "embedded"}
+        if inp.candidate:
+            changes["candidate"] = inp.candidate
+        elif inp.version:
+            changes["descheduler_version"] = inp.version
+        config = config.with_(**changes)
+        timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
+        # heavy: +7 modules (~7 ms), kept out of `desched replay`'s input checks
+        from pytest_desched.session import DeschedSession
+
+        # Round pods on the runner node and nowhere else: a chart values layer of every release.
+        with DeschedSession(config, report=self.report, placement=runner_values()) as session:
+            result = self.run_on(session, inp)
+            result.timings = {**timings, **result.timings}
+        result.timings["total"] = round(time.monotonic() - t0, 3)
+        return result
+
+    def run_on(self, session: Any, inp: ReplayInputs) -> ReplayResult:
+        """The replay on a session already made (placement `runner_values()`, embedded): the
+        policy, the restore, the rounds, the ledger, its files."""
+        result = self.play(session, inp)
+        result.timings = {**session.timings, **result.timings}
+        self.write(session, result)
+        return result
+
+    def play(self, session: Any, inp: ReplayInputs) -> ReplayResult:
+        """The policy, the restore, the rounds and the ledger on `session`; no files."""
+        return _play(self, session, inp)
+
+    def write(self, session: Any, result: ReplayResult) -> None:
+        """The result JSON and the Markdown ledger under <artifacts>/replay/ (redacted per
+        config); a failure to write is a note on the result, never lost silently."""
+        # heavy: +23 modules (~17 ms), kept out of `desched replay`'s input checks
+        from pytest_desched.evidence.report import write_replay_report
+
+        try:
+            ev = session.evidence
+            data = result.to_dict()  # once: ~10 s a call at 10,000 pods x 15 rounds (issue 42)
+            j = ev.write_json("replay", "replay", data, capped=False)  # its fates, every one
+            m = ev.write_text("replay", "ledger.md", result.markdown())
+
+            # Beside the JSON, from the same data and redacted by the same rule.
+            h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
+            result.artifacts = {"json": str(j), "markdown": str(m), "html": str(h)}
+        except Exception as exc:  # the result is still returned; say why there is no file
+            result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")
+
+
+class _Hooked(Replay):
+    """`replay()`'s hook functions as the methods they stand for."""
+
+    def __init__(
+        self,
+        *args: Any,
+        before_round: BeforeRound | None,
+        after_round: AfterRound | None,
+        finish: Finish | None,
+        moment: Moment | None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(*args, **kw)
+        self._before, self._after, self._finish, self._moment = (
+            before_round,
+            after_round,
+            finish,
+            moment,
+        )
+        self.windowed = moment is not None
+
+    def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
+        return self._before(i, cluster) if self._before else {}
+
+    def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        return self._after(i, rnd, fates) if self._after else {}
+
+    def finish(self) -> dict[str, Any]:
+        return self._finish() if self._finish else {}
+
+    def moment(self, wall: float) -> float | None:
+        return self._moment(wall) if self._moment else None
+
+
 def replay(
     snapshot_path: str | Path | Snapshot,
     descheduler: str | None = None,
@@ -227,104 +333,60 @@ def replay(
     client: dict[str, Any] | None = None,
     moment: Moment | None = None,
 ) -> ReplayResult:
-    """Replay a snapshot; see the module docstring. Usable without pytest.
+    """Replay a snapshot; see the module docstring and `ReplayOptions`. Usable without pytest.
 
-    `descheduler`: a release tag (default: the snapshot's descheduler, else the pin) or a
-    candidate spec (`source:PATH`, `binary:PATH`, `version:vX.Y.Z`); `policy`: anything
-    `Policy.coerce` takes (default: the snapshot's); `log`: the incident's JSON log to
-    compare round 1 with. `before_round(i, cluster)` runs before round i (a timeline's
-    changes, `replay.timeline_run`); what it returns joins that round's `extra`, and so
-    does what `after_round(i, round, fates)` returns; `finish()` runs after the last round,
-    before the cluster goes, and its answer is `result.timeline`. `dry_run=True` runs the
-    rounds in dry run (the dry-run half of `desched fidelity snapshot.yaml`). `client`
-    ({"qps": Q, "burst": B}, either or both) sets the descheduler's API client limits in place
-    of its own defaults: a replay option, recorded in the result and the ledger. `moment`
-    places a pod born during the replay in the incident window (a timeline's clock).
+    The function form of `Replay(...).run()`, kept for its callers: `before_round(i,
+    cluster)`, `after_round(i, round, fates)`, `finish()` and `moment(wall)` are the
+    `Replay` methods of the same names.
     """
-
-    t0 = time.monotonic()
-    inp = check_inputs(snapshot_path, descheduler, policy, rounds, log, max_rounds, source, client)
-
-    if ages not in AGES:
-        raise ConfigError(f"ages={ages!r}: use one of {AGES}")
-    config = config or build_config({"--desched-provider": "embedded"})
-    caps = capabilities_of(config.provider)  # None: auto, which replay resolves to embedded
-    if caps is not None and not caps.restores_etcd:
-        raise ConfigError(
-            f"replay restores onto a fresh embedded cluster; provider {config.provider!r} "
-            "is not one (use --provider embedded)"
-        )
-    changes: dict[str, Any] = {"provider": "embedded"}
-    if inp.candidate:
-        changes["candidate"] = inp.candidate
-    elif inp.version:
-        changes["descheduler_version"] = inp.version
-    config = config.with_(**changes)
-    timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
-    # heavy: +7 modules (~7 ms), kept out of `desched replay`'s input checks
-    from pytest_desched.session import DeschedSession
-
-    # Round pods on the runner node and nowhere else: a chart values layer of every release.
-    with DeschedSession(config, report=report, placement=runner_values()) as session:
-        result = replay_on(
-            session,
-            inp,
-            ages,
-            method,
-            round_timeout,
-            restore_timeout,
-            report,
-            before_round,
-            after_round,
-            finish,
-            dry_run,
-            moment,
-        )
-        result.timings = {**timings, **result.timings}
-    result.timings["total"] = round(time.monotonic() - t0, 3)
-    return result
+    options = ReplayOptions(
+        descheduler=descheduler,
+        policy=policy,
+        rounds=rounds,
+        log=log,
+        ages=ages,
+        method=method,
+        round_timeout=round_timeout,
+        restore_timeout=restore_timeout,
+        max_rounds=max_rounds,
+        source=source,
+        dry_run=dry_run,
+        client=client,
+    )
+    return _Hooked(
+        snapshot_path,
+        options,
+        config,
+        report,
+        before_round=before_round,
+        after_round=after_round,
+        finish=finish,
+        moment=moment,
+    ).run()
 
 
-def replay_on(session: Any, inp: _Inputs, *args: Any, **kw: Any) -> ReplayResult:
-    """The replay on a session already made (placement `runner_values()`, embedded): the
-    policy, the restore, the rounds, the ledger, its files. `desched canary --snapshot` runs
-    it once per track, on each track's own session. Arguments after `inp` are `_run`'s."""
-    result = _run(session, inp, *args, **kw)
-    result.timings = {**session.timings, **result.timings}
-    _write(session, result)
-    return result
-
-
-def _run(
-    session: Any,
-    inp: _Inputs,
-    ages: str,
-    method: str,
-    round_timeout: float,
-    restore_timeout: float,
-    report: Reporter,
-    before_round: BeforeRound | None = None,
-    after_round: AfterRound | None = None,
-    finish: Finish | None = None,
-    dry_run: bool = False,
-    moment: Moment | None = None,
-    restore_fn: Callable[..., Any] | None = None,
-) -> ReplayResult:
-    # heavy: replay.kubeapi and replay.restore: kubernetes client (0.2-0.7 s), kept out of this module's import
+def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
+    # heavy: replay.kubeapi: kubernetes client (0.2-0.7 s), kept out of this module's import
     # heavy: +11 modules (~13 ms), kept out of `desched replay`'s input checks
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.replay import kubeapi
-    from pytest_desched.replay.restore import restore
 
+    o, report = r.options, r.report
+    moment = r.moment if r.windowed else None
     cluster, release = session.cluster, session.release
     timings: dict[str, float] = {}
     if inp.client:  # the user's replay option, never a silent change: recorded below
         release.add_cmd_options({CLIENT_FLAGS[k]: v for k, v in inp.client.items()})
     with session.phase("replay.apply_policy"):
-        release.apply_policy(inp.policy, dry_run=dry_run)
+        release.apply_policy(inp.policy, dry_run=o.dry_run)
     with session.phase("replay.restore"):
-        restored = (restore_fn or restore)(
-            cluster, inp.snap, ages=ages, method=method, timeout=restore_timeout, report=report
+        restored = r.restore(
+            cluster,
+            inp.snap,
+            ages=o.ages,
+            method=o.method,
+            timeout=o.restore_timeout,
+            report=report,
         )
     version = release.descheduler_version
     rows = snapshot_rows(inp.snap, restored)
@@ -332,13 +394,13 @@ def _run(
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
     for i in range(1, inp.rounds + 1):
-        hook_extra = before_round(i, cluster) if before_round else {}
+        hook_extra = r.before_round(i, cluster)
         seen = kubeapi.list_all(cluster.api_client, "/api/v1/pods")
         known = {p["metadata"]["uid"] for p in seen}
         name = runbook_job_name(cluster, release.namespace, f"descheduler-replay-{i}")
         with session.phase(f"replay.round{i}"):
             rnd = run_round(
-                cluster, release, name, session.config.run_dir / "round-logs", round_timeout
+                cluster, release, name, session.config.run_dir / "round-logs", o.round_timeout
             )
         round_results.append(rnd)
         if rnd.result.lines == 0:
@@ -361,8 +423,7 @@ def _run(
         if born and moment and BORN_NOTE not in ledger.notes:
             ledger.notes.append(BORN_NOTE)
         evicted = [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
-        if after_round:
-            hook_extra = {**hook_extra, **after_round(i, rnd, fates)}
+        hook_extra = {**hook_extra, **r.after_round(i, rnd, fates)}
         with session.phase(f"replay.round{i}.aftermath"):
             new_rows, after, new_owners = aftermath(cluster, owner_uid, evicted, known, report)
         cuts = (total_cut(rnd.result), node_cuts(rnd.result))  # once: each scans every decision
@@ -400,7 +461,7 @@ def _run(
             **hook_extra,
         }
         ledger.rounds.append(fig)
-    timeline = finish() if finish else {}
+    timeline = r.finish()
     ledger.rows.sort(key=lambda r: r.pod)
     notes = [
         f"ages: {restored.ages} (every timestamp moved by {restored.shift_s} s), written at "
@@ -470,21 +531,3 @@ def _audit_codes(rnd: Any) -> dict[str, int] | None:
         if r.is_eviction:
             codes[str(r.code)] = codes.get(str(r.code), 0) + 1
     return codes
-
-
-def _write(session: Any, result: ReplayResult) -> None:
-    """The result JSON and the Markdown ledger under <artifacts>/replay/ (redacted per config)."""
-    # heavy: +23 modules (~17 ms), kept out of `desched replay`'s input checks
-    from pytest_desched.evidence.report import write_replay_report
-
-    try:
-        ev = session.evidence
-        data = result.to_dict()  # once: ~10 s a call at 10,000 pods x 15 rounds (issue 42)
-        j = ev.write_json("replay", "replay", data, capped=False)  # its fates, every one
-        m = ev.write_text("replay", "ledger.md", result.markdown())
-
-        # Beside the JSON, from the same data and redacted by the same rule.
-        h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
-        result.artifacts = {"json": str(j), "markdown": str(m), "html": str(h)}
-    except Exception as exc:  # the result is still returned; say why there is no file
-        result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")

@@ -26,8 +26,8 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.format import KIND_SECTION, SECTIONS, controller_of
-from pytest_desched.replay.timeline import Change
+from pytest_desched.replay.capture.format import KIND_SECTION, SECTIONS, controller_of
+from pytest_desched.replay.capture.timeline import Change
 
 APPLIED, OBSERVED = "applied", "observed"
 CONTROLLED_BY = ("ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Deployment")

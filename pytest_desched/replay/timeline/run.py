@@ -41,9 +41,9 @@ from typing import Any
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
-from pytest_desched.replay.clock import Stopped, WindowClock
-from pytest_desched.replay.engine import replay
-from pytest_desched.replay.timeline import Timeline, check_speed, parse_duration
+from pytest_desched.replay.capture.timeline import Timeline, check_speed, parse_duration
+from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult
+from pytest_desched.replay.timeline.clock import Stopped, WindowClock
 
 Resume = Callable[[float], None]  # blocks while paused at window t; returns to resume
 DEFAULT_EVERY_S = 120.0  # the chart's CronJob schedule, */2 * * * *
@@ -390,7 +390,7 @@ class TimelineDriver:
         objects') are handed out meanwhile. (Waiting here for the earlier one held every later
         change of every object behind it.)"""
         # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
-        from pytest_desched.replay.apply import apply_change
+        from pytest_desched.replay.timeline.apply import apply_change
 
         api = self._cluster.api_client
         chains: dict[str, deque[tuple[int, Any]]] = {}  # object -> its changes still to apply
@@ -466,6 +466,28 @@ class TimelineDriver:
             self.report(f"timeline resumed at t={t:.1f}s")
 
 
+class TimelineReplay(Replay):
+    """A replay whose hooks are a timeline's: the driver's clock, changes and moments."""
+
+    windowed = True
+
+    def __init__(self, driver: TimelineDriver, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.driver = driver
+
+    def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
+        return self.driver.before_round(i, cluster)
+
+    def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        return self.driver.after_round(i, rnd, fates)
+
+    def finish(self) -> dict[str, Any]:
+        return self.driver.finish()
+
+    def moment(self, wall: float) -> float | None:
+        return self.driver.moment(wall)
+
+
 def replay_timeline(
     path: str | Path,
     speed: float = 1.0,
@@ -479,28 +501,22 @@ def replay_timeline(
     round_timeout: float = 300,
     checked: tuple[Timeline, dict[str, Any]] | None = None,
     client: dict[str, Any] | None = None,
-) -> Any:
+) -> ReplayResult:
     """Replay a timeline file (see the module docstring); returns the engine's ReplayResult
     with `timeline` filled and each eviction's `at_s` in the ledger."""
 
     tl, plan = checked or check_timeline(path, speed, pause_at, every)
     driver = TimelineDriver(tl, plan, report, resume)
+    options = ReplayOptions(
+        descheduler=descheduler,
+        policy=policy,
+        rounds=len(plan["rounds_at"]),
+        round_timeout=round_timeout,
+        max_rounds=MAX_TIMELINE_ROUNDS,
+        source=str(path),
+        client=client,
+    )
     try:
-        return replay(
-            tl.snapshot,
-            descheduler=descheduler,
-            policy=policy,
-            rounds=len(plan["rounds_at"]),
-            config=config,
-            report=report,
-            round_timeout=round_timeout,
-            before_round=driver.before_round,
-            after_round=driver.after_round,
-            finish=driver.finish,
-            max_rounds=MAX_TIMELINE_ROUNDS,
-            source=str(path),
-            client=client,
-            moment=driver.moment,
-        )
+        return TimelineReplay(driver, tl.snapshot, options, config, report).run()
     finally:
         driver.clock.stop()  # a failed round: the change thread ends with the replay

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_desched.replay.format import Snapshot
-from pytest_desched.replay.genbase import NODE_POOL_LABEL, SYSTEM_TAINT, ZONE_LABEL
-from pytest_desched.replay.generator import _affinity_in, _Gen
+from pytest_desched.replay.capture.format import Snapshot
+from pytest_desched.replay.gen.genbase import NODE_POOL_LABEL, SYSTEM_TAINT, ZONE_LABEL
+from pytest_desched.replay.gen.generator import affinity_in, Gen
 
 
 @dataclass
@@ -77,7 +77,7 @@ def _expect(
         }
 
 
-def _common(g: _Gen, nodes: list[str], inc: Incident, system_nodes: list[str]) -> None:
+def _common(g: Gen, nodes: list[str], inc: Incident, system_nodes: list[str]) -> None:
     """DaemonSet pods everywhere, critical DNS: filtered by the evictor in every incident."""
     _expect(
         inc,
@@ -104,7 +104,7 @@ def label_move(seed: int = 1) -> Incident:
     pool by required node affinity now violate it. Expected, per workload: evicted (its PDB
     allows it), 429 (PDB at minAvailable), filtered (local storage, PVC, bare), nodeFit (also
     pinned to zone-a, where no pool node is left), and not picked (no affinity)."""
-    g = _Gen(seed)
+    g = Gen(seed)
     g.basics()
     inc = Incident("label-move", g.snap, "", story=label_move.__doc__ or "")
     g.node("node-a-sys-1", "zone-a", "system", taints=[SYSTEM_TAINT])
@@ -121,7 +121,7 @@ def label_move(seed: int = 1) -> Incident:
     nodes = [n["metadata"]["name"] for n in g.snap.nodes]
     _common(g, nodes, inc, ["node-a-sys-1", "node-b-sys-2"])
     g.namespace("data", {"example.com/team": "data"})
-    pool = _affinity_in(NODE_POOL_LABEL, ["batch"])
+    pool = affinity_in(NODE_POOL_LABEL, ["batch"])
     place = [old[i % 2] for i in range(4)]
     _expect(
         inc,
@@ -161,7 +161,7 @@ def label_move(seed: int = 1) -> Incident:
         "evictor-filter",
         ["PodsWithLocalStorage"],
     )
-    zone_pinned = _affinity_in(
+    zone_pinned = affinity_in(
         NODE_POOL_LABEL, ["batch"], [{"key": ZONE_LABEL, "operator": "In", "values": ["zone-a"]}]
     )
     _expect(
@@ -209,7 +209,7 @@ def pdb_drain(seed: int = 2) -> Incident:
     evicts its pods, except one whose PDB is at minAvailable (429 from the API server); DaemonSet
     and critical pods are filtered; a pod tolerating the taint and pods elsewhere are not
     picked."""
-    g = _Gen(seed)
+    g = Gen(seed)
     g.basics()
     inc = Incident("pdb-drain", g.snap, "", story=pdb_drain.__doc__ or "")
     maint = {"key": "example.com/maintenance", "value": "drain", "effect": "NoSchedule"}

@@ -10,10 +10,10 @@ from kubernetes.client.rest import ApiException
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     key,
 )
-from pytest_desched.replay.plan import (
+from pytest_desched.replay.rebuild.plan import (
     BUILTIN_NAMESPACES,
     HOLD_QUOTA,
     RestorePlan,
@@ -158,7 +158,7 @@ DAEMONSET_SETTLE_S = 60.0
 def daemonsets_unsettled(daemonsets: list[dict[str, Any]]) -> list[str]:
     """Each DaemonSet whose controller has not yet scheduled a pod on every node it wants.
 
-    The restore leaves DaemonSet statuses to their controller (replay/settled.py), so a status
+    The restore leaves DaemonSet statuses to their controller (replay/rebuild/settled.py), so a status
     at the object's generation is the controller's own count. Nodes the snapshot did not have
     (the runner node: it tolerates everything a DaemonSet may) or a skipped pod's node get a
     pod created after the hold lifts: waited for, so what the restore hands on is the state

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     DESCHEDULER_LABEL,
     Snapshot,
     controller_of,

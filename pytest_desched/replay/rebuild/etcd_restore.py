@@ -14,13 +14,13 @@ from kubernetes.client.rest import ApiException
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.log import Reporter
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     Snapshot,
     copy_json,
     key,
     rfc3339,
 )
-from pytest_desched.replay.plan import (
+from pytest_desched.replay.rebuild.plan import (
     HOLD_QUOTA,
     KWOK_NODE_ANNOTATION,
     OWNER_KINDS,
@@ -29,8 +29,8 @@ from pytest_desched.replay.plan import (
     runner_node,
     running_status,
 )
-from pytest_desched.replay.settled import settle
-from pytest_desched.replay.writes import (
+from pytest_desched.replay.rebuild.settled import settle
+from pytest_desched.replay.rebuild.writes import (
     RestoreError,
     create_all,
     create_namespaces,
@@ -39,7 +39,7 @@ from pytest_desched.replay.writes import (
 )
 
 if TYPE_CHECKING:
-    from pytest_desched.replay.restore import RestoreResult, Timer
+    from pytest_desched.replay.rebuild.restore import RestoreResult, Timer
 
 
 def restore_via_etcd(
@@ -91,7 +91,7 @@ def restore_via_etcd(
         rfc3339(now),
     )
     plan.notes.append(
-        "statuses written as their controllers compute them (replay/settled.py), so settle "
+        "statuses written as their controllers compute them (replay/rebuild/settled.py), so settle "
         f"has less to write: {', '.join(f'{n} {k}s' for k, n in settled.items())}"
     )
     etcd.create(storage)

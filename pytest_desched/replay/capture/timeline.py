@@ -35,7 +35,7 @@ from typing import Any
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import json_lines, read_text
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     API_VERSION,
     FORBIDDEN_KINDS,
     KIND_SECTION,

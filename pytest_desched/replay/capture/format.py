@@ -22,7 +22,7 @@ import yaml
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_json, load_yaml, read_text
 from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
-from pytest_desched.replay.schema import check_shape
+from pytest_desched.replay.capture.schema import check_shape
 
 API_VERSION = "desched.pytest.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -215,7 +215,7 @@ class Snapshot:
         if not isinstance(doc, dict) or doc.get("kind") != KIND:
             raise ConfigError(
                 f"{source}: not a {KIND} (kind {doc.get('kind') if isinstance(doc, dict) else type(doc).__name__!r}); "
-                "write one with `desched snapshot` or pytest_desched.replay.generator"
+                "write one with `desched snapshot` or pytest_desched.replay.gen.generator"
             )
         if doc.get("apiVersion") != API_VERSION:
             raise ConfigError(

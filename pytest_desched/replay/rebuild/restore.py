@@ -56,25 +56,25 @@ from kubernetes.client.rest import ApiException
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.api_restore import restore_via_api
-from pytest_desched.replay.etcd import Etcd, EtcdError, endpoint_of
-from pytest_desched.replay.etcd_restore import (
-    restore_via_etcd,
-)
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     Snapshot,
     controller_of,
     key,
     utc,
 )
-from pytest_desched.replay.plan import (
+from pytest_desched.replay.rebuild.api_restore import restore_via_api
+from pytest_desched.replay.rebuild.etcd import Etcd, EtcdError, endpoint_of
+from pytest_desched.replay.rebuild.etcd_restore import (
+    restore_via_etcd,
+)
+from pytest_desched.replay.rebuild.plan import (
     OWNER_KINDS,
     RUNNER_NODE,
     RestorePlan,
     plan_restore,
     runner_node,
 )
-from pytest_desched.replay.writes import (
+from pytest_desched.replay.rebuild.writes import (
     RestoreError,
     create_all,
     create_namespaces,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_desched.replay.host_plan import ROLE_LABEL, RUN_LABEL
+from pytest_desched.replay.host.plan import ROLE_LABEL, RUN_LABEL
 from pytest_desched.tools.kind_node.kwok_image import kwok_image_tag
 
 _CONFIG_DIR = "/etc/kwok"

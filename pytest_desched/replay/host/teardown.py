@@ -20,7 +20,7 @@ from kubernetes.client.rest import ApiException
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.host_plan import ROLE_LABEL, RUN_LABEL
+from pytest_desched.replay.host.plan import ROLE_LABEL, RUN_LABEL
 
 # (what, collection path, which of this run's objects): the teardown order.
 Step = tuple[str, str, Callable[[dict[str, Any]], bool]]

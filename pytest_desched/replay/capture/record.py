@@ -31,11 +31,11 @@ from typing import Any
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.audit_changes import evictions_in, record_from_audit
-from pytest_desched.replay.format import KIND_SECTION, SECTIONS, Snapshot, key
-from pytest_desched.replay.redact import Aliases, alias_name, redact_object, redact_snapshot
-from pytest_desched.replay.snapshot import RESOURCES, _Reads, check_inputs, take_snapshot
-from pytest_desched.replay.timeline import (
+from pytest_desched.replay.capture.audit_changes import evictions_in, record_from_audit
+from pytest_desched.replay.capture.format import KIND_SECTION, SECTIONS, Snapshot, key
+from pytest_desched.replay.capture.redact import Aliases, alias_name, redact_object, redact_snapshot
+from pytest_desched.replay.capture.snapshot import RESOURCES, Reads, check_inputs, take_snapshot
+from pytest_desched.replay.capture.timeline import (
     MAX_WINDOW_S,
     Change,
     Timeline,
@@ -43,7 +43,7 @@ from pytest_desched.replay.timeline import (
     parse_time,
     sorted_changes,
 )
-from pytest_desched.replay.trim import Filtered, trim
+from pytest_desched.replay.capture.trim import Filtered, trim
 
 
 def check_window(
@@ -313,7 +313,7 @@ def record(
     from kubernetes import config as kconfig
 
     api = kconfig.new_client_from_config(config_file=str(path), context=context)
-    reads = _Reads()
+    reads = Reads()
     state = State(ns_list, set())
     paths = {
         section: (

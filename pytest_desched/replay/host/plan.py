@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.format import Snapshot, copy_json
-from pytest_desched.replay.plan import KWOK_NODE_ANNOTATION, SECTION_OF_KIND
+from pytest_desched.replay.capture.format import Snapshot, copy_json
+from pytest_desched.replay.rebuild.plan import KWOK_NODE_ANNOTATION, SECTION_OF_KIND
 
 RUN_LABEL = "desched.pytest.io/host-replay-run"
 ROLE_LABEL = "desched.pytest.io/host-replay-role"  # "kwok" on the kwok controller's objects

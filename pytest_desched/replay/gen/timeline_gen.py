@@ -27,9 +27,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_desched.replay.format import Snapshot, controller_of, utc
-from pytest_desched.replay.genbase import TAKEN_AT, GenBase
-from pytest_desched.replay.timeline import Change, Timeline, make_header
+from pytest_desched.replay.capture.format import Snapshot, controller_of, utc
+from pytest_desched.replay.capture.timeline import Change, Timeline, make_header
+from pytest_desched.replay.gen.genbase import TAKEN_AT, GenBase
 
 MIX: tuple[tuple[str, float], ...] = (
     ("scale", 0.35),
@@ -213,7 +213,7 @@ def churn_window(snap: Snapshot, churn: Churn | None = None, **kw: Any) -> Timel
         start,
         churn.window_s,
         "generated",
-        generator=f"pytest_desched.replay.timeline_gen (seed {churn.seed})",
+        generator=f"pytest_desched.replay.gen.timeline_gen (seed {churn.seed})",
         changesByKind=dict(sorted(Counter(drawn).items())),
     )
     return Timeline(header, snap, changes).validate("(generated)")

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from pytest_desched.replay.format import Snapshot, rfc3339
+from pytest_desched.replay.capture.format import Snapshot, rfc3339
 
 TAKEN_AT = dt.datetime(2026, 1, 15, 12, 0, 0, tzinfo=dt.UTC)
 # The generated cluster's node pools (system, batch, general); not the lab's pool label
@@ -20,8 +20,8 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOST_LABEL = "kubernetes.io/hostname"
 SYSTEM_TAINT = {"key": "example.com/dedicated", "value": "system", "effect": "NoSchedule"}
 IMAGE = "registry.k8s.io/pause:3.10"
-_CPU = {"100m": 100, "250m": 250, "500m": 500, "1": 1000}
-_MEM = {"128Mi": 128, "256Mi": 256, "512Mi": 512, "1Gi": 1024}
+CPU = {"100m": 100, "250m": 250, "500m": 500, "1": 1000}
+MEM = {"128Mi": 128, "256Mi": 256, "512Mi": 512, "1Gi": 1024}
 
 
 class GenBase:
@@ -33,7 +33,7 @@ class GenBase:
             header={
                 "takenAt": rfc3339(TAKEN_AT),
                 "source": {"serverVersion": "v1.36.3", "context": f"generated-{seed}"},
-                "takenWith": {"exporter": f"pytest_desched.replay.generator (seed {seed})"},
+                "takenWith": {"exporter": f"pytest_desched.replay.gen.generator (seed {seed})"},
                 "filtered": {"secrets": 0, "serviceAccounts": 0},
                 "redacted": False,
                 "notes": ["generated, not taken from a cluster"],
@@ -131,11 +131,11 @@ class GenBase:
 
     def fits(self, node: str, cpu: str, mem: str) -> bool:
         u, a = self.used[node], self.alloc[node]
-        return u[0] + _CPU[cpu] <= a[0] and u[1] + _MEM[mem] <= a[1] and u[2] + 1 <= a[2]
+        return u[0] + CPU[cpu] <= a[0] and u[1] + MEM[mem] <= a[1] and u[2] + 1 <= a[2]
 
     def take(self, node: str, cpu: str, mem: str) -> None:
         u = self.used[node]
-        u[0], u[1], u[2] = u[0] + _CPU[cpu], u[1] + _MEM[mem], u[2] + 1
+        u[0], u[1], u[2] = u[0] + CPU[cpu], u[1] + MEM[mem], u[2] + 1
 
     def template(
         self,
@@ -240,9 +240,7 @@ class GenBase:
         total = 0
         for n in nodes:
             u, a = self.used[n], self.alloc[n]
-            total += max(
-                0, min((a[0] - u[0]) // _CPU[cpu], (a[1] - u[1]) // _MEM[mem], a[2] - u[2])
-            )
+            total += max(0, min((a[0] - u[0]) // CPU[cpu], (a[1] - u[1]) // MEM[mem], a[2] - u[2]))
             if total >= enough:
                 return True
         return False

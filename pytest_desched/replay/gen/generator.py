@@ -16,10 +16,10 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_desched.replay.format import Snapshot
-from pytest_desched.replay.genbase import (
-    _CPU,
-    _MEM,
+from pytest_desched.replay.capture.format import Snapshot
+from pytest_desched.replay.gen.genbase import (
+    CPU,
+    MEM,
     HOST_LABEL,
     NODE_POOL_LABEL,
     SYSTEM_TAINT,
@@ -43,7 +43,7 @@ class Shape:
     node_pods: int = 110
 
 
-class _Gen(GenBase):
+class Gen(GenBase):
     """Builds one snapshot: workloads on top of the primitives."""
 
     def owner(
@@ -358,7 +358,7 @@ class _Gen(GenBase):
         )
 
 
-def _affinity_in(
+def affinity_in(
     key: str, values: list[str], extra: list[dict[str, Any]] | None = None
 ) -> dict[str, Any]:
     exprs = [{"key": key, "operator": "In", "values": values}, *(extra or [])]
@@ -377,7 +377,7 @@ def generate(shape: Shape | None = None, **kw: Any) -> Snapshot:
     shape = shape or Shape(**kw)
     if shape.nodes < 3 or shape.pods < shape.nodes:
         raise ValueError("a generated cluster needs nodes >= 3 and pods >= nodes")
-    g = _Gen(shape.seed)
+    g = Gen(shape.seed)
     g.basics()
     zones = [f"zone-{string.ascii_lowercase[i]}" for i in range(shape.zones)]
     n_sys = max(1, round(shape.nodes * shape.system_share))
@@ -445,7 +445,7 @@ def generate(shape: Shape | None = None, **kw: Any) -> Snapshot:
                     cpu=g.rng.choice(["250m", "500m"]),
                     mem="256Mi",
                     priority_class="batch-low",
-                    affinity=_affinity_in(NODE_POOL_LABEL, ["batch"]),
+                    affinity=affinity_in(NODE_POOL_LABEL, ["batch"]),
                 )
             )
         elif kind < 0.27:
@@ -461,8 +461,8 @@ def generate(shape: Shape | None = None, **kw: Any) -> Snapshot:
                     f"svc-{d}",
                     n,
                     names["general"],
-                    cpu=g.rng.choice(list(_CPU)[:3]),
-                    mem=g.rng.choice(list(_MEM)[:3]),
+                    cpu=g.rng.choice(list(CPU)[:3]),
+                    mem=g.rng.choice(list(MEM)[:3]),
                     pdb=pdb,
                     priority_class=g.rng.choice([None, None, "high-priority"]),
                     volumes=[{"name": "cache", "emptyDir": {}}] if local else None,

@@ -23,8 +23,13 @@ import yaml
 
 from pytest_desched.errors import InputError
 from pytest_desched.inputs_safe import load_yaml
-from pytest_desched.replay.format import DESCHEDULER_LABEL, KIND_SECTION, Snapshot, controller_of
-from pytest_desched.replay.trim import KEEP_ANNOTATIONS
+from pytest_desched.replay.capture.format import (
+    DESCHEDULER_LABEL,
+    KIND_SECTION,
+    Snapshot,
+    controller_of,
+)
+from pytest_desched.replay.capture.trim import KEEP_ANNOTATIONS
 
 KEEP_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 KEEP_VALUE_KEYS = frozenset(

@@ -9,7 +9,7 @@ Order (docs/replay-at-scale.md, "the replay on an existing cluster's control pla
    is refused if the host's descheduler could evict in the replay's namespaces
    (`host_policy`), or if the snapshot clashes with the host (`host_plan`);
 2. `HostProvider.start`: the release's namespace and kwok (managing this run's nodes only);
-3. the embedded replay's own round loop (`engine._run`): the chart installed as there (its
+3. the embedded replay's own round loop (`HostReplay`, a `Replay` played on the host's session): the chart installed as there (its
    own namespace and release name, suspended CronJob, rounds as Jobs), the policy narrowed to
    the fake nodes and the replay's namespaces, the rewritten snapshot restored through the
    API (`restore(method="api", runner=False)`), the same fate ledger;
@@ -21,7 +21,6 @@ Order (docs/replay-at-scale.md, "the replay on an existing cluster's control pla
 
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,10 +36,10 @@ from pytest_desched.log import Reporter, say
 from pytest_desched.providers.base import Cluster, Provider
 from pytest_desched.providers.existing import close_clients, opted_in_context
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.engine import ReplayResult, _run, _write, check_inputs
-from pytest_desched.replay.host_kwok import kwok_image as default_kwok_image
-from pytest_desched.replay.host_kwok import kwok_namespace, kwok_objects
-from pytest_desched.replay.host_plan import (
+from pytest_desched.replay.capture.snapshot import Reads, find_descheduler, read_policy
+from pytest_desched.replay.host.kwok import kwok_image as default_kwok_image
+from pytest_desched.replay.host.kwok import kwok_namespace, kwok_objects
+from pytest_desched.replay.host.plan import (
     ROLE_LABEL,
     RUN_LABEL,
     HostPlan,
@@ -48,10 +47,9 @@ from pytest_desched.replay.host_plan import (
     new_run_id,
     plan_host,
 )
-from pytest_desched.replay.host_policy import host_descheduler_problems, narrow_policy
-from pytest_desched.replay.host_teardown import Teardown, teardown
-from pytest_desched.replay.restore import restore
-from pytest_desched.replay.snapshot import _Reads, find_descheduler, read_policy
+from pytest_desched.replay.host.policy import host_descheduler_problems, narrow_policy
+from pytest_desched.replay.host.teardown import Teardown, teardown
+from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult
 from pytest_desched.tools.kind_node.kwok_image import pinned_kwok_stages
 
 if TYPE_CHECKING:
@@ -126,7 +124,7 @@ def read_host(
         for o in kubeapi.list_all(api, path)
     ]
     entries = find_descheduler(workloads)
-    reads = _Reads()
+    reads = Reads()
     policies = {(e["namespace"], e["name"]): read_policy(api, e, reads)[0] for e in entries}
     by_id = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in workloads}
     return state, entries, policies, by_id
@@ -215,6 +213,14 @@ class HostProvider(Provider):
 
 
 # -- the replay ----------------------------------------------------------------------------
+class HostReplay(Replay):
+    """The embedded replay's rounds and ledger, restored through the host's API server with
+    no runner node of its own (the host's nodes run the round pods)."""
+
+    def restore(self, cluster: Any, snap: Any, **kw: Any) -> Any:
+        return super().restore(cluster, snap, runner=False, **kw)
+
+
 def replay_on_host(
     snapshot_path: str | Path,
     context: str | None,
@@ -239,9 +245,19 @@ def replay_on_host(
     """Replay a snapshot on the host behind `context` (see the module docstring)."""
     t0 = time.monotonic()
     path, ctx = opted_in_context(kubeconfig, context, allow, WHAT, HOST_OPTION)
-    inp = check_inputs(
-        snapshot_path, descheduler, policy, rounds, log, client=client, capacity=False
+    options = ReplayOptions(
+        descheduler=descheduler,
+        policy=policy,
+        rounds=rounds,
+        log=log,
+        ages=ages,
+        method="api",
+        round_timeout=round_timeout,
+        restore_timeout=restore_timeout,
+        client=client,
     )
+    host_replay = HostReplay(snapshot_path, options, report=report)
+    inp = host_replay.check(capacity=False)  # the host holds it, not this machine
     run_id = run_id or new_run_id()
     config = config or build_config({"--desched-provider": "existing"})
     changes: dict[str, Any] = {
@@ -303,16 +319,7 @@ def replay_on_host(
     with DeschedSession(
         config, report=report, provider=provider, release_namespace=release_namespace(run_id)
     ) as session:
-        result = _run(
-            session,
-            inp,
-            ages,
-            "api",
-            round_timeout,
-            restore_timeout,
-            report,
-            restore_fn=functools.partial(restore, runner=False),
-        )
+        result = host_replay.play(session, inp)
         result.timings = {**timings, **session.timings, **result.timings}
         result.restore.setdefault("deviations", []).extend(plan.deviations)
         result.notes += [f"host: {n}" for n in host_notes]
@@ -320,7 +327,7 @@ def replay_on_host(
             f"host replay run {run_id} on context {ctx}: namespaces "
             + ", ".join(f"{k}->{v}" for k, v in sorted(plan.namespaces.items()))
         )
-        _write(session, result)
+        host_replay.write(session, result)
     after = fingerprint(cluster.api_client)  # a fresh client: the provider closed its own
     changed = untouched(before, after)
     result.host = {

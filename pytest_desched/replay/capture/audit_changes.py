@@ -26,9 +26,15 @@ from typing import Any
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import Reporter
-from pytest_desched.replay.format import FORBIDDEN_KINDS, KIND_SECTION, SECTIONS, Snapshot, utc
-from pytest_desched.replay.timeline import Change, Timeline, make_header, snapshot_keys
-from pytest_desched.replay.trim import Filtered, trim
+from pytest_desched.replay.capture.format import (
+    FORBIDDEN_KINDS,
+    KIND_SECTION,
+    SECTIONS,
+    Snapshot,
+    utc,
+)
+from pytest_desched.replay.capture.timeline import Change, Timeline, make_header, snapshot_keys
+from pytest_desched.replay.capture.trim import Filtered, trim
 
 # (group, resource) -> section
 RESOURCE_SECTION: dict[tuple[str, str], str] = {}
@@ -192,7 +198,7 @@ def record_from_audit(
     tl = Timeline(header, snap, changes)
     if redact:
         # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
-        from pytest_desched.replay.record import redact_timeline
+        from pytest_desched.replay.capture.record import redact_timeline
 
         tl = redact_timeline(tl)
     if report:

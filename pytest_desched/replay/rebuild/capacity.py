@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 
 from pytest_desched.errors import InputError
-from pytest_desched.replay.format import Snapshot
+from pytest_desched.replay.capture.format import Snapshot
 
 __all__ = ["BASE_MIB", "KIB_PER_OBJECT", "check_capacity", "estimate_bytes"]
 

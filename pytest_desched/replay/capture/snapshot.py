@@ -38,7 +38,7 @@ from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.log import Reporter, say
 from pytest_desched.redaction import scrub_secrets
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.format import (
+from pytest_desched.replay.capture.format import (
     DESCHEDULER_LABEL,
     FORBIDDEN_KINDS,
     KIND_SECTION,
@@ -46,8 +46,8 @@ from pytest_desched.replay.format import (
     Snapshot,
     rfc3339,
 )
-from pytest_desched.replay.redact import redact_snapshot
-from pytest_desched.replay.trim import Filtered, keep_container_args, trim
+from pytest_desched.replay.capture.redact import redact_snapshot
+from pytest_desched.replay.capture.trim import Filtered, keep_container_args, trim
 
 # section -> (API path prefix, resource); cluster-scoped when the prefix has no {ns}.
 RESOURCES: dict[str, tuple[str, str, bool]] = {
@@ -182,7 +182,7 @@ def minimal_kubeconfig(path: Path, context: str) -> dict[str, Any]:
 
 
 # -- exporters ---------------------------------------------------------------------------
-class _Reads:
+class Reads:
     """Every request the snapshot makes, as (verb, what): the header lists them."""
 
     def __init__(self) -> None:
@@ -197,7 +197,7 @@ def _get_json(api: Any, path: str, query: list[tuple[str, Any]] | None = None) -
     return kubeapi.get(api, path, query)
 
 
-def _list(api: Any, path: str, reads: _Reads, what: str) -> list[dict[str, Any]]:
+def _list(api: Any, path: str, reads: Reads, what: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
@@ -216,7 +216,7 @@ def _list(api: Any, path: str, reads: _Reads, what: str) -> list[dict[str, Any]]
 
 
 def export_with_client(
-    api: Any, namespaces: list[str] | None, reads: _Reads, report: Reporter = say
+    api: Any, namespaces: list[str] | None, reads: Reads, report: Reporter = say
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """List every snapshot resource with the Python client; namespaced ones per namespace."""
     from kubernetes.client.rest import ApiException
@@ -252,7 +252,7 @@ def export_with_client(
 
 
 def export_with_kwokctl(
-    kwokctl: Path, kubeconfig: Path, context: str, reads: _Reads
+    kwokctl: Path, kubeconfig: Path, context: str, reads: Reads
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """`kwokctl snapshot export`, timestamps converted back; (objects, time-base facts)."""
     work = Path(tempfile.mkdtemp(prefix="desched-snapshot-"))  # 0700
@@ -397,7 +397,7 @@ def _policy_configmap(spec: dict[str, Any], c: dict[str, Any], flag: str) -> dic
     return None
 
 
-def read_policy(api: Any, entry: dict[str, Any], reads: _Reads) -> tuple[str | None, str | None]:
+def read_policy(api: Any, entry: dict[str, Any], reads: Reads) -> tuple[str | None, str | None]:
     """(policy text, note): one GET of the policy ConfigMap, scrubbed."""
     from kubernetes.client.rest import ApiException
 
@@ -469,7 +469,7 @@ def take_snapshot(
 
     `exporter`: `kwokctl` (needs `kwokctl`, the binary; cluster-wide only), `client`, or
     `auto` (kwokctl when given and no namespace scope). `redact` renames consistently
-    (pytest_desched.replay.redact); the mapping is never written.
+    (pytest_desched.replay.capture.redact); the mapping is never written.
     """
     path, context, ns_list = check_inputs(kubeconfig, context, namespaces)
     if exporter not in ("auto", "kwokctl", "client"):
@@ -486,7 +486,7 @@ def take_snapshot(
     from kubernetes import config as kconfig
 
     api = kconfig.new_client_from_config(config_file=str(path), context=context)
-    reads = _Reads()
+    reads = Reads()
     t0 = time.monotonic()
     reads.add("get", "/version")
     version = _get_json(api, "/version").get("gitVersion")
