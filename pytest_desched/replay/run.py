@@ -110,7 +110,7 @@ class ReplayResult:
                 f"({applied or 'none reached'}); rounds at t={t['rounds_at'][:20]} s "
                 f"(every {t['every_s']:g} s: {t['every_from']})"
             )
-            # what the replay could not keep (timeline_run.finish): each failure fails it
+            # what the replay could not keep (timeline/run.TimelineDriver.finish): each failure fails it
             head += [f"- **{f}**" for f in t.get("failures") or []]
             head += [f"- {t['speed_check']['why']}"] if t.get("speed_check", {}).get("why") else []
             head += [

@@ -35,13 +35,12 @@ from pytest_desched.replay.capture.format import (
 )
 from pytest_desched.replay.capture.timeline import Change, Timeline, make_header, snapshot_keys
 from pytest_desched.replay.capture.trim import Filtered, trim
+from pytest_desched.replay.objects import KINDS
 
 # (group, resource) -> section
-RESOURCE_SECTION: dict[tuple[str, str], str] = {}
-for _section, (_api_version, _kind, _) in SECTIONS.items():
-    _group = "" if "/" not in _api_version else _api_version.split("/", 1)[0]
-    _plural = _kind.lower() + ("es" if _kind.endswith("s") else "s")
-    RESOURCE_SECTION[(_group, _plural)] = _section
+RESOURCE_SECTION: dict[tuple[str, str], str] = {
+    (KINDS[kind].group, KINDS[kind].plural): section for section, (_, kind, _) in SECTIONS.items()
+}
 VERB = {"create": "create", "update": "update", "patch": "patch", "delete": "delete"}
 
 

@@ -23,27 +23,32 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_json, load_yaml, read_text
 from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
 from pytest_desched.replay.capture.schema import check_shape
+from pytest_desched.replay.objects import KINDS
 
 API_VERSION = "desched.pytest.io/v1alpha1"
 KIND = "ClusterSnapshot"
 
-# section -> (apiVersion, kind, namespaced), in restore order (owners after their pods: see
+# section -> (apiVersion, kind, namespaced) (the kind's from `objects.KINDS`), in restore order (owners after their pods: see
 # restore.py; the order here is the file's, for people reading it).
+_SECTION_KINDS = {
+    "namespaces": "Namespace",
+    "nodes": "Node",
+    "priorityClasses": "PriorityClass",
+    "storageClasses": "StorageClass",
+    "persistentVolumes": "PersistentVolume",
+    "persistentVolumeClaims": "PersistentVolumeClaim",
+    "podDisruptionBudgets": "PodDisruptionBudget",
+    "deployments": "Deployment",
+    "replicaSets": "ReplicaSet",
+    "statefulSets": "StatefulSet",
+    "daemonSets": "DaemonSet",
+    "jobs": "Job",
+    "cronJobs": "CronJob",
+    "pods": "Pod",
+}
 SECTIONS: dict[str, tuple[str, str, bool]] = {
-    "namespaces": ("v1", "Namespace", False),
-    "nodes": ("v1", "Node", False),
-    "priorityClasses": ("scheduling.k8s.io/v1", "PriorityClass", False),
-    "storageClasses": ("storage.k8s.io/v1", "StorageClass", False),
-    "persistentVolumes": ("v1", "PersistentVolume", False),
-    "persistentVolumeClaims": ("v1", "PersistentVolumeClaim", True),
-    "podDisruptionBudgets": ("policy/v1", "PodDisruptionBudget", True),
-    "deployments": ("apps/v1", "Deployment", True),
-    "replicaSets": ("apps/v1", "ReplicaSet", True),
-    "statefulSets": ("apps/v1", "StatefulSet", True),
-    "daemonSets": ("apps/v1", "DaemonSet", True),
-    "jobs": ("batch/v1", "Job", True),
-    "cronJobs": ("batch/v1", "CronJob", True),
-    "pods": ("v1", "Pod", True),
+    section: (KINDS[kind].api_version, kind, KINDS[kind].namespaced)
+    for section, kind in _SECTION_KINDS.items()
 }
 KIND_SECTION = {kind: section for section, (_, kind, _) in SECTIONS.items()}
 # Never in a snapshot, whoever wrote the file: credentials, or objects that exist to carry them.

@@ -48,23 +48,12 @@ from pytest_desched.replay.capture.format import (
 )
 from pytest_desched.replay.capture.redact import redact_snapshot
 from pytest_desched.replay.capture.trim import Filtered, keep_container_args, trim
+from pytest_desched.replay.objects import KINDS
 
-# section -> (API path prefix, resource); cluster-scoped when the prefix has no {ns}.
+# section -> (API path prefix, resource, namespaced): what the snapshot lists, in file order
 RESOURCES: dict[str, tuple[str, str, bool]] = {
-    "namespaces": ("/api/v1", "namespaces", False),
-    "nodes": ("/api/v1", "nodes", False),
-    "priorityClasses": ("/apis/scheduling.k8s.io/v1", "priorityclasses", False),
-    "storageClasses": ("/apis/storage.k8s.io/v1", "storageclasses", False),
-    "persistentVolumes": ("/api/v1", "persistentvolumes", False),
-    "persistentVolumeClaims": ("/api/v1", "persistentvolumeclaims", True),
-    "podDisruptionBudgets": ("/apis/policy/v1", "poddisruptionbudgets", True),
-    "deployments": ("/apis/apps/v1", "deployments", True),
-    "replicaSets": ("/apis/apps/v1", "replicasets", True),
-    "statefulSets": ("/apis/apps/v1", "statefulsets", True),
-    "daemonSets": ("/apis/apps/v1", "daemonsets", True),
-    "jobs": ("/apis/batch/v1", "jobs", True),
-    "cronJobs": ("/apis/batch/v1", "cronjobs", True),
-    "pods": ("/api/v1", "pods", True),
+    section: (KINDS[kind].prefix, KINDS[kind].plural, namespaced)
+    for section, (_, kind, namespaced) in SECTIONS.items()
 }
 # kwokctl's `--filter` (its own resource spelling); Secrets and ServiceAccounts never in it.
 KWOKCTL_FILTER = [

@@ -19,8 +19,8 @@ from typing import Any
 from pytest_desched.replay.capture.format import Snapshot
 from pytest_desched.replay.gen.genbase import (
     CPU,
-    MEM,
     HOST_LABEL,
+    MEM,
     NODE_POOL_LABEL,
     SYSTEM_TAINT,
     GenBase,

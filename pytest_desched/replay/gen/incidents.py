@@ -13,7 +13,7 @@ from typing import Any
 
 from pytest_desched.replay.capture.format import Snapshot
 from pytest_desched.replay.gen.genbase import NODE_POOL_LABEL, SYSTEM_TAINT, ZONE_LABEL
-from pytest_desched.replay.gen.generator import affinity_in, Gen
+from pytest_desched.replay.gen.generator import Gen, affinity_in
 
 
 @dataclass

@@ -5,7 +5,7 @@
 only the nodes this run created, so a host's real nodes, and another run's fake nodes, are
 never its business. Its own pod runs on a real node (it does not tolerate the fake-node
 taint). Every object carries the run label and `ROLE_LABEL=kwok`, so teardown removes it last
-(`replay.host_teardown`).
+(`host.teardown`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ cluster's control plane").
 
 Every object the replay creates carries `RUN_LABEL=<run id>` (namespaces, fake nodes and the
 cluster-scoped objects; everything else lives in a namespace it created), and teardown deletes
-by that label only (`replay.host_teardown`). The snapshot is rewritten, never the host:
+by that label only (`host.teardown`). The snapshot is rewritten, never the host:
 
 - namespaces: a snapshot namespace the host already has is refused unless `--namespace-prefix`
   is given; then every snapshot namespace is prefixed (one rule, so the ledger reads the same

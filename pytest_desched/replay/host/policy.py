@@ -89,7 +89,7 @@ def host_descheduler_problems(
 ) -> tuple[list[str], list[str]]:
     """(refusals, notes) for the host's descheduler workloads against the replay's namespaces.
 
-    `entries` come from `replay.snapshot.find_descheduler` over the host's CronJobs and
+    `entries` come from `capture.snapshot.find_descheduler` over the host's CronJobs and
     Deployments; `policies[(namespace, name)]` is the text of its policy ConfigMap (None:
     unreadable). A descheduler that cannot evict now (dry run, suspended, scaled to 0) is a
     note; a suspended one could be resumed during the replay, so the note says so.

@@ -7,7 +7,7 @@ Order (docs/replay-at-scale.md, "the replay on an existing cluster's control pla
    this machine's capacity refusal: the host holds it); the host is read (namespaces, nodes,
    cluster-scoped objects, its own descheduler and that one's policy ConfigMap) and the replay
    is refused if the host's descheduler could evict in the replay's namespaces
-   (`host_policy`), or if the snapshot clashes with the host (`host_plan`);
+   (`host/policy.py`), or if the snapshot clashes with the host (`host/plan.py`);
 2. `HostProvider.start`: the release's namespace and kwok (managing this run's nodes only);
 3. the embedded replay's own round loop (`HostReplay`, a `Replay` played on the host's session): the chart installed as there (its
    own namespace and release name, suspended CronJob, rounds as Jobs), the policy narrowed to
@@ -15,7 +15,7 @@ Order (docs/replay-at-scale.md, "the replay on an existing cluster's control pla
    API (`restore(method="api", runner=False)`), the same fate ledger;
 4. teardown in reverse order: the release (the session), then `HostProvider.stop`: the
    replay's namespaces, fake nodes, cluster-scoped objects, kwok, each by this run's label
-   (`host_teardown`); then the host's own namespaces and nodes are compared with what they
+   (`host/teardown.py`); then the host's own namespaces and nodes are compared with what they
    were before, by UID.
 """
 
@@ -49,6 +49,7 @@ from pytest_desched.replay.host.plan import (
 )
 from pytest_desched.replay.host.policy import host_descheduler_problems, narrow_policy
 from pytest_desched.replay.host.teardown import Teardown, teardown
+from pytest_desched.replay.objects import path_of
 from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult
 from pytest_desched.tools.kind_node.kwok_image import pinned_kwok_stages
 
@@ -58,14 +59,6 @@ if TYPE_CHECKING:
 
 HOST_OPTION = "--host"
 WHAT = "a host replay creates namespaces, nodes and a descheduler release on that cluster"
-_KWOK_PATHS = {
-    "Namespace": "/api/v1/namespaces",
-    "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
-    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
-    "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments",
-}
 
 
 def release_namespace(run_id: str) -> str:
@@ -170,8 +163,7 @@ class HostProvider(Provider):
         kubeapi.request(api, "POST", "/api/v1/namespaces", ns_body)
         objs = kwok_objects(run_id, self.kwok_image, self.kwok_stages)
         for body in objs:
-            ns = body["metadata"].get("namespace", "")
-            kubeapi.request(api, "POST", _KWOK_PATHS[body["kind"]].format(ns=ns), body)
+            kubeapi.request(api, "POST", path_of(body), body)
         ns = next(b for b in objs if b["kind"] == "Namespace")
         self._wait_kwok(api, ns["metadata"]["name"])
         return self.cluster

@@ -16,6 +16,7 @@ from pytest_desched.replay.capture.format import (
     controller_of,
     key,
 )
+from pytest_desched.replay.objects import collection_path, object_path
 from pytest_desched.replay.rebuild.plan import (
     OWNER_KINDS,
     RestorePlan,
@@ -30,12 +31,7 @@ if TYPE_CHECKING:
     from pytest_desched.replay.rebuild.restore import RestoreResult
 
 
-_OWNER_PATHS = {
-    "Deployment": "/apis/apps/v1/deployments",
-    "ReplicaSet": "/apis/apps/v1/replicasets",
-    "StatefulSet": "/apis/apps/v1/statefulsets",
-    "DaemonSet": "/apis/apps/v1/daemonsets",
-}
+OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")  # the ones it waits on
 
 
 SYNC_ANNOTATION = "desched.pytest.io/replay-sync"
@@ -45,7 +41,7 @@ def _patch(api: Any, kind: str, ns: str, name: str, body: dict[str, Any]) -> Non
     kubeapi.request(
         api,
         "PATCH",
-        f"{_OWNER_PATHS[kind].rsplit('/', 1)[0]}/namespaces/{ns}/{_OWNER_PATHS[kind].rsplit('/', 1)[1]}/{name}",
+        object_path(kind, ns, name),
         body,
         content_type="application/merge-patch+json",
     )
@@ -78,10 +74,10 @@ def wait_settled(
 
     def probe() -> list[tuple[str, str, str, str]]:
         waiting: list[tuple[str, str, str, str]] = []
-        for kind, path in _OWNER_PATHS.items():
+        for kind in OWNERS:
             if not plan.owners.get(kind):
                 continue
-            for o in kubeapi.list_all(api, path):
+            for o in kubeapi.list_all(api, collection_path(kind)):
                 uid, ns, name = (
                     o["metadata"]["uid"],
                     o["metadata"]["namespace"],
@@ -146,9 +142,7 @@ def wait_settled(
         waiting = probe()
         stalled = before is not None and len(waiting) >= before
         before = len(waiting)
-        stuck = [
-            w for w in waiting if w[0] in _OWNER_PATHS and (stalled or w[3] != "not observed yet")
-        ]
+        stuck = [w for w in waiting if w[0] in OWNERS and (stalled or w[3] != "not observed yet")]
         body = {"metadata": {"annotations": {SYNC_ANNOTATION: str(attempt)}}}
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda w, b=body: _patch(api, w[0], w[1], w[2], b), stuck))
@@ -185,7 +179,6 @@ def restore_via_api(
     create_all(api, orphans)
     new_uid: dict[str, str] = {}
     for kind in ("ReplicaSet", "StatefulSet", "DaemonSet", "Deployment"):
-        plural = _OWNER_PATHS[kind].rsplit("/", 1)[1]
         for o in plan.owners.get(kind, []):
             body = copy.deepcopy(o)
             ns = body["metadata"]["namespace"]
@@ -193,7 +186,7 @@ def restore_via_api(
                 body["metadata"].pop(f, None)
             body.pop("status", None)
             body["metadata"].pop("ownerReferences", None)  # adopted by its own owner
-            got = create(api, f"/apis/apps/v1/namespaces/{ns}/{plural}", body)
+            got = create(api, collection_path(kind, ns), body)
             if got:
                 new_uid[o["metadata"]["uid"]] = got["metadata"]["uid"]
                 o["metadata"]["uid"] = got["metadata"]["uid"]

@@ -146,7 +146,7 @@ class Barrier:
     pods and 7,847 PDBs the barrier's PDB waited over an hour behind the others; the
     ReplicaSet controller's five workers keep up.) Then every PDB must be observed too: the
     eviction API answers 429 for a PDB its controller has not processed (a PDB written
-    settled, `replay.settled`, is observed as written: its status is the one the disruption
+    settled, `rebuild.settled`, is observed as written: its status is the one the disruption
     controller computes, which overwrites it if it computes otherwise). Controllers still
     catching up on their own queues after that only confirm what is there.
     """

@@ -20,7 +20,7 @@ Order and why (the `etcd` method, the default):
    ownerReferences, minReplicas and the controllers all hold; `creationTimestamp` and
    `status.startTime` are the snapshot's, shifted together (`ages`); ReplicaSets,
    Deployments and PDBs carry the status (and revision annotations) their controllers
-   compute from the restored pods (`replay.settled`), so the controllers find nothing to write;
+   compute from the restored pods (`rebuild.settled`), so the controllers find nothing to write;
 5. wait for proof that the controllers' caches hold every restored object (`Barrier`: a
    last ReplicaSet and a last pod, each acted on by its controller) and that every PDB is
    observed, lift the hold, and verify every pod: node, phase, owner, both timestamps as

@@ -13,6 +13,7 @@ from pytest_desched.replay import kubeapi
 from pytest_desched.replay.capture.format import (
     key,
 )
+from pytest_desched.replay.objects import path_of
 from pytest_desched.replay.rebuild.plan import (
     BUILTIN_NAMESPACES,
     HOLD_QUOTA,
@@ -38,29 +39,6 @@ def create(
         raise RestoreError(
             f"create {body.get('kind')} {key(body)}: {kubeapi.status_reason(exc)}"
         ) from None
-
-
-def path_of(body: dict[str, Any]) -> str:
-    kind, ns = body["kind"], (body["metadata"].get("namespace"))
-    group = {
-        "PriorityClass": "/apis/scheduling.k8s.io/v1",
-        "StorageClass": "/apis/storage.k8s.io/v1",
-        "PodDisruptionBudget": "/apis/policy/v1",
-        "ResourceQuota": "/api/v1",
-    }.get(kind, "/api/v1")
-    plural = {
-        "PriorityClass": "priorityclasses",
-        "StorageClass": "storageclasses",
-        "PersistentVolume": "persistentvolumes",
-        "PersistentVolumeClaim": "persistentvolumeclaims",
-        "PodDisruptionBudget": "poddisruptionbudgets",
-        "ServiceAccount": "serviceaccounts",
-        "Namespace": "namespaces",
-        "Node": "nodes",
-        "ResourceQuota": "resourcequotas",
-        "Pod": "pods",
-    }[kind]
-    return f"{group}/namespaces/{ns}/{plural}" if ns else f"{group}/{plural}"
 
 
 def create_all(

@@ -25,42 +25,18 @@ from typing import Any
 
 from kubernetes.client.rest import ApiException
 
-from pytest_desched.replay import kubeapi
-from pytest_desched.replay.capture.format import KIND_SECTION, SECTIONS, controller_of
+from pytest_desched.replay import kubeapi, objects
+from pytest_desched.replay.capture.format import controller_of
 from pytest_desched.replay.capture.timeline import Change
 
 APPLIED, OBSERVED = "applied", "observed"
 CONTROLLED_BY = ("ReplicaSet", "StatefulSet", "DaemonSet", "Job", "Deployment")
 WORKLOADS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")
-PLURAL = {
-    "Namespace": "namespaces",
-    "Node": "nodes",
-    "PriorityClass": "priorityclasses",
-    "StorageClass": "storageclasses",
-    "PersistentVolume": "persistentvolumes",
-    "PersistentVolumeClaim": "persistentvolumeclaims",
-    "PodDisruptionBudget": "poddisruptionbudgets",
-    "Deployment": "deployments",
-    "ReplicaSet": "replicasets",
-    "StatefulSet": "statefulsets",
-    "DaemonSet": "daemonsets",
-    "Job": "jobs",
-    "CronJob": "cronjobs",
-    "Pod": "pods",
-}
 _MERGE = "application/merge-patch+json"
 
 
-def collection_path(kind: str, namespace: str | None) -> str:
-    """The API path of `kind`'s collection (in `namespace` when namespaced)."""
-    api_version = SECTIONS[KIND_SECTION[kind]][0]
-    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    plural = PLURAL[kind]
-    return f"{prefix}/namespaces/{namespace}/{plural}" if namespace else f"{prefix}/{plural}"
-
-
 def object_path(c: Change) -> str:
-    return f"{collection_path(c.kind, c.namespace)}/{c.name}"
+    return objects.object_path(c.kind, c.namespace, c.name)
 
 
 def observed_only(c: Change) -> str | None:
@@ -132,8 +108,7 @@ def _template_differs(want: dict[str, Any], live: dict[str, Any]) -> bool:
 def create_body(c: Change) -> dict[str, Any]:
     """A create body from a recorded object: no UID, owner or version of the incident's."""
     body = copy.deepcopy(c.object or {})
-    api_version, kind, _ = SECTIONS[KIND_SECTION[c.kind]]
-    body["apiVersion"], body["kind"] = api_version, kind
+    body["apiVersion"], body["kind"] = objects.KINDS[c.kind].api_version, c.kind
     meta = body.setdefault("metadata", {})
     for k in ("uid", "resourceVersion", "creationTimestamp", "ownerReferences", "generation"):
         meta.pop(k, None)
@@ -158,7 +133,9 @@ def apply_change(api: Any, c: Change) -> str:
             kubeapi.request(api, "PATCH", path, c.patch, content_type=_MERGE)
         elif c.verb == "create":
             try:
-                kubeapi.request(api, "POST", collection_path(c.kind, c.namespace), create_body(c))
+                kubeapi.request(
+                    api, "POST", objects.collection_path(c.kind, c.namespace), create_body(c)
+                )
             except ApiException as exc:
                 if exc.status != 409:
                     raise

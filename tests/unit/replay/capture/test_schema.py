@@ -19,6 +19,7 @@ from pytest_desched.inputs_safe import MAX_TREE_NODES, load_json
 from pytest_desched.replay.capture.format import API_VERSION, KIND, Snapshot
 from pytest_desched.replay.capture.schema import check_shape
 from pytest_desched.replay.gen.generator import Shape, generate
+from tests.unit import DATA_ROOT
 
 NODE = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memory": "8Gi"}}}
 POD = {
@@ -135,7 +136,7 @@ def test_real_descheduler_logs_and_a_real_record_pass_their_schemas() -> None:
     from pytest_desched.inputs_safe import json_lines
     from pytest_desched.replay.capture.schema import first_problem
 
-    data = Path(__file__).resolve().parents[1] / "data" / "descheduler-v0.36.0"
+    data = DATA_ROOT / "descheduler-v0.36.0"
     lines = [
         (f.name, i, doc)
         for f in sorted(data.glob("*.log"))
