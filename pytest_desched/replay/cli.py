@@ -33,13 +33,12 @@ from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.errors import EXIT_INFRA, ConfigError, InputError
+from pytest_desched.errors import EXIT_INFRA, ConfigError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
-from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
 from pytest_desched.render import add_output
 from pytest_desched.replay import repeat as rep
-from pytest_desched.replay.capture.schema import first_problem
+from pytest_desched.replay.log_compare import read_log
 from pytest_desched.tools.groups import TOOL_GROUP
 
 
@@ -105,28 +104,6 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
         }
         render.emit(render.render(data, args.output, text=lambda: line))
     return 0
-
-
-def read_log(path: str | Path, flag: str) -> str:
-    """A descheduler JSON log, bounded (size, UTF-8, line depth); refused when it has none."""
-
-    text = read_text(path, kind="bulk", what=f"{flag} log")
-    lines = [(i, doc) for i, doc in json_lines(text, f"{path}") if "msg" in doc]
-    for i, doc in lines:  # a line of the wrong types is no descheduler log: refused, not skipped
-        found = first_problem("log line", doc)
-        if found is not None:
-            raise InputError(
-                f"{flag} {path}",
-                f"line {i}",
-                f"{' '.join(filter(None, found))}: not a descheduler JSON log line",
-                "give the log of a descheduler run with --logging-format=json",
-            )
-    if not lines:
-        raise ConfigError(
-            f'{flag} {path}: no descheduler JSON log line (an object with "msg"); give the '
-            "log of a descheduler run with --logging-format=json"
-        )
-    return text
 
 
 def cmd_record(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from pytest_desched.bounds import check_client_rate, check_cycles
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.errors import ConfigError
 from pytest_desched.replay.capture.format import Snapshot
-from pytest_desched.replay.cli import read_log
+from pytest_desched.replay.log_compare import read_log
 from pytest_desched.replay.rebuild.capacity import check_capacity
 from pytest_desched.replay.rebuild.plan import plan_restore
 
