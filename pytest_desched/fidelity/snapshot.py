@@ -32,6 +32,7 @@ from pytest_desched.fidelity.compare import (
 from pytest_desched.fidelity.explain import NOT_COMPARABLE, Budget, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
 from pytest_desched.replay.inputs import ReplayInputs, check_inputs
+from pytest_desched.replay.objects import collection_path
 from pytest_desched.replay.run import Replay, ReplayOptions
 
 if TYPE_CHECKING:
@@ -225,7 +226,7 @@ class FidelityHalf(Replay):
         self.box["nodes"] = node_facts(cluster.core.list_node().items, self.inp.policy.to_dict())
         self.box["cluster"] = cluster
         if i == 1:  # the restored PDBs' budgets as the round is about to start
-            self.box["pdbs"] = list_all(cluster.api_client, "/apis/policy/v1/poddisruptionbudgets")
+            self.box["pdbs"] = list_all(cluster.api_client, collection_path("PodDisruptionBudget"))
         return {}
 
     def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from pytest_desched.replay.ledger import (
     undecided,
 )
 from pytest_desched.replay.log_compare import compare_with_log
+from pytest_desched.replay.objects import collection_path
 from pytest_desched.replay.rebuild.plan import AGES, RUNNER_NODE, runner_values
 from pytest_desched.replay.rows import (
     BORN_NOTE,
@@ -395,7 +396,7 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
     round_results = []
     for i in range(1, inp.rounds + 1):
         hook_extra = r.before_round(i, cluster)
-        seen = kubeapi.list_all(cluster.api_client, "/api/v1/pods")
+        seen = kubeapi.list_all(cluster.api_client, collection_path("Pod"))
         known = {p["metadata"]["uid"] for p in seen}
         name = runbook_job_name(cluster, release.namespace, f"descheduler-replay-{i}")
         with session.phase(f"replay.round{i}"):
@@ -414,7 +415,9 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
         # the runner node's pods listed again: a DaemonSet pod the controller put there after
         # the list above is replay machinery too, whatever the log says of it
         runner = kubeapi.list_all(
-            cluster.api_client, "/api/v1/pods", [("fieldSelector", f"spec.nodeName={RUNNER_NODE}")]
+            cluster.api_client,
+            collection_path("Pod"),
+            [("fieldSelector", f"spec.nodeName={RUNNER_NODE}")],
         )
         known_rows = {r.pod: r for r in ledger.rows}
         listed, decided = in_scope([*seen, *runner], decided, inp.scope)

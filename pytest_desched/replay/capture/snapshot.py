@@ -48,7 +48,7 @@ from pytest_desched.replay.capture.format import (
 )
 from pytest_desched.replay.capture.redact import redact_snapshot
 from pytest_desched.replay.capture.trim import Filtered, keep_container_args, trim
-from pytest_desched.replay.objects import KINDS
+from pytest_desched.replay.objects import KINDS, object_path
 
 # section -> (API path prefix, resource, namespaced): what the snapshot lists, in file order
 RESOURCES: dict[str, tuple[str, str, bool]] = {
@@ -393,7 +393,7 @@ def read_policy(api: Any, entry: dict[str, Any], reads: Reads) -> tuple[str | No
     cm = entry.get("configMap")
     if not cm:
         return None, f"{entry['kind']} {entry['name']}: no ConfigMap volume behind its policy flag"
-    path = f"/api/v1/namespaces/{entry['namespace']}/configmaps/{cm['name']}"
+    path = object_path("ConfigMap", entry["namespace"], cm["name"])
     reads.add("get", f"configmaps/{cm['name']}")
     try:
         doc = _get_json(api, path)

@@ -49,7 +49,7 @@ from pytest_desched.replay.host.plan import (
 )
 from pytest_desched.replay.host.policy import host_descheduler_problems, narrow_policy
 from pytest_desched.replay.host.teardown import Teardown, teardown
-from pytest_desched.replay.objects import path_of
+from pytest_desched.replay.objects import collection_path, object_path, path_of
 from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult
 from pytest_desched.tools.kind_node.kwok_image import pinned_kwok_stages
 
@@ -69,7 +69,10 @@ def release_namespace(run_id: str) -> str:
 def fingerprint(api: Any) -> dict[str, dict[str, str]]:
     """The host's own namespaces and nodes, name -> UID (this replay's excluded)."""
     out: dict[str, dict[str, str]] = {}
-    for what, path in (("namespaces", "/api/v1/namespaces"), ("nodes", "/api/v1/nodes")):
+    for what, path in (
+        ("namespaces", collection_path("Namespace")),
+        ("nodes", collection_path("Node")),
+    ):
         out[what] = {
             o["metadata"]["name"]: o["metadata"]["uid"]
             for o in kubeapi.list_all(api, path)
@@ -94,11 +97,11 @@ def read_host(
     """(what the host holds, its descheduler workloads, their policy texts, the workloads by
     (namespace, name)); only GETs and LISTs."""
     names = {
-        "namespaces": "/api/v1/namespaces",
-        "nodes": "/api/v1/nodes",
-        "pcs": "/apis/scheduling.k8s.io/v1/priorityclasses",
-        "scs": "/apis/storage.k8s.io/v1/storageclasses",
-        "pvs": "/api/v1/persistentvolumes",
+        "namespaces": collection_path("Namespace"),
+        "nodes": collection_path("Node"),
+        "pcs": collection_path("PriorityClass"),
+        "scs": collection_path("StorageClass"),
+        "pvs": collection_path("PersistentVolume"),
     }
     got = {k: kubeapi.list_all(api, p) for k, p in names.items()}
     state = HostState(
@@ -111,8 +114,8 @@ def read_host(
     workloads = [
         {**o, "kind": kind}
         for kind, path in (
-            ("Deployment", "/apis/apps/v1/deployments"),
-            ("CronJob", "/apis/batch/v1/cronjobs"),
+            ("Deployment", collection_path("Deployment")),
+            ("CronJob", collection_path("CronJob")),
         )
         for o in kubeapi.list_all(api, path)
     ]
@@ -160,7 +163,7 @@ class HostProvider(Provider):
                 "labels": {RUN_LABEL: run_id, ROLE_LABEL: "release"},
             },
         }
-        kubeapi.request(api, "POST", "/api/v1/namespaces", ns_body)
+        kubeapi.request(api, "POST", collection_path("Namespace"), ns_body)
         objs = kwok_objects(run_id, self.kwok_image, self.kwok_stages)
         for body in objs:
             kubeapi.request(api, "POST", path_of(body), body)
@@ -169,7 +172,7 @@ class HostProvider(Provider):
         return self.cluster
 
     def _wait_kwok(self, api: Any, ns: str) -> None:
-        path = f"/apis/apps/v1/namespaces/{ns}/deployments/kwok-controller"
+        path = object_path("Deployment", ns, "kwok-controller")
 
         def ready() -> int:
             return int(

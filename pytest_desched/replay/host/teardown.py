@@ -21,6 +21,7 @@ from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.host.plan import ROLE_LABEL, RUN_LABEL
+from pytest_desched.replay.objects import collection_path
 
 # (what, collection path, which of this run's objects): the teardown order.
 Step = tuple[str, str, Callable[[dict[str, Any]], bool]]
@@ -31,18 +32,18 @@ def _role(o: dict[str, Any]) -> str | None:
 
 
 STEPS: list[Step] = [
-    ("namespaces", "/api/v1/namespaces", lambda o: _role(o) != "kwok"),
-    ("nodes", "/api/v1/nodes", lambda o: True),
-    ("persistentvolumes", "/api/v1/persistentvolumes", lambda o: True),
-    ("storageclasses", "/apis/storage.k8s.io/v1/storageclasses", lambda o: True),
-    ("priorityclasses", "/apis/scheduling.k8s.io/v1/priorityclasses", lambda o: True),
-    ("kwok namespace", "/api/v1/namespaces", lambda o: _role(o) == "kwok"),
+    ("namespaces", collection_path("Namespace"), lambda o: _role(o) != "kwok"),
+    ("nodes", collection_path("Node"), lambda o: True),
+    ("persistentvolumes", collection_path("PersistentVolume"), lambda o: True),
+    ("storageclasses", collection_path("StorageClass"), lambda o: True),
+    ("priorityclasses", collection_path("PriorityClass"), lambda o: True),
+    ("kwok namespace", collection_path("Namespace"), lambda o: _role(o) == "kwok"),
     (
         "clusterrolebindings",
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        collection_path("ClusterRoleBinding"),
         lambda o: True,
     ),
-    ("clusterroles", "/apis/rbac.authorization.k8s.io/v1/clusterroles", lambda o: True),
+    ("clusterroles", collection_path("ClusterRole"), lambda o: True),
 ]
 
 

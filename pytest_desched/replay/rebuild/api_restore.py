@@ -101,7 +101,7 @@ def wait_settled(
                 if why:
                     waiting.append((kind, ns, name, why))
         if pdbs:
-            for pdb in kubeapi.list_all(api, "/apis/policy/v1/poddisruptionbudgets"):
+            for pdb in kubeapi.list_all(api, collection_path("PodDisruptionBudget")):
                 st = pdb.get("status") or {}
                 if key(pdb) in pdbs and (st.get("observedGeneration") or 0) < (
                     pdb["metadata"].get("generation") or 1
@@ -203,7 +203,7 @@ def restore_via_api(
 
     def adopted_and_running() -> tuple[list[dict[str, Any]], list[str]]:
         running, waiting = [], []
-        for p in kubeapi.list_all(api, "/api/v1/pods"):
+        for p in kubeapi.list_all(api, collection_path("Pod")):
             k = key(p)
             if k not in plan.expected:
                 continue
@@ -230,7 +230,7 @@ def restore_via_api(
             kubeapi.request(
                 api,
                 "PATCH",
-                f"/api/v1/namespaces/{p['metadata']['namespace']}/pods/{p['metadata']['name']}/status",
+                object_path("Pod", p["metadata"]["namespace"], p["metadata"]["name"]) + "/status",
                 {"status": {"startTime": start}},
                 content_type="application/merge-patch+json",
             )
@@ -238,6 +238,6 @@ def restore_via_api(
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(patch, seen))
     wait_settled(api, plan, timeout, report, result)
-    for p in kubeapi.list_all(api, "/api/v1/pods"):  # the pods' UIDs are the server's
+    for p in kubeapi.list_all(api, collection_path("Pod")):  # the pods' UIDs are the server's
         if key(p) in plan.expected:
             plan.expected[key(p)]["uid"] = p["metadata"]["uid"]

@@ -20,6 +20,7 @@ from pytest_desched.replay.capture.format import (
     key,
     rfc3339,
 )
+from pytest_desched.replay.objects import collection_path, object_path
 from pytest_desched.replay.rebuild.plan import (
     HOLD_QUOTA,
     KWOK_NODE_ANNOTATION,
@@ -119,7 +120,7 @@ def restore_via_etcd(
         kubeapi.request(
             api,
             "DELETE",
-            f"/api/v1/namespaces/{h['metadata']['namespace']}/resourcequotas/{HOLD_QUOTA}",
+            object_path("ResourceQuota", h["metadata"]["namespace"], HOLD_QUOTA),
         )
     wait_hold(api, plan.owner_namespaces, held=False, timeout=timeout)
     barrier.remove(api, timeout)
@@ -210,15 +211,15 @@ class Barrier:
             # costly read for the API server that is busy serving the controllers, only once
             # both barriers passed (a PDB is observed after its pods reached the cache).
             waiting = []
-            rs = kubeapi.get(api, f"/apis/apps/v1/namespaces/{ns}/replicasets/{self.NAME}")
+            rs = kubeapi.get(api, object_path("ReplicaSet", ns, self.NAME))
             if ((rs.get("status") or {}).get("observedGeneration") or 0) < 1:
                 waiting.append("the ReplicaSet controller has not reached the last owner yet")
-            pod = kubeapi.get_or_none(api, f"/api/v1/namespaces/{ns}/pods/{self.NAME}")
+            pod = kubeapi.get_or_none(api, object_path("Pod", ns, self.NAME))
             if pod is not None and not (pod.get("metadata") or {}).get("deletionTimestamp"):
                 waiting.append("the ReplicaSet controller has not seen the last pod yet")
             if waiting:
                 return waiting
-            for pdb in kubeapi.list_all(api, "/apis/policy/v1/poddisruptionbudgets"):
+            for pdb in kubeapi.list_all(api, collection_path("PodDisruptionBudget")):
                 st, k = pdb.get("status") or {}, key(pdb)
                 if k in pdbs and (st.get("observedGeneration") or 0) < (
                     pdb["metadata"].get("generation") or 1
@@ -243,8 +244,8 @@ class Barrier:
         """Delete the two barrier objects (the pod at once) and wait until they are gone."""
         ns, name = self.namespace, self.NAME
         paths = [
-            f"/api/v1/namespaces/{ns}/pods/{name}",
-            f"/apis/apps/v1/namespaces/{ns}/replicasets/{name}",
+            object_path("Pod", ns, name),
+            object_path("ReplicaSet", ns, name),
         ]
         for path in paths:
             try:  # the ReplicaSet controller may have deleted the pod already

@@ -62,6 +62,7 @@ from pytest_desched.replay.capture.format import (
     key,
     utc,
 )
+from pytest_desched.replay.objects import collection_path, object_path
 from pytest_desched.replay.rebuild.api_restore import restore_via_api
 from pytest_desched.replay.rebuild.etcd import Etcd, EtcdError, endpoint_of
 from pytest_desched.replay.rebuild.etcd_restore import (
@@ -166,7 +167,7 @@ def restore(
     for w in cluster.workers:  # the provider's own workers would be extra nodes
         if w not in snap_nodes:
             try:
-                kubeapi.request(api, "DELETE", f"/api/v1/nodes/{w}")
+                kubeapi.request(api, "DELETE", object_path("Node", None, w))
             except ApiException as exc:
                 if exc.status != 404:
                     raise RestoreError(f"delete node {w}: {kubeapi.status_reason(exc)}") from None
@@ -224,7 +225,7 @@ def verify(api: Any, plan: RestorePlan, method: str) -> tuple[dict[str, Any], li
     kwok's stages act on Pending pods only (and on Running pods of Jobs, never restored), so a
     Running pod's status must be exactly what was written: checked here, not assumed.
     """
-    pods = {key(p): p for p in kubeapi.list_all(api, "/api/v1/pods")}
+    pods = {key(p): p for p in kubeapi.list_all(api, collection_path("Pod"))}
     mismatch: Counter[str] = Counter()
     examples: list[str] = []
     for k, want in plan.expected.items():

@@ -13,7 +13,7 @@ from pytest_desched.replay import kubeapi
 from pytest_desched.replay.capture.format import (
     key,
 )
-from pytest_desched.replay.objects import path_of
+from pytest_desched.replay.objects import collection_path, object_path, path_of
 from pytest_desched.replay.rebuild.plan import (
     BUILTIN_NAMESPACES,
     HOLD_QUOTA,
@@ -53,12 +53,12 @@ def create_namespaces(api: Any, plan: RestorePlan) -> None:
     for ns_body in plan.api.get("namespaces", []):
         name = ns_body["metadata"]["name"]
         if name not in BUILTIN_NAMESPACES:
-            create(api, "/api/v1/namespaces", ns_body)
+            create(api, collection_path("Namespace"), ns_body)
         elif ns_body["metadata"].get("labels"):
             kubeapi.request(
                 api,
                 "PATCH",
-                f"/api/v1/namespaces/{name}",
+                object_path("Namespace", None, name),
                 {"metadata": {"labels": ns_body["metadata"]["labels"]}},
                 content_type="application/merge-patch+json",
             )
@@ -83,7 +83,7 @@ def wait_hold(api: Any, namespaces: list[str], held: bool, timeout: float) -> No
     def refused(ns: str) -> bool:
         try:
             kubeapi.request(
-                api, "POST", f"/api/v1/namespaces/{ns}/pods", probe_pod, query=[("dryRun", "All")]
+                api, "POST", collection_path("Pod", ns), probe_pod, query=[("dryRun", "All")]
             )
             return False
         except ApiException as exc:
@@ -108,7 +108,7 @@ def wait_nodes_ready(api: Any, names: list[str], timeout: float) -> None:
     want = set(names)
 
     def probe() -> list[str]:
-        nodes = kubeapi.list_all(api, "/api/v1/nodes")
+        nodes = kubeapi.list_all(api, collection_path("Node"))
         ready = {
             n["metadata"]["name"]
             for n in nodes
@@ -160,7 +160,7 @@ def wait_daemonsets(api: Any, names: set[str], timeout: float) -> str:
         return ""
 
     def probe() -> list[str]:
-        listed = kubeapi.list_all(api, "/apis/apps/v1/daemonsets")
+        listed = kubeapi.list_all(api, collection_path("DaemonSet"))
         return daemonsets_unsettled([d for d in listed if key(d) in names])
 
     limit = min(timeout, DAEMONSET_SETTLE_S)
