@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How fast a host replay writes through the API, and how its restore grows (issue 41).
 
-For each size, a generated cluster (`pytest_desched.replay.generator`, seeded) is planned for
+For each size, a generated cluster (`pytest_desched.replay.gen.generator`, seeded) is planned for
 the host (`replay.host_plan`: namespaces prefixed, fake nodes, confinement), kwok is started
 there (`HostProvider.start`), the snapshot restored through the API exactly as
 `desched replay --host` does (`restore(method="api", runner=False)`), and everything torn
@@ -34,10 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_desched.log import say
 from pytest_desched.providers.base import Cluster
-from pytest_desched.replay.generator import generate
-from pytest_desched.replay.host import HostProvider, fingerprint, read_host
-from pytest_desched.replay.host_plan import new_run_id, plan_host
-from pytest_desched.replay.restore import restore
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.host.plan import new_run_id, plan_host
+from pytest_desched.replay.host.replay import HostProvider, fingerprint, read_host
+from pytest_desched.replay.rebuild.restore import restore
 from pytest_desched.tools.kind_node.kwok_image import build_kwok_image, pinned_kwok_stages
 from pytest_desched.tools.toolchain import Toolchain
 

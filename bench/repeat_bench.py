@@ -34,10 +34,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from pytest_desched import build_config
     from pytest_desched.log import say
-    from pytest_desched.replay.engine import replay
-    from pytest_desched.replay.incidents import label_move, pdb_drain
+    from pytest_desched.replay.gen.incidents import label_move, pdb_drain
     from pytest_desched.replay.ledger import evictions
     from pytest_desched.replay.repeat import run_comparison
+    from pytest_desched.replay.run import replay
     from pytest_desched.session import interrupts_unwind
 
     work = Path(tempfile.mkdtemp(prefix="desched-bench-repeat-"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long a replay of a big cluster takes, and where the time and memory go (issue 12).
 
-A generated cluster (`pytest_desched.replay.generator`, seeded: default 1,000 nodes / 10,000
+A generated cluster (`pytest_desched.replay.gen.generator`, seeded: default 1,000 nodes / 10,000
 pods) with an incident on top: the batch pool label removed from a tenth of the batch nodes,
 so their pods violate their required node affinity. Then one `replay()` as a user runs it:
 a fresh embedded cluster, the release installed the runbook's way, the snapshot restored
@@ -204,7 +204,7 @@ class RestoreProbe:
         return {k: round(b.get(k, 0) - a.get(k, 0), 2) for k in keys if b.get(k, 0) != a.get(k, 0)}
 
     def install(self) -> None:
-        from pytest_desched.replay import etcd_restore, restore
+        from pytest_desched.replay.rebuild import etcd_restore, restore
 
         probe, inner_restore, inner_wait = self, restore.restore_via_etcd, etcd_restore.Barrier.wait
 
@@ -271,9 +271,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from pytest_desched import build_config
     from pytest_desched.descheduler.logparse import parse_log
-    from pytest_desched.replay.engine import replay
-    from pytest_desched.replay.genbase import NODE_POOL_LABEL
-    from pytest_desched.replay.generator import Shape, generate
+    from pytest_desched.replay.gen.genbase import NODE_POOL_LABEL
+    from pytest_desched.replay.gen.generator import Shape, generate
+    from pytest_desched.replay.run import replay
     from pytest_desched.session import interrupts_unwind
     from pytest_desched.tools.locate import default_cache_dir
 

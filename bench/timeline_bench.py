@@ -68,7 +68,7 @@ class LoadSampler:
 def one_speed(path: Path, speed: float, every: str | None, work: Path, timeout: float) -> Any:
     """One `replay --timeline` at `speed` on a fresh cluster: its figures."""
     from pytest_desched import build_config
-    from pytest_desched.replay.timeline_run import KEEP_UP_S, check_timeline, replay_timeline
+    from pytest_desched.replay.timeline.run import KEEP_UP_S, check_timeline, replay_timeline
     from pytest_desched.session import interrupts_unwind
 
     checked = check_timeline(path, speed, None, every)
@@ -171,13 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the snapshot and run dirs")
     args = ap.parse_args(argv)
 
-    from pytest_desched.replay.generator import Shape, generate
-    from pytest_desched.replay.timeline import check_speed, parse_duration
-    from pytest_desched.replay.timeline_gen import Churn, churn_window
+    from pytest_desched.replay.capture.timeline import check_speed, parse_duration
+    from pytest_desched.replay.gen.generator import Shape, generate
+    from pytest_desched.replay.gen.timeline_gen import Churn, churn_window
 
     speeds = [check_speed(s) for s in args.speeds.split(",") if s.strip()]
     if args.apply_lanes:
-        from pytest_desched.replay import timeline_run
+        from pytest_desched.replay.timeline import run as timeline_run
 
         timeline_run.APPLY_LANES = args.apply_lanes
     window_s = parse_duration(args.window, "--window")

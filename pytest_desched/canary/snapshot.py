@@ -5,7 +5,7 @@ The runbook's lab experiments are not the user's cluster. This restores the same
 cluster of its own, runs one round of each release with that track's values on it, and
 compares every pod's fate by identity (canary/fates.py over the comparison core). The parts
 are the lab canary's and the replay's, not copies: the tracks are canary/tracks.run_tracks
-(serial or parallel, interrupts, teardown) with the replay (replay/engine.replay_on: policy,
+(serial or parallel, interrupts, teardown) with the replay (replay/run.Replay.run_on: policy,
 restore, round, ledger) as each track's work; the changes, triggers, `--expect` explanations
 and verdict are canary/compare, verdict and expectations'; the report is CanaryReport with a
 per-pod section (canary.md, canary.json, canary.html).
@@ -48,12 +48,13 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.inputs_safe import read_text
 from pytest_desched.log import tagged
-from pytest_desched.replay.capacity import check_capacity
-from pytest_desched.replay.engine import check_inputs, replay_on
-from pytest_desched.replay.format import Snapshot
-from pytest_desched.replay.plan import plan_restore, runner_values
-from pytest_desched.replay.timeline import KIND as TIMELINE_KIND
-from pytest_desched.replay.timeline import Timeline
+from pytest_desched.replay.capture.format import Snapshot
+from pytest_desched.replay.capture.timeline import KIND as TIMELINE_KIND
+from pytest_desched.replay.capture.timeline import Timeline
+from pytest_desched.replay.inputs import ReplayInputs, check_inputs
+from pytest_desched.replay.rebuild.capacity import check_capacity
+from pytest_desched.replay.rebuild.plan import plan_restore, runner_values
+from pytest_desched.replay.run import Replay, ReplayOptions
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -109,6 +110,23 @@ def _session(cfg: DeschedConfig, name: str, report: Callable[[str], None]) -> De
     return DeschedSession(cfg, report=lambda m: report(f"[{name}] {m}"), placement=runner_values())
 
 
+class TrackReplay(Replay):
+    """One track's replay: the round's nodes and the round itself kept in `box` for the
+    comparison (its known-bug facts)."""
+
+    def __init__(self, box: dict[str, Any], inp: ReplayInputs, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.box, self.inp = box, inp
+
+    def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
+        self.box["nodes"] = node_facts(cluster.core.list_node().items, self.inp.policy.to_dict())
+        return {}
+
+    def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        self.box["round"] = rnd
+        return {}
+
+
 def run_snapshot_canary(
     config: DeschedConfig,
     candidate: str,
@@ -159,29 +177,11 @@ def run_snapshot_canary(
             s.close()
         raise
     seen: dict[str, dict[str, Any]] = {"baseline": {}, "candidate": {}}
+    options = ReplayOptions(round_timeout=round_timeout, restore_timeout=restore_timeout)
 
     def work(name: str, session: DeschedSession, out: TrackResult) -> None:
-        box, inp = seen[name], inputs[name]
-
-        def before(i: int, cluster: Any) -> dict[str, Any]:
-            box["nodes"] = node_facts(cluster.core.list_node().items, inp.policy.to_dict())
-            return {}
-
-        def after(i: int, rnd: Any, fates: Any) -> dict[str, Any]:
-            box["round"] = rnd
-            return {}
-
-        box["result"] = replay_on(
-            session,
-            inp,
-            "shift",
-            "auto",
-            round_timeout,
-            restore_timeout,
-            session.report,
-            before,
-            after,
-        )
+        track = TrackReplay(seen[name], inputs[name], snap, options, report=session.report)
+        seen[name]["result"] = track.run_on(session, inputs[name])
 
     mode = "parallel" if parallel else "serial"
     report(f"restoring {source} once per track and running one round on each ({mode})")

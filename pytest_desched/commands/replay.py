@@ -32,7 +32,7 @@ from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.log import say
 from pytest_desched.render import add_output
 from pytest_desched.replay import repeat as rep
-from pytest_desched.replay.incident_log import read_log
+from pytest_desched.replay.log_compare import read_log
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -49,7 +49,7 @@ def _ledger_out(ledger: Any, fmt: str, md: Any, data: Any) -> str:
 def _timeline_replay(args: argparse.Namespace) -> int:
     """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
     # heavy: +8 modules (~15ms), kept out of `desched` start-up
-    from pytest_desched.replay.timeline_run import check_timeline, replay_timeline
+    from pytest_desched.replay.timeline.run import check_timeline, replay_timeline
 
     speed = args.speed if args.speed is not None else 1
     checked = check_timeline(args.timeline, speed, args.pause_at, args.every, args.repeat)
@@ -186,7 +186,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if args.host or args.namespace_prefix or args.kwok_image:
         return _host_replay(args)
     # heavy: +9 modules (~26ms), kept out of `desched` start-up
-    from pytest_desched.replay.engine import replay
+    from pytest_desched.replay.run import replay
 
     base = config_from_args(args, provider="embedded")
 
@@ -216,7 +216,7 @@ def _host_replay(args: argparse.Namespace) -> int:
     if args.repeat != 1 or args.log:
         raise ConfigError("--host replays once, without --repeat or --log (not yet supported)")
     # heavy: kubernetes client and the engine (+30 modules), kept out of `desched` start-up
-    from pytest_desched.replay.host import replay_on_host
+    from pytest_desched.replay.host.replay import replay_on_host
 
     kube = getattr(args, "--desched-existing-kubeconfig", None)
     config = config_from_args(args, provider="existing")

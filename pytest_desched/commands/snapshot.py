@@ -32,7 +32,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
     # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
-    from pytest_desched.replay.snapshot import take_snapshot
+    from pytest_desched.replay.capture.snapshot import take_snapshot
 
     if not args.output_file:
         raise ConfigError(

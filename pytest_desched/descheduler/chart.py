@@ -166,7 +166,7 @@ class Release:
     # and the lab's `--set` flags over them (None: the lab's log options, LAB_CMD_OPTIONS).
     values_files: tuple[Path, ...] = ()
     set_flags: tuple[str, ...] | None = None
-    # Where round pods run (a replay's runner node: replay.plan.runner_values): chart values
+    # Where round pods run (a replay's runner node: replay.rebuild.plan.runner_values): chart values
     # layered over the user's files, each key replacing theirs whole (placement_layers).
     placement: Mapping[str, Any] | None = None
 

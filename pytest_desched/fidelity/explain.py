@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.evidence import compare as core
-from pytest_desched.replay.settled import selector_matches
+from pytest_desched.replay.rebuild.settled import selector_matches
 
 if TYPE_CHECKING:
     from pytest_desched.fidelity.compare import Half, Mode, PodFate, Row

@@ -1,6 +1,6 @@
 """`desched fidelity snapshot.yaml`: one replay snapshot restored twice, real and dry run.
 
-Each half is a replay (replay/engine.py) on a fresh embedded cluster restored from the same
+Each half is a replay (replay/run.py) on a fresh embedded cluster restored from the same
 snapshot, at the same descheduler version and policy: first for real, then in dry run. Pods
 keep their names in both, so a pod's identity is its namespace and owner (else its name) and
 round 1's fates are compared by fidelity/compare.py. Refused before any cluster: a snapshot
@@ -31,7 +31,9 @@ from pytest_desched.fidelity.compare import (
 )
 from pytest_desched.fidelity.explain import NOT_COMPARABLE, Budget, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
-from pytest_desched.replay.engine import check_inputs, replay
+from pytest_desched.replay.inputs import ReplayInputs, check_inputs
+from pytest_desched.replay.objects import collection_path
+from pytest_desched.replay.run import Replay, ReplayOptions
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -200,6 +202,42 @@ def judge_snapshot(c: FidelityResult, halves: dict[str, tuple[Half, Any]]) -> tu
     return ("pass" if c.ok else "fail"), c.line()
 
 
+class FidelityHalf(Replay):
+    """One half's replay: the nodes, the cluster and the restored PDBs before round 1 kept in
+    `seen[mode]`; the dry-run half probes the cluster after its round if need be."""
+
+    def __init__(
+        self,
+        mode: str,
+        seen: dict[str, dict[str, Any]],
+        inp: ReplayInputs,
+        scoped: list[str],
+        *args: Any,
+        **kw: Any,
+    ) -> None:
+        super().__init__(*args, **kw)
+        self.mode, self.seen, self.inp, self.scoped = mode, seen, inp, scoped
+        self.box = seen[mode]
+
+    def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
+        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+        from pytest_desched.replay.kubeapi import list_all
+
+        self.box["nodes"] = node_facts(cluster.core.list_node().items, self.inp.policy.to_dict())
+        self.box["cluster"] = cluster
+        if i == 1:  # the restored PDBs' budgets as the round is about to start
+            self.box["pdbs"] = list_all(cluster.api_client, collection_path("PodDisruptionBudget"))
+        return {}
+
+    def after_round(self, i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        box = self.box
+        box.setdefault("round", rnd)
+        if self.mode == "dry-run" and i == 1:  # the cluster is still up: probe it if need be
+            inp = self.inp
+            box["probe"] = _probe(box, self.seen["real"], inp.policy, self.scoped, inp.snap.pods)
+        return {"mirror_probe": box["probe"].how} if box.get("probe") else {}
+
+
 def run_snapshot_fidelity(
     path: str | Path,
     config: DeschedConfig,
@@ -220,36 +258,12 @@ def run_snapshot_fidelity(
     seen: dict[str, dict[str, Any]] = {"real": {}, "dry-run": {}}
     results = {}
     for mode in ("real", "dry-run"):
-        box = seen[mode]
-
-        def before(i: int, cluster: Any, box: dict[str, Any] = box) -> dict[str, Any]:
-            # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
-            from pytest_desched.replay.kubeapi import list_all
-
-            box["nodes"] = node_facts(cluster.core.list_node().items, inp.policy.to_dict())
-            box["cluster"] = cluster
-            if i == 1:  # the restored PDBs' budgets as the round is about to start
-                box["pdbs"] = list_all(cluster.api_client, "/apis/policy/v1/poddisruptionbudgets")
-            return {}
-
-        def after(
-            i: int, rnd: Any, fates: Any, box: dict[str, Any] = box, mode: str = mode
-        ) -> dict[str, Any]:
-            box.setdefault("round", rnd)
-            if mode == "dry-run" and i == 1:  # the cluster is still up: probe it if need be
-                box["probe"] = _probe(box, seen["real"], inp.policy, scoped, inp.snap.pods)
-            return {"mirror_probe": box["probe"].how} if box.get("probe") else {}
-
         cfg = config.with_(artifacts=config.artifacts / mode)
-        results[mode] = replay(
-            path,
-            descheduler,
-            inp.policy,
-            config=cfg,
-            before_round=before,
-            after_round=after,
-            dry_run=mode == "dry-run",
+        options = ReplayOptions(
+            descheduler=descheduler, policy=inp.policy, dry_run=mode == "dry-run"
         )
+        half = FidelityHalf(mode, seen, inp, scoped, path, options, cfg)
+        results[mode] = half.run()
         out.artifacts[mode] = str(cfg.artifacts)
     budgets = {m: pod_budgets(inp.snap.pods, seen[m].get("pdbs") or []) for m in seen}
     dry = _half("dry-run", results["dry-run"], seen["dry-run"], inp.policy, budgets["dry-run"])

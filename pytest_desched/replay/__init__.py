@@ -8,16 +8,17 @@ pod's fate at any descheduler version.
     result = replay("snap.yaml", descheduler="v0.36.0", rounds=2, log="incident.log")
     print(result.markdown())                 # per pod: fate and deciding layer, per round
 
-One job per module: `format` (the file), `trim` (what an object keeps), `snapshot` (taking
-one), `redact` (consistent renaming), `etcd` (bulk writes into the replay cluster), `restore`
-(the driver) with `plan` (what to write, pure), `writes` (through the API), `etcd_restore`
-and `api_restore` (the two methods), `ledger` (fates, from any log, record or replay;
-judged through `evidence/compare.py`), `rows` (every pod a round saw, with its origin),
-`log_compare` (round 1 against `--log`), `genbase` and `generator` (realistic clusters), `incidents` (the two incidents), `engine`
-(`replay()`), `cli` (`desched snapshot`, `record`, `replay`). In time: `timeline` (the file),
-`record` (watching a window: `replay.record.record`) and `audit_changes` (a window from an audit log), `clock` (window
-time), `apply` (one change onto the replay), `timeline_run` (`replay_timeline()`), `repeat`
-(N replays compared).
+By stage, one folder each: `capture/` (the snapshot file `format` and its `schema`, the
+window file `timeline`; `snapshot`, `record` and `audit_changes` take them, `trim` and `redact`
+shape them), `rebuild/` (`restore`, the driver, with `plan`, `capacity`, `writes`, `etcd`,
+`etcd_restore`, `api_restore`, `settled`), `timeline/` (`run`: `replay_timeline()`, `clock`,
+`apply`), `gen/` (`genbase`, `generator`, `incidents`, `timeline_gen`) and `host/` (a replay on
+an existing cluster). Beside them: `run` (the `Replay` class, whose methods are the hooks a
+timeline, a host replay, the snapshot canary and snapshot fidelity override, and `replay()`),
+`inputs` (checked before any cluster), `rows`, `aftermath` and `log_compare` (the ledger a
+round makes), `ledger` (fates, from any log, record or replay), `repeat` (N replays
+compared), `kubeapi` and `objects` (raw JSON requests and the one object model at the API
+boundary), `cli` (`desched snapshot`, `record`, `replay`).
 """
 
 from __future__ import annotations
@@ -25,25 +26,27 @@ from __future__ import annotations
 from typing import Any
 
 _PUBLIC = {
-    "Snapshot": "pytest_desched.replay.format",
-    "take_snapshot": "pytest_desched.replay.snapshot",
-    "SnapshotError": "pytest_desched.replay.snapshot",
-    "redact_snapshot": "pytest_desched.replay.redact",
-    "restore": "pytest_desched.replay.restore",
-    "plan_restore": "pytest_desched.replay.plan",
-    "RestoreResult": "pytest_desched.replay.restore",
-    "RestoreError": "pytest_desched.replay.writes",
+    "Snapshot": "pytest_desched.replay.capture.format",
+    "take_snapshot": "pytest_desched.replay.capture.snapshot",
+    "SnapshotError": "pytest_desched.replay.capture.snapshot",
+    "redact_snapshot": "pytest_desched.replay.capture.redact",
+    "restore": "pytest_desched.replay.rebuild.restore",
+    "plan_restore": "pytest_desched.replay.rebuild.plan",
+    "RestoreResult": "pytest_desched.replay.rebuild.restore",
+    "RestoreError": "pytest_desched.replay.rebuild.writes",
     "Ledger": "pytest_desched.replay.ledger",
     "ledger_from_log": "pytest_desched.replay.ledger",
     "ledger_from_record": "pytest_desched.replay.ledger",
-    "generate": "pytest_desched.replay.generator",
-    "Shape": "pytest_desched.replay.generator",
-    "label_move": "pytest_desched.replay.incidents",
-    "pdb_drain": "pytest_desched.replay.incidents",
-    "replay": "pytest_desched.replay.engine",
-    "ReplayResult": "pytest_desched.replay.engine",
-    "Timeline": "pytest_desched.replay.timeline",
-    "replay_timeline": "pytest_desched.replay.timeline_run",
+    "generate": "pytest_desched.replay.gen.generator",
+    "Shape": "pytest_desched.replay.gen.generator",
+    "label_move": "pytest_desched.replay.gen.incidents",
+    "pdb_drain": "pytest_desched.replay.gen.incidents",
+    "replay": "pytest_desched.replay.run",
+    "Replay": "pytest_desched.replay.run",
+    "ReplayOptions": "pytest_desched.replay.run",
+    "ReplayResult": "pytest_desched.replay.run",
+    "Timeline": "pytest_desched.replay.capture.timeline",
+    "replay_timeline": "pytest_desched.replay.timeline.run",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -13,15 +13,16 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.log import Reporter
-from pytest_desched.replay.format import controller_of, key
+from pytest_desched.replay.capture.format import controller_of, key
 from pytest_desched.replay.ledger import PodRow, replacement_origin
+from pytest_desched.replay.objects import collection_path
 
 if TYPE_CHECKING:
     from pytest_desched.providers.base import Cluster
 
 # the owners whose replacements are waited for: kind, and its desired replicas (None: no count
 # to compare, so only its being gone ends the wait)
-_OWNERS = (("replicasets", "replicas"), ("statefulsets", "replicas"), ("daemonsets", None))
+_OWNERS = (("ReplicaSet", "replicas"), ("StatefulSet", "replicas"), ("DaemonSet", None))
 
 
 def done_owners(
@@ -37,7 +38,7 @@ def done_owners(
 
     want: dict[str, int | None] = {}
     for (kind, field), ns in ((o, ns) for o in _OWNERS for ns in namespaces):
-        for o in kubeapi.list_all(api, f"/apis/apps/v1/namespaces/{ns}/{kind}"):
+        for o in kubeapi.list_all(api, collection_path(kind, ns)):
             n = (o.get("spec") or {}).get(field) if field else None
             want[o["metadata"]["uid"]] = int(n) if n is not None else None
     have = Counter(
@@ -80,9 +81,7 @@ def aftermath(
             want[str(owner_uid[pod])] = want.get(str(owner_uid[pod]), 0) + 1
 
     def probe() -> tuple[list[dict[str, Any]], list[str]]:
-        pods = [
-            p for ns in namespaces for p in kubeapi.list_all(api, f"/api/v1/namespaces/{ns}/pods")
-        ]
+        pods = [p for ns in namespaces for p in kubeapi.list_all(api, collection_path("Pod", ns))]
         # the evicted pod itself (a UID listed before the round): a StatefulSet's replacement
         # has its name, and must not read as the evicted pod still there
         keys = {key(p) for p in pods if p["metadata"]["uid"] in known}

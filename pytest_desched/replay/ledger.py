@@ -36,7 +36,7 @@ from pytest_desched.evidence.compare import (
     identity_of,
 )
 from pytest_desched.inputs_safe import load_json, read_text
-from pytest_desched.replay.schema import first_problem
+from pytest_desched.replay.capture.schema import first_problem
 
 # How far along the chain a fate got (EVICTED 7 .. ERROR 1); the furthest wins when a pod has
 # several decisions.

@@ -1,14 +1,19 @@
-"""A replay's round 1 against the incident's own log (`replay --log`): the facts the
-comparison needs from the snapshot and the restore, then `ledger.compare`, which judges
-through the comparison core (`evidence/compare.py`)."""
+"""A replay's round 1 against the incident's own log (`replay --log`): the log read and
+checked (`read_log`, also `replay --from-log`'s), the facts the comparison needs from the
+snapshot and the restore, then `ledger.compare`, which judges through the comparison core
+(`evidence/compare.py`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from pytest_desched.descheduler.logparse import parse_log
-from pytest_desched.replay.format import Snapshot, key
+from pytest_desched.errors import ConfigError, InputError
+from pytest_desched.inputs_safe import json_lines, read_text
+from pytest_desched.replay.capture.format import Snapshot, key
+from pytest_desched.replay.capture.schema import first_problem
 from pytest_desched.replay.ledger import (
     PodRow,
     compare,
@@ -69,3 +74,25 @@ def compare_with_log(
         },
         incident_verbose=verbose,
     )
+
+
+def read_log(path: str | Path, flag: str) -> str:
+    """A descheduler JSON log, bounded (size, UTF-8, line depth); refused when it has none."""
+
+    text = read_text(path, kind="bulk", what=f"{flag} log")
+    lines = [(i, doc) for i, doc in json_lines(text, f"{path}") if "msg" in doc]
+    for i, doc in lines:  # a line of the wrong types is no descheduler log: refused, not skipped
+        found = first_problem("log line", doc)
+        if found is not None:
+            raise InputError(
+                f"{flag} {path}",
+                f"line {i}",
+                f"{' '.join(filter(None, found))}: not a descheduler JSON log line",
+                "give the log of a descheduler run with --logging-format=json",
+            )
+    if not lines:
+        raise ConfigError(
+            f'{flag} {path}: no descheduler JSON log line (an object with "msg"); give the '
+            "log of a descheduler run with --logging-format=json"
+        )
+    return text

@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from pytest_desched import cli
-from pytest_desched.replay.genbase import NODE_POOL_LABEL
-from pytest_desched.replay.generator import Shape, generate
-from pytest_desched.replay.incidents import label_move
+from pytest_desched.replay.gen.genbase import NODE_POOL_LABEL
+from pytest_desched.replay.gen.generator import Shape, generate
+from pytest_desched.replay.gen.incidents import label_move
 from tests.upstream import release_file
 
 pytestmark = pytest.mark.desched_selftest

@@ -187,7 +187,7 @@ def test_desched_fidelity_command(desched_toolchain, tmp_path):
 def test_desched_fidelity_snapshot(desched_toolchain, tmp_path):
     """A replay snapshot restored twice (real, then dry run): #1805's 429 among the rows, every
     difference explained; a policy that reaches no pod of it is refused before any cluster."""
-    from pytest_desched.replay.incidents import pdb_drain
+    from pytest_desched.replay.gen.incidents import pdb_drain
 
     snap = pdb_drain().snapshot.write(tmp_path / "pdb-drain.yaml")
     art = tmp_path / "snap"

@@ -82,7 +82,7 @@ def test_sigkill_mid_round(run_cmd, tmp_path: Path, record_property) -> None:
 
 
 def test_sigkill_mid_replay(run_cmd, tmp_path: Path, record_property) -> None:
-    from pytest_desched.replay.incidents import label_move
+    from pytest_desched.replay.gen.incidents import label_move
 
     snap = label_move().snapshot.write(tmp_path / "incident.yaml")
     cmd = run_cmd("replay", str(snap), "--output-file", str(tmp_path / "ledger.md"))

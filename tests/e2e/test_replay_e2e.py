@@ -17,12 +17,12 @@ import yaml
 
 from pytest_desched import Experiment
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.engine import replay
-from pytest_desched.replay.format import Snapshot, key
-from pytest_desched.replay.incidents import label_move, pdb_drain
+from pytest_desched.replay.capture.format import Snapshot, key
+from pytest_desched.replay.capture.snapshot import take_snapshot
+from pytest_desched.replay.gen.incidents import label_move, pdb_drain
 from pytest_desched.replay.ledger import round_fates, undecided
-from pytest_desched.replay.plan import RUNNER_NODE
-from pytest_desched.replay.snapshot import take_snapshot
+from pytest_desched.replay.rebuild.plan import RUNNER_NODE
+from pytest_desched.replay.run import replay
 
 pytestmark = pytest.mark.desched_selftest
 
@@ -235,8 +235,8 @@ def test_snapshot_is_read_only_and_holds_no_secret(
     desched_settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pytest_desched.providers.embedded import bring_up as embedded
-    from pytest_desched.replay.generator import generate
-    from pytest_desched.replay.restore import restore
+    from pytest_desched.replay.gen.generator import generate
+    from pytest_desched.replay.rebuild.restore import restore
     from pytest_desched.session import DeschedSession
 
     # This cluster's API server audits every request (Metadata), not just evictions: a
@@ -377,14 +377,14 @@ def _facts(obj: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
 def test_restored_statuses_are_what_the_controllers_compute(
     desched_settings: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every ReplicaSet, Deployment and PDB status the restore writes (replay/settled.py,
+    """Every ReplicaSet, Deployment and PDB status the restore writes (replay/rebuild/settled.py,
     recorded as it is written) is cleared after the restore; its controller computes it again
     from the live cluster and must arrive at exactly what was written (counts, conditions,
     revision annotations)."""
     from pytest_desched.kube import wait_for
-    from pytest_desched.replay import etcd_restore
-    from pytest_desched.replay.generator import generate
-    from pytest_desched.replay.restore import restore
+    from pytest_desched.replay.gen.generator import generate
+    from pytest_desched.replay.rebuild import etcd_restore
+    from pytest_desched.replay.rebuild.restore import restore
     from pytest_desched.session import DeschedSession
 
     written: dict[tuple[str, str], dict[str, Any]] = {}

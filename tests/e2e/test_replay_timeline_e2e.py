@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from pytest_desched import Experiment
-from pytest_desched.replay.record import record
-from pytest_desched.replay.timeline import Timeline
-from pytest_desched.replay.timeline_run import replay_timeline
+from pytest_desched.replay.capture.record import record
+from pytest_desched.replay.capture.timeline import Timeline
+from pytest_desched.replay.timeline.run import replay_timeline
 
 pytestmark = pytest.mark.desched_selftest
 

@@ -153,7 +153,7 @@ def test_canary_interrupted_stops_both_tracks(run_cmd, record_property) -> None:
 
 
 def test_replay_interrupted_mid_round(run_cmd, tmp_path: Path, record_property) -> None:
-    from pytest_desched.replay.incidents import label_move
+    from pytest_desched.replay.gen.incidents import label_move
 
     snap = label_move().snapshot.write(tmp_path / "incident.yaml")
     cmd = run_cmd("replay", str(snap), "--output-file", str(tmp_path / "ledger.md"))

@@ -24,7 +24,7 @@ NODE = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4", "memo
 def _snap(objects: dict[str, Any], header: dict[str, Any] | None = None) -> str:
     import json
 
-    from pytest_desched.replay.format import API_VERSION, KIND
+    from pytest_desched.replay.capture.format import API_VERSION, KIND
 
     head = {"takenAt": "2026-11-30T00:00:00Z", **(header or {})}
     return json.dumps({"apiVersion": API_VERSION, "kind": KIND, "header": head, "objects": objects})
@@ -280,7 +280,7 @@ def test_credentials_refused_in_policies_and_scrubbed_from_text(planted: str) ->
 # diff, canonical JSON) and never returned.
 EMBEDDED = {
     "replay.redact.redact_policy": (
-        "from pytest_desched.replay.redact import Aliases, redact_policy\n"
+        "from pytest_desched.replay.capture.redact import Aliases, redact_policy\n"
         "print(redact_policy(Aliases(), TEXT))",
         "withheld",
     ),
@@ -511,14 +511,14 @@ def test_a_snapshot_the_machine_cannot_restore_is_refused_before_anything(
 def test_the_estimate_is_the_measured_base_plus_the_rate_times_the_objects(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from pytest_desched.replay.capacity import (
+    from pytest_desched.replay.capture.format import Snapshot
+    from pytest_desched.replay.rebuild.capacity import (
         BASE_MIB,
         KIB_PER_OBJECT,
         available_bytes,
         check_capacity,
         estimate_bytes,
     )
-    from pytest_desched.replay.format import Snapshot
 
     for name in ("KIB_PER_OBJECT", "MEMORY_MIB", "BASE_MIB"):
         monkeypatch.delenv(f"DESCHED_REPLAY_{name}", raising=False)
@@ -664,9 +664,9 @@ def test_snapshot_annotations_lose_the_credential_part_with_or_without_redact(
     tmp_path: Path, redact: bool
 ) -> None:
     """What `desched snapshot` writes (assemble -> trim -> scrub; --redact on top)."""
-    from pytest_desched.replay.format import Snapshot
-    from pytest_desched.replay.redact import redact_snapshot
-    from pytest_desched.replay.snapshot import assemble
+    from pytest_desched.replay.capture.format import Snapshot
+    from pytest_desched.replay.capture.redact import redact_snapshot
+    from pytest_desched.replay.capture.snapshot import assemble
 
     ann = {f"example.com/{k}": v for k, v in CRED_VALUES.items()}
     raw = [

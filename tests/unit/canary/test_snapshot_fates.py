@@ -263,8 +263,8 @@ def test_the_snapshot_is_a_snapshot_file_or_a_recorded_windows_start(tmp_path: P
     import datetime as dt
 
     from pytest_desched.canary.snapshot import load_start
-    from pytest_desched.replay.generator import generate
-    from pytest_desched.replay.timeline import Timeline, make_header
+    from pytest_desched.replay.capture.timeline import Timeline, make_header
+    from pytest_desched.replay.gen.generator import generate
 
     snap = generate(seed=7, nodes=4, pods=20)
     start = dt.datetime(2026, 12, 1, 14, 0, tzinfo=dt.UTC)

@@ -12,8 +12,8 @@ import pytest
 from pytest_desched.commands.parser import parser
 from pytest_desched.descheduler.inputs import UserInputs, check_user_inputs
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.engine import check_inputs
-from pytest_desched.replay.incidents import label_move
+from pytest_desched.replay.run import check_inputs
+from pytest_desched.replay.gen.incidents import label_move
 from tests.unit import DATA_ROOT
 
 DATA = DATA_ROOT / "descheduler-v0.36.0"
@@ -41,15 +41,15 @@ def test_replay_needs_exactly_one_source(tmp_path: Path) -> None:
 
 
 def test_replay_of_a_missing_snapshot_is_bad_input(tmp_path: Path) -> None:
-    from pytest_desched.replay.engine import check_inputs
+    from pytest_desched.replay.run import check_inputs
 
     with pytest.raises(ConfigError, match="no such file"):
         check_inputs(tmp_path / "snap.yaml", None, None, 1, None)
 
 
 def test_replay_rounds_and_log_are_checked_first(tmp_path: Path) -> None:
-    from pytest_desched.replay.engine import check_inputs
-    from pytest_desched.replay.incidents import label_move
+    from pytest_desched.replay.run import check_inputs
+    from pytest_desched.replay.gen.incidents import label_move
 
     path = label_move().snapshot.write(tmp_path / "snap.yaml")
     with pytest.raises(ConfigError, match="rounds 0: out of range"):
@@ -128,9 +128,9 @@ def test_replay_applies_the_policy_it_announces(
         seen.update(kw)
         raise _Stop
 
-    monkeypatch.setattr("pytest_desched.replay.engine.replay", engine)
-    monkeypatch.setattr("pytest_desched.replay.timeline_run.replay_timeline", engine)
-    monkeypatch.setattr("pytest_desched.replay.timeline_run.check_timeline", lambda *a: None)
+    monkeypatch.setattr("pytest_desched.replay.run.replay", engine)
+    monkeypatch.setattr("pytest_desched.replay.timeline.run.replay_timeline", engine)
+    monkeypatch.setattr("pytest_desched.replay.timeline.run.check_timeline", lambda *a: None)
     monkeypatch.delenv("DESCHED_POLICY", raising=False)
     argv = ["replay", str(snap)] if source == "snapshot" else ["replay", "--timeline", "t.jsonl"]
     argv += ["--artifacts", str(tmp_path / "art")]
@@ -162,7 +162,7 @@ def test_replay_without_a_policy_runs_the_snapshot_s_and_announces_none(
         seen.update(kw)
         raise _Stop
 
-    monkeypatch.setattr("pytest_desched.replay.engine.replay", engine)
+    monkeypatch.setattr("pytest_desched.replay.run.replay", engine)
     monkeypatch.delenv("DESCHED_POLICY", raising=False)
     args = _parse("replay", str(snap), "--artifacts", str(tmp_path / "art"))
     with pytest.raises(_Stop):

@@ -14,7 +14,7 @@ import yaml
 
 from pytest_desched.descheduler.chart import Release, placement_layers
 from pytest_desched.descheduler.chart_source import ChartRef
-from pytest_desched.replay.plan import RUNNER_LABEL, runner_values
+from pytest_desched.replay.rebuild.plan import RUNNER_LABEL, runner_values
 from pytest_desched.tools.versions import load_versions
 
 

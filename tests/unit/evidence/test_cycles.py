@@ -218,8 +218,8 @@ def test_desched_replay_refuses_bad_rounds_by_the_cycles_rule(
 
 def test_replay_rounds_bound_is_the_cycles_bound(tmp_path: Path) -> None:
     """check_inputs takes K up to 50 (was 20) and refuses 51 with the same words as --cycles."""
-    from pytest_desched.replay.engine import check_inputs
-    from pytest_desched.replay.incidents import label_move
+    from pytest_desched.replay.gen.incidents import label_move
+    from pytest_desched.replay.run import check_inputs
 
     path = label_move().snapshot.write(tmp_path / "snap.yaml")
     assert check_inputs(path, None, None, 50, None).rounds == 50

@@ -12,8 +12,8 @@ from pytest_desched.bounds import check_client_rate
 from pytest_desched.descheduler.chart import LAB_CMD_OPTIONS, Release
 from pytest_desched.descheduler.chart_source import ChartRef
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.engine import check_inputs, client_note
-from pytest_desched.replay.incidents import label_move
+from pytest_desched.replay.gen.incidents import label_move
+from pytest_desched.replay.run import check_inputs, client_note
 from pytest_desched.tools.versions import load_versions
 
 

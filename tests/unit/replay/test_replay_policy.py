@@ -15,7 +15,7 @@ import pytest
 from pytest_desched.config import build_config
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.replay import engine
-from pytest_desched.replay.incidents import label_move
+from pytest_desched.replay.gen.incidents import label_move
 
 DEDUP_ONLY = {
     "apiVersion": "descheduler/v1alpha2",

@@ -14,8 +14,6 @@ from typing import Any
 import pytest
 
 from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
-from pytest_desched.replay import engine
-from pytest_desched.replay.engine import ReplayResult
 from pytest_desched.replay.ledger import (
     Ledger,
     PodFate,
@@ -25,6 +23,7 @@ from pytest_desched.replay.ledger import (
     total_cut,
     undecided,
 )
+from pytest_desched.replay.run import Replay, ReplayResult
 
 
 def _ledger(comparison: dict[str, Any] | None = None) -> Ledger:
@@ -98,7 +97,7 @@ def test_the_result_is_turned_into_a_dict_once_for_its_json_and_its_page(
         lambda path, data, redactor: written.setdefault("html", data) and path,
     )
     res = ReplayResult({"path": "s"}, "v0.36.0", {"source": "p"}, _ledger())
-    engine._write(SimpleNamespace(evidence=Evidence(), redactor=None), res)
+    Replay("s").write(SimpleNamespace(evidence=Evidence(), redactor=None), res)
     assert res.notes == [] and set(res.artifacts) == {"json", "markdown", "html"}
     assert len(calls) == 1
     assert written["html"] is written["json"] and written["json"]["ledger"]["rows"]

@@ -160,7 +160,7 @@ def test_bounding_set_is_read() -> None:
 
 
 def test_the_kwok_image_is_the_pinned_binary_labelled_with_its_module(tmp_path: Path) -> None:
-    from pytest_desched.replay.host_kwok import kwok_image, kwok_objects
+    from pytest_desched.replay.host.kwok import kwok_image, kwok_objects
     from pytest_desched.tools.kind_node.kwok_image import BUILT_FROM, kwok_image_spec
 
     binary = tmp_path / "kwok"
@@ -185,7 +185,7 @@ def test_the_host_kwok_runs_with_the_pinned_modules_default_stages(tmp_path: Pat
     """kwok v0.8 exits with "no stages found" when given none (the first kind host replay's
     nodes never became Ready): the Deployment mounts kwokctl's own default stages as its
     --config, and is Ready only when kwok serves /healthz."""
-    from pytest_desched.replay.host_kwok import kwok_image, kwok_objects
+    from pytest_desched.replay.host.kwok import kwok_image, kwok_objects
 
     root = tmp_path / "kwok@v0.8.0"
     for i, rel in enumerate(KWOK_STAGE_FILES):

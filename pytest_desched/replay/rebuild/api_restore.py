@@ -1,0 +1,243 @@
+"""The `api` restore (fallback): pods as orphans through the API server, owners adopt them,
+then the wait for every owner and PDB to be observed (with nudges for backed-off owners)."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from pytest_desched.kube import WaitTimeout, wait_for
+from pytest_desched.log import Reporter
+from pytest_desched.replay import kubeapi
+from pytest_desched.replay.capture.format import (
+    controller_of,
+    key,
+)
+from pytest_desched.replay.objects import collection_path, object_path
+from pytest_desched.replay.rebuild.plan import (
+    OWNER_KINDS,
+    RestorePlan,
+)
+from pytest_desched.replay.rebuild.writes import (
+    RestoreError,
+    create,
+    create_all,
+)
+
+if TYPE_CHECKING:
+    from pytest_desched.replay.rebuild.restore import RestoreResult
+
+
+OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")  # the ones it waits on
+
+
+SYNC_ANNOTATION = "desched.pytest.io/replay-sync"
+
+
+def _patch(api: Any, kind: str, ns: str, name: str, body: dict[str, Any]) -> None:
+    kubeapi.request(
+        api,
+        "PATCH",
+        object_path(kind, ns, name),
+        body,
+        content_type="application/merge-patch+json",
+    )
+
+
+def wait_settled(
+    api: Any,
+    plan: RestorePlan,
+    timeout: float,
+    report: Reporter,
+    result: RestoreResult | None = None,
+) -> None:
+    """Every owner's controller and every PDB has observed the restored state.
+
+    An owner written before its pods reached its controller's cache fails its first sync (the
+    hold refuses the pods it tries to make), and may fail the next one too (its cache has not
+    yet seen its own status write); those retries go through the controller's rate limiter,
+    10 a second for *all* owners: minutes for a thousand. So an owner its controller has
+    observed with the wrong count, or any owner still waiting after a window without
+    progress, is nudged with an annotation (`desched.pytest.io/replay-sync`): its update event
+    queues it at once. Owners merely queued are left alone (a nudge costs a write and a sync).
+    """
+    active: Counter[str] = Counter()
+    for p in plan.pods:
+        ref = controller_of(p)
+        if ref and p["status"].get("phase") not in ("Succeeded", "Failed"):
+            active[ref["uid"]] += 1
+    want_uids = {o["metadata"]["uid"] for objs in plan.owners.values() for o in objs}
+    pdbs = {key(b) for b in plan.api.get("podDisruptionBudgets", [])}
+
+    def probe() -> list[tuple[str, str, str, str]]:
+        waiting: list[tuple[str, str, str, str]] = []
+        for kind in OWNERS:
+            if not plan.owners.get(kind):
+                continue
+            for o in kubeapi.list_all(api, collection_path(kind)):
+                uid, ns, name = (
+                    o["metadata"]["uid"],
+                    o["metadata"]["namespace"],
+                    o["metadata"]["name"],
+                )
+                if uid not in want_uids:
+                    continue
+                st = o.get("status") or {}
+                why = None
+                if (st.get("observedGeneration") or 0) < (o["metadata"].get("generation") or 1):
+                    why = "not observed yet"
+                elif (
+                    kind in ("ReplicaSet", "StatefulSet")
+                    and (st.get("replicas") or 0) != active[uid]
+                ):
+                    why = f"status.replicas {st.get('replicas')} != {active[uid]} restored"
+                elif kind == "DaemonSet" and (st.get("currentNumberScheduled") or 0) < active[uid]:
+                    why = (
+                        f"currentNumberScheduled {st.get('currentNumberScheduled')} < {active[uid]}"
+                    )
+                if why:
+                    waiting.append((kind, ns, name, why))
+        if pdbs:
+            for pdb in kubeapi.list_all(api, collection_path("PodDisruptionBudget")):
+                st = pdb.get("status") or {}
+                if key(pdb) in pdbs and (st.get("observedGeneration") or 0) < (
+                    pdb["metadata"].get("generation") or 1
+                ):
+                    waiting.append(
+                        (
+                            "PodDisruptionBudget",
+                            pdb["metadata"]["namespace"],
+                            pdb["metadata"]["name"],
+                            "not observed yet",
+                        )
+                    )
+        return waiting
+
+    def describe(w: list[tuple[str, str, str, str]]) -> str:
+        return f"{len(w)} waiting, e.g. {[f'{k} {n}/{m}: {y}' for k, n, m, y in w[:5]]}"
+
+    deadline = time.monotonic() + timeout
+    nudged = 0
+    before: int | None = None
+    for attempt in range(1, 10_000):
+        window = min(2.0, max(0.1, deadline - time.monotonic()))
+        try:
+            wait_for(
+                "the restored owners and PDBs to be observed",
+                probe,
+                lambda w: not w,
+                window,
+                describe=describe,
+            )
+            break
+        except WaitTimeout:
+            if time.monotonic() >= deadline:
+                raise RestoreError(
+                    f"timed out after {timeout:.0f}s waiting for the restored owners and PDBs to be "
+                    f"observed by their controllers; last seen: {describe(probe())}"
+                ) from None
+        waiting = probe()
+        stalled = before is not None and len(waiting) >= before
+        before = len(waiting)
+        stuck = [w for w in waiting if w[0] in OWNERS and (stalled or w[3] != "not observed yet")]
+        body = {"metadata": {"annotations": {SYNC_ANNOTATION: str(attempt)}}}
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda w, b=body: _patch(api, w[0], w[1], w[2], b), stuck))
+        nudged += len(stuck)
+    if result is not None and nudged:
+        result.notes.append(
+            f"{nudged} owner syncs were nudged with the {SYNC_ANNOTATION} annotation (their "
+            "controllers had backed off while the restore was half written)"
+        )
+
+
+def restore_via_api(
+    api: Any, plan: RestorePlan, result: RestoreResult, timeout: float, report: Reporter
+) -> None:
+    """Fallback: pods as orphans through the API, then owners (which adopt them), startTimes.
+
+    Slower, and the API server sets creationTimestamp (PodLifeTime then sees restore-time
+    ages); status.startTime is patched through the status subresource once kwok has marked
+    each pod Running (earlier, kwok's pod-ready stage would overwrite it). Owners come
+    bottom-up (ReplicaSets before their Deployments, which adopt them), so no controller
+    makes an object the snapshot already has; the wait is for every pod to be adopted.
+    """
+    orphans = []
+    for p in plan.pods:
+        body = copy.deepcopy(p)
+        body["metadata"].pop("uid", None)
+        body["metadata"].pop("creationTimestamp", None)
+        refs = body["metadata"].pop("ownerReferences", None)
+        if refs and refs[0].get("kind") not in OWNER_KINDS:
+            body["metadata"]["ownerReferences"] = refs
+        body.pop("status", None)
+        body["spec"].pop("priority", None)  # the Priority admission computes it
+        orphans.append(body)
+    create_all(api, orphans)
+    new_uid: dict[str, str] = {}
+    for kind in ("ReplicaSet", "StatefulSet", "DaemonSet", "Deployment"):
+        for o in plan.owners.get(kind, []):
+            body = copy.deepcopy(o)
+            ns = body["metadata"]["namespace"]
+            for f in ("uid", "creationTimestamp", "generation"):
+                body["metadata"].pop(f, None)
+            body.pop("status", None)
+            body["metadata"].pop("ownerReferences", None)  # adopted by its own owner
+            got = create(api, collection_path(kind, ns), body)
+            if got:
+                new_uid[o["metadata"]["uid"]] = got["metadata"]["uid"]
+                o["metadata"]["uid"] = got["metadata"]["uid"]
+    for p in plan.pods:  # the plan speaks the server's UIDs from here on
+        for r in p["metadata"].get("ownerReferences") or []:
+            r["uid"] = new_uid.get(r["uid"], r["uid"])
+    for facts in plan.expected.values():
+        facts["ownerUid"] = new_uid.get(facts["ownerUid"], facts["ownerUid"])
+    result.notes.append(
+        "restored through the API: creationTimestamp is the restore's (PodLifeTime sees "
+        "restore-time ages); status.startTime patched after kwok marked each pod Running"
+    )
+    by_key = {key(p): p for p in plan.pods}
+
+    def adopted_and_running() -> tuple[list[dict[str, Any]], list[str]]:
+        running, waiting = [], []
+        for p in kubeapi.list_all(api, collection_path("Pod")):
+            k = key(p)
+            if k not in plan.expected:
+                continue
+            if (controller_of(p) or {}).get("uid") != plan.expected[k]["ownerUid"]:
+                waiting.append(f"{k} not adopted yet")
+            if (p.get("status") or {}).get("phase") == "Running":
+                running.append(p)
+        want = sum(1 for p in plan.pods if p["status"].get("phase") == "Running")
+        if len(running) < want:
+            waiting.append(f"{len(running)} of {want} Running")
+        return running, waiting
+
+    seen, _ = wait_for(
+        "the restored pods adopted by their owners and Running (kwok)",
+        adopted_and_running,
+        lambda r: not r[1],
+        timeout,
+        describe=lambda r: f"{len(r[1])} waiting, e.g. {r[1][:5]}",
+    )
+
+    def patch(p: dict[str, Any]) -> None:
+        start = by_key[key(p)]["status"].get("startTime")
+        if start:
+            kubeapi.request(
+                api,
+                "PATCH",
+                object_path("Pod", p["metadata"]["namespace"], p["metadata"]["name"]) + "/status",
+                {"status": {"startTime": start}},
+                content_type="application/merge-patch+json",
+            )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(patch, seen))
+    wait_settled(api, plan, timeout, report, result)
+    for p in kubeapi.list_all(api, collection_path("Pod")):  # the pods' UIDs are the server's
+        if key(p) in plan.expected:
+            plan.expected[key(p)]["uid"] = p["metadata"]["uid"]

@@ -1,0 +1,177 @@
+"""`replay_on_host` refuses before any write: a context not opted in (the existing provider's
+rule), a host descheduler that could act on the replay's pods, a snapshot that clashes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_desched.errors import ConfigError, ProviderError
+from pytest_desched.providers.existing import ALLOW_OPTION
+from pytest_desched.replay.capture.snapshot import find_descheduler
+from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.host import replay as host
+from pytest_desched.replay.host.plan import HostState
+
+POLICY = {
+    "apiVersion": "descheduler/v1alpha2",
+    "kind": "DeschedulerPolicy",
+    "profiles": [
+        {
+            "name": "p",
+            "pluginConfig": [{"name": "DefaultEvictor", "args": {}}, {"name": "RemoveDuplicates"}],
+            "plugins": {"balance": {"enabled": ["RemoveDuplicates"]}},
+        }
+    ],
+}
+
+
+def _kubeconfig(tmp_path: Path) -> Path:
+    kc = tmp_path / "kubeconfig"
+    kc.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "host", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "host",
+            }
+        )
+    )
+    return kc
+
+
+def test_a_context_not_opted_in_is_refused_before_anything_is_read(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError, match=ALLOW_OPTION) as exc:
+        host.replay_on_host(tmp_path / "missing.yaml", "host", allow=False)
+    assert "--host" in str(exc.value)
+
+
+def test_the_current_context_is_never_used_implicitly(tmp_path: Path) -> None:
+    with pytest.raises(ProviderError, match="current-context 'host' is never used"):
+        host.replay_on_host(
+            tmp_path / "missing.yaml", None, allow=True, kubeconfig=_kubeconfig(tmp_path)
+        )
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def request(self, api: Any, method: str, path: str, *a: Any, **k: Any) -> Any:
+        self.calls.append((method, path))
+        raise AssertionError(f"no request expected, got {method} {path}")
+
+
+@pytest.fixture
+def snapshot(tmp_path: Path) -> Path:
+    return generate(seed=4, nodes=6, pods=40).write(tmp_path / "snap.yaml")
+
+
+def _host_with(monkeypatch: pytest.MonkeyPatch, state: HostState, desched: bool) -> Recorder:
+    rec = Recorder()
+    monkeypatch.setattr(host.kubeapi, "request", rec.request)
+    wl = {
+        "kind": "CronJob",
+        "metadata": {"namespace": "kube-system", "name": "descheduler"},
+        "spec": {
+            "jobTemplate": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "d",
+                                    "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
+                                    "args": ["--policy-config-file=/p/policy.yaml"],
+                                    "volumeMounts": [{"name": "v", "mountPath": "/p"}],
+                                }
+                            ],
+                            "volumes": [{"name": "v", "configMap": {"name": "descheduler"}}],
+                        }
+                    }
+                }
+            }
+        },
+    }
+    entries = find_descheduler([wl]) if desched else []
+    policies = {("kube-system", "descheduler"): yaml.safe_dump(POLICY)} if desched else {}
+    workloads = {("kube-system", "descheduler"): wl} if desched else {}
+    monkeypatch.setattr(host, "read_host", lambda api: (state, entries, policies, workloads))
+    return rec
+
+
+def test_a_host_descheduler_that_could_evict_the_replay_s_pods_refuses_it(
+    tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = _host_with(monkeypatch, HostState(namespaces={"kube-system"}), desched=True)
+    with pytest.raises(ConfigError, match="never two executors") as exc:
+        host.replay_on_host(
+            snapshot,
+            "host",
+            allow=True,
+            kubeconfig=_kubeconfig(tmp_path),
+            namespace_prefix="r-",
+            policy=POLICY,
+            toolchain=object(),  # type: ignore[arg-type]
+            run_id="run1",
+        )
+    assert "kube-system/descheduler" in str(exc.value) and "r-team-a" in str(exc.value)
+    assert rec.calls == []
+
+
+def test_a_namespace_clash_refuses_the_replay_before_any_write(
+    tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec = _host_with(monkeypatch, HostState(namespaces={"kube-system", "default"}), desched=False)
+    with pytest.raises(ConfigError, match="--namespace-prefix"):
+        host.replay_on_host(
+            snapshot,
+            "host",
+            allow=True,
+            kubeconfig=_kubeconfig(tmp_path),
+            policy=POLICY,
+            toolchain=object(),  # type: ignore[arg-type]
+        )
+    assert rec.calls == []
+
+
+def test_the_host_s_own_objects_are_compared_by_uid() -> None:
+    before = {"namespaces": {"kube-system": "u1", "app": "u2"}, "nodes": {"w1": "n1"}}
+    assert host.untouched(before, before) == []
+    after = {"namespaces": {"kube-system": "u1", "app": "u9"}, "nodes": {}}
+    assert host.untouched(before, after) == [
+        "namespaces app: replaced (new UID)",
+        "nodes w1: gone",
+    ]
+
+
+def test_the_cli_s_host_flags_are_checked_first(
+    tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import argparse
+
+    from pytest_desched.commands.parser import parser
+
+    def parse(*argv: str) -> argparse.Namespace:
+        return parser().parse_args(list(argv))
+
+    monkeypatch.chdir(tmp_path)  # the run folder a configuration claims
+    args = parse("replay", str(snapshot), "--namespace-prefix", "r-")
+    with pytest.raises(ConfigError, match="add --host CONTEXT"):
+        args.func(args)
+    args = parse("replay", "--from-log", str(snapshot), "--host", "h")
+    with pytest.raises(ConfigError, match="replay a snapshot file"):
+        args.func(args)
+    args = parse("replay", str(snapshot), "--host", "host", "--repeat", "2")
+    with pytest.raises(ConfigError, match="--repeat"):
+        args.func(args)
+    kc = _kubeconfig(tmp_path)
+    args = parse("replay", str(snapshot), "--host", "host", "--existing-kubeconfig", str(kc))
+    with pytest.raises(ProviderError, match=ALLOW_OPTION):
+        args.func(args)
