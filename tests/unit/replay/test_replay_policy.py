@@ -14,7 +14,7 @@ import pytest
 
 from pytest_desched.config import build_config
 from pytest_desched.descheduler.policy import Policy
-from pytest_desched.replay import engine
+from pytest_desched.replay import run as engine
 from pytest_desched.replay.gen.incidents import label_move
 
 DEDUP_ONLY = {
@@ -48,7 +48,7 @@ def _applied(
 
     seen: list[Policy] = []
 
-    def rounds(session: Any, inp: Any, *args: Any) -> Any:
+    def rounds(self: Any, session: Any, inp: Any) -> Any:
         seen.append(inp.policy)
         raise _Stop
 
@@ -56,7 +56,7 @@ def _applied(
         "pytest_desched.session.DeschedSession",
         lambda *a, **kw: Session(inputs=SimpleNamespace(policy=announced), timings={}),
     )
-    monkeypatch.setattr(engine, "replay_on", rounds)
+    monkeypatch.setattr(engine.Replay, "run_on", rounds)
     snap = label_move().snapshot.write(tmp_path / "snap.yaml")
     config = build_config({"--desched-provider": "embedded", "--desched-artifacts": str(tmp_path)})
     with pytest.raises(_Stop):
