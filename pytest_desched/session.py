@@ -21,10 +21,7 @@ from pytest_desched import interrupts
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.config import DeschedConfig, build_config
 from pytest_desched.errors import ConfigError
-from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
-    _sigterm_to_interrupt,
-    interrupts_unwind,
-)
+from pytest_desched.interrupts import interrupts_unwind
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import helm_env
 from pytest_desched.redaction import Redactor

@@ -20,7 +20,7 @@ from pytest_desched.canary.static import (
     compare_lint,
     compare_metric_names,
 )
-from pytest_desched.canary.static.difference import Difference, _diff
+from pytest_desched.canary.static.difference import Difference, make_difference
 from pytest_desched.canary.static.metric_code import compare_declared_metrics, declared_metrics
 from pytest_desched.descheduler.chart_source import obtain_chart
 from pytest_desched.descheduler.policy.checker import checker_for, facts_for
@@ -107,11 +107,17 @@ def translation_differences(track: str, readings: dict[str, ReleaseReading]) -> 
         for o in r.policy.overrides:
             if is_release_reading(o):
                 at = f"{track}:{variant}:{o['path']}"
-                out.append(_diff("DP009", TRANSLATION, at, "changed", o["old"], o["new"], o["why"]))
+                out.append(
+                    make_difference(
+                        "DP009", TRANSLATION, at, "changed", o["old"], o["new"], o["why"]
+                    )
+                )
         for key in r.lost:
             msg = f"descheduler {r.version} has no field for {key}: the {track} runs without it"
             out.append(
-                _diff("DP010", TRANSLATION, f"{track}:{key}", "removed", "active", None, msg)
+                make_difference(
+                    "DP010", TRANSLATION, f"{track}:{key}", "removed", "active", None, msg
+                )
             )
     return out
 

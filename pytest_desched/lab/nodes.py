@@ -7,16 +7,12 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.kube import wait_for
-from pytest_desched.lab.base import UNSCHEDULABLE_TAINT, LabBase, _taint_dicts
+from pytest_desched.lab.base import UNSCHEDULABLE_TAINT, LabBase, taint_dicts
 from pytest_desched.lab.inputs import (
     POOL_LABEL,
     LabConfigError,
 )
-from pytest_desched.lab.workloads import (
-    ZONE_KEY,
-    Taint,
-    _labels,
-)
+from pytest_desched.lab.values import ZONE_KEY, Taint, check_labels
 
 if TYPE_CHECKING:
     pass
@@ -53,8 +49,8 @@ class NodeSteps(LabBase):
     def set_node_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
         """Set (a value) or remove (None) node labels; the originals come back on teardown."""
         what = f"Lab.set_node_labels({node!r})"
-        _labels(what, {k: v for k, v in labels.items() if v is not None})
-        _labels(what, dict.fromkeys(labels, "x"))  # the keys of removals too
+        check_labels(what, {k: v for k, v in labels.items() if v is not None})
+        check_labels(what, dict.fromkeys(labels, "x"))  # the keys of removals too
         current = self.cluster.core.read_node(node).metadata.labels or {}
         kept = self._node_labels.setdefault(node, {})
         for k in labels:
@@ -64,7 +60,7 @@ class NodeSteps(LabBase):
     def _remember_spec(self, node: str) -> Any:
         n = self.cluster.core.read_node(node)
         self._node_specs.setdefault(
-            node, {"taints": _taint_dicts(n), "unschedulable": bool(n.spec.unschedulable)}
+            node, {"taints": taint_dicts(n), "unschedulable": bool(n.spec.unschedulable)}
         )
         return n
 
@@ -75,14 +71,14 @@ class NodeSteps(LabBase):
         n = self._remember_spec(node)
         keep = [
             t
-            for t in _taint_dicts(n)
+            for t in taint_dicts(n)
             if not (t["key"] == taint.key and t.get("effect") == taint.effect)
         ]
         self.cluster.core.patch_node(node, {"spec": {"taints": [*keep, taint.manifest()]}})
 
     def untaint(self, node: str, key: str) -> None:
         n = self._remember_spec(node)
-        keep = [t for t in _taint_dicts(n) if t["key"] != key]
+        keep = [t for t in taint_dicts(n) if t["key"] != key]
         self.cluster.core.patch_node(node, {"spec": {"taints": keep or None}})
 
     def _cordon_taint(self, node: str) -> bool:

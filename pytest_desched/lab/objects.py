@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.kube import wait_for, watch_until
-from pytest_desched.lab.base import LAB_LABEL, _ignore_404, _pods_seen
+from pytest_desched.lab.base import LAB_LABEL, ignore_404, pods_seen
 from pytest_desched.lab.inputs import (
     EVICTABLE_LABEL,
     MANAGED_BY,
@@ -102,7 +102,7 @@ class ObjectSteps(NodeSteps):
 
         what = f"{n} Ready pods ({self.app}) in {self.namespace}"
         if self._extra_namespaces:  # pods of several namespaces: no single watch covers them
-            return wait_for(what, self.snapshot, ok, timeout or self.timeout, describe=_pods_seen)
+            return wait_for(what, self.snapshot, ok, timeout or self.timeout, describe=pods_seen)
 
         def snap(pods: list[Any]) -> Snapshot:
             infos = sorted((PodInfo.of(p) for p in pods), key=lambda p: (p.namespace, p.name))
@@ -113,7 +113,7 @@ class ObjectSteps(NodeSteps):
             self.cluster.core.list_namespaced_pod,
             lambda pods: ok(snap(pods)),
             timeout or self.timeout,
-            lambda pods: _pods_seen(snap(pods)),
+            lambda pods: pods_seen(snap(pods)),
             self.namespace,
         )
         done = snap(pods)
@@ -181,7 +181,7 @@ class ObjectSteps(NodeSteps):
                     from kubernetes import client
 
                     if (
-                        _ignore_404(
+                        ignore_404(
                             client.SchedulingV1Api(self.cluster.api_client).read_priority_class, pc
                         )
                         is None

@@ -52,7 +52,7 @@ from pytest_desched.replay.host_policy import host_descheduler_problems, narrow_
 from pytest_desched.replay.host_teardown import Teardown, teardown
 from pytest_desched.replay.restore import restore
 from pytest_desched.replay.snapshot import _Reads, find_descheduler, read_policy
-from pytest_desched.tools.kind_node.kwok_image import pinned_kwok_stages
+from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
