@@ -98,7 +98,7 @@ def _spelling(parser: argparse.ArgumentParser | None) -> Any:
 def cmd_tools(args: argparse.Namespace) -> int:
     import time
 
-    # heavy: +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.tools.toolchain import Toolchain, provide
 
     cand = None
@@ -139,7 +139,7 @@ def _old_version(args: argparse.Namespace) -> str | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    # heavy: evidence.summary +6 modules (~9ms); experiments kubernetes client (0.2-0.7 s); session +5 modules (~15ms), kept out of `desched` start-up
+    # heavy: evidence.summary and its imports; experiments: the kubernetes client; session and its imports, kept out of `desched` start-up
     from pytest_desched.evidence.summary import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
     from pytest_desched.session import DeschedSession
@@ -155,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
         if args.no_loop:
             check_no_loop(cycles_to_run(cycles, cls.default_cycles), n)
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.experiments.framework import VARIANTS
 
     if args.variant is not None and args.variant not in VARIANTS:  # before any cluster
@@ -213,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
     """Which of `names` a round record belongs to (records carry the experiment's title)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.experiments import lookup
 
     label = str(record.get("experiment", ""))
@@ -222,7 +222,7 @@ def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
 
 def cmd_canary(args: argparse.Namespace) -> int:
     """Both tracks, the diff, the verdict; the Markdown report on stdout (or JSON)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.canary.engine import run_canary
 
     config = config_from_args(args)
@@ -232,7 +232,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
             "desched canary needs --candidate SPEC (version:vX.Y.Z, source:PATH, binary:PATH)"
         )
     if args.snapshot:
-        # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+        # heavy: the kubernetes client, kept out of `desched` start-up
         from pytest_desched.canary.snapshot import from_args
 
         rep = from_args(args, config, candidate, say)
@@ -260,7 +260,7 @@ def _shown(outcome: str) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    # heavy: +7 modules (~24ms), kept out of `desched` start-up
+    # heavy: evidence.explain and its imports, kept out of `desched` start-up
     from pytest_desched.evidence.explain import explain, load, to_text
 
     x = explain(args.pod, load(args.record))

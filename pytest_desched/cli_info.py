@@ -45,7 +45,7 @@ def version_info() -> dict[str, Any]:
 def lint_tools() -> str:
     """Where `desched lint` takes helm and the policy checker from, as the toolchain would
     (explicit, PATH, lint-bin, cache, or a Go build on first lint); builds and prints nothing."""
-    # heavy: tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.tools.lint_bin import SOURCE, TOOLS, installed
     from pytest_desched.tools.toolchain import Toolchain
 
@@ -94,7 +94,7 @@ class _VersionAction(argparse.Action):
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.experiments.catalogue import catalogue
 
     rows = catalogue()

@@ -81,7 +81,7 @@ def track_policies(
     """Each variant's policy as the track's release reads it, checked by that release's own
     policy checker before any cluster: what it cannot express is one line and exit 2, naming
     the track as the command does (`canary baseline`, `matrix release v0.33.0`)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+    # heavy: the kubernetes client, kept out of this module's import
     from pytest_desched.experiments import lab_policy
 
     # the pin's checker is the one lab_policy validated with; a named release builds its own

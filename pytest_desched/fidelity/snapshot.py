@@ -223,7 +223,7 @@ def run_snapshot_fidelity(
         box = seen[mode]
 
         def before(i: int, cluster: Any, box: dict[str, Any] = box) -> dict[str, Any]:
-            # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+            # heavy: the kubernetes client, kept out of this module's import
             from pytest_desched.replay.kubeapi import list_all
 
             box["nodes"] = node_facts(cluster.core.list_node().items, inp.policy.to_dict())

@@ -58,7 +58,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
     """The pinned kwokctl for the exporter: built only when asked for by name, else if cached."""
     if exporter == "client":
         return None
-    # heavy: +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain(cache_dir=cache_dir, report=say)
@@ -68,7 +68,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.replay.snapshot import take_snapshot
 
     if not args.output_file:
@@ -131,7 +131,7 @@ def read_log(path: str | Path, flag: str) -> str:
 
 def cmd_record(args: argparse.Namespace) -> int:
     """Record an incident window as a timeline file (read-only, no Secrets)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.replay.record import record
 
     if not args.output_file:
@@ -161,7 +161,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def _timeline_replay(args: argparse.Namespace) -> int:
     """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
-    # heavy: +8 modules (~15ms), kept out of `desched` start-up
+    # heavy: replay.timeline_run and its imports, kept out of `desched` start-up
     from pytest_desched.replay.timeline_run import check_timeline, replay_timeline
 
     speed = args.speed if args.speed is not None else 1
@@ -263,7 +263,7 @@ def failed_rounds(results: list[Any]) -> list[str]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a snapshot (or build a ledger from a log or a record, with no cluster)."""
-    # heavy: +5 modules (~15ms), kept out of `desched` start-up
+    # heavy: replay.ledger and its imports, kept out of `desched` start-up
     from pytest_desched.replay.ledger import ledger_from_log, ledger_from_record
 
     sources = [x for x in (args.snapshot, args.from_log, args.from_record, args.timeline) if x]
@@ -298,7 +298,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 0
     if args.host or args.namespace_prefix or args.kwok_image:
         return _host_replay(args)
-    # heavy: +9 modules (~26ms), kept out of `desched` start-up
+    # heavy: replay.engine and its imports, kept out of `desched` start-up
     from pytest_desched.replay.engine import replay
 
     base = config_from_args(args, provider="embedded")
@@ -328,7 +328,7 @@ def _host_replay(args: argparse.Namespace) -> int:
         )
     if args.repeat != 1 or args.log:
         raise ConfigError("--host replays once, without --repeat or --log (not yet supported)")
-    # heavy: kubernetes client and the engine (+30 modules), kept out of `desched` start-up
+    # heavy: the kubernetes client and the engine, kept out of `desched` start-up
     from pytest_desched.replay.host import replay_on_host
 
     kube = getattr(args, "--desched-existing-kubeconfig", None)

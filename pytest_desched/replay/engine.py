@@ -261,7 +261,7 @@ def replay(
         changes["descheduler_version"] = inp.version
     config = config.with_(**changes)
     timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
-    # heavy: +7 modules (~7 ms), kept out of `desched replay`'s input checks
+    # heavy: session and its imports, kept out of `desched replay`'s input checks
     from pytest_desched.session import DeschedSession
 
     # Round pods on the runner node and nowhere else: a chart values layer of every release.
@@ -310,8 +310,8 @@ def _run(
     moment: Moment | None = None,
     restore_fn: Callable[..., Any] | None = None,
 ) -> ReplayResult:
-    # heavy: replay.kubeapi and replay.restore: kubernetes client (0.2-0.7 s), kept out of this module's import
-    # heavy: +11 modules (~13 ms), kept out of `desched replay`'s input checks
+    # heavy: replay.kubeapi and replay.restore: the kubernetes client, kept out of this module's import
+    # heavy: descheduler.rounds and its imports, kept out of `desched replay`'s input checks
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.replay import kubeapi
     from pytest_desched.replay.restore import restore
@@ -474,7 +474,7 @@ def _audit_codes(rnd: Any) -> dict[str, int] | None:
 
 def _write(session: Any, result: ReplayResult) -> None:
     """The result JSON and the Markdown ledger under <artifacts>/replay/ (redacted per config)."""
-    # heavy: +23 modules (~17 ms), kept out of `desched replay`'s input checks
+    # heavy: evidence.report and its imports, kept out of `desched replay`'s input checks
     from pytest_desched.evidence.report import write_replay_report
 
     try:

@@ -255,7 +255,7 @@ def replay_on_host(
         changes["descheduler_version"] = inp.version
     config = config.with_(**changes)
     if toolchain is None:
-        # heavy: the toolchain (+5 modules), kept out of the input checks above
+        # heavy: the toolchain, kept out of the input checks above
         from pytest_desched.tools.toolchain import Toolchain
 
         toolchain = Toolchain(cache_dir=config.cache_dir, report=report)
@@ -297,7 +297,7 @@ def replay_on_host(
     image = kwok_image or default_kwok_image(toolchain.versions.kwok.version)
     provider = HostProvider(cluster, plan, image, pinned_kwok_stages(toolchain), report)
     timings = {"inputs_and_host_read": round(time.monotonic() - t0, 3)}
-    # heavy: +7 modules (~7 ms), kept out of the input checks
+    # heavy: session and its imports, kept out of the input checks
     from pytest_desched.session import DeschedSession
 
     with DeschedSession(
