@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from pytest_desched.lab.inputs import workload_name
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
 from pytest_desched.lab.values import (
     MAX_USER_PRIORITY,
@@ -17,6 +18,9 @@ from pytest_desched.lab.values import (
     config_error,
 )
 
+if TYPE_CHECKING:
+    from pytest_desched.lab.workloads import Workload
+
 
 # --- other namespaced and cluster-scoped objects -------------------------------------------
 @dataclass(frozen=True)
@@ -25,7 +29,9 @@ class PodDisruptionBudget:
 
     name: str
     _: KW_ONLY
-    selects: str | None = None
+    selects: str | Workload | None = (
+        None  # a workload: its name, or the lab object (kept as its name)
+    )
     match_labels: Mapping[str, str] | None = None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
@@ -41,6 +47,7 @@ class PodDisruptionBudget:
                 what, "select pods by exactly one of selects= or match_labels=", "pass one"
             )
         if self.selects is not None:
+            object.__setattr__(self, "selects", workload_name(self.selects, f"{what} selects"))
             check_name(f"{what} selects", self.selects)
         else:
             object.__setattr__(self, "match_labels", check_labels(what, self.match_labels))

@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_desched.kube import wait_for
 from pytest_desched.lab.base import UNSCHEDULABLE_TAINT, LabBase, taint_dicts
-from pytest_desched.lab.inputs import (
-    POOL_LABEL,
-    LabConfigError,
-)
+from pytest_desched.lab.inputs import POOL_LABEL, LabConfigError, node_name
 from pytest_desched.lab.values import ZONE_KEY, Taint, check_labels
-
-if TYPE_CHECKING:
-    pass
 
 
 class NodeSteps(LabBase):
@@ -31,12 +25,14 @@ class NodeSteps(LabBase):
 
     def label_node(self, node: str, value: str | None = None) -> None:
         """The runbook's step: put the pool label (this lab's pool by default) on `node`."""
+        node = node_name(node, "Lab.label_node")
         self._remember_label(node)
         self.cluster.core.patch_node(
             node, {"metadata": {"labels": {POOL_LABEL: value or self.pool}}}
         )
 
     def unlabel_node(self, node: str) -> None:
+        node = node_name(node, "Lab.unlabel_node")
         self._remember_label(node)
         self.cluster.core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: None}}})
 
@@ -48,6 +44,7 @@ class NodeSteps(LabBase):
 
     def set_node_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
         """Set (a value) or remove (None) node labels; the originals come back on teardown."""
+        node = node_name(node, "Lab.set_node_labels")
         what = f"Lab.set_node_labels({node!r})"
         check_labels(what, {k: v for k, v in labels.items() if v is not None})
         check_labels(what, dict.fromkeys(labels, "x"))  # the keys of removals too
@@ -66,6 +63,7 @@ class NodeSteps(LabBase):
 
     def taint(self, node: str, taint: Taint) -> None:
         """Add (or replace, same key and effect) a taint on `node`."""
+        node = node_name(node, "Lab.taint")
         if not isinstance(taint, Taint):
             raise LabConfigError(f"Lab.taint({node!r}): {taint!r} is not a Taint; use Taint(...)")
         n = self._remember_spec(node)
@@ -77,6 +75,7 @@ class NodeSteps(LabBase):
         self.cluster.core.patch_node(node, {"spec": {"taints": [*keep, taint.manifest()]}})
 
     def untaint(self, node: str, key: str) -> None:
+        node = node_name(node, "Lab.untaint")
         n = self._remember_spec(node)
         keep = [t for t in taint_dicts(n) if t["key"] != key]
         self.cluster.core.patch_node(node, {"spec": {"taints": keep or None}})
@@ -87,6 +86,7 @@ class NodeSteps(LabBase):
 
     def cordon(self, node: str, wait: bool = True) -> None:
         """`kubectl cordon`; waits until the node controller's taint shows it was seen."""
+        node = node_name(node, "Lab.cordon")
         self._remember_spec(node)
         self.cluster.core.patch_node(node, {"spec": {"unschedulable": True}})
         if wait:
@@ -94,6 +94,7 @@ class NodeSteps(LabBase):
 
     def uncordon(self, node: str, wait: bool = True) -> None:
         """`kubectl uncordon`; waits until the unschedulable taint is gone again."""
+        node = node_name(node, "Lab.uncordon")
         self._remember_spec(node)
         self.cluster.core.patch_node(node, {"spec": {"unschedulable": None}})
         if wait:
@@ -107,6 +108,7 @@ class NodeSteps(LabBase):
     @contextlib.contextmanager
     def only_on(self, node: str) -> Iterator[None]:
         """Every other worker cordoned while the block runs (placement without pinning)."""
+        node = node_name(node, "Lab.only_on")
         workers = list(self.cluster.workers)
         if node not in workers:
             raise LabConfigError(

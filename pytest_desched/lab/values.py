@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_desched.lab.inputs import LabConfigError
+from pytest_desched.lab.inputs import LabConfigError, workload_name
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
 
 LAB_STORAGE_CLASS = "desched-lab"  # statically provisioned: the lab creates pre-bound PVs
@@ -234,8 +234,9 @@ class AntiAffinity:
         check_int(f"{what} weight", self.weight, 1, 100)
 
     @classmethod
-    def to(cls, workload: str, **kw: Any) -> AntiAffinity:
-        return cls({WORKLOAD_LABEL: workload}, **kw)
+    def to(cls, workload: Any, **kw: Any) -> AntiAffinity:
+        """Away from the pods of `workload` (its name, or the lab workload itself)."""
+        return cls({WORKLOAD_LABEL: str(workload_name(workload, "AntiAffinity.to"))}, **kw)
 
     def term(self) -> dict[str, Any]:
         return {
