@@ -13,6 +13,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest_desched
+from tests.unit import REPO
 
 ROOT = Path(pytest_desched.__file__).resolve().parent
 
@@ -77,6 +78,14 @@ def test_no_module_imports_another_modules_private_name() -> None:
         if not allowed(path.relative_to(ROOT).as_posix())
         for line, name in private_imports(
             path.read_text(), module_name(path, ROOT), path.name == "__init__.py"
+        )
+    ]
+    dev = REPO / "dev"  # the build tooling (the checkout's, not the wheel's) too
+    bad += [
+        f"dev/{path.relative_to(dev)}:{line}: {name}"
+        for path in sorted(dev.rglob("*.py"))
+        for line, name in private_imports(
+            path.read_text(), module_name(path, dev), path.name == "__init__.py"
         )
     ]
     assert bad == [], (
