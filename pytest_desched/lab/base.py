@@ -68,15 +68,18 @@ def ignore_404(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 def owner_kind(pod: Any) -> str | None:
+    """The kind of a pod's first owner (None for a bare pod), named in teardown's messages."""
     owners = pod.metadata.owner_references or []
     return owners[0].kind if owners else None
 
 
 def pods_seen(s: Snapshot) -> str:
+    """A snapshot's pods in one line, for a wait's timeout message."""
     return str([(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods])
 
 
 def taint_dicts(node: Any) -> list[dict[str, Any]]:
+    """A node's taints as the API's dicts (empty fields left out), ready to patch back."""
     return [
         {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
         for t in (node.spec.taints or [])

@@ -29,10 +29,12 @@ MAX_USER_PRIORITY = 1_000_000_000  # above this PriorityClass values are reserve
 
 # --- input checks (raise LabConfigError naming the input and the fix) ----------------------
 def config_error(what: str, problem: str, fix: str) -> LabConfigError:
+    """The one wording of a refused lab input: `what: problem; fix`."""
     return LabConfigError(f"{what}: {problem}; {fix}")
 
 
 def check_name(what: str, name: Any) -> str:
+    """`name` as an object name (an RFC 1123 label, also a label value), or refused."""
     if not isinstance(name, str) or len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
         raise config_error(
             what,
@@ -44,6 +46,7 @@ def check_name(what: str, name: Any) -> str:
 
 
 def check_label_key(what: str, key: Any) -> str:
+    """`key` as a label key (`[dns-prefix/]name`), or refused."""
     prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", None)
     ok = (
         isinstance(name, str)
@@ -62,6 +65,7 @@ def check_label_key(what: str, key: Any) -> str:
 
 
 def check_labels(what: str, labels: Any) -> dict[str, str]:
+    """`labels` as a label mapping (valid keys and values), or refused."""
     if not isinstance(labels, Mapping):
         raise config_error(
             what, f"labels must be a mapping, got {type(labels).__name__}", "pass a dict"
@@ -76,6 +80,7 @@ def check_labels(what: str, labels: Any) -> dict[str, str]:
 
 
 def check_quantity(what: str, value: Any) -> str:
+    """`value` as a Kubernetes quantity (`500m`, `2Gi`), or refused."""
     from kubernetes.utils.quantity import parse_quantity
 
     try:
@@ -90,6 +95,7 @@ def check_quantity(what: str, value: Any) -> str:
 
 
 def check_int(what: str, value: Any, low: int, high: int | None = None) -> int:
+    """`value` as an int in [low, high] (a bool is no int here), or refused."""
     if (
         not isinstance(value, int)
         or isinstance(value, bool)
@@ -102,12 +108,14 @@ def check_int(what: str, value: Any, low: int, high: int | None = None) -> int:
 
 
 def check_one_of(what: str, value: Any, allowed: Sequence[str]) -> str:
+    """`value` as one of `allowed`, or refused naming them."""
     if value not in allowed:
         raise config_error(what, f"{value!r} is not allowed", f"use one of {list(allowed)}")
     return value
 
 
 def as_tuple(value: Any) -> tuple[Any, ...]:
+    """A sequence field as a tuple (hashable in a frozen value); one item stands alone."""
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):

@@ -85,6 +85,7 @@ _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def format_path(path: Path_) -> str:
+    """A walk path as people read it: `a.b[name]`, odd keys JSON-quoted."""
     out = ""
     for p in path:
         if p.startswith("["):
@@ -102,6 +103,7 @@ def as_list(v: Any) -> list[Any]:
 
 
 def last_key(path: Path_) -> str:
+    """The last mapping key of a walk path (a scrubbed value's context), or ""."""
     return next((p for p in reversed(path) if not p.startswith("[")), "")
 
 
