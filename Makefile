@@ -31,7 +31,7 @@ actionlint: venv
 ## a manifest of versions and sha256. Installed next to pytest-desched, `desched lint` needs no
 ## Go (docs/lint.md#first-use). Nothing is published: this is how to get it here.
 wheel-lint: venv
-	$(PY) -m pytest_desched.descheduler.lint_wheel --dist dist
+	$(PY) -m dev.lint_wheel --dist dist
 
 ## Headless Chromium and its driver for the HTML report's browser test (Debian packages,
 ## installed only when missing; never a browser download at run time).
@@ -63,8 +63,8 @@ unit: venv
 	$(PYTEST) tests/unit -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: venv typecheck
-	$(VENV)/bin/ruff check pytest_desched tests bench
-	$(VENV)/bin/ruff format --check pytest_desched tests bench
+	$(VENV)/bin/ruff check pytest_desched tests bench dev
+	$(VENV)/bin/ruff format --check pytest_desched tests bench dev
 
 ## mypy over the engine (pyproject.toml [tool.mypy]: the ground floor strict). CI runs it as a
 ## step of its own (.ci/run), not inside `make test`: from a cold cache it takes ~40 s on a
@@ -80,17 +80,17 @@ bench: tools
 ## CAP_SYS_RESOURCE with the `desched-vm` runtime), the node image kindest/node:<pin> and the
 ## descheduler image built here from Debian packages and Go modules, cached by version.
 kind-image: tools
-	$(PY) -m pytest_desched.tools.kind_node
+	$(PY) -m dev.kind_node
 
 ## The runbook's experiments and the project's own e2e suite on real kind. A dockerd this
 ## target started is stopped at the end (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with
 ## PYTEST_ARGS=--desched-keep=always).
 e2e-kind: tools
-	@engine=$$($(PY) -m pytest_desched.tools.kind_node engine --print-env) || exit 1; eval "$$engine"; \
-	$(PY) -m pytest_desched.tools.kind_node build || exit 1; rc=0; \
+	@engine=$$($(PY) -m dev.kind_node engine --print-env) || exit 1; eval "$$engine"; \
+	$(PY) -m dev.kind_node build || exit 1; rc=0; \
 	$(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
 	if [ "$$DESCHED_ENGINE_STARTED" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
-	  $(PY) -m pytest_desched.tools.kind_node stop-engine; fi; \
+	  $(PY) -m dev.kind_node stop-engine; fi; \
 	exit $$rc
 
 ## The runbook's experiments at other Kubernetes versions than the pin (docs/kubernetes-versions.md),

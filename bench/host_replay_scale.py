@@ -32,13 +32,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.log import say
 from pytest_desched.providers.base import Cluster
 from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.host.plan import new_run_id, plan_host
 from pytest_desched.replay.host.replay import HostProvider, fingerprint, read_host
 from pytest_desched.replay.rebuild.restore import restore
-from pytest_desched.tools.kind_node.kwok_image import build_kwok_image, pinned_kwok_stages
+from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 from pytest_desched.tools.toolchain import Toolchain
 
 

@@ -58,7 +58,7 @@ def reset() -> None:
         notes.clear()
 
 
-def _sigterm_to_interrupt(signum: int, frame: Any) -> None:
+def sigterm_to_interrupt(signum: int, frame: Any) -> None:
     """The handler for SIGINT and SIGTERM: record, then unwind (or, shielded, carry on)."""
     _received.append((signum, time.monotonic()))
     if _finishing:  # the work is over and said: the caller exits with its own code, at once
@@ -92,7 +92,7 @@ def interrupts_unwind() -> Iterator[None]:
     previous: dict[int, Any] = {}
     try:
         for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, _sigterm_to_interrupt)
+            previous[sig] = signal.signal(sig, sigterm_to_interrupt)
     except ValueError:  # not the main interpreter
         yield
         return

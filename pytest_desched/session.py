@@ -21,10 +21,7 @@ from pytest_desched import interrupts
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.config import DeschedConfig, build_config, check_kubernetes_on
 from pytest_desched.errors import ConfigError
-from pytest_desched.interrupts import (  # noqa: F401 (re-exported: tests and front ends)
-    _sigterm_to_interrupt,
-    interrupts_unwind,
-)
+from pytest_desched.interrupts import interrupts_unwind
 from pytest_desched.log import Reporter, say
 from pytest_desched.proc import helm_env
 from pytest_desched.redaction import Redactor
@@ -128,7 +125,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     def toolchain(self) -> Toolchain:
         """Every tool of the run; with a candidate, its descheduler and policy checker."""
         if self._toolchain is None:
-            # heavy: +2 modules (~4ms), kept out of pytest start-up
+            # heavy: tools.toolchain and its imports, kept out of pytest start-up
             from pytest_desched.tools.toolchain import Toolchain
 
             self._toolchain = Toolchain(
@@ -147,7 +144,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         base = self.toolchain
         if not version or version == base.groups["descheduler"].version:
             return base
-        # heavy: +2 modules (~4ms), kept out of pytest start-up
+        # heavy: tools.toolchain and its imports, kept out of pytest start-up
         from pytest_desched.tools.toolchain import Toolchain
 
         return Toolchain(
@@ -161,7 +158,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     @property
     def provider(self) -> Provider:
         if self._provider is None:
-            # heavy: +5 modules (~6ms), kept out of pytest start-up
+            # heavy: providers and its imports, kept out of pytest start-up
             from pytest_desched.providers import make_provider
 
             provider = make_provider(self.config, self.toolchain, self.report)
@@ -204,7 +201,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
 
     def chart(self, cand: Candidate | None = None) -> ChartRef:
         """The chart a release installs: the pinned one, or the candidate's own."""
-        # heavy: +3 modules (~4ms), kept out of pytest start-up
+        # heavy: descheduler.chart_source and its imports, kept out of pytest start-up
         from pytest_desched.descheduler.chart_source import obtain_chart
 
         return obtain_chart(
@@ -223,7 +220,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         the policy (the file, else the values' rendered deschedulerPolicy) passes the lint.
         """
         if self._inputs is None:
-            # heavy: descheduler.inputs +9 modules (~17ms); descheduler.policy.values +8 modules (~16ms), kept out of pytest start-up
+            # heavy: descheduler.inputs and its imports; descheduler.policy.values and its imports, kept out of pytest start-up
             from pytest_desched.descheduler.inputs import UserInputs, check_user_inputs, lint_input
             from pytest_desched.descheduler.policy.values import render_values
 
@@ -286,7 +283,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     @property
     def evidence(self) -> EvidenceWriter:
         if self._evidence is None:
-            # heavy: +6 modules (~9ms), kept out of pytest start-up
+            # heavy: evidence.writer and its imports, kept out of pytest start-up
             from pytest_desched.evidence.writer import EvidenceWriter
 
             self._evidence = EvidenceWriter(self.config.artifacts, self.redactor)
@@ -321,7 +318,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         `version` picks another descheduler (a tag or commit, built side by side); on
         kind/existing clusters it runs as that version's image or is refused, never as the pin.
         """
-        # heavy: +21 modules (~46ms), kept out of pytest start-up
+        # heavy: descheduler.chart and its imports, kept out of pytest start-up
         from pytest_desched.descheduler.chart import Release, check_runs_here
 
         toolchain = self.toolchain_for(version)
@@ -402,7 +399,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
     def install_policy(self) -> tuple[Policy, str]:
         """`desched up`: the user's policy (--policy / --values), else the runbook's, applied
         to the release in dry run (suspend kept); returns it and where it came from."""
-        # heavy: +7 modules (~18ms), kept out of pytest start-up
+        # heavy: descheduler.policy and its imports, kept out of pytest start-up
         from pytest_desched.descheduler.policy import load_default
 
         user = self.inputs.policy

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 def _user_policy_scope() -> Any:
-    # heavy: +7 modules (~18ms), kept out of pytest start-up
+    # heavy: descheduler.policy and its imports, kept out of pytest start-up
     from pytest_desched.descheduler.policy import PolicyScope
 
     return PolicyScope(
@@ -43,7 +43,7 @@ class SessionExperiments(SessionState):
     def release_policy(self, policy: Any, release: Release | None = None) -> Any:
         """`policy` read in the fields of the release that runs it (release_fields), validated
         by that release's own checker; PolicyError names what it cannot express."""
-        # heavy: +7 modules (~18ms), kept out of pytest start-up
+        # heavy: descheduler.policy.release_fields and its imports, kept out of pytest start-up
         from pytest_desched.descheduler.policy.release_fields import policy_for_release
 
         tc = getattr(release, "toolchain", None)
@@ -81,7 +81,7 @@ class SessionExperiments(SessionState):
         `on_record` gets each round's record as it is written. The context is frozen: a
         caller derives its own (a lane's) with `dataclasses.replace`.
         """
-        # heavy: descheduler.chart +21 modules (~46ms); descheduler.policy +7 modules (~18ms); experiments kubernetes client (0.2-0.7 s); lab.inputs kubernetes client (0.2-0.7 s), kept out of pytest start-up
+        # heavy: descheduler.chart and its imports; descheduler.policy and its imports; experiments: the kubernetes client; lab.inputs: the kubernetes client, kept out of pytest start-up
         from pytest_desched.descheduler.chart import Release as _Release
         from pytest_desched.descheduler.policy import Policy, scope_policy
         from pytest_desched.experiments import VARIANTS, ExperimentContext, lab_policy
@@ -168,7 +168,7 @@ class SessionExperiments(SessionState):
     def _start_views_ahead(self) -> ViewsAhead | None:
         """The report's background drawer (evidence/views_ahead.py), started once."""
         try:
-            # heavy: +10 modules (~18ms), kept out of pytest start-up
+            # heavy: evidence.views_ahead and its imports, kept out of pytest start-up
             from pytest_desched.evidence.views_ahead import ViewsAhead
 
             self._views_ahead = self._views_ahead or ViewsAhead()
@@ -231,7 +231,7 @@ class SessionExperiments(SessionState):
         """
         from concurrent.futures import Future, ThreadPoolExecutor
 
-        # heavy: experiments kubernetes client (0.2-0.7 s); experiments.lanes kubernetes client (0.2-0.7 s), kept out of pytest start-up
+        # heavy: experiments: the kubernetes client; experiments.lanes: the kubernetes client, kept out of pytest start-up
         from pytest_desched.experiments import lookup, run_experiment
         from pytest_desched.experiments.lanes import (
             check_lanes,
@@ -324,7 +324,7 @@ class SessionExperiments(SessionState):
         The result's `outcome` says pass / xfail / fail / error; `raise_for_outcome()` turns
         it into a test failure.
         """
-        # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
+        # heavy: the kubernetes client, kept out of pytest start-up
         from pytest_desched.experiments import lookup, run_experiment
 
         cls = lookup(experiment)

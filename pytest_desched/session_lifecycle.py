@@ -31,7 +31,7 @@ class SessionLifecycle(SessionState):
     @property
     def report_path(self) -> Path:
         """Where the run's HTML report goes (written by `close()` once an experiment ran)."""
-        # heavy: +9 modules (~18ms), kept out of pytest start-up
+        # heavy: evidence.report and its imports, kept out of pytest start-up
         from pytest_desched.evidence.report import REPORT_NAME
 
         return self.config.artifacts / REPORT_NAME
@@ -43,7 +43,7 @@ class SessionLifecycle(SessionState):
         """
         if not self.report_entries:
             return None
-        # heavy: +9 modules (~18ms), kept out of pytest start-up
+        # heavy: evidence.report and its imports, kept out of pytest start-up
         from pytest_desched.evidence.report import write_report
 
         shown: dict[str, Any] = {
@@ -108,7 +108,7 @@ class SessionLifecycle(SessionState):
         return bool(getattr(provider, "_created", True))
 
     def _close(self) -> dict[str, Any]:
-        # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
+        # heavy: the kubernetes client, kept out of pytest start-up
         from pytest_desched.descheduler.cleanup import cleanup_release, emergency_stop
 
         out: dict[str, Any] = {}

@@ -39,7 +39,7 @@ from pytest_desched.descheduler.policy.rule_table import RULES
 from pytest_desched.descheduler.policy.values import (
     RenderedValues,
     ValuesFile,
-    _node_line,
+    node_line,
     read_values,
     render_values,
 )
@@ -94,7 +94,7 @@ def _line(files: Sequence[ValuesFile], keys: Sequence[str]) -> tuple[str, int] |
     """The last file (Helm's order) that sets the longest prefix of ``keys``, and its line."""
     for n in range(len(keys), 0, -1):
         for f in reversed(files):
-            line = _node_line(f.node, list(keys[:n]))
+            line = node_line(f.node, list(keys[:n]))
             if line is not None:
                 return str(f.path), line
     return None

@@ -104,7 +104,7 @@ def track_policy(session: DeschedSession, snap: Snapshot, source: str) -> Policy
 
 
 def _session(cfg: DeschedConfig, name: str, report: Callable[[str], None]) -> DeschedSession:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched canary`'s input checks
+    # heavy: the kubernetes client, kept out of `desched canary`'s input checks
     from pytest_desched.session import DeschedSession
 
     return DeschedSession(cfg, report=lambda m: report(f"[{name}] {m}"), placement=runner_values())

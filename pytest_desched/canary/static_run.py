@@ -20,7 +20,7 @@ from pytest_desched.canary.static import (
     compare_lint,
     compare_metric_names,
 )
-from pytest_desched.canary.static.difference import Difference, _diff
+from pytest_desched.canary.static.difference import Difference, make_difference
 from pytest_desched.canary.static.metric_code import compare_declared_metrics, declared_metrics
 from pytest_desched.descheduler.chart_source import obtain_chart
 from pytest_desched.descheduler.policy.checker import checker_for, facts_for
@@ -81,7 +81,7 @@ def track_policies(
     """Each variant's policy as the track's release reads it, checked by that release's own
     policy checker before any cluster: what it cannot express is one line and exit 2, naming
     the track as the command does (`canary baseline`, `matrix release v0.33.0`)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+    # heavy: the kubernetes client, kept out of this module's import
     from pytest_desched.experiments import lab_policy
 
     # the pin's checker is the one lab_policy validated with; a named release builds its own
@@ -107,11 +107,17 @@ def translation_differences(track: str, readings: dict[str, ReleaseReading]) -> 
         for o in r.policy.overrides:
             if is_release_reading(o):
                 at = f"{track}:{variant}:{o['path']}"
-                out.append(_diff("DP009", TRANSLATION, at, "changed", o["old"], o["new"], o["why"]))
+                out.append(
+                    make_difference(
+                        "DP009", TRANSLATION, at, "changed", o["old"], o["new"], o["why"]
+                    )
+                )
         for key in r.lost:
             msg = f"descheduler {r.version} has no field for {key}: the {track} runs without it"
             out.append(
-                _diff("DP010", TRANSLATION, f"{track}:{key}", "removed", "active", None, msg)
+                make_difference(
+                    "DP010", TRANSLATION, f"{track}:{key}", "removed", "active", None, msg
+                )
             )
     return out
 

@@ -17,7 +17,7 @@ from pytest_desched.log import say
 
 def cmd_canary(args: argparse.Namespace) -> int:
     """Both tracks, the diff, the verdict; the Markdown report on stdout (or JSON)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.canary.engine import run_canary
 
     config = config_from_args(args)
@@ -27,7 +27,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
             "desched canary needs --candidate SPEC (version:vX.Y.Z, source:PATH, binary:PATH)"
         )
     if args.snapshot:
-        # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+        # heavy: the kubernetes client, kept out of `desched` start-up
         from pytest_desched.canary.snapshot import from_args
 
         rep = from_args(args, config, candidate, say)

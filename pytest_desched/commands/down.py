@@ -18,7 +18,7 @@ from pytest_desched.log import say
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    # heavy: providers.embedded.cluster +14 modules (~35ms); providers.embedded.owners +14 modules (~36ms); tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: providers.embedded.cluster and its imports; providers.embedded.owners and its imports; tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.providers.embedded.cluster import delete_cluster
     from pytest_desched.providers.embedded.owners import kept_clusters, stale_up_dirs
     from pytest_desched.tools.toolchain import Toolchain

@@ -10,7 +10,7 @@ from pytest_desched.errors import EXIT_OK
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    # heavy: +7 modules (~24ms), kept out of `desched` start-up
+    # heavy: its imports, kept out of `desched` start-up
     from pytest_desched.evidence.explain import explain, load, to_text
 
     x = explain(args.pod, load(args.record))

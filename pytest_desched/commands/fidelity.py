@@ -67,7 +67,7 @@ def text_of(outcome: Any) -> str:
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    # heavy: experiments.framework kubernetes client (0.2-0.7 s); fidelity.cases +5 modules (~10ms); fidelity.engine kubernetes client (0.2-0.7 s); session +5 modules (~15ms), kept out of `desched` start-up
+    # heavy: experiments.framework: the kubernetes client; fidelity.cases and its imports; fidelity.engine: the kubernetes client; session and its imports, kept out of `desched` start-up
     from pytest_desched.experiments.framework import VARIANTS
     from pytest_desched.fidelity.cases import DEFAULT, lookup_case
     from pytest_desched.fidelity.engine import run_fidelity
@@ -109,7 +109,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 
 def _snapshot(args: argparse.Namespace) -> int:
-    # heavy: +5 modules (~20ms), kept out of `desched` start-up
+    # heavy: fidelity.snapshot and its imports, kept out of `desched` start-up
     from pytest_desched.fidelity.snapshot import run_snapshot_fidelity
 
     config = config_from_args(args)

@@ -71,7 +71,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     missing or unreadable, values helm refuses, a --from release that is none) before any
     finding.
     """
-    # heavy: descheduler.policy.checker +7 modules (~12ms); descheduler.policy.lint +17 modules (~80ms); descheduler.policy.lint_output +8 modules (~15ms); descheduler.policy.values +8 modules (~14ms); tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: descheduler.policy.checker and its imports; descheduler.policy.lint and its imports; descheduler.policy.lint_output and its imports; descheduler.policy.values and its imports; tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.descheduler.policy.checker import checker_for
     from pytest_desched.descheduler.policy.lint import (
         lint_targets,

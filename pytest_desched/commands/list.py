@@ -14,7 +14,7 @@ from pytest_desched.errors import EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.experiments.catalogue import catalogue
 
     rows = catalogue()

@@ -79,7 +79,7 @@ def _as_list(v: Any) -> list[Any]:
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.canary.expectations import load_explanations
     from pytest_desched.canary.matrix import pair_charts, parse_experiments, run_matrix
 

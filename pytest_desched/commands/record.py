@@ -18,7 +18,7 @@ from pytest_desched.render import add_output
 
 def cmd_record(args: argparse.Namespace) -> int:
     """Record an incident window as a timeline file (read-only, no Secrets)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.replay.capture.record import record
 
     if not args.output_file:

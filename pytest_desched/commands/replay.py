@@ -48,7 +48,7 @@ def _ledger_out(ledger: Any, fmt: str, md: Any, data: Any) -> str:
 
 def _timeline_replay(args: argparse.Namespace) -> int:
     """`replay --timeline`: checked whole (timeline, speed, pause, repeat) before any cluster."""
-    # heavy: +8 modules (~15ms), kept out of `desched` start-up
+    # heavy: its imports, kept out of `desched` start-up
     from pytest_desched.replay.timeline.run import check_timeline, replay_timeline
 
     speed = args.speed if args.speed is not None else 1
@@ -150,7 +150,7 @@ def failed_rounds(results: list[Any]) -> list[str]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     """Replay a snapshot (or build a ledger from a log or a record, with no cluster)."""
-    # heavy: +5 modules (~15ms), kept out of `desched` start-up
+    # heavy: replay.ledger and its imports, kept out of `desched` start-up
     from pytest_desched.replay.ledger import ledger_from_log, ledger_from_record
 
     sources = [x for x in (args.snapshot, args.from_log, args.from_record, args.timeline) if x]
@@ -185,7 +185,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         return 0
     if args.host or args.namespace_prefix or args.kwok_image:
         return _host_replay(args)
-    # heavy: +9 modules (~26ms), kept out of `desched` start-up
+    # heavy: its imports, kept out of `desched` start-up
     from pytest_desched.replay.run import replay
 
     base = config_from_args(args, provider="embedded")
@@ -215,7 +215,7 @@ def _host_replay(args: argparse.Namespace) -> int:
         )
     if args.repeat != 1 or args.log:
         raise ConfigError("--host replays once, without --repeat or --log (not yet supported)")
-    # heavy: kubernetes client and the engine (+30 modules), kept out of `desched` start-up
+    # heavy: kubernetes client and the engine (and their imports), kept out of `desched` start-up
     from pytest_desched.replay.host.replay import replay_on_host
 
     kube = getattr(args, "--desched-existing-kubeconfig", None)

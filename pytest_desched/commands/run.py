@@ -19,7 +19,7 @@ from pytest_desched.log import say
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    # heavy: evidence.summary +6 modules (~9ms); experiments kubernetes client (0.2-0.7 s); session +5 modules (~15ms), kept out of `desched` start-up
+    # heavy: evidence.summary and its imports; experiments the kubernetes client; session and its imports, kept out of `desched` start-up
     from pytest_desched.evidence.summary import summary_line
     from pytest_desched.experiments import REGISTRY, lookup
     from pytest_desched.session import DeschedSession
@@ -35,7 +35,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown experiment {n!r}; known: {sorted(REGISTRY)}") from None
         if args.no_loop:
             check_no_loop(cycles_to_run(cycles, cls.default_cycles), n)
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.experiments.framework import VARIANTS
 
     if args.variant is not None and args.variant not in VARIANTS:  # before any cluster
@@ -93,7 +93,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _experiment_of(record: dict[str, Any], names: list[str]) -> str:
     """Which of `names` a round record belongs to (records carry the experiment's title)."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.experiments import lookup
 
     label = str(record.get("experiment", ""))

@@ -21,7 +21,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
     """The pinned kwokctl for the exporter: built only when asked for by name, else if cached."""
     if exporter == "client":
         return None
-    # heavy: +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: its imports, kept out of `desched` start-up
     from pytest_desched.tools.toolchain import Toolchain
 
     tc = Toolchain(cache_dir=cache_dir, report=say)
@@ -31,7 +31,7 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of `desched` start-up
+    # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.replay.capture.snapshot import take_snapshot
 
     if not args.output_file:

@@ -22,7 +22,7 @@ from pytest_desched.tools.versions import load_versions
 def cmd_tools(args: argparse.Namespace) -> int:
     import time
 
-    # heavy: +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: its imports, kept out of `desched` start-up
     from pytest_desched.tools.toolchain import Toolchain, provide
 
     cand = None

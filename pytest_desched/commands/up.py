@@ -32,7 +32,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     # heavy: see above
     from pytest_desched.providers.embedded.owners import write_up_owner
 
-    # heavy: +5 modules (~15ms), kept out of `desched` start-up
+    # heavy: session and its imports, kept out of `desched` start-up
     from pytest_desched.session import DeschedSession
 
     cache = Path(

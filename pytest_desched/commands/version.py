@@ -44,7 +44,7 @@ def version_info() -> dict[str, Any]:
 def lint_tools() -> str:
     """Where `desched lint` takes helm and the policy checker from, as the toolchain would
     (explicit, PATH, lint-bin, cache, or a Go build on first lint); builds and prints nothing."""
-    # heavy: tools.toolchain +2 modules (~4ms), kept out of `desched` start-up
+    # heavy: tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.tools.lint_bin import SOURCE, TOOLS, installed
     from pytest_desched.tools.toolchain import Toolchain
 

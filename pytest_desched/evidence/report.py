@@ -56,7 +56,7 @@ _TIMELINE_ROWS = (
 _XML_PROLOGUE = re.compile(r"\A.*?(?=<svg)", re.S)
 
 
-def _plain(obj: Any) -> Any:
+def json_native(obj: Any) -> Any:
     """JSON-native data (as the records on disk), so redaction sees every string."""
     return json.loads(json.dumps(obj, default=str))
 
@@ -282,7 +282,7 @@ def round_charts(rec: Mapping[str, Any], salt: str) -> dict[str, Markup | None]:
         }
 
 
-def _round_view(
+def round_view(
     rec: Mapping[str, Any], salt: str, charts: Mapping[str, Markup | None] | None = None
 ) -> dict[str, Any]:
     """What the template needs of one round record, charts included (drawn now if not given)."""
@@ -299,7 +299,7 @@ def _round_view(
 
 def entry_views(entry: Mapping[str, Any], index: int) -> list[dict[str, Any]]:
     """The round views (charts drawn) of the `index`-th already-redacted entry."""
-    return [_round_view(r, f"e{index}r{j}") for j, r in enumerate(entry.get("rounds") or [])]
+    return [round_view(r, f"e{index}r{j}") for j, r in enumerate(entry.get("rounds") or [])]
 
 
 def report_context(
@@ -336,7 +336,7 @@ def render_report(
 ) -> str:
     """The page as HTML text; everything shown passes through `redactor` first."""
     red = redactor or Redactor.disabled()
-    data = red.redact(_plain({"entries": list(entries), "info": dict(info or {})}))
+    data = red.redact(json_native({"entries": list(entries), "info": dict(info or {})}))
     template = _environment().get_template("report.html.j2")
     return template.render(**report_context(data["entries"], data["info"], ahead))
 
@@ -471,7 +471,7 @@ def canary_context(canary: Mapping[str, Any]) -> dict[str, Any]:
 
 def render_canary_report(canary: Mapping[str, Any], redactor: Redactor | None = None) -> str:
     red = redactor or Redactor.disabled()
-    data = red.redact(_plain(dict(canary)))
+    data = red.redact(json_native(dict(canary)))
     return _environment().get_template("canary.html.j2").render(**canary_context(data))
 
 
@@ -531,7 +531,7 @@ def replay_context(replay: Mapping[str, Any]) -> dict[str, Any]:
 
 def render_replay_report(replay: Mapping[str, Any], redactor: Redactor | None = None) -> str:
     red = redactor or Redactor.disabled()
-    data = red.redact(_plain(dict(replay)))
+    data = red.redact(json_native(dict(replay)))
     return _environment().get_template("replay.html.j2").render(**replay_context(data))
 
 

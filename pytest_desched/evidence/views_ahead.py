@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from pytest_desched.evidence.report import _plain, _round_view, chart_key, round_charts, warm_up
+from pytest_desched.evidence.report import chart_key, json_native, round_charts, round_view, warm_up
 from pytest_desched.redaction import Redactor
 
 
@@ -40,14 +40,14 @@ class ViewsAhead:
         self._rounds[salt] = (key, self._pool.submit(round_charts, redacted, salt))
 
     def submit(self, index: int, entry: Mapping[str, Any], redactor: Redactor) -> None:
-        data = redactor.redact(_plain(dict(entry)))
+        data = redactor.redact(json_native(dict(entry)))
         for j, rec in enumerate(data.get("rounds") or []):
             self.submit_round(index, j, rec)
 
     def views(self, index: int, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The `index`-th entry's round views, with the charts drawn ahead where they fit."""
         return [
-            _round_view(r, f"e{index}r{j}", self._charts(f"e{index}r{j}", r))
+            round_view(r, f"e{index}r{j}", self._charts(f"e{index}r{j}", r))
             for j, r in enumerate(entry.get("rounds") or [])
         ]
 

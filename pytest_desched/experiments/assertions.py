@@ -3,8 +3,9 @@
 Evicted or kept (by pod or by workload), the deciding layer per pod, skew per topology key,
 pods per node, nothing Pending, the PDB never below its desired healthy count, the exact
 eviction count by strategy. Each function returns a `Check` (stable id, name, ok, detail)
-and never raises, so an experiment records it (`Expect(runner, view).evicted(...)` adds it
-to the result) and a plain test asserts it (`require(check)`). A selection that matches no
+and never raises on the evidence (a wrong argument type is a TypeError naming the fix), so an
+experiment records it (`Expect(runner, view).evicted(...)` adds it to the result) and a plain
+test asserts it (`require(check)`). A workload is its name or the lab object itself. A selection that matches no
 pod fails: an assertion that cannot fail is a defect.
 
 Evidence is joined per pod in a `Ledger`: the UID and node before the round, what the
@@ -20,11 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import CHAIN, Fate, PodDecision, decide
 from pytest_desched.experiments.results import Check
+from pytest_desched.lab.inputs import pod_names, workload_name
 
 if TYPE_CHECKING:
     from pytest_desched.experiments.framework import RolloutBaseline, RoundView, Runner
     from pytest_desched.lab.recorder import Recorder
     from pytest_desched.lab.snapshot import Snapshot
+    from pytest_desched.lab.workloads import Pod, Workload
 
 NOT_SELECTED = "policy"  # no decision in the log: the strategy never picked the pod
 
@@ -114,10 +117,11 @@ class Ledger:
         return cls(rows, bool(view.audit.get("available")), view.rnd.name)
 
     def select(
-        self, workload: str | None = None, pods: Iterable[str] | None = None
+        self, workload: str | Workload | None = None, pods: Iterable[str | Pod] | None = None
     ) -> list[PodFate]:
         """Rows of `workload` and/or `pods` (names, or `namespace/name` when names repeat
-        across the lab's namespaces)."""
+        across the lab's namespaces); a lab workload or `Pod` stands for its name."""
+        workload, pods = workload_name(workload, "Ledger.select"), pod_names(pods, "Ledger.select")
         wanted = None if pods is None else set(pods)
         return [
             r
@@ -156,8 +160,8 @@ def _audit_ok(r: PodFate, audit: bool) -> bool:
 def evicted(
     ledger: Ledger,
     *,
-    workload: str | None = None,
-    pods: Iterable[str] | None = None,
+    workload: str | Workload | None = None,
+    pods: Iterable[str | Pod] | None = None,
     count: int | None = None,
     strategy: str | None = None,
 ) -> Check:
@@ -166,6 +170,7 @@ def evicted(
     Evicted means: the log's `Evicted pod`, a 201 from the API server (when its audit log is
     readable) and the UID no longer live after the round.
     """
+    workload, pods = workload_name(workload, "evicted"), pod_names(pods, "evicted")
     rows = ledger.select(workload, pods)
     done = [r for r in rows if r.evicted and _audit_ok(r, ledger.audit_available)]
     want = len(rows) if count is None else count
@@ -181,9 +186,13 @@ def evicted(
 
 
 def kept(
-    ledger: Ledger, *, workload: str | None = None, pods: Iterable[str] | None = None
+    ledger: Ledger,
+    *,
+    workload: str | Workload | None = None,
+    pods: Iterable[str | Pod] | None = None,
 ) -> Check:
     """Every selected pod survived the round: same UID live after, no 201 at the API server."""
+    workload, pods = workload_name(workload, "kept"), pod_names(pods, "kept")
     rows = ledger.select(workload, pods)
     lost = [r for r in rows if not r.live_after or 201 in r.audit_codes or r.evicted]
     detail = _rows(rows) if rows else f"no such pod in the lab before round {ledger.round_name}"
@@ -198,13 +207,14 @@ def kept(
 def refused(
     ledger: Ledger,
     *,
-    workload: str | None = None,
-    pods: Iterable[str] | None = None,
+    workload: str | Workload | None = None,
+    pods: Iterable[str | Pod] | None = None,
     count: int,
     code: int = 429,
 ) -> Check:
     """Exactly `count` selected pods had their eviction refused with `code` (429: a PDB), per
     the log and, when readable, the API server's audit log; and each of them is still live."""
+    workload, pods = workload_name(workload, "refused"), pod_names(pods, "refused")
     rows = ledger.select(workload, pods)
     hit = [
         r
@@ -227,8 +237,8 @@ def decided_by(
     ledger: Ledger,
     layer: str,
     *,
-    workload: str | None = None,
-    pods: Iterable[str] | None = None,
+    workload: str | Workload | None = None,
+    pods: Iterable[str | Pod] | None = None,
     checks: Sequence[str] | None = None,
 ) -> Check:
     """Each selected pod's deciding layer is `layer` (and its evictor checks are `checks`).
@@ -240,6 +250,7 @@ def decided_by(
     (a log line missed, or a namespace left out of the log's scope, cannot pass as "kept by
     the policy").
     """
+    workload, pods = workload_name(workload, "decided_by"), pod_names(pods, "decided_by")
     rows = ledger.select(workload, pods)
     wrong = [
         r
@@ -279,13 +290,14 @@ def skew(
     domains: Mapping[str, str],
     max_skew: int,
     *,
-    workload: str | None = None,
+    workload: str | Workload | None = None,
     key: str = "topology",
 ) -> Check:
     """Live pods per topology domain differ by at most `max_skew` (empty domains count as 0).
 
     `domains` maps node -> domain, e.g. `lab.topology("topology.kubernetes.io/zone")`.
     """
+    workload = workload_name(workload, "skew")
     counts = dict.fromkeys(sorted(set(domains.values())), 0)
     elsewhere = []
     pods = snapshot.of(workload)
@@ -305,9 +317,10 @@ def skew(
 
 
 def pods_per_node(
-    snapshot: Snapshot, expected: Mapping[str, int], *, workload: str | None = None
+    snapshot: Snapshot, expected: Mapping[str, int], *, workload: str | Workload | None = None
 ) -> Check:
     """Live pods per node are exactly `expected` (nodes not listed must hold none)."""
+    workload = workload_name(workload, "pods_per_node")
     seen: dict[str, int] = {}
     for p in snapshot.of(workload):
         seen[p.node or "<unscheduled>"] = seen.get(p.node or "<unscheduled>", 0) + 1
@@ -350,18 +363,18 @@ def replaced(
     before: Snapshot,
     final: Snapshot,
     *,
-    workload: str,
+    workload: str | Workload,
     count: int,
     avoid: Iterable[str] = (),
 ) -> Check:
     """`count` new Ready pods of `workload` (new UIDs), none on the nodes in `avoid`."""
+    name = workload_name(workload, "replaced")
     avoid = set(avoid)
-    new = [p for p in final.of(workload) if p.uid not in before.uids]
+    new = [p for p in final.of(name) if p.uid not in before.uids]
     ok = len(new) == count and all(p.ready and p.node not in avoid for p in new)
     return Check(
-        f"replaced:{workload}",
-        f"{count} replacement(s) of {workload} Ready"
-        + (f", not on {sorted(avoid)}" if avoid else ""),
+        f"replaced:{name}",
+        f"{count} replacement(s) of {name} Ready" + (f", not on {sorted(avoid)}" if avoid else ""),
         ok,
         f"new pods {[(p.name, p.node, p.ready) for p in new]}",
     )

@@ -58,7 +58,7 @@ def lookup_case(name: str) -> FidelityCase:
     """A built-in case by name, or any registered experiment with its default variant."""
     if name in BY_NAME:
         return BY_NAME[name]
-    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+    # heavy: the kubernetes client, kept out of this module's import
     from pytest_desched.experiments import REGISTRY
 
     if name in REGISTRY:

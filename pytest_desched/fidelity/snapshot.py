@@ -220,7 +220,7 @@ class FidelityHalf(Replay):
         self.box = seen[mode]
 
     def before_round(self, i: int, cluster: Any) -> dict[str, Any]:
-        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+        # heavy: the kubernetes client, kept out of this module's import
         from pytest_desched.replay.kubeapi import list_all
 
         self.box["nodes"] = node_facts(cluster.core.list_node().items, self.inp.policy.to_dict())

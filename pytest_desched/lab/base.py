@@ -23,10 +23,7 @@ from pytest_desched.lab.inputs import (
 )
 from pytest_desched.lab.recorder import Recorder, record_lab
 from pytest_desched.lab.snapshot import PodInfo, Snapshot
-from pytest_desched.lab.workloads import (
-    DEFAULT_IMAGE,
-    _labels,
-)
+from pytest_desched.lab.values import DEFAULT_IMAGE, check_labels
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -37,7 +34,7 @@ if TYPE_CHECKING:
 LAB_LABEL = "desched.pytest.io/lab"  # on cluster-scoped objects: the lab namespace that made them
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"  # the node controller's, for a cordon
 # Controllers deleted before the namespace, so none of them recreates a pod while it goes.
-_CONTROLLERS = (
+CONTROLLERS = (
     ("apps", "delete_collection_namespaced_deployment"),
     ("apps", "delete_collection_namespaced_stateful_set"),
     ("apps", "delete_collection_namespaced_daemon_set"),
@@ -47,7 +44,7 @@ _CONTROLLERS = (
 )
 
 
-def _api_message(exc: ApiException) -> tuple[str, str]:
+def api_message(exc: ApiException) -> tuple[str, str]:
     """(kind/name, message) from the API server's Status body; never the HTTP headers."""
     try:
         body = json.loads(exc.body or "{}")
@@ -60,7 +57,7 @@ def _api_message(exc: ApiException) -> tuple[str, str]:
     return obj, str(body.get("message") or "")[:300]
 
 
-def _ignore_404(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+def ignore_404(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """fn(*args, **kwargs), or None when the object is already gone (404)."""
     try:
         return fn(*args, **kwargs)
@@ -70,16 +67,19 @@ def _ignore_404(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return None
 
 
-def _owner_kind(pod: Any) -> str | None:
+def owner_kind(pod: Any) -> str | None:
+    """The kind of a pod's first owner (None for a bare pod), named in teardown's messages."""
     owners = pod.metadata.owner_references or []
     return owners[0].kind if owners else None
 
 
-def _pods_seen(s: Snapshot) -> str:
+def pods_seen(s: Snapshot) -> str:
+    """A snapshot's pods in one line, for a wait's timeout message."""
     return str([(p.name, p.node, p.phase, p.ready, p.deleting) for p in s.pods])
 
 
-def _taint_dicts(node: Any) -> list[dict[str, Any]]:
+def taint_dicts(node: Any) -> list[dict[str, Any]]:
+    """A node's taints as the API's dicts (empty fields left out), ready to patch back."""
     return [
         {k: v for k, v in (("key", t.key), ("value", t.value), ("effect", t.effect)) if v}
         for t in (node.spec.taints or [])
@@ -118,7 +118,7 @@ class LabBase:
         # some (an owner kind it does not know may be recreating them; see delete_namespace).
         self.pod_settle_s = 5.0
         check_namespace(namespace)  # a bad name fails here, before any cluster change
-        _labels("Lab(pool=...)", {POOL_LABEL: pool})
+        check_labels("Lab(pool=...)", {POOL_LABEL: pool})
 
     @property
     def namespaces(self) -> list[str]:

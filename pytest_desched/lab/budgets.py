@@ -5,17 +5,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from pytest_desched.lab.inputs import workload_name
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
 from pytest_desched.lab.values import (
-    _MAX_USER_PRIORITY,
-    _fail,
-    _int,
-    _labels,
-    _name,
-    _one_of,
+    MAX_USER_PRIORITY,
+    check_int,
+    check_labels,
+    check_name,
+    check_one_of,
+    config_error,
 )
+
+if TYPE_CHECKING:
+    from pytest_desched.lab.workloads import Workload
 
 
 # --- other namespaced and cluster-scoped objects -------------------------------------------
@@ -25,7 +29,9 @@ class PodDisruptionBudget:
 
     name: str
     _: KW_ONLY
-    selects: str | None = None
+    selects: str | Workload | None = (
+        None  # a workload: its name, or the lab object (kept as its name)
+    )
     match_labels: Mapping[str, str] | None = None
     min_available: int | str | None = None
     max_unavailable: int | str | None = None
@@ -35,26 +41,33 @@ class PodDisruptionBudget:
 
     def __post_init__(self) -> None:
         what = f"PodDisruptionBudget {self.name!r}"
-        _name(what, self.name)
+        check_name(what, self.name)
         if (self.selects is None) == (self.match_labels is None):
-            raise _fail(what, "select pods by exactly one of selects= or match_labels=", "pass one")
+            raise config_error(
+                what, "select pods by exactly one of selects= or match_labels=", "pass one"
+            )
         if self.selects is not None:
-            _name(f"{what} selects", self.selects)
+            object.__setattr__(self, "selects", workload_name(self.selects, f"{what} selects"))
+            check_name(f"{what} selects", self.selects)
         else:
-            object.__setattr__(self, "match_labels", _labels(what, self.match_labels))
+            object.__setattr__(self, "match_labels", check_labels(what, self.match_labels))
         if (self.min_available is None) == (self.max_unavailable is None):
-            raise _fail(what, "set exactly one of min_available and max_unavailable", "pass one")
+            raise config_error(
+                what, "set exactly one of min_available and max_unavailable", "pass one"
+            )
         for k in ("min_available", "max_unavailable"):
             v = getattr(self, k)
             if v is None:
                 continue
             if isinstance(v, str):
                 if not re.fullmatch(r"\d{1,3}%", v) or int(v[:-1]) > 100:
-                    raise _fail(f"{what} {k}", f"{v!r} is not a percentage", "write e.g. '50%'")
+                    raise config_error(
+                        f"{what} {k}", f"{v!r} is not a percentage", "write e.g. '50%'"
+                    )
             else:
-                _int(f"{what} {k}", v, 0)
+                check_int(f"{what} {k}", v, 0)
         if self.namespace is not None:
-            _name(f"{what} namespace", self.namespace)
+            check_name(f"{what} namespace", self.namespace)
 
     def manifest(self, namespace: str) -> dict[str, Any]:
         # exactly one is set (__post_init__)
@@ -86,12 +99,12 @@ class PriorityClass:
 
     def __post_init__(self) -> None:
         what = f"PriorityClass {self.name!r}"
-        _name(what, self.name)
+        check_name(what, self.name)
         if self.name.startswith("system-"):
-            raise _fail(what, "system- names are reserved", "pick another name")
-        _int(f"{what} value", self.value, -2_147_483_648, _MAX_USER_PRIORITY)
+            raise config_error(what, "system- names are reserved", "pick another name")
+        check_int(f"{what} value", self.value, -2_147_483_648, MAX_USER_PRIORITY)
         if self.preemption_policy is not None:
-            _one_of(
+            check_one_of(
                 f"{what} preemption_policy",
                 self.preemption_policy,
                 ("PreemptLowerPriority", "Never"),

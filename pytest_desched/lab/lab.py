@@ -29,7 +29,7 @@ from typing import Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import LabApiError
-from pytest_desched.lab.base import _api_message
+from pytest_desched.lab.base import api_message
 from pytest_desched.lab.objects import ObjectSteps
 from pytest_desched.lab.teardown import TeardownSteps
 
@@ -46,7 +46,7 @@ def _short_api_errors(method: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return method(self, *args, **kwargs)
         except ApiException as exc:
-            obj, message = _api_message(exc)
+            obj, message = api_message(exc)
             where = obj or f"namespace {self.namespace}"
             raise LabApiError(
                 f"Lab.{method.__name__}", where, exc.status, str(exc.reason or ""), message

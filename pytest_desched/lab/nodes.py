@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_desched.kube import wait_for
-from pytest_desched.lab.base import UNSCHEDULABLE_TAINT, LabBase, _taint_dicts
-from pytest_desched.lab.inputs import (
-    POOL_LABEL,
-    LabConfigError,
-)
-from pytest_desched.lab.workloads import (
-    ZONE_KEY,
-    Taint,
-    _labels,
-)
-
-if TYPE_CHECKING:
-    pass
+from pytest_desched.lab.base import UNSCHEDULABLE_TAINT, LabBase, taint_dicts
+from pytest_desched.lab.inputs import POOL_LABEL, LabConfigError, node_name
+from pytest_desched.lab.values import ZONE_KEY, Taint, check_labels
 
 
 class NodeSteps(LabBase):
@@ -35,12 +25,14 @@ class NodeSteps(LabBase):
 
     def label_node(self, node: str, value: str | None = None) -> None:
         """The runbook's step: put the pool label (this lab's pool by default) on `node`."""
+        node = node_name(node, "Lab.label_node")
         self._remember_label(node)
         self.cluster.core.patch_node(
             node, {"metadata": {"labels": {POOL_LABEL: value or self.pool}}}
         )
 
     def unlabel_node(self, node: str) -> None:
+        node = node_name(node, "Lab.unlabel_node")
         self._remember_label(node)
         self.cluster.core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: None}}})
 
@@ -52,9 +44,10 @@ class NodeSteps(LabBase):
 
     def set_node_labels(self, node: str, labels: Mapping[str, str | None]) -> None:
         """Set (a value) or remove (None) node labels; the originals come back on teardown."""
+        node = node_name(node, "Lab.set_node_labels")
         what = f"Lab.set_node_labels({node!r})"
-        _labels(what, {k: v for k, v in labels.items() if v is not None})
-        _labels(what, dict.fromkeys(labels, "x"))  # the keys of removals too
+        check_labels(what, {k: v for k, v in labels.items() if v is not None})
+        check_labels(what, dict.fromkeys(labels, "x"))  # the keys of removals too
         current = self.cluster.core.read_node(node).metadata.labels or {}
         kept = self._node_labels.setdefault(node, {})
         for k in labels:
@@ -64,25 +57,27 @@ class NodeSteps(LabBase):
     def _remember_spec(self, node: str) -> Any:
         n = self.cluster.core.read_node(node)
         self._node_specs.setdefault(
-            node, {"taints": _taint_dicts(n), "unschedulable": bool(n.spec.unschedulable)}
+            node, {"taints": taint_dicts(n), "unschedulable": bool(n.spec.unschedulable)}
         )
         return n
 
     def taint(self, node: str, taint: Taint) -> None:
         """Add (or replace, same key and effect) a taint on `node`."""
+        node = node_name(node, "Lab.taint")
         if not isinstance(taint, Taint):
             raise LabConfigError(f"Lab.taint({node!r}): {taint!r} is not a Taint; use Taint(...)")
         n = self._remember_spec(node)
         keep = [
             t
-            for t in _taint_dicts(n)
+            for t in taint_dicts(n)
             if not (t["key"] == taint.key and t.get("effect") == taint.effect)
         ]
         self.cluster.core.patch_node(node, {"spec": {"taints": [*keep, taint.manifest()]}})
 
     def untaint(self, node: str, key: str) -> None:
+        node = node_name(node, "Lab.untaint")
         n = self._remember_spec(node)
-        keep = [t for t in _taint_dicts(n) if t["key"] != key]
+        keep = [t for t in taint_dicts(n) if t["key"] != key]
         self.cluster.core.patch_node(node, {"spec": {"taints": keep or None}})
 
     def _cordon_taint(self, node: str) -> bool:
@@ -91,6 +86,7 @@ class NodeSteps(LabBase):
 
     def cordon(self, node: str, wait: bool = True) -> None:
         """`kubectl cordon`; waits until the node controller's taint shows it was seen."""
+        node = node_name(node, "Lab.cordon")
         self._remember_spec(node)
         self.cluster.core.patch_node(node, {"spec": {"unschedulable": True}})
         if wait:
@@ -98,6 +94,7 @@ class NodeSteps(LabBase):
 
     def uncordon(self, node: str, wait: bool = True) -> None:
         """`kubectl uncordon`; waits until the unschedulable taint is gone again."""
+        node = node_name(node, "Lab.uncordon")
         self._remember_spec(node)
         self.cluster.core.patch_node(node, {"spec": {"unschedulable": None}})
         if wait:
@@ -111,6 +108,7 @@ class NodeSteps(LabBase):
     @contextlib.contextmanager
     def only_on(self, node: str) -> Iterator[None]:
         """Every other worker cordoned while the block runs (placement without pinning)."""
+        node = node_name(node, "Lab.only_on")
         workers = list(self.cluster.workers)
         if node not in workers:
             raise LabConfigError(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.kube import wait_for, watch_until
-from pytest_desched.lab.base import LAB_LABEL, _ignore_404, _pods_seen
+from pytest_desched.lab.base import LAB_LABEL, ignore_404, pods_seen
 from pytest_desched.lab.inputs import (
     EVICTABLE_LABEL,
     MANAGED_BY,
@@ -19,6 +19,8 @@ from pytest_desched.lab.inputs import (
     POOL_LABEL,
     LabConfigError,
     check_namespace,
+    pod_names,
+    workload_name,
 )
 from pytest_desched.lab.nodes import NodeSteps
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL, PodInfo, Snapshot
@@ -102,7 +104,7 @@ class ObjectSteps(NodeSteps):
 
         what = f"{n} Ready pods ({self.app}) in {self.namespace}"
         if self._extra_namespaces:  # pods of several namespaces: no single watch covers them
-            return wait_for(what, self.snapshot, ok, timeout or self.timeout, describe=_pods_seen)
+            return wait_for(what, self.snapshot, ok, timeout or self.timeout, describe=pods_seen)
 
         def snap(pods: list[Any]) -> Snapshot:
             infos = sorted((PodInfo.of(p) for p in pods), key=lambda p: (p.namespace, p.name))
@@ -113,7 +115,7 @@ class ObjectSteps(NodeSteps):
             self.cluster.core.list_namespaced_pod,
             lambda pods: ok(snap(pods)),
             timeout or self.timeout,
-            lambda pods: _pods_seen(snap(pods)),
+            lambda pods: pods_seen(snap(pods)),
             self.namespace,
         )
         done = snap(pods)
@@ -181,7 +183,7 @@ class ObjectSteps(NodeSteps):
                     from kubernetes import client
 
                     if (
-                        _ignore_404(
+                        ignore_404(
                             client.SchedulingV1Api(self.cluster.api_client).read_priority_class, pc
                         )
                         is None
@@ -334,8 +336,7 @@ class ObjectSteps(NodeSteps):
 
     def pods(self, workload: str | Workload | None = None) -> list[PodInfo]:
         """The live pods of a workload (or of the whole lab)."""
-        name = workload.name if isinstance(workload, Workload) else workload
-        return self.snapshot().of(name)
+        return self.snapshot().of(workload_name(workload, "Lab.pods"))
 
     def _pod(self, name: str, namespace: str | None) -> Any:
         return self.cluster.core.read_namespaced_pod(name, namespace or self.namespace)
@@ -414,7 +415,10 @@ class ObjectSteps(NodeSteps):
         return PodInfo.of(self._replace_status(name, namespace, change))
 
     def wait_older_than(
-        self, seconds: float, workload: str | None = None, names: Iterable[str] | None = None
+        self,
+        seconds: float,
+        workload: str | Workload | None = None,
+        names: Iterable[str | Pod] | None = None,
     ) -> Snapshot:
         """Wait until every live pod (of `workload`, or named) was created over `seconds` ago.
 
@@ -422,6 +426,8 @@ class ObjectSteps(NodeSteps):
         minPodLifetimeSeconds); the API server's creationTimestamp against this host's clock,
         which is the API server's own on the embedded cluster.
         """
+        workload = workload_name(workload, "Lab.wait_older_than")
+        names = pod_names(names, "Lab.wait_older_than")
         wanted = None if names is None else set(names)
 
         def youngest() -> float:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_desched.kube import pod_ready
+from pytest_desched.lab.inputs import pod_names, workload_name
 
 WORKLOAD_LABEL = "desched.pytest.io/workload"  # set on every pod a lab workload makes
 
@@ -93,9 +94,11 @@ class Snapshot:
     def owners(self) -> set[str | None]:
         return {p.owner for p in self.live}
 
-    def of(self, workload: str | None = None, names: Any = None) -> list[PodInfo]:
-        """Live pods of one workload (by name) and/or with the given pod names."""
-        wanted = None if names is None else set(names)
+    def of(self, workload: Any = None, names: Any = None) -> list[PodInfo]:
+        """Live pods of one workload (its name or the lab object) and/or with the given pod
+        names."""
+        workload = workload_name(workload, "Snapshot.of")
+        wanted = None if names is None else set(pod_names(names, "Snapshot.of") or ())
         return [
             p
             for p in self.live

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kubernetes.client.rest import ApiException
 
 from pytest_desched.kube import WaitTimeout, wait_for
-from pytest_desched.lab.base import _CONTROLLERS, LabBase, _ignore_404, _owner_kind
+from pytest_desched.lab.base import CONTROLLERS, LabBase, ignore_404, owner_kind
 from pytest_desched.lab.inputs import (
     POOL_LABEL,
 )
@@ -48,7 +48,7 @@ class TeardownSteps(LabBase):
                     "unschedulable": spec["unschedulable"] or None,
                 }
             }
-            if _ignore_404(self.cluster.core.patch_node, node, patch) is None:
+            if ignore_404(self.cluster.core.patch_node, node, patch) is None:
                 continue
             want = {t["key"] for t in spec["taints"]}
             cordoned = spec["unschedulable"]
@@ -74,9 +74,9 @@ class TeardownSteps(LabBase):
         """
         mine = ([self.namespace] if self.created_namespace else []) + list(self._extra_namespaces)
         for ns in mine:
-            _ignore_404(self.cluster.core.delete_namespace, ns)
+            ignore_404(self.cluster.core.delete_namespace, ns)
         for ns in mine:
-            _ignore_404(
+            ignore_404(
                 self.cluster.core.delete_collection_namespaced_pod, ns, grace_period_seconds=0
             )
         self.cluster.namespace_reaper.hand_over(mine)
@@ -95,9 +95,9 @@ class TeardownSteps(LabBase):
         if not mine:
             return
         for ns in mine:
-            for group, method in _CONTROLLERS:
+            for group, method in CONTROLLERS:
                 api = getattr(self.cluster, group)
-                _ignore_404(getattr(api, method), ns, propagation_policy="Background")
+                ignore_404(getattr(api, method), ns, propagation_policy="Background")
 
         def pods_left() -> list[str]:
             names = []
@@ -105,7 +105,7 @@ class TeardownSteps(LabBase):
                 pods = self.cluster.core.list_namespaced_pod(ns).items
                 if pods:  # without grace: no kubelet honours it, the namespace waits for them
                     self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-                names += [f"{ns}/{p.metadata.name} (owner {_owner_kind(p)})" for p in pods]
+                names += [f"{ns}/{p.metadata.name} (owner {owner_kind(p)})" for p in pods]
             return names
 
         # Pods first: an empty namespace is finalized in one pass of its controller, which
@@ -114,17 +114,17 @@ class TeardownSteps(LabBase):
         with contextlib.suppress(WaitTimeout):
             wait_for("lab pods gone", pods_left, lambda names: not names, self.pod_settle_s)
         for ns in mine:
-            _ignore_404(self.cluster.core.delete_namespace, ns)
+            ignore_404(self.cluster.core.delete_namespace, ns)
 
         def left() -> dict[str, list[str]]:
             out: dict[str, list[str]] = {}
             for ns in mine:
-                if _ignore_404(self.cluster.core.read_namespace, ns) is None:
+                if ignore_404(self.cluster.core.read_namespace, ns) is None:
                     continue
                 pods = self.cluster.core.list_namespaced_pod(ns).items
                 if pods:  # without grace: no kubelet honours it, the namespace waits for them
                     self.cluster.core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
-                out[ns] = [f"{p.metadata.name} (owner {_owner_kind(p)})" for p in pods]
+                out[ns] = [f"{p.metadata.name} (owner {owner_kind(p)})" for p in pods]
             return out
 
         wait_for(
@@ -145,20 +145,18 @@ class TeardownSteps(LabBase):
         sched = client.SchedulingV1Api(self.cluster.api_client)
         pvs = [name for kind, _, name in self._objects if kind == "PersistentVolume"]
         for name in pvs:
-            _ignore_404(self.cluster.core.delete_persistent_volume, name)
+            ignore_404(self.cluster.core.delete_persistent_volume, name)
         if pvs:
             wait_for(
                 f"PersistentVolumes {pvs} deleted",
-                lambda: [
-                    n for n in pvs if _ignore_404(self.cluster.core.read_persistent_volume, n)
-                ],
+                lambda: [n for n in pvs if ignore_404(self.cluster.core.read_persistent_volume, n)],
                 lambda remaining: not remaining,
                 timeout,
             )
             gone += [f"PersistentVolume/{n}" for n in pvs]
         for kind, _, name in self._objects:
             if kind == "PriorityClass":
-                _ignore_404(sched.delete_priority_class, name)
+                ignore_404(sched.delete_priority_class, name)
                 gone.append(f"PriorityClass/{name}")
         self._objects = [o for o in self._objects if o[1] is not None]
         return gone

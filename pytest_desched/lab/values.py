@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_desched.lab.inputs import LabConfigError
+from pytest_desched.lab.inputs import LabConfigError, workload_name
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
 
 LAB_STORAGE_CLASS = "desched-lab"  # statically provisioned: the lab creates pre-bound PVs
@@ -24,17 +24,19 @@ TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
-_MAX_USER_PRIORITY = 1_000_000_000  # above this PriorityClass values are reserved for system-*
+MAX_USER_PRIORITY = 1_000_000_000  # above this PriorityClass values are reserved for system-*
 
 
 # --- input checks (raise LabConfigError naming the input and the fix) ----------------------
-def _fail(what: str, problem: str, fix: str) -> LabConfigError:
+def config_error(what: str, problem: str, fix: str) -> LabConfigError:
+    """The one wording of a refused lab input: `what: problem; fix`."""
     return LabConfigError(f"{what}: {problem}; {fix}")
 
 
-def _name(what: str, name: Any) -> str:
+def check_name(what: str, name: Any) -> str:
+    """`name` as an object name (an RFC 1123 label, also a label value), or refused."""
     if not isinstance(name, str) or len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
-        raise _fail(
+        raise config_error(
             what,
             f"name {name!r} is not an RFC 1123 label",
             "use at most 63 lower-case letters, digits and '-', starting and ending with a "
@@ -43,7 +45,8 @@ def _name(what: str, name: Any) -> str:
     return name
 
 
-def _label_key(what: str, key: Any) -> str:
+def check_label_key(what: str, key: Any) -> str:
+    """`key` as a label key (`[dns-prefix/]name`), or refused."""
     prefix, _, name = key.rpartition("/") if isinstance(key, str) else ("", "", None)
     ok = (
         isinstance(name, str)
@@ -55,25 +58,29 @@ def _label_key(what: str, key: Any) -> str:
         )
     )
     if not ok:
-        raise _fail(
+        raise config_error(
             what, f"label key {key!r} is invalid", "use [dns-prefix/]name, name <= 63 chars"
         )
     return key
 
 
-def _labels(what: str, labels: Any) -> dict[str, str]:
+def check_labels(what: str, labels: Any) -> dict[str, str]:
+    """`labels` as a label mapping (valid keys and values), or refused."""
     if not isinstance(labels, Mapping):
-        raise _fail(what, f"labels must be a mapping, got {type(labels).__name__}", "pass a dict")
+        raise config_error(
+            what, f"labels must be a mapping, got {type(labels).__name__}", "pass a dict"
+        )
     for k, v in labels.items():
-        _label_key(what, k)
+        check_label_key(what, k)
         if not isinstance(v, str) or len(v) > 63 or not _LABEL_VALUE.fullmatch(v):
-            raise _fail(
+            raise config_error(
                 what, f"label {k}={v!r} has an invalid value", "use a string of <= 63 chars"
             )
     return dict(labels)
 
 
-def _quantity(what: str, value: Any) -> str:
+def check_quantity(what: str, value: Any) -> str:
+    """`value` as a Kubernetes quantity (`500m`, `2Gi`), or refused."""
     from kubernetes.utils.quantity import parse_quantity
 
     try:
@@ -81,13 +88,14 @@ def _quantity(what: str, value: Any) -> str:
             raise ValueError
         parse_quantity(value)
     except (ValueError, TypeError, ArithmeticError):
-        raise _fail(
+        raise config_error(
             what, f"{value!r} is not a Kubernetes quantity", "write e.g. '500m' or '2Gi'"
         ) from None
     return str(value)
 
 
-def _int(what: str, value: Any, low: int, high: int | None = None) -> int:
+def check_int(what: str, value: Any, low: int, high: int | None = None) -> int:
+    """`value` as an int in [low, high] (a bool is no int here), or refused."""
     if (
         not isinstance(value, int)
         or isinstance(value, bool)
@@ -95,17 +103,19 @@ def _int(what: str, value: Any, low: int, high: int | None = None) -> int:
         or (high is not None and value > high)
     ):
         bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise _fail(what, f"must be an integer {bound}, got {value!r}", "pass an int")
+        raise config_error(what, f"must be an integer {bound}, got {value!r}", "pass an int")
     return value
 
 
-def _one_of(what: str, value: Any, allowed: Sequence[str]) -> str:
+def check_one_of(what: str, value: Any, allowed: Sequence[str]) -> str:
+    """`value` as one of `allowed`, or refused naming them."""
     if value not in allowed:
-        raise _fail(what, f"{value!r} is not allowed", f"use one of {list(allowed)}")
+        raise config_error(what, f"{value!r} is not allowed", f"use one of {list(allowed)}")
     return value
 
 
-def _tuple(value: Any) -> tuple[Any, ...]:
+def as_tuple(value: Any) -> tuple[Any, ...]:
+    """A sequence field as a tuple (hashable in a frozen value); one item stands alone."""
     if value is None:
         return ()
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
@@ -123,10 +133,10 @@ class Taint:
     effect: str = "NoSchedule"
 
     def __post_init__(self) -> None:
-        _label_key(f"Taint {self.key!r}", self.key)
-        _one_of(f"Taint {self.key!r} effect", self.effect, TAINT_EFFECTS)
+        check_label_key(f"Taint {self.key!r}", self.key)
+        check_one_of(f"Taint {self.key!r} effect", self.effect, TAINT_EFFECTS)
         if self.value is not None:
-            _labels(f"Taint {self.key!r}", {"v": self.value})
+            check_labels(f"Taint {self.key!r}", {"v": self.value})
 
     def manifest(self) -> dict[str, Any]:
         out: dict[str, Any] = {"key": self.key, "effect": self.effect}
@@ -151,13 +161,13 @@ class Toleration:
 
     def __post_init__(self) -> None:
         what = f"Toleration {self.key!r}"
-        _one_of(f"{what} operator", self.operator, ("Exists", "Equal"))
+        check_one_of(f"{what} operator", self.operator, ("Exists", "Equal"))
         if self.effect is not None:
-            _one_of(f"{what} effect", self.effect, TAINT_EFFECTS)
+            check_one_of(f"{what} effect", self.effect, TAINT_EFFECTS)
         if self.operator == "Exists" and self.value is not None:
-            raise _fail(what, "operator Exists takes no value", "drop value or use 'Equal'")
+            raise config_error(what, "operator Exists takes no value", "drop value or use 'Equal'")
         if self.operator == "Equal" and not self.key:
-            raise _fail(what, "operator Equal needs a key", "give key= or use 'Exists'")
+            raise config_error(what, "operator Equal needs a key", "give key= or use 'Exists'")
 
     def manifest(self) -> dict[str, Any]:
         out: dict[str, Any] = {"operator": self.operator}
@@ -181,20 +191,20 @@ class TopologySpread:
 
     def __post_init__(self) -> None:
         what = f"TopologySpread {self.topology_key!r}"
-        _label_key(what, self.topology_key)
-        _int(f"{what} max_skew", self.max_skew, 1)
-        _one_of(
+        check_label_key(what, self.topology_key)
+        check_int(f"{what} max_skew", self.max_skew, 1)
+        check_one_of(
             f"{what} when_unsatisfiable",
             self.when_unsatisfiable,
             ("DoNotSchedule", "ScheduleAnyway"),
         )
         for k in ("node_affinity_policy", "node_taints_policy"):
             if getattr(self, k) is not None:
-                _one_of(f"{what} {k}", getattr(self, k), ("Honor", "Ignore"))
+                check_one_of(f"{what} {k}", getattr(self, k), ("Honor", "Ignore"))
         if self.match_labels is not None:
-            object.__setattr__(self, "match_labels", _labels(what, self.match_labels))
+            object.__setattr__(self, "match_labels", check_labels(what, self.match_labels))
         if self.min_domains is not None:
-            _int(f"{what} min_domains", self.min_domains, 1)
+            check_int(f"{what} min_domains", self.min_domains, 1)
 
     def manifest(self, own: Mapping[str, str]) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -223,15 +233,18 @@ class AntiAffinity:
 
     def __post_init__(self) -> None:
         what = f"AntiAffinity {dict(self.match_labels) if isinstance(self.match_labels, Mapping) else self.match_labels!r}"
-        object.__setattr__(self, "match_labels", _labels(what, self.match_labels))
+        object.__setattr__(self, "match_labels", check_labels(what, self.match_labels))
         if not self.match_labels:
-            raise _fail(what, "match_labels is empty", "name the labels of the pods to avoid")
-        _label_key(what, self.topology_key)
-        _int(f"{what} weight", self.weight, 1, 100)
+            raise config_error(
+                what, "match_labels is empty", "name the labels of the pods to avoid"
+            )
+        check_label_key(what, self.topology_key)
+        check_int(f"{what} weight", self.weight, 1, 100)
 
     @classmethod
-    def to(cls, workload: str, **kw: Any) -> AntiAffinity:
-        return cls({WORKLOAD_LABEL: workload}, **kw)
+    def to(cls, workload: Any, **kw: Any) -> AntiAffinity:
+        """Away from the pods of `workload` (its name, or the lab workload itself)."""
+        return cls({WORKLOAD_LABEL: str(workload_name(workload, "AntiAffinity.to"))}, **kw)
 
     def term(self) -> dict[str, Any]:
         return {
@@ -248,5 +261,5 @@ class VolumeClaim:
     size: str = "1Gi"
 
     def __post_init__(self) -> None:
-        _name(f"VolumeClaim {self.name!r}", self.name)
-        _quantity(f"VolumeClaim {self.name!r} size", self.size)
+        check_name(f"VolumeClaim {self.name!r}", self.name)
+        check_quantity(f"VolumeClaim {self.name!r} size", self.size)

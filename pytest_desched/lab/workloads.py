@@ -31,13 +31,13 @@ from pytest_desched.lab.values import (
     Toleration,
     TopologySpread,
     VolumeClaim,
-    _fail,
-    _int,
-    _label_key,
-    _labels,
-    _name,
-    _quantity,
-    _tuple,
+    as_tuple,
+    check_int,
+    check_label_key,
+    check_labels,
+    check_name,
+    check_quantity,
+    config_error,
 )
 
 
@@ -72,42 +72,46 @@ class Workload:
 
     def __post_init__(self) -> None:
         what = f"{self.kind or type(self).__name__} {self.name!r}"
-        _name(what, self.name)
+        check_name(what, self.name)
         if self.namespace is not None:
-            _name(f"{what} namespace", self.namespace)
+            check_name(f"{what} namespace", self.namespace)
         for attr in ("labels", "annotations", "node_selector"):
             value = getattr(self, attr)
             if attr == "annotations":
                 if not isinstance(value, Mapping) or not all(
                     isinstance(v, str) for v in value.values()
                 ):
-                    raise _fail(what, "annotations must map keys to strings", "pass a dict of str")
+                    raise config_error(
+                        what, "annotations must map keys to strings", "pass a dict of str"
+                    )
                 value = dict(value)
             else:
-                value = _labels(f"{what} {attr}", value)
+                value = check_labels(f"{what} {attr}", value)
             object.__setattr__(self, attr, value)
         reserved = {"app", WORKLOAD_LABEL} & set(self.labels)
         if reserved:
-            raise _fail(what, f"labels {sorted(reserved)} are set by the lab", "use other keys")
+            raise config_error(
+                what, f"labels {sorted(reserved)} are set by the lab", "use other keys"
+            )
         if not isinstance(self.requests, Mapping):
-            raise _fail(what, "requests must be a mapping", "pass e.g. {'memory': '2Gi'}")
+            raise config_error(what, "requests must be a mapping", "pass e.g. {'memory': '2Gi'}")
         object.__setattr__(
             self,
             "requests",
-            {str(k): _quantity(f"{what} requests[{k}]", v) for k, v in self.requests.items()},
+            {str(k): check_quantity(f"{what} requests[{k}]", v) for k, v in self.requests.items()},
         )
         aff: dict[str, tuple[str, ...]] = {}
         if not isinstance(self.node_affinity, Mapping):
-            raise _fail(
+            raise config_error(
                 what,
                 "node_affinity must map a label key to allowed values",
                 "pass e.g. {'zone': ['a']}",
             )
         for k, vals in self.node_affinity.items():
-            _label_key(f"{what} node_affinity", k)
-            vals = _tuple(vals)
+            check_label_key(f"{what} node_affinity", k)
+            vals = as_tuple(vals)
             if not vals or not all(isinstance(v, str) for v in vals):
-                raise _fail(
+                raise config_error(
                     what, f"node_affinity[{k!r}] needs at least one string value", "list the values"
                 )
             aff[k] = vals
@@ -117,29 +121,31 @@ class Workload:
             ("tolerations", Toleration),
             ("topology_spread", TopologySpread),
         ):
-            items = _tuple(getattr(self, attr))
+            items = as_tuple(getattr(self, attr))
             bad = [x for x in items if not isinstance(x, typ)]
             if bad:
-                raise _fail(what, f"{attr} holds {bad[0]!r}", f"use {typ.__name__}(...) values")
+                raise config_error(
+                    what, f"{attr} holds {bad[0]!r}", f"use {typ.__name__}(...) values"
+                )
             object.__setattr__(self, attr, items)
-        claims = _tuple(self.claims)
+        claims = as_tuple(self.claims)
         for c in claims:
-            _name(f"{what} claim", c)
+            check_name(f"{what} claim", c)
         object.__setattr__(self, "claims", claims)
         if self.priority_class is not None and not str(self.priority_class).startswith("system-"):
-            _name(f"{what} priority_class", self.priority_class)
+            check_name(f"{what} priority_class", self.priority_class)
         if self.empty_dir not in (False, True):
-            _quantity(f"{what} empty_dir", self.empty_dir)
+            check_quantity(f"{what} empty_dir", self.empty_dir)
         if self.host_path is not None and not (
             isinstance(self.host_path, str) and self.host_path.startswith("/")
         ):
-            raise _fail(
+            raise config_error(
                 what, f"host_path {self.host_path!r} is not absolute", "pass a path like /var/lib/x"
             )
         if self.grace_period is not None:
-            _int(f"{what} grace_period", self.grace_period, 0)
+            check_int(f"{what} grace_period", self.grace_period, 0)
         if not isinstance(self.image, (str, type(None))) or self.image == "":
-            raise _fail(
+            raise config_error(
                 what, f"image {self.image!r} is not an image reference", "pass a string or None"
             )
 
@@ -254,7 +260,7 @@ class _Replicated(Workload):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _int(f"{self.kind} {self.name!r} replicas", self.replicas, 0)
+        check_int(f"{self.kind} {self.name!r} replicas", self.replicas, 0)
 
     def controller_spec(self, image: str) -> dict[str, Any]:
         return {
@@ -306,10 +312,10 @@ class StatefulSet(_Replicated):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        claims = _tuple(self.volume_claims)
+        claims = as_tuple(self.volume_claims)
         bad = [c for c in claims if not isinstance(c, VolumeClaim)]
         if bad:
-            raise _fail(
+            raise config_error(
                 f"StatefulSet {self.name!r}",
                 f"volume_claims holds {bad[0]!r}",
                 "use VolumeClaim(...)",
@@ -401,10 +407,10 @@ class Job(Workload):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _int(f"Job {self.name!r} completions", self.completions, 1)
-        _int(f"Job {self.name!r} backoff_limit", self.backoff_limit, 0)
+        check_int(f"Job {self.name!r} completions", self.completions, 1)
+        check_int(f"Job {self.name!r} backoff_limit", self.backoff_limit, 0)
         if self.parallelism is not None:
-            _int(f"Job {self.name!r} parallelism", self.parallelism, 1)
+            check_int(f"Job {self.name!r} parallelism", self.parallelism, 1)
 
     def pod_spec(self, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
         spec = super().pod_spec(image)

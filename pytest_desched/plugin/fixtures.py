@@ -157,7 +157,7 @@ def desched_experiment(
     def run(
         experiment: str | type[Experiment], variant: str | None = None, **params: Any
     ) -> ExperimentResult:
-        # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
+        # heavy: the kubernetes client, kept out of pytest start-up
         from pytest_desched.experiments import lookup
 
         try:
@@ -212,7 +212,7 @@ def desched_lab(
     desched_cluster: Cluster, desched_settings: DeschedConfig, desched_release: Release
 ) -> Iterator[Any]:
     """A Lab in the session's lab namespace for hand-written experiments; torn down after."""
-    # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
+    # heavy: the kubernetes client, kept out of pytest start-up
     from pytest_desched.lab.lab import Lab
 
     lab = Lab(
@@ -263,7 +263,7 @@ def desched_release_factory(
 
     First install, as always: suspended and in dry run. Uninstalled after the test.
     """
-    # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
+    # heavy: the kubernetes client, kept out of pytest start-up
     from pytest_desched.descheduler.cleanup import cleanup_release
 
     made: list[Release] = []
@@ -301,7 +301,7 @@ def desched_canary(
     import tempfile
     from pathlib import Path
 
-    # heavy: kubernetes client (0.2-0.7 s), kept out of pytest start-up
+    # heavy: the kubernetes client, kept out of pytest start-up
     from pytest_desched.canary.engine import run_canary
 
     say = terminal_reporter(request.config)
@@ -318,7 +318,7 @@ def desched_canary(
         )
         try:
             if "snapshot" in kw:  # the canary on a snapshot (canary/snapshot.py)
-                # heavy: +3 modules beside the canary's, kept out of pytest start-up
+                # heavy: modules beside the canary's, kept out of pytest start-up
                 from pytest_desched.canary.snapshot import run_snapshot_canary
 
                 snap = kw.pop("snapshot")

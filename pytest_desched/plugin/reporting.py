@@ -42,7 +42,7 @@ def terminal_reporter(config: pytest.Config) -> Callable[[str], None]:
 
 def junit_entry(entry: dict[str, Any]) -> dict[str, str]:
     """`desched.*` JUnit properties of one experiment: each round's key figures."""
-    # heavy: +6 modules (~9ms), kept out of pytest start-up
+    # heavy: evidence.summary and its imports, kept out of pytest start-up
     from pytest_desched.evidence.summary import junit_properties
 
     out: dict[str, str] = {}
@@ -83,7 +83,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    # heavy: +6 modules (~9ms), kept out of pytest start-up
+    # heavy: evidence.summary and its imports, kept out of pytest start-up
     from pytest_desched.evidence.summary import summary_line
 
     st = state(config)

@@ -35,7 +35,7 @@ from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider, docker_available
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
-from pytest_desched.tools.kind_node.engine import VM_RUNTIME
+from pytest_desched.tools.kind_runtime import VM_RUNTIME
 from pytest_desched.tools.resources import manifest_path
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def host_patches(info: Callable[[str], str | None] = docker_info_field) -> dict[
     * cgroup v1 host: kubelet v1.35+ refuses to start on cgroup v1 unless
       `failCgroupV1: false` (a KubeletConfiguration patch).
     * an engine whose default runtime is `desched-vm` (started by
-      `python -m pytest_desched.tools.kind_node` on a VM whose capability bounding set lacks
+      `python -m dev.kind_node` on a VM whose capability bounding set lacks
       CAP_SYS_RESOURCE): no process in a node may lower its oom_score_adj, so containerd
       must not ask runc to (`restrict_oom_score_adj`, as for rootless nodes), or every pod
       sandbox fails with "can't get final child's PID from pipe: EOF".
@@ -323,7 +323,7 @@ class KindProvider(Provider):
             if not image_present_locally(image):
                 hint = (
                     f"; the node image {image} is not in Docker and could not be pulled: build "
-                    "it offline with `python -m pytest_desched.tools.kind_node` (make kind-image)"
+                    "it offline in a checkout with `make kind-image` (python -m dev.kind_node)"
                 )
             raise ProviderError(f"creating kind cluster {self.cluster_name}: {exc}{hint}") from exc
         cluster = Cluster(

@@ -33,7 +33,7 @@ def done_owners(
     pods' namespace: only `namespaces` (the evicted pods') are listed."""
     if not short:
         return set()
-    # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+    # heavy: the kubernetes client, kept out of this module's import
     from pytest_desched.replay import kubeapi
 
     want: dict[str, int | None] = {}
@@ -65,7 +65,7 @@ def aftermath(
     none), `missing` (the controller made none) or `none` (no owner to replace it), and each
     replacement's owner UID.
     """
-    # heavy: +3 modules (~6 ms), kept out of `desched replay`'s input checks
+    # heavy: kube and its imports, kept out of `desched replay`'s input checks
     from pytest_desched.kube import WaitTimeout, wait_for
     from pytest_desched.replay import kubeapi
 

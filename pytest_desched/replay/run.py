@@ -203,7 +203,7 @@ class Replay:
 
     def restore(self, cluster: Any, snap: Snapshot, **kw: Any) -> Any:
         """The snapshot onto the replay's cluster (`rebuild.restore.restore`)."""
-        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+        # heavy: the kubernetes client, kept out of this module's import
         from pytest_desched.replay.rebuild.restore import restore
 
         return restore(cluster, snap, **kw)
@@ -248,7 +248,7 @@ class Replay:
             changes["descheduler_version"] = inp.version
         config = config.with_(**changes)
         timings: dict[str, float] = {"inputs": round(time.monotonic() - t0, 3)}
-        # heavy: +7 modules (~7 ms), kept out of `desched replay`'s input checks
+        # heavy: its imports, kept out of `desched replay`'s input checks
         from pytest_desched.session import DeschedSession
 
         # Round pods on the runner node and nowhere else: a chart values layer of every release.
@@ -278,7 +278,7 @@ class Replay:
     def write(self, session: Any, result: ReplayResult) -> None:
         """The result JSON and the Markdown ledger under <artifacts>/replay/ (redacted per
         config); a failure to write is a note on the result, never lost silently."""
-        # heavy: +23 modules (~17 ms), kept out of `desched replay`'s input checks
+        # heavy: its imports, kept out of `desched replay`'s input checks
         from pytest_desched.evidence.report import write_replay_report
 
         try:
@@ -391,8 +391,8 @@ def replay(
 
 
 def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
-    # heavy: replay.kubeapi: kubernetes client (0.2-0.7 s), kept out of this module's import
-    # heavy: +11 modules (~13 ms), kept out of `desched replay`'s input checks
+    # heavy: replay.kubeapi: the kubernetes client, kept out of this module's import
+    # heavy: its imports, kept out of `desched replay`'s input checks
     from pytest_desched.descheduler.rounds import run_round, runbook_job_name
     from pytest_desched.replay import kubeapi
 

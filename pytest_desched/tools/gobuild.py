@@ -83,6 +83,23 @@ def go_env() -> dict[str, str]:
     return env
 
 
+def module_dir(module: str, version: str) -> Path:
+    """Where `module@version`'s source lies in the Go module cache (downloaded when missing)."""
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        env=go_env(),
+        cwd="/",
+        check=False,
+    )
+    if res.returncode != 0:
+        raise ToolError(
+            f"go mod download {module}@{version} failed: {res.stdout[-500:]} {res.stderr[-500:]}"
+        )
+    return Path(json.loads(res.stdout)["Dir"])
+
+
 def module_gomod(module: str, version: str, env: dict[str, str], logf) -> str:
     """The text of `module@version`'s own go.mod, via `go mod download -json`."""
     res = subprocess.run(
@@ -192,7 +209,7 @@ def progress_line(name: str, count: int, total: int | None, seconds: float) -> s
     return f"  {name}: [{bar:.<20}] {done}/{total} packages, {seconds:.0f}s"
 
 
-def _run_logged(
+def run_logged(
     cmd, cwd, env, logf, log: Path, group: Group, report: Reporter, interval: float = 30
 ) -> None:
     """Run a build, streaming its output to the log and a progress line every `interval` s."""

@@ -60,7 +60,8 @@ class Group:
         return self.key[len(self.name) + 1 :]
 
 
-def _kube_ldflags(version: str) -> tuple[str, ...]:
+def kube_ldflags(version: str) -> tuple[str, ...]:
+    """The version ldflags Kubernetes' own release builds set, so a built binary reports its tag."""
     major, minor = version.lstrip("v").split(".")[:2]
     flags: list[str] = []
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -87,7 +88,7 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             k.module,
             k.version,
             {b: f"{k.module}/cmd/{b}" for b in k.binaries},
-            _kube_ldflags(k.version),
+            kube_ldflags(k.version),
         ),
         "etcd": Group("etcd", v.etcd.module, v.etcd.version, {"etcd": v.etcd.module}),
         "kwok": Group(

@@ -1,6 +1,6 @@
 """Lint's binaries from the pytest-desched-lint-bin wheel, taken only when they match the pins.
 
-The wheel (`lint-bin/`, built by `make wheel-lint`) carries helm, the policy checker and the
+The wheel (`dev/lint-bin/`, built by `make wheel-lint`) carries helm, the policy checker and the
 pinned chart, with a manifest.json of what each file is: its build key (the cache's
 `<group>-<version>`, plus the digest of the project's Go source for the policy checker) and
 its sha256. A file is used only when its key is the one this package would build and its

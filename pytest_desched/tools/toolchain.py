@@ -29,12 +29,12 @@ from pytest_desched.names import inside
 from pytest_desched.tools import lint_bin
 from pytest_desched.tools.candidate import Candidate, resolve_source
 from pytest_desched.tools.gobuild import (
-    _run_logged,
     copy_helper,
     go_build_cmd,
     go_env,
     helper_tags,
     missing_packages,
+    run_logged,
     tree_go_env,
     write_wrapper_module,
 )
@@ -223,7 +223,7 @@ class Toolchain:
                 tmp.mkdir(parents=True, exist_ok=True)
                 cmd = go_build_cmd(group, tmp)
                 try:
-                    _run_logged(cmd, src, env, logf, log, group, self.report)
+                    run_logged(cmd, src, env, logf, log, group, self.report)
                 except BaseException:
                     shutil.rmtree(tmp, ignore_errors=True)
                     raise
@@ -295,7 +295,7 @@ class Toolchain:
                     if group.source_dir is not None:
                         copy_helper(group.source_dir, tree / POLICYCHECK_TREE_DIR)
                     try:
-                        _run_logged(cmd, tree, env, logf, log, group, self.report)
+                        run_logged(cmd, tree, env, logf, log, group, self.report)
                     except ToolError as exc:
                         logf.flush()
                         raise self._tree_build_error(group, cand, log, exc) from None

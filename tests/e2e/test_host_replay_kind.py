@@ -26,13 +26,13 @@ from typing import Any
 
 import pytest
 
+from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.log import say
 from pytest_desched.replay import kubeapi
 from pytest_desched.replay.gen.incidents import label_move
 from pytest_desched.replay.host.plan import RUN_LABEL
 from pytest_desched.replay.host.replay import fingerprint, replay_on_host
 from pytest_desched.replay.run import replay
-from pytest_desched.tools.kind_node.kwok_image import build_kwok_image
 
 pytestmark = pytest.mark.desched_selftest
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.replay.run import replay
 from pytest_desched.replay.gen.incidents import label_move
+from pytest_desched.replay.run import replay
 from pytest_desched.tools.kube_versions import served_versions
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import load_versions

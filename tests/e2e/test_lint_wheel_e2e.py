@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.descheduler.lint_wheel import build_wheel
+from dev.lint_wheel import build_wheel
 from pytest_desched.tools.toolchain import Toolchain
 from tests.unit import REPO
 

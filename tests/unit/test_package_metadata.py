@@ -114,3 +114,20 @@ def test_the_readme_rewrite_uses_the_project_url() -> None:
     replacements = [s["replacement"] for s in hook["hooks"]["fancy-pypi-readme"]["substitutions"]]
     url = pytest_desched.PROJECT_URL
     assert replacements == [f"]({url}#", f"]({url}/blob/main/\\1)"]
+
+
+def test_the_wheel_holds_what_a_user_runs() -> None:
+    """Build tooling (the kind node-image builder, which apt-get installs Debian packages and
+    starts a dockerd; the lint-bin wheel's packaging) lives in the checkout's dev/, which the
+    wheel does not pack (issue 51 item 5)."""
+    wheel = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["hatch"]["build"]
+    assert wheel["targets"]["wheel"]["packages"] == ["pytest_desched"]
+    assert (REPO / "dev" / "kind_node" / "build.py").is_file()
+    assert (REPO / "dev" / "lint_wheel.py").is_file()
+    package = Path(pytest_desched.__file__).parent
+    builders = [
+        str(p.relative_to(package))
+        for p in sorted(package.rglob("*.py"))
+        if re.search(r"apt-get|mmdebstrap|hatchling", p.read_text())
+    ]
+    assert builders == [], f"build tooling in the shipped package: {builders}"

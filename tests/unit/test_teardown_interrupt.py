@@ -89,7 +89,7 @@ def test_sigterm_handler_restored_after_session(pytester: pytest.Pytester):
     """In-process: the handler is the plugin's only while desched_settings lives."""
     import signal
 
-    from pytest_desched.session import _sigterm_to_interrupt
+    from pytest_desched.interrupts import sigterm_to_interrupt
 
     def mine(signum, frame):  # pragma: no cover - never called
         raise AssertionError
@@ -99,17 +99,17 @@ def test_sigterm_handler_restored_after_session(pytester: pytest.Pytester):
         pytester.makepyfile(
             """
             import signal
-            from pytest_desched.session import _sigterm_to_interrupt
+            from pytest_desched.interrupts import sigterm_to_interrupt
 
             def test_plain():
                 assert signal.getsignal(signal.SIGTERM).__name__ == "mine"
 
             def test_with_settings(desched_settings):
-                assert signal.getsignal(signal.SIGTERM) is _sigterm_to_interrupt
+                assert signal.getsignal(signal.SIGTERM) is sigterm_to_interrupt
             """
         )
         pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=2)
         assert signal.getsignal(signal.SIGTERM) is mine
-        assert signal.getsignal(signal.SIGTERM) is not _sigterm_to_interrupt
+        assert signal.getsignal(signal.SIGTERM) is not sigterm_to_interrupt
     finally:
         signal.signal(signal.SIGTERM, previous)

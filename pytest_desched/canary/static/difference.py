@@ -25,7 +25,7 @@ AREAS = (
 )
 CHANGES = ("added", "removed", "changed", "widened", "narrowed", "kept", "renamed")
 SEVERITIES = ("rollback", "review", "info")  # most serious first
-_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+SEVERITY_RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
 # The lab's clusters (Kubernetes 1.36) serve these; an offline `helm template` knows only
 # group/versions, so a chart gating on a kind (the master chart's PDB) would render the
@@ -49,7 +49,7 @@ class Difference:
     rule: str = ""  # the migration rule code (DU001, DR001, ...): rule_table.RULES
 
 
-def _diff(
+def make_difference(
     rule: str,
     area: str,
     path: str,
@@ -84,7 +84,8 @@ def _scrub(key: str, value: Any) -> Any:
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
-def _fmt(path: Path_) -> str:
+def format_path(path: Path_) -> str:
+    """A walk path as people read it: `a.b[name]`, odd keys JSON-quoted."""
     out = ""
     for p in path:
         if p.startswith("["):
@@ -96,11 +97,17 @@ def _fmt(path: Path_) -> str:
     return out
 
 
-def _last_key(path: Path_) -> str:
+def as_list(v: Any) -> list[Any]:
+    """A list or tuple as a list; anything else (None, a scalar) as no items."""
+    return list(v) if isinstance(v, list | tuple) else []
+
+
+def last_key(path: Path_) -> str:
+    """The last mapping key of a walk path (a scrubbed value's context), or ""."""
     return next((p for p in reversed(path) if not p.startswith("[")), "")
 
 
-def _named(v: Any) -> dict[str, Any] | None:
+def by_name(v: Any) -> dict[str, Any] | None:
     """A list of dicts with unique names (containers, profiles, pluginConfig) keyed by name."""
     if not isinstance(v, list) or not v:
         return None
@@ -110,14 +117,14 @@ def _named(v: Any) -> dict[str, Any] | None:
     return dict(zip(names, v, strict=True)) if len(set(names)) == len(names) else None
 
 
-def _walk(a: Any, b: Any, path: Path_ = ()) -> Iterator[tuple[Path_, str, Any, Any]]:
+def walk(a: Any, b: Any, path: Path_ = ()) -> Iterator[tuple[Path_, str, Any, Any]]:
     """(path, added|removed|changed, baseline, candidate); a subtree on one side only is one row."""
     if isinstance(a, Mapping) and isinstance(b, Mapping):
         items: Iterable[tuple[str, Any, Any, bool, bool]] = (
             (str(k), a.get(k), b.get(k), k in a, k in b) for k in dict.fromkeys([*a, *b])
         )
     else:
-        na, nb = _named(a), _named(b)
+        na, nb = by_name(a), by_name(b)
         if na is None or nb is None:
             if a != b:
                 yield path, "changed", a, b
@@ -132,13 +139,13 @@ def _walk(a: Any, b: Any, path: Path_ = ()) -> Iterator[tuple[Path_, str, Any, A
         elif not in_a:
             yield p, "added", None, vb
         else:
-            yield from _walk(va, vb, p)
+            yield from walk(va, vb, p)
 
 
 def _leaves(v: Any, path: Path_ = ()) -> dict[Path_, Any]:
     if isinstance(v, Mapping) and v:
         return {k: x for key, sub in v.items() for k, x in _leaves(sub, (*path, str(key))).items()}
-    named = _named(v)
+    named = by_name(v)
     if named is not None:
         return {
             k: x for n, sub in named.items() for k, x in _leaves(sub, (*path, f"[{n}]")).items()
@@ -146,7 +153,7 @@ def _leaves(v: Any, path: Path_ = ()) -> dict[Path_, Any]:
     return {path: v}
 
 
-def _leaf_pairs(path: Path_, a: Any, b: Any) -> Iterator[tuple[Path_, Any, Any]]:
+def leaf_pairs(path: Path_, a: Any, b: Any) -> Iterator[tuple[Path_, Any, Any]]:
     """Every leaf under one walk row, both sides: where the protection rules look."""
     la, lb = _leaves(a, path), _leaves(b, path)
     for k in dict.fromkeys([*la, *lb]):

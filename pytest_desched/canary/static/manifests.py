@@ -9,13 +9,14 @@ from typing import Any
 from pytest_desched.canary.static.difference import (
     Difference,
     Path_,
-    _diff,
-    _fmt,
-    _last_key,
-    _named,
-    _walk,
+    as_list,
+    by_name,
+    format_path,
+    last_key,
+    make_difference,
+    walk,
 )
-from pytest_desched.canary.static.protections import Roots, _as_list, _lowerings
+from pytest_desched.canary.static.protections import Roots, lowerings
 from pytest_desched.errors import InputError
 from pytest_desched.inputs_safe import load_yaml
 
@@ -47,15 +48,15 @@ def _index(docs: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
 
 def _perms(rules: Any) -> set[Perm]:
     out: set[Perm] = set()
-    for r in _as_list(rules):
+    for r in as_list(rules):
         if not isinstance(r, Mapping):
             continue
-        verbs = [str(v) for v in _as_list(r.get("verbs"))]
-        for url in _as_list(r.get("nonResourceURLs")):
+        verbs = [str(v) for v in as_list(r.get("verbs"))]
+        for url in as_list(r.get("nonResourceURLs")):
             out |= {("nonResourceURL", str(url), "", v) for v in verbs}
-        names = [str(n) for n in _as_list(r.get("resourceNames"))] or [""]
-        for g in _as_list(r.get("apiGroups")):
-            for res in _as_list(r.get("resources")):
+        names = [str(n) for n in as_list(r.get("resourceNames"))] or [""]
+        for g in as_list(r.get("apiGroups")):
+            for res in as_list(r.get("resources")):
                 out |= {(str(g), str(res), n, v) for n in names for v in verbs}
     return out
 
@@ -115,7 +116,9 @@ def _rbac_diffs(label: str, b_rules: Any, c_rules: Any) -> list[Difference]:
                     "a candidate that still needs it gets 403 (fails closed); confirm in the "
                     "behaviour comparison"
                 )
-            out.append(_diff(rule, "rbac", where, change, verbs(pb, key), verbs(pc, key), msg))
+            out.append(
+                make_difference(rule, "rbac", where, change, verbs(pb, key), verbs(pc, key), msg)
+            )
     return out
 
 
@@ -128,18 +131,18 @@ def _subject(s: Any) -> str:
 
 def _binding_diffs(label: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Difference]:
     out: list[Difference] = []
-    sb = [_subject(s) for s in _as_list(b.get("subjects"))]
-    sc = [_subject(s) for s in _as_list(c.get("subjects"))]
+    sb = [_subject(s) for s in as_list(b.get("subjects"))]
+    sc = [_subject(s) for s in as_list(c.get("subjects"))]
     if added := [s for s in sc if s not in sb]:
         msg = f"{label} binds {', '.join(added)} too: more identities get the role (rollback trigger unless explained)"
-        out.append(_diff("DR003", "rbac", f"{label} subjects", "widened", sb, sc, msg))
+        out.append(make_difference("DR003", "rbac", f"{label} subjects", "widened", sb, sc, msg))
     if gone := [s for s in sb if s not in sc]:
         msg = f"{label} no longer binds {', '.join(gone)}: that identity loses the role (fails closed)"
-        out.append(_diff("DR004", "rbac", f"{label} subjects", "narrowed", sb, sc, msg))
+        out.append(make_difference("DR004", "rbac", f"{label} subjects", "narrowed", sb, sc, msg))
     if b.get("roleRef") != c.get("roleRef"):
         msg = f"{label} refers to another role: what it grants must be compared by hand (rollback trigger unless explained)"
         out.append(
-            _diff(
+            make_difference(
                 "DR005",
                 "rbac",
                 f"{label} roleRef",
@@ -172,7 +175,7 @@ def _container_diffs(
     if b.get("image") != c.get("image"):
         msg = f"{label} {where} runs another image: the runbook pins image and chart separately; confirm this is the candidate you mean"
         out.append(
-            _diff(
+            make_difference(
                 "DO005",
                 "image",
                 f"{label} {where}.image",
@@ -185,7 +188,7 @@ def _container_diffs(
     if b.get("command") != c.get("command"):
         msg = f"{label} {where} starts another command"
         out.append(
-            _diff(
+            make_difference(
                 "DO006",
                 "args",
                 f"{label} {where}.command",
@@ -195,7 +198,7 @@ def _container_diffs(
                 msg,
             )
         )
-    ab, ac = _args_map(_as_list(b.get("args"))), _args_map(_as_list(c.get("args")))
+    ab, ac = _args_map(as_list(b.get("args"))), _args_map(as_list(c.get("args")))
     for flag in dict.fromkeys([*ab, *ac]):
         vb, vc = ab.get(flag), ac.get(flag)
         if vb == vc:
@@ -210,7 +213,7 @@ def _container_diffs(
             rule = "DO007"
             msg = f"{label} {where} argument {flag} {change}: the descheduler starts differently"
         out.append(
-            _diff(
+            make_difference(
                 rule,
                 "args",
                 f"{label} {where}.args {flag}",
@@ -250,8 +253,8 @@ def _object_diffs(label: str, base: Mapping[str, Any], cand: Mapping[str, Any]) 
     if spec is not None:
         pb, pc = _get(b, spec), _get(c, spec)
         for group in ("initContainers", "containers"):
-            nb = _named((pb or {}).get(group)) or {}
-            nc = _named((pc or {}).get(group)) or {}
+            nb = by_name((pb or {}).get(group)) or {}
+            nc = by_name((pc or {}).get(group)) or {}
             for name in nb.keys() & nc.keys():
                 where = f"{group}[{name}]"
                 out += _container_diffs(label, where, nb[name], nc[name])
@@ -260,7 +263,7 @@ def _object_diffs(label: str, base: Mapping[str, Any], cand: Mapping[str, Any]) 
                         side.pop(field_, None)
     area = "rbac" if kind in _ROLES + _BINDINGS else "cronjob" if kind == "CronJob" else "object"
     cosmetic: dict[Path_, tuple[dict[str, Any], dict[str, Any]]] = {}
-    for path, change, vb, vc in _walk(b, c):
+    for path, change, vb, vc in walk(b, c):
         i = next(
             (
                 i
@@ -275,16 +278,18 @@ def _object_diffs(label: str, base: Mapping[str, Any], cand: Mapping[str, Any]) 
             continue
         out.append(_field_diff(label, area, path, change, vb, vc, (b, c, 0)))
     for path, (vb, vc) in cosmetic.items():
-        msg = f"{label} {_fmt(path)} differ ({', '.join(vb)}): chart/version labels and config checksums, cosmetic"
-        out.append(_diff("DO004", area, f"{label} {_fmt(path)}", "changed", vb, vc, msg))
+        msg = f"{label} {format_path(path)} differ ({', '.join(vb)}): chart/version labels and config checksums, cosmetic"
+        out.append(
+            make_difference("DO004", area, f"{label} {format_path(path)}", "changed", vb, vc, msg)
+        )
     return out
 
 
 def _field_diff(
     label: str, area: str, path: Path_, change: str, b: Any, c: Any, roots: Roots
 ) -> Difference:
-    where, key = f"{label} {_fmt(path)}", _last_key(path)
-    lowered = _lowerings(path, b, c, roots)
+    where, key = f"{label} {format_path(path)}", last_key(path)
+    lowered = lowerings(path, b, c, roots)
     if area == "cronjob" and path == ("spec", "suspend") and c is not True:
         rule = "DO009"
         msg = f"{label}: with the runbook's suspend=true the CronJob is not suspended ({c!r}): it would run on its schedule"
@@ -292,8 +297,8 @@ def _field_diff(
         rule, msg = "DO010", f"{label} lowers a protection: {'; '.join(lowered)}"
     else:
         rule = "DR008" if area == "rbac" else "DO003"
-        msg = f"{label} {_fmt(path)} {change}"
-    return _diff(rule, area, where, change, b, c, msg, key)
+        msg = f"{label} {format_path(path)} {change}"
+    return make_difference(rule, area, where, change, b, c, msg, key)
 
 
 def _policy_data(doc: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -328,10 +333,12 @@ def compare_manifests(
             else:
                 rule = "DO001"
                 msg = f"the candidate creates {label}, which the baseline install does not"
-            out.append(_diff(rule, area, label, "added", None, c, msg))
+            out.append(make_difference(rule, area, label, "added", None, c, msg))
         elif c is None and b is not None:
             msg = f"the candidate no longer creates {label}: whatever relied on it stops working"
-            out.append(_diff("DR007" if rbac else "DO002", area, label, "removed", b, None, msg))
+            out.append(
+                make_difference("DR007" if rbac else "DO002", area, label, "removed", b, None, msg)
+            )
         elif b is not None and c is not None:
             if kind == "ConfigMap":
                 b, c = _policy_data(b), _policy_data(c)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_desched.canary.static.difference import Difference, _diff
+from pytest_desched.canary.static.difference import Difference, make_difference
 
 METRICS_GO = Path("metrics") / "metrics.go"
 _CONST = re.compile(r'^\s*(\w+)\s*=\s*"([^"]*)"', re.MULTILINE)
@@ -69,22 +69,26 @@ def compare_declared_metrics(
         old, new = baseline[name], candidate.get(name)
         if new is None:
             msg = f"DM002 metric-removed: {name} is not declared by the candidate{successor(old)}"
-            out.append(_diff("DM002", "metrics", name, "removed", name, None, msg))
+            out.append(make_difference("DM002", "metrics", name, "removed", name, None, msg))
         elif new.deprecated_since and not old.deprecated_since:
             msg = (
                 f"DM001 metric-deprecated: {name} is deprecated since {new.deprecated_since} in "
                 f"the candidate{successor(new)}: alerts and dashboards on it need the new name"
             )
-            out.append(_diff("DM001", "metrics", name, "changed", "served", "deprecated", msg))
+            out.append(
+                make_difference("DM001", "metrics", name, "changed", "served", "deprecated", msg)
+            )
         elif new.deprecated_since and old.deprecated_since:
             msg = (
                 f"DM004 metric-deprecated-kept: {name} is deprecated in both releases (since "
                 f"{new.deprecated_since}){successor(new)}: a later release may drop it"
             )
-            out.append(_diff("DM004", "metrics", name, "kept", "deprecated", "deprecated", msg))
+            out.append(
+                make_difference("DM004", "metrics", name, "kept", "deprecated", "deprecated", msg)
+            )
     for name in sorted(set(candidate) - set(baseline)):
         msg = f"DM003 metric-added: {name} is new in the candidate"
-        out.append(_diff("DM003", "metrics", name, "added", None, name, msg))
+        out.append(make_difference("DM003", "metrics", name, "added", None, name, msg))
     return out
 
 

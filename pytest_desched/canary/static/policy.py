@@ -9,17 +9,17 @@ from typing import Any
 from pytest_desched.canary.static.difference import (
     Difference,
     Path_,
-    _diff,
-    _fmt,
-    _last_key,
-    _named,
-    _walk,
+    as_list,
+    by_name,
+    format_path,
+    last_key,
+    make_difference,
+    walk,
 )
 from pytest_desched.canary.static.protections import (
     RAW_PROTECTION_KEYS,
-    _as_list,
-    _lowerings,
     effective_protections,
+    lowerings,
 )
 from pytest_desched.descheduler.policy.lint import RULES, Finding
 
@@ -54,18 +54,26 @@ def compare_lint(baseline: Sequence[Finding], candidate: Sequence[Finding]) -> l
         where = f"{k[0]} {name} {k[1]}"
         if b is None and c is not None:
             msg = f"new under the candidate ({c.severity}): {c.message}"
-            out.append(_diff(_new_rule(c), "policy-lint", where, "added", None, c.message, msg))
+            out.append(
+                make_difference(_new_rule(c), "policy-lint", where, "added", None, c.message, msg)
+            )
         elif c is None and b is not None:
             msg = f"no longer reported under the candidate (was {b.severity}): {b.message}"
-            out.append(_diff("DP008", "policy-lint", where, "removed", b.message, None, msg))
+            out.append(
+                make_difference("DP008", "policy-lint", where, "removed", b.message, None, msg)
+            )
         elif b is not None and c is not None and (b.severity, b.message) != (c.severity, c.message):
             worse = _LINT_RANK.get(c.severity, 1) < _LINT_RANK.get(b.severity, 1)
             rule = _new_rule(c) if worse else "DP008"
             msg = f"{b.severity} -> {c.severity}: {c.message}"
-            out.append(_diff(rule, "policy-lint", where, "changed", b.message, c.message, msg))
+            out.append(
+                make_difference(rule, "policy-lint", where, "changed", b.message, c.message, msg)
+            )
         elif b is not None and c is not None and k[0] == _DEPRECATED:
             msg = f"deprecated under both releases, still used: {c.message}"
-            out.append(_diff("DP004", "policy-lint", where, "kept", b.message, c.message, msg))
+            out.append(
+                make_difference("DP004", "policy-lint", where, "kept", b.message, c.message, msg)
+            )
     return out
 
 
@@ -76,8 +84,8 @@ _FILTERING = ("filter", "preevictionfilter")
 def _plugin_diffs(where: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> list[Difference]:
     out: list[Difference] = []
     for point in dict.fromkeys([*b, *c]):
-        eb = _as_list((b.get(point) or {}).get("enabled"))
-        ec = _as_list((c.get(point) or {}).get("enabled"))
+        eb = as_list((b.get(point) or {}).get("enabled"))
+        ec = as_list((c.get(point) or {}).get("enabled"))
         path = f"{where}.plugins.{point}.enabled"
         if added := [p for p in ec if p not in eb]:
             if point in _EVICTING:
@@ -85,20 +93,20 @@ def _plugin_diffs(where: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> lis
             else:
                 rule, why = "DD002", "a new filter or sort changes which pods are picked"
             msg = f"{', '.join(added)} enabled at {point} after the candidate's defaulting: {why}"
-            out.append(_diff(rule, "defaults", path, "added", eb, ec, msg))
+            out.append(make_difference(rule, "defaults", path, "added", eb, ec, msg))
         if gone := [p for p in eb if p not in ec]:
             if point in _FILTERING:
                 rule, why = "DD003", "a filter that protected pods no longer runs"
             else:
                 rule, why = "DD004", "fewer pods are picked"
             msg = f"{', '.join(gone)} no longer enabled at {point} after the candidate's defaulting: {why}"
-            out.append(_diff(rule, "defaults", path, "removed", eb, ec, msg))
-        db = _as_list((b.get(point) or {}).get("disabled"))
-        dc = _as_list((c.get(point) or {}).get("disabled"))
+            out.append(make_difference(rule, "defaults", path, "removed", eb, ec, msg))
+        db = as_list((b.get(point) or {}).get("disabled"))
+        dc = as_list((c.get(point) or {}).get("disabled"))
         if db != dc:
             msg = f"the disabled plugins at {point} differ after defaulting"
             out.append(
-                _diff(
+                make_difference(
                     "DD005", "defaults", f"{where}.plugins.{point}.disabled", "changed", db, dc, msg
                 )
             )
@@ -106,7 +114,7 @@ def _plugin_diffs(where: str, b: Mapping[str, Any], c: Mapping[str, Any]) -> lis
 
 
 def _evictor_args(profile: Mapping[str, Any]) -> Mapping[str, Any]:
-    cfg = _named(profile.get("pluginConfig")) or {}
+    cfg = by_name(profile.get("pluginConfig")) or {}
     return (cfg.get("DefaultEvictor") or {}).get("args") or {}
 
 
@@ -126,15 +134,15 @@ def compare_defaults(
     upgrade can silently take away.
     """
     out: list[Difference] = []
-    pb = _named(baseline_effective.get("profiles")) or {}
-    pc = _named(candidate_effective.get("profiles")) or {}
+    pb = by_name(baseline_effective.get("profiles")) or {}
+    pc = by_name(candidate_effective.get("profiles")) or {}
     for name in dict.fromkeys([*pb, *pc]):
         where = f"profiles[{name}]"
         b, c = pb.get(name), pc.get(name)
         if b is None or c is None:
             change = "added" if b is None else "removed"
             msg = f"profile {name} {change} after defaulting: it runs its own strategies"
-            out.append(_diff("DD006", "defaults", where, change, b, c, msg))
+            out.append(make_difference("DD006", "defaults", where, change, b, c, msg))
             continue
         out += _plugin_diffs(where, b.get("plugins") or {}, c.get("plugins") or {})
         act_b = effective_protections(_evictor_args(b), baseline_protections)
@@ -143,28 +151,32 @@ def compare_defaults(
             at = f"{where}.DefaultEvictor.protections[{p}]"
             if p not in act_c:
                 msg = f"protection {p} is active under the baseline and not under the candidate: those pods become evictable"
-                out.append(_diff("DD007", "defaults", at, "removed", "active", "inactive", msg))
+                out.append(
+                    make_difference("DD007", "defaults", at, "removed", "active", "inactive", msg)
+                )
             elif p not in act_b:
                 msg = f"protection {p} is active under the candidate only: fewer pods are evictable"
-                out.append(_diff("DD008", "defaults", at, "added", "inactive", "active", msg))
+                out.append(
+                    make_difference("DD008", "defaults", at, "added", "inactive", "active", msg)
+                )
         cfg_path = ("profiles", f"[{name}]", "pluginConfig")
-        for path, change, vb, vc in _walk(b.get("pluginConfig"), c.get("pluginConfig"), cfg_path):
+        for path, change, vb, vc in walk(b.get("pluginConfig"), c.get("pluginConfig"), cfg_path):
             if set(path) & RAW_PROTECTION_KEYS:
                 continue  # summarised above as active protections
             out.append(_defaults_row(path, change, vb, vc))
     rest_b = {k: v for k, v in baseline_effective.items() if k != "profiles"}
     rest_c = {k: v for k, v in candidate_effective.items() if k != "profiles"}
-    out += [_defaults_row(p, ch, vb, vc) for p, ch, vb, vc in _walk(rest_b, rest_c)]
+    out += [_defaults_row(p, ch, vb, vc) for p, ch, vb, vc in walk(rest_b, rest_c)]
     return out
 
 
 def _defaults_row(path: Path_, change: str, b: Any, c: Any) -> Difference:
-    where, lowered = _fmt(path), _lowerings(path, b, c)
+    where, lowered = format_path(path), lowerings(path, b, c)
     if lowered:
         rule, msg = "DD009", f"after the candidate's defaulting: {'; '.join(lowered)}"
     else:
         rule, msg = "DD010", f"{where} {change} after the candidate's defaulting"
-    return _diff(rule, "defaults", where, change, b, c, msg, _last_key(path))
+    return make_difference(rule, "defaults", where, change, b, c, msg, last_key(path))
 
 
 def compare_metric_names(baseline: Iterable[str], candidate: Iterable[str]) -> list[Difference]:
@@ -176,8 +188,8 @@ def compare_metric_names(baseline: Iterable[str], candidate: Iterable[str]) -> l
         like = difflib.get_close_matches(name, new, n=1, cutoff=0.8)
         hint = f" (renamed to {like[0]}?)" if like else ""
         msg = f"{name} is no longer served{hint}: metrics lose comparability, a rollback trigger unless explained"
-        out.append(_diff("DM002", "metrics", name, "removed", name, None, msg))
+        out.append(make_difference("DM002", "metrics", name, "removed", name, None, msg))
     for name in new:
         msg = f"{name} is new in the candidate"
-        out.append(_diff("DM003", "metrics", name, "added", None, name, msg))
+        out.append(make_difference("DM003", "metrics", name, "added", None, name, msg))
     return out

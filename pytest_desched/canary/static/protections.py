@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.canary.static.difference import Path_, _leaf_pairs, _named
+from pytest_desched.canary.static.difference import Path_, as_list, by_name, leaf_pairs
 from pytest_desched.descheduler.policy.lint import DEPRECATED_EVICTOR_BOOLEANS, go_seconds
 from pytest_desched.descheduler.policy.release_fields import (
     PROTECTIONS_FIELD,
@@ -46,13 +46,9 @@ def _seconds(v: Any) -> float | None:
     return go_seconds(str(v))
 
 
-def _as_list(v: Any) -> list[Any]:
-    return list(v) if isinstance(v, list | tuple) else []
-
-
 def _lowering(path: Path_, b: Any, c: Any, lost: frozenset[str] | None = None) -> str | None:
     """Why a leaf change lowers a protection or raises a cap (the runbook's rollback), or None.
-    With `lost` (the protections the change leaves inactive, see :func:`_lowerings`), a
+    With `lost` (the protections the change leaves inactive, see :func:`lowerings`), a
     protection leaf counts only for the protections really lost."""
 
     def kept(names: list[Any]) -> list[Any]:
@@ -61,10 +57,10 @@ def _lowering(path: Path_, b: Any, c: Any, lost: frozenset[str] | None = None) -
     key = path[-1] if path else ""
     parent = path[-2] if len(path) > 1 else ""
     if parent == PROTECTIONS_FIELD and key == "defaultDisabled":
-        new = kept([x for x in _as_list(c) if x not in _as_list(b)])
+        new = kept([x for x in as_list(c) if x not in as_list(b)])
         return f"default protection(s) {', '.join(map(str, new))} disabled" if new else None
     if parent == PROTECTIONS_FIELD and key == "extraEnabled":
-        gone = kept([x for x in _as_list(b) if x not in _as_list(c)])
+        gone = kept([x for x in as_list(b) if x not in as_list(c)])
         return (
             f"extra protection(s) {', '.join(map(str, gone))} no longer enabled" if gone else None
         )
@@ -98,13 +94,13 @@ def _lowering(path: Path_, b: Any, c: Any, lost: frozenset[str] | None = None) -
 Roots = tuple[Any, Any, int]  # the two walked documents, and how many path parts name them
 
 
-def _lowerings(path: Path_, b: Any, c: Any, roots: Roots | None = None) -> list[str]:
+def lowerings(path: Path_, b: Any, c: Any, roots: Roots | None = None) -> list[str]:
     """Every lowering under one walk row. With `roots`, a protection leaf is judged against the
     protections its DefaultEvictor args leave active on each side (the module docstring says
     why), and a protection lost with no leaf of its own to say so is named too."""
     out: list[str] = []
     lost_at: dict[Path_, frozenset[str]] = {}
-    for p, x, y in _leaf_pairs(path, b, c):
+    for p, x, y in leaf_pairs(path, b, c):
         i = next((i for i, part in enumerate(p) if part in RAW_PROTECTION_KEYS), None)
         if i is None or roots is None:
             if r := _lowering(p, x, y):
@@ -127,14 +123,14 @@ def _lowerings(path: Path_, b: Any, c: Any, roots: Roots | None = None) -> list[
 def _named_by_leaves(path: Path_, b: Any, c: Any, args: Path_) -> frozenset[str]:
     """The protections some leaf under `args` would name if it lowered one."""
     names: set[str] = set()
-    for p, x, y in _leaf_pairs(path, b, c):
+    for p, x, y in leaf_pairs(path, b, c):
         if p[: len(args)] != args or len(p) <= len(args):
             continue
         key = p[-1]
         if key in DEPRECATED_EVICTOR_BOOLEANS:
             names.add(DEPRECATED_EVICTOR_BOOLEANS[key][1])
         elif key in ("defaultDisabled", "extraEnabled"):
-            names |= {str(n) for n in (*_as_list(x), *_as_list(y))}
+            names |= {str(n) for n in (*as_list(x), *as_list(y))}
     return frozenset(names)
 
 
@@ -150,7 +146,7 @@ def _lost(roots: Roots, args: Path_) -> frozenset[str]:
             side.pop(PROTECTIONS_FIELD, None)
         sides.append(side)
     named = [
-        n for s in sides for n in _as_list((s.get(PROTECTIONS_FIELD) or {}).get("defaultDisabled"))
+        n for s in sides for n in as_list((s.get(PROTECTIONS_FIELD) or {}).get("defaultDisabled"))
     ]
     defaults = list(dict.fromkeys([*_LEGACY_DEFAULTS, *map(str, named)]))
     active_b, active_c = (_active(s, defaults) for s in sides)
@@ -172,7 +168,7 @@ def _resolve(root: Any, path: Path_) -> Any:
     cur = root
     for part in path:
         if part.startswith("[") and part.endswith("]"):
-            cur = (_named(cur) or {}).get(part[1:-1])
+            cur = (by_name(cur) or {}).get(part[1:-1])
         elif isinstance(cur, Mapping):
             cur = cur.get(part)
         else:

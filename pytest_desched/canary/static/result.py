@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_desched.canary.static.difference import _RANK, AREAS, SEVERITIES, Difference
+from pytest_desched.canary.static.difference import AREAS, SEVERITIES, SEVERITY_RANK, Difference
 from pytest_desched.redaction import scrub_data, scrub_secrets
 
 
@@ -57,7 +57,9 @@ class StaticComparison:
             areas.setdefault(d.area, []).append(d)
 
         def worst(a: str) -> tuple[int, int]:
-            return min(_RANK[d.severity] for d in areas[a]), AREAS.index(a) if a in AREAS else 99
+            return min(SEVERITY_RANK[d.severity] for d in areas[a]), AREAS.index(
+                a
+            ) if a in AREAS else 99
 
         lines = [head]
         for area in sorted(areas, key=worst):
@@ -68,7 +70,7 @@ class StaticComparison:
                 "| severity | rule | change | where | baseline | candidate | why it matters |",
                 "|---|---|---|---|---|---|---|",
             ]
-            for d in sorted(areas[area], key=lambda d: _RANK[d.severity]):
+            for d in sorted(areas[area], key=lambda d: SEVERITY_RANK[d.severity]):
                 lines.append(
                     f"| {d.severity} | {d.rule or '—'} | {d.change} | {_cell(d.path, 90)} | {_cell(d.baseline)} "
                     f"| {_cell(d.candidate)} | {_cell(d.message, 240)} |"

@@ -9,12 +9,12 @@ from typing import Any
 from pytest_desched.canary.static.difference import (
     Difference,
     Path_,
-    _diff,
-    _fmt,
-    _last_key,
-    _walk,
+    format_path,
+    last_key,
+    make_difference,
+    walk,
 )
-from pytest_desched.canary.static.protections import Roots, _lowerings
+from pytest_desched.canary.static.protections import Roots, lowerings
 
 
 def _inert(v: Any) -> bool:
@@ -49,7 +49,7 @@ def _renames(
     """Removed key -> the added key it was renamed to; the added key -> None. A pair: the
     same parent, neither lowering a protection, and the same non-empty default or a name
     at least 85% alike (difflib), each key in one pair at most."""
-    plain = [(p, ch, b, c) for p, ch, b, c in rows if not _lowerings(p, b, c, roots)]
+    plain = [(p, ch, b, c) for p, ch, b, c in rows if not lowerings(p, b, c, roots)]
     gone = [(p, b) for p, ch, b, _ in plain if ch == "removed" and not p[-1].startswith("[")]
     new = [(p, c) for p, ch, _, c in plain if ch == "added" and not p[-1].startswith("[")]
     out: dict[Path_, Path_ | None] = {}
@@ -77,12 +77,12 @@ def compare_values(
     removed beside an added one of the same default or a close name is one rename row (DU008).
     """
     out: list[Difference] = []
-    rows = list(_walk(baseline, candidate, ("values",)))
+    rows = list(walk(baseline, candidate, ("values",)))
     roots: Roots = (baseline, candidate, 1)  # the walk's paths start with "values"
     renamed = _renames(rows, roots)
     for path, change, b, c in rows:
-        where, key = _fmt(path), _last_key(path)
-        lowered = _lowerings(path, b, c, roots)
+        where, key = format_path(path), last_key(path)
+        lowered = lowerings(path, b, c, roots)
         if path in renamed:
             new = renamed[path]
             if new is None:
@@ -94,7 +94,7 @@ def compare_values(
                 f"a values file that sets {key} must set {new[-1]} there"
             )
             c = _get(candidate, new[1:])
-            out.append(_diff(rule, "values", where, "renamed", b, c, msg, key))
+            out.append(make_difference(rule, "values", where, "renamed", b, c, msg, key))
             continue
         if lowered:
             rule = "DU006"
@@ -120,5 +120,5 @@ def compare_values(
         else:
             rule = "DU004"
             msg = f"default of {where} changed: installs that rely on it change too"
-        out.append(_diff(rule, "values", where, change, b, c, msg, key))
+        out.append(make_difference(rule, "values", where, change, b, c, msg, key))
     return out

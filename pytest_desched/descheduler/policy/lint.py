@@ -44,9 +44,9 @@ from pytest_desched.descheduler.policy.lint_output import (
 )
 from pytest_desched.descheduler.policy.lint_rules import (
     DEPRECATED_EVICTOR_BOOLEANS,
-    _line_of,
-    _tokens,
     go_seconds,
+    line_of,
+    path_tokens,
     policy_findings,
     runbook_numbers,
     will_run,
@@ -270,7 +270,7 @@ def _origin(target: Target, path: str) -> tuple[str, int | None, str]:
     else (a key the policy lacks) the user's file that set where it would go, else the chart."""
     rendered = target.rendered
     assert rendered is not None
-    toks = _tokens(path)
+    toks = path_tokens(path)
     keep = _present(target.node, toks)
     where = toks if keep == len(toks) else toks[:keep]
     hit = rendered.locate(where)
@@ -290,7 +290,7 @@ def _finding(target: Target, rule: str, path: str, message: str, fix: str) -> Fi
             )
     else:
         file, origin = target.file, ""
-        line = _line_of(target.node, path) if target.node is not None and path else None
+        line = line_of(target.node, path) if target.node is not None and path else None
     return Finding(
         rule=rule,
         severity=RULES[rule].severity,

@@ -92,7 +92,8 @@ def runbook_numbers() -> RunbookNumbers:
 # -------------------------------------------------------------------------------- paths ---
 
 
-def _tokens(path: str) -> list[str | int]:
+def path_tokens(path: str) -> list[str | int]:
+    """A lint path (`profiles[0].args.x`) as its keys and list indexes, in order."""
     toks: list[str | int] = []
     for part in path.replace("[", ".[").split("."):
         if not part:
@@ -101,10 +102,10 @@ def _tokens(path: str) -> list[str | int]:
     return toks
 
 
-def _line_of(node: yaml.Node | None, path: str) -> int | None:
+def line_of(node: yaml.Node | None, path: str) -> int | None:
     """1-based line of ``path`` in a composed document (the key's line for a mapping entry)."""
     line = None
-    for tok in _tokens(path):
+    for tok in path_tokens(path):
         if isinstance(node, yaml.SequenceNode) and isinstance(tok, int) and tok < len(node.value):
             node = node.value[tok]
             line = node.start_mark.line + 1
@@ -227,7 +228,7 @@ def _lifetime_findings(i: int, profile: Mapping[str, Any], runbook: RunbookNumbe
 def _dropped_findings(res: CheckResult) -> list[Hit]:
     out = []
     for d in res.dropped:
-        leaf = _tokens(d.path)[-1] if d.path else ""
+        leaf = path_tokens(d.path)[-1] if d.path else ""
         if d.kind == "ignored":
             out.append(("DL002", d.path, f"{d.message}; the descheduler says nothing", "remove it"))
             continue

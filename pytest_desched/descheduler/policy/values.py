@@ -79,7 +79,7 @@ def yaml_problem(path: Path, exc: yaml.YAMLError) -> str:
     return f"{path}{where}: not valid YAML ({why})"
 
 
-def _node_line(node: yaml.Node | None, keys: Sequence[str | int]) -> int | None:
+def node_line(node: yaml.Node | None, keys: Sequence[str | int]) -> int | None:
     """1-based line of the full key path in a composed document; None when any step is absent."""
     line = None
     for key in keys:
@@ -121,7 +121,7 @@ def safety_off(files: Sequence[ValuesFile]) -> list[tuple[ValuesFile, str, Any, 
         value = _get(last.doc, keys)[1]
         if value is True or str(value).lower() == "true":
             continue
-        out.append((last, ".".join(keys), value, _node_line(last.node, keys), why))
+        out.append((last, ".".join(keys), value, node_line(last.node, keys), why))
     return out
 
 
@@ -142,7 +142,7 @@ def unknown_keys(
     """(file, key, line) of each top-level key no part of the chart reads: helm ignores it
     without a word, so the setting does nothing (a typo, or a key of another chart version)."""
     return [
-        (f, str(key), _node_line(f.node, [str(key)]))
+        (f, str(key), node_line(f.node, [str(key)]))
         for f in files
         for key in f.doc
         if str(key) not in reads
@@ -184,7 +184,7 @@ class RenderedValues:
         """The file (last in Helm's order) and line that set ``deschedulerPolicy.<path>``."""
         keys = [POLICY_KEY, *policy_path]
         for f in reversed(self.files):
-            line = _node_line(f.node, keys)
+            line = node_line(f.node, keys)
             if line is not None:
                 return f, line
         return None

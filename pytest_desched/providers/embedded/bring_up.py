@@ -72,7 +72,7 @@ def preload_api_client() -> None:
     """Import the kubernetes client and build the API classes a session uses first."""
     from kubernetes import client
 
-    import pytest_desched.kube  # heavy: kubernetes client, preloaded off the main thread  # noqa: F401
+    import pytest_desched.kube  # heavy: the kubernetes client, preloaded off the main thread  # noqa: F401
 
     for api in API_CLASSES:  # kubernetes 37 builds each API's models on first use (seconds)
         getattr(client, api)

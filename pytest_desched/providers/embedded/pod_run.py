@@ -356,7 +356,7 @@ def logs_served(
     controller (CI, test_runbook_commands). Any other answer (a node the API server cannot
     reach for logs, as a replay's snapshot nodes) ends the wait at once: waiting cannot help.
     """
-    from kubernetes import client  # heavy: kubernetes client, as publish_logs
+    from kubernetes import client  # heavy: the kubernetes client, as publish_logs
     from kubernetes.client.rest import ApiException
 
     core = client.CoreV1Api(cluster.api_client)

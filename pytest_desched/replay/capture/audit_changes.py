@@ -196,7 +196,7 @@ def record_from_audit(
     )
     tl = Timeline(header, snap, changes)
     if redact:
-        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+        # heavy: the kubernetes client, kept out of this module's import
         from pytest_desched.replay.capture.record import redact_timeline
 
         tl = redact_timeline(tl)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_desched.replay.host.plan import ROLE_LABEL, RUN_LABEL
-from pytest_desched.tools.kind_node.kwok_image import kwok_image_tag
+from pytest_desched.tools.kind_runtime import kwok_image_tag
 
 _CONFIG_DIR = "/etc/kwok"
 _PORT = 10247
@@ -24,7 +24,7 @@ def kwok_namespace(run_id: str) -> str:
 
 
 def kwok_image(version: str) -> str:
-    """The default image (tools.kind_node.kwok_image builds it from the pinned module)."""
+    """The default image (`make kind-image` builds it from the pinned module: dev/kind_node)."""
     return kwok_image_tag(version)
 
 

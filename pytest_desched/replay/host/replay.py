@@ -51,7 +51,7 @@ from pytest_desched.replay.host.policy import host_descheduler_problems, narrow_
 from pytest_desched.replay.host.teardown import Teardown, teardown
 from pytest_desched.replay.objects import collection_path, object_path, path_of
 from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult
-from pytest_desched.tools.kind_node.kwok_image import pinned_kwok_stages
+from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -266,7 +266,7 @@ def replay_on_host(
         changes["descheduler_version"] = inp.version
     config = config.with_(**changes)
     if toolchain is None:
-        # heavy: the toolchain (+5 modules), kept out of the input checks above
+        # heavy: the toolchain, kept out of the input checks above
         from pytest_desched.tools.toolchain import Toolchain
 
         toolchain = Toolchain(cache_dir=config.cache_dir, report=report)
@@ -308,7 +308,7 @@ def replay_on_host(
     image = kwok_image or default_kwok_image(toolchain.versions.kwok.version)
     provider = HostProvider(cluster, plan, image, pinned_kwok_stages(toolchain), report)
     timings = {"inputs_and_host_read": round(time.monotonic() - t0, 3)}
-    # heavy: +7 modules (~7 ms), kept out of the input checks
+    # heavy: session and its imports, kept out of the input checks
     from pytest_desched.session import DeschedSession
 
     with DeschedSession(

@@ -389,7 +389,7 @@ class TimelineDriver:
         applies one runs the next as soon as it has landed, and the changes after it (other
         objects') are handed out meanwhile. (Waiting here for the earlier one held every later
         change of every object behind it.)"""
-        # heavy: kubernetes client (0.2-0.7 s), kept out of this module's import
+        # heavy: the kubernetes client, kept out of this module's import
         from pytest_desched.replay.timeline.apply import apply_change
 
         api = self._cluster.api_client

@@ -12,8 +12,8 @@ import pytest
 from pytest_desched.commands.parser import parser
 from pytest_desched.descheduler.inputs import UserInputs, check_user_inputs
 from pytest_desched.errors import ConfigError
-from pytest_desched.replay.run import check_inputs
 from pytest_desched.replay.gen.incidents import label_move
+from pytest_desched.replay.run import check_inputs
 from tests.unit import DATA_ROOT
 
 DATA = DATA_ROOT / "descheduler-v0.36.0"
@@ -48,8 +48,8 @@ def test_replay_of_a_missing_snapshot_is_bad_input(tmp_path: Path) -> None:
 
 
 def test_replay_rounds_and_log_are_checked_first(tmp_path: Path) -> None:
-    from pytest_desched.replay.run import check_inputs
     from pytest_desched.replay.gen.incidents import label_move
+    from pytest_desched.replay.run import check_inputs
 
     path = label_move().snapshot.write(tmp_path / "snap.yaml")
     with pytest.raises(ConfigError, match="rounds 0: out of range"):

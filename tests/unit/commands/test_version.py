@@ -8,7 +8,7 @@ import pytest
 
 from pytest_desched.commands import version
 from pytest_desched.tools import lint_bin
-from tests.unit.descheduler.test_lint_wheel import _read
+from tests.unit.test_dev_lint_wheel import _read
 from tests.unit.tools.test_lint_bin import fake_wheel
 
 

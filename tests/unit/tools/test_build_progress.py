@@ -59,7 +59,7 @@ def test_the_build_reports_progress_against_the_total(
         said.append(line)
         flag.touch()
 
-    gobuild._run_logged(
+    gobuild.run_logged(
         [sys.executable, "-c", script], tmp_path, dict(os.environ), io.StringIO(),
         tmp_path / "log", group, report, interval=0.05,
     )  # fmt: skip

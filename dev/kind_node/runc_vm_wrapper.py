@@ -6,7 +6,7 @@ then fails with `operation not permitted` when the VM's own bounding set has no
 CAP_SYS_RESOURCE. This wrapper removes CAP_SYS_RESOURCE from the bundle's config.json
 before `runc create`/`runc run` (and from the process spec of `runc exec`) and hands everything else to runc unchanged, so a
 privileged container gets all it can get here. Registered by
-`python -m pytest_desched.tools.kind_node docker` only on such VMs
+`python -m dev.kind_node docker` only on such VMs
 (`dockerd --add-runtime desched-vm=THIS --default-runtime desched-vm`); never used on a
 machine whose dockerd can run privileged containers.
 """

@@ -1,4 +1,4 @@
-"""`python -m pytest_desched.tools.kind_node [all|engine|build]`: kind, run from what is built here.
+"""`python -m dev.kind_node [all|engine|build]`: kind, run from what is built here.
 
 all (default): install missing Debian packages, make sure a Docker engine answers, build
 (or find cached) the node image and the descheduler image, build kind itself.
@@ -12,12 +12,15 @@ from __future__ import annotations
 import argparse
 import time
 
+from dev.kind_node.binaries import Pins
+from dev.kind_node.build import NodeImageBuild
+from dev.kind_node.engine import ensure_engine, ensure_packages, stop_engine
+from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.errors import ToolError
-from pytest_desched.tools.kind_node.binaries import Pins
-from pytest_desched.tools.kind_node.build import NodeImageBuild, _report
-from pytest_desched.tools.kind_node.engine import ensure_engine, ensure_packages, stop_engine
-from pytest_desched.tools.kind_node.kwok_image import build_kwok_image
+from pytest_desched.log import tagged
 from pytest_desched.tools.toolchain import Toolchain
+
+_report = tagged("kind-node")
 
 
 def main(argv: list[str] | None = None) -> int:

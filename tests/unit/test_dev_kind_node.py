@@ -1,4 +1,5 @@
-"""The offline kind node build's pure parts: archives, kind's constants, the VM runtime, patches."""
+"""The offline kind node build's pure parts (dev/kind_node): archives, kind's constants, the VM
+runtime, patches."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dev.kind_node import archive
+from dev.kind_node.engine import bounding_lacks
+from dev.kind_node.go_constants import _go_string_expr, kind_go_constants
 from pytest_desched.providers.kind import (
     CGROUP_V1_PATCH,
     OOM_SCORE_PATCH,
@@ -19,17 +23,15 @@ from pytest_desched.providers.kind import (
     host_patches,
     render_kind_config,
 )
-from pytest_desched.tools.kind_node import archive
-from pytest_desched.tools.kind_node.engine import VM_RUNTIME, bounding_lacks
-from pytest_desched.tools.kind_node.go_constants import _go_string_expr, kind_go_constants
-from pytest_desched.tools.kind_node.kwok_image import (
+from pytest_desched.tools.kind_runtime import (
     KWOK_STAGE_FILES,
+    VM_RUNTIME,
     kwok_stages,
     pinned_kwok_stages,
 )
 from tests.unit import REPO
 
-WRAPPER = REPO / "pytest_desched/tools/kind_node/runc_vm_wrapper.py"
+WRAPPER = REPO / "dev/kind_node/runc_vm_wrapper.py"
 
 
 def test_archive_is_what_docker_load_reads(tmp_path: Path) -> None:
@@ -160,8 +162,8 @@ def test_bounding_set_is_read() -> None:
 
 
 def test_the_kwok_image_is_the_pinned_binary_labelled_with_its_module(tmp_path: Path) -> None:
+    from dev.kind_node.kwok_image import BUILT_FROM, kwok_image_spec
     from pytest_desched.replay.host.kwok import kwok_image, kwok_objects
-    from pytest_desched.tools.kind_node.kwok_image import BUILT_FROM, kwok_image_spec
 
     binary = tmp_path / "kwok"
     binary.write_bytes(b"\x7fELF kwok")

@@ -18,7 +18,7 @@ import yaml
 
 from pytest_desched.errors import ToolError
 from pytest_desched.tools.gobuild import go_env
-from pytest_desched.tools.groups import Group, _kube_ldflags
+from pytest_desched.tools.groups import Group, kube_ldflags
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import Versions, load_versions
 
@@ -65,7 +65,7 @@ def node_groups(p: Pins) -> dict[str, Group]:
             k.module,
             k.version,
             {b: f"{k.module}/cmd/{b}" for b in ("kubelet", "kubeadm", "kube-proxy")},
-            _kube_ldflags(k.version),
+            kube_ldflags(k.version),
         ),
         "containerd": Group(
             "containerd",

@@ -13,20 +13,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from dev.kind_node import archive
+from dev.kind_node.archive import ImageSpec, archive_config_digest
+from dev.kind_node.engine import docker_image_id
 from pytest_desched.log import Reporter
-from pytest_desched.tools.kind_node import archive
-from pytest_desched.tools.kind_node.archive import ImageSpec, archive_config_digest
-from pytest_desched.tools.kind_node.build import module_dir
-from pytest_desched.tools.kind_node.engine import docker_image_id
+from pytest_desched.tools.kind_runtime import kwok_image_tag
 from pytest_desched.tools.toolchain import Toolchain
 
-KWOK_IMAGE_REPO = "desched.local/kwok"
 BUILT_FROM = "io.github.pytest-desched.built-from"
-
-
-def kwok_image_tag(version: str) -> str:
-    """The kwok controller image a host replay uses by default (built by `build_kwok_image`)."""
-    return f"{KWOK_IMAGE_REPO}:{version}"
 
 
 def kwok_image_spec(binary: Path, version: str, module: str, layer: Path) -> ImageSpec:
@@ -51,38 +45,6 @@ def kwok_image_spec(binary: Path, version: str, module: str, layer: Path) -> Ima
             BUILT_FROM: f"{module}@{version}",
         },
     )
-
-
-# kwokctl's own defaults for a cluster whose kwok keeps node leases (runtime/cluster.go:
-# getDefaultNodeStages(lease=True), getDefaultPodStages): without stages kwok v0.8 exits with
-# "no stages found", so an in-cluster kwok gets the same ones the embedded cluster runs.
-KWOK_STAGE_FILES = (
-    "kustomize/stage/node/fast/node-initialize.yaml",
-    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-    "kustomize/stage/pod/fast/pod-ready.yaml",
-    "kustomize/stage/pod/fast/pod-complete.yaml",
-    "kustomize/stage/pod/fast/pod-delete.yaml",
-)
-
-
-def kwok_stages(module_root: Path) -> str:
-    """kwok's configuration file: the pinned module's own default Stage documents, in order."""
-    docs = []
-    for rel in KWOK_STAGE_FILES:
-        path = module_root / rel
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"{path}: kwok's stage file is missing from its module; the kwok pin changed "
-                "its layout: update KWOK_STAGE_FILES (tools/kind_node/kwok_image.py)"
-            )
-        docs.append(path.read_text().strip())
-    return "\n---\n".join(docs) + "\n"
-
-
-def pinned_kwok_stages(tc: Toolchain) -> str:
-    """The stages of the pinned kwok module (downloaded from the Go module proxy, cached)."""
-    comp = tc.versions.kwok
-    return kwok_stages(module_dir(comp.module, comp.version))
 
 
 def build_kwok_image(tc: Toolchain, report: Reporter) -> str:

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
+from dev import lint_wheel
 from pytest_desched import __version__
-from pytest_desched.descheduler import chart_source, lint_wheel
+from pytest_desched.descheduler import chart_source
 from pytest_desched.descheduler.chart_source import ChartRef, sha256_file
 from pytest_desched.errors import ToolError, UnsafeRender
 from pytest_desched.tools import lint_bin

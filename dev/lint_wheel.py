@@ -1,7 +1,7 @@
 """`make wheel-lint`: the pytest-desched-lint-bin wheel, from the cached helm, policy checker
 and chart, so that `desched lint` after `pip install` needs no Go (docs/lint.md#first-use).
 
-The checkout's `lint-bin/` (pyproject, hatch hook, README) is staged with the two binaries the
+The checkout's `dev/lint-bin/` (pyproject, hatch hook, README) is staged with the two binaries the
 toolchain resolves (the cache; built first when missing), the pinned chart and manifest.json;
 pip builds the wheel with hatchling, without build isolation (offline), into `dist/`.
 
@@ -41,8 +41,8 @@ from pytest_desched.tools.gobuild import go_env
 from pytest_desched.tools.groups import TOOL_GROUP
 from pytest_desched.tools.toolchain import Toolchain
 
-CHECKOUT = Path(__file__).resolve().parents[2]
-SKELETON = CHECKOUT / "lint-bin"  # in a checkout only
+CHECKOUT = Path(__file__).resolve().parents[1]
+SKELETON = Path(__file__).resolve().parent / "lint-bin"  # the wheel's own project files
 # the files a module's licence lives in (hatchling's own default globs for license-files)
 LICENSE_GLOBS = ("LICEN[CS]E*", "COPYING*", "NOTICE*", "AUTHORS*")
 # GOARCH -> the architecture in a wheel's platform tag
@@ -240,7 +240,7 @@ def build_wheel(tc: Toolchain, dist: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pytest_desched.descheduler.lint_wheel`: the lint-bin wheel into dist/."""
+    """`python -m dev.lint_wheel`: the lint-bin wheel into dist/."""
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("--dist", type=Path, default=Path("dist"), help="output folder")
     ap.add_argument("--cache-dir", type=Path, default=None, help="the tool cache")

@@ -29,19 +29,19 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_desched.errors import ToolError
-from pytest_desched.log import Reporter, tagged
-from pytest_desched.tools.gobuild import go_env
-from pytest_desched.tools.kind_node import archive
-from pytest_desched.tools.kind_node.archive import ImageSpec, archive_config_digest, archive_tags
-from pytest_desched.tools.kind_node.binaries import (
+from dev.kind_node import archive
+from dev.kind_node.archive import ImageSpec, archive_config_digest, archive_tags
+from dev.kind_node.binaries import (
     Pins,
     build_go,
     build_pause,
     node_groups,
 )
-from pytest_desched.tools.kind_node.engine import docker_has, docker_image_id, docker_label
-from pytest_desched.tools.kind_node.go_constants import kind_go_constants
+from dev.kind_node.engine import docker_has, docker_image_id, docker_label
+from dev.kind_node.go_constants import kind_go_constants
+from pytest_desched.errors import ToolError
+from pytest_desched.log import Reporter, tagged
+from pytest_desched.tools.gobuild import module_dir
 from pytest_desched.tools.locate import file_lock
 from pytest_desched.tools.toolchain import Toolchain
 
@@ -93,11 +93,6 @@ def run(cmd: list[str], report: Reporter | None = None, **kw) -> subprocess.Comp
         raise ToolError(
             f"`{' '.join(map(str, cmd[:6]))} ...` exited {exc.returncode}: {tail}"
         ) from None
-
-
-def module_dir(module: str, version: str) -> Path:
-    res = run(["go", "mod", "download", "-json", f"{module}@{version}"], env=go_env(), cwd="/")
-    return Path(json.loads(res.stdout)["Dir"])
 
 
 # --- the build --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The wheel's version and platform tag, read from the staged manifest.json.
 
-`pytest_desched.tools.lint_wheel` writes the manifest (one source of truth for what the wheel
+`dev/lint_wheel.py` writes the manifest (one source of truth for what the wheel
 carries); this hook only copies two of its fields into the build: the distribution version
 (the pytest-desched version whose pins the binaries match) and the wheel tag (the platform
 the static Go binaries were built for; no Python ABI, hence `py3-none-`).

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from pytest_desched.errors import ToolError
 from pytest_desched.log import Reporter, tagged
+from pytest_desched.tools.kind_runtime import VM_RUNTIME
 
 CAP_SYS_RESOURCE = 24
-VM_RUNTIME = "desched-vm"
 WRAPPER = Path(__file__).resolve().parent / "runc_vm_wrapper.py"
 RUN_DIR = Path("/run/pytest-desched")
 ENGINE_HOST = f"unix://{RUN_DIR}/docker.sock"
