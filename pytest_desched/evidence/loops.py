@@ -32,7 +32,7 @@ from itertools import dropwhile
 from typing import Any
 
 from pytest_desched.bounds import MIN_LOOP_CYCLES
-from pytest_desched.evidence.compare import identity_of
+from pytest_desched.outcome.identity import identity_of
 
 
 @dataclass(frozen=True)

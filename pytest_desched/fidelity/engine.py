@@ -43,6 +43,7 @@ from pytest_desched.fidelity.compare import (
 )
 from pytest_desched.fidelity.explain import BUG_1917, NOT_COMPARABLE, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
+from pytest_desched.outcome.fates import Fate
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -422,7 +423,7 @@ def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half], other: 
     results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
     probed: dict[str, Any] | None = None
     if any(not res.ok for res in results):
-        want = max(sum(f.fate != "untouched" for f in h.fates) for h in real_halves)
+        want = max(sum(f.fate != Fate.NOT_PICKED for f in h.fates) for h in real_halves)
         fates, how = _settled(dry, want)
         probed = {"how": how, "settled": [f.shown() for f in fates] if fates else None}
         halves = [replace(h, settled=fates, settled_how=how) for h in halves]

@@ -12,7 +12,7 @@ One job per module: `format` (the file), `trim` (what an object keeps), `snapsho
 one), `redact` (consistent renaming), `etcd` (bulk writes into the replay cluster), `restore`
 (the driver) with `plan` (what to write, pure), `writes` (through the API), `etcd_restore`
 and `api_restore` (the two methods), `ledger` (fates, from any log, record or replay;
-judged through `evidence/compare.py`), `rows` (every pod a round saw, with its origin),
+judged through `outcome/identity.py`), `rows` (every pod a round saw, with its origin),
 `log_compare` (round 1 against `--log`), `genbase` and `generator` (realistic clusters), `incidents` (the two incidents), `engine`
 (`replay()`), `cli` (`desched snapshot`, `record`, `replay`). In time: `timeline` (the file),
 `record` (watching a window: `replay.record.record`) and `audit_changes` (a window from an audit log), `clock` (window

@@ -34,9 +34,9 @@ from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, che
 from pytest_desched.config import add_config_options, config_from_args
 from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.errors import EXIT_INFRA, ConfigError, InputError
-from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.inputs_safe import json_lines, read_text
 from pytest_desched.log import say
+from pytest_desched.outcome.identity import NOT_COMPARABLE
 from pytest_desched.render import add_output
 from pytest_desched.replay import repeat as rep
 from pytest_desched.replay.schema import first_problem

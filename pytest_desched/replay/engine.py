@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.bounds import CLIENT_FLAGS, check_client_rate, check_cycles
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import build_config
-from pytest_desched.descheduler.decisions import Fate
+from pytest_desched.descheduler.decisions import Fate, Layer
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
@@ -380,12 +380,12 @@ def _run(
             if f.fate == Fate.EVICTED.value:
                 f.replacement = after.get(row.pod, "none")
                 if f.replacement == "missing":
-                    f.layer, f.detail = "controller", f"{f.detail}; no replacement appeared"
+                    f.layer, f.detail = Layer.CONTROLLER, f"{f.detail}; no replacement appeared"
                 elif f.replacement == "pending":
-                    f.layer, f.detail = "scheduler", f"{f.detail}; the replacement stayed Pending"
+                    f.layer, f.detail = Layer.SCHEDULER, f"{f.detail}; the replacement stayed Pending"
             row.fates.append(f)
         for row in new_rows:  # replacements: decided from the next round on
-            row.fates = [PodFate("new", None, f"created after round {i}") for _ in range(i)]
+            row.fates = [PodFate(Fate.NEW, None, f"created after round {i}") for _ in range(i)]
             ledger.rows.append(row)
         owner_uid.update(new_owners)
         fig = figures(

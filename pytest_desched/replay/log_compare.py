@@ -1,6 +1,6 @@
 """A replay's round 1 against the incident's own log (`replay --log`): the facts the
 comparison needs from the snapshot and the restore, then `ledger.compare`, which judges
-through the comparison core (`evidence/compare.py`)."""
+through the comparison core (`outcome/identity.py`)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`replay --repeat N`: the same replay N times, each on a fresh cluster, and whether the
 eviction set came out the same every time.
 
-Each evicted pod is counted by its identity in the comparison core (`evidence/compare.py`):
+Each evicted pod is counted by its identity in the comparison core (`outcome/identity.py`):
 owner, generation of replacement, node, strategy, layer, fate; never its name, since a
 replacement's name is its controller's random one (a second-generation replacement named
 after the first one's random name made identical runs differ). Why this matters: the
@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pytest_desched.evidence.compare import (
+from pytest_desched.outcome.identity import (
     Identity,
     NotCompared,
     answer_label,
