@@ -250,9 +250,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         )
     out.emit(out.render(rep.to_dict(), args.output, text=rep.markdown))
     say(f"report: {config.artifacts / 'canary.md'} and canary.json")
-    if rep.broken:  # a track could not run: no verdict on the candidate, exit as infra
-        return EXIT_INFRA
-    return EXIT_OK if rep.ok else EXIT_FAILED
+    return rep.final_verdict.exit_code  # a track could not run: no verdict, exit as infra
 
 
 def _shown(outcome: str) -> str:

@@ -31,6 +31,7 @@ from pytest_desched.outcome.fates import FATE_RANK, Fate
 # One pod's fate in one half is the ledger's PodFate (its fidelity view: `shown`, `same_as`);
 # imported from here for one release.
 from pytest_desched.outcome.ledger import PodFate, rank
+from pytest_desched.outcome.verdict import Outcome as VerdictOutcome
 
 Mode = Literal["dry-run", "real"]
 # A pod the log names more than once keeps the fate furthest down the runbook's chain
@@ -433,6 +434,13 @@ def merge(results: Iterable[FidelityResult]) -> FidelityResult:
 
 
 Outcome = Literal["pass", "fail", "error"]  # a fidelity run's verdict (one rule for both forms)
+# A fidelity run's outcome as the one verdict (outcome/verdict.py): "error" is a comparison not
+# made, no verdict (exit 3).
+VERDICT_OF = {
+    "pass": VerdictOutcome.PASS,
+    "fail": VerdictOutcome.FAIL,
+    "error": VerdictOutcome.NO_VERDICT,
+}
 
 
 def verdict_summary(

@@ -29,6 +29,7 @@ from pytest_desched.experiments.declared import drive, lookup
 from pytest_desched.experiments.framework import Runner
 from pytest_desched.experiments.results import Check
 from pytest_desched.fidelity.compare import (
+    VERDICT_OF,
     FidelityResult,
     Half,
     Mode,
@@ -44,6 +45,7 @@ from pytest_desched.fidelity.compare import (
 from pytest_desched.fidelity.explain import BUG_1917, NOT_COMPARABLE, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
 from pytest_desched.outcome.fates import Fate
+from pytest_desched.outcome.verdict import Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -154,6 +156,11 @@ class FidelityOutcome:
     @property
     def head(self) -> str:
         return f"{self.name}[{self.real.variant}]"
+
+    @property
+    def final_verdict(self) -> Verdict:
+        """pass, fail, or no verdict ("error": the halves were not compared, exit 3)."""
+        return Verdict(VERDICT_OF[self.outcome], (self.message,) if self.message else ())
 
     def summary(self) -> dict[str, Any]:
         return {

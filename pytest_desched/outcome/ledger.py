@@ -334,7 +334,7 @@ class Ledger:
         by_pod: dict[tuple[str, str], list[_Decision]] = {}
         for d in view.decisions:
             by_pod.setdefault((d.namespace, d.name), []).append(d)
-        rows = []
+        fates = []
         for p in view.before.pods:
             top = furthest(by_pod.get((p.namespace, p.name), []))
             fate = PodFate(
@@ -351,12 +351,16 @@ class Ledger:
                 audit_codes=tuple(view.refused_by_api.get(p.key, ())),
                 live_after=p.uid in live,
             )
-            rows.append(PodRow(p.key, p.node, origin="lab", fates=[fate]))
-        return cls(
-            rows=rows,
-            rounds=[RoundFigures(view.rnd.name)],
-            audit_available=bool(view.audit.get("available")),
-        )
+            fates.append(fate)
+        return cls.of_round(fates, view.rnd.name, bool(view.audit.get("available")))
+
+    @classmethod
+    def of_round(
+        cls, fates: Iterable[PodFate], round_name: str = "", audit_available: bool = False
+    ) -> Ledger:
+        """An experiment's ledger of one round from its pods' fates (each naming its pod)."""
+        rows = [PodRow(f.key, f.node, origin="lab", fates=[f]) for f in fates]
+        return cls(rows=rows, rounds=[RoundFigures(round_name)], audit_available=audit_available)
 
     # -- reading it ------------------------------------------------------------------------
     def row(self, pod: str) -> PodRow | None:

@@ -25,6 +25,7 @@ from pytest_desched.descheduler.decisions import Fate, Layer
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
+from pytest_desched.outcome.verdict import Verdict
 from pytest_desched.replay.aftermath import aftermath
 from pytest_desched.replay.capacity import check_capacity
 from pytest_desched.replay.cli import read_log
@@ -42,6 +43,7 @@ from pytest_desched.replay.ledger import (
 )
 from pytest_desched.replay.log_compare import compare_with_log
 from pytest_desched.replay.plan import AGES, RUNNER_NODE, plan_restore, runner_values
+from pytest_desched.replay.repeat import replay_verdict
 from pytest_desched.replay.rows import (
     BORN_NOTE,
     Moment,
@@ -78,6 +80,11 @@ class ReplayResult:
     timeline: dict[str, Any] = field(default_factory=dict)  # a timeline replay's own facts
     client: dict[str, Any] = field(default_factory=dict)  # --client-qps/--client-burst given
     host: dict[str, Any] = field(default_factory=dict)  # a host replay's plan and teardown
+
+    @property
+    def final_verdict(self) -> Verdict:
+        """This replay's verdict, the one `desched replay` exits with (repeat.replay_verdict)."""
+        return replay_verdict([self])
 
     def to_dict(self) -> dict[str, Any]:
         # the ledger by its own to_dict only: asdict's recursion through it took seconds
@@ -382,7 +389,10 @@ def _run(
                 if f.replacement == "missing":
                     f.layer, f.detail = Layer.CONTROLLER, f"{f.detail}; no replacement appeared"
                 elif f.replacement == "pending":
-                    f.layer, f.detail = Layer.SCHEDULER, f"{f.detail}; the replacement stayed Pending"
+                    f.layer, f.detail = (
+                        Layer.SCHEDULER,
+                        f"{f.detail}; the replacement stayed Pending",
+                    )
             row.fates.append(f)
         for row in new_rows:  # replacements: decided from the next round on
             row.fates = [PodFate(Fate.NEW, None, f"created after round {i}") for _ in range(i)]
