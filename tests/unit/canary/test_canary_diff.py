@@ -10,6 +10,7 @@ from pytest_desched.canary.compare import (
     fate_classes,
     node_roles,
     owner_of,
+    round_figures,
 )
 from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.verdict import changes_of, judge
