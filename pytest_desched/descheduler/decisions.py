@@ -138,14 +138,14 @@ def decide(
             return RoundVerdict("stopped-by:controller", Layer.CONTROLLER)
         if replacement == "pending":
             return RoundVerdict("stopped-by:scheduler", Layer.SCHEDULER)
-        return RoundVerdict("evicted", Layer.API_SERVER)
+        return RoundVerdict(Fate.EVICTED.value, Layer.API_SERVER)
     blocking = blocking_layers(decisions)
     if blocking:
         rank = {layer: i for i, layer in enumerate(CHAIN)}
         layer = max(blocking, key=lambda la: rank.get(la, -1))
         return RoundVerdict(f"stopped-by:{layer.value}", layer)
     if any(d.fate == Fate.DRY_RUN for d in decisions):
-        return RoundVerdict("dry-run", Layer.DRY_RUN)
+        return RoundVerdict(Fate.DRY_RUN.value, Layer.DRY_RUN)
     return RoundVerdict("no-candidates")
 
 

@@ -32,6 +32,7 @@ from itertools import dropwhile
 from typing import Any
 
 from pytest_desched.bounds import MIN_LOOP_CYCLES
+from pytest_desched.outcome.fates import Fate
 from pytest_desched.outcome.identity import identity_of
 
 
@@ -304,7 +305,7 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
                 evicted.append(at(r))
                 if (r["fates"][i - 1] or {}).get("replacement") in ("missing", "pending"):
                     unplaced.append(str(r.get("pod")))  # the engine's wait ended first
-            news = len(fates) - len(list(dropwhile(lambda f: f == "new", fates)))
+            news = len(fates) - len(list(dropwhile(lambda f: f == Fate.NEW, fates)))
             if news == i:  # "new" in rounds 1..i: created after round i
                 arrived.append(at(r))
         rnd = rounds[i - 1] if i <= len(rounds) and isinstance(rounds[i - 1], Mapping) else {}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.outcome import identity as core
-from pytest_desched.outcome.fates import Fate
+from pytest_desched.outcome.fates import Fate, Layer
 from pytest_desched.replay.settled import selector_matches
 
 if TYPE_CHECKING:
@@ -241,8 +241,8 @@ def _known_1882(row: Row, dry: Half, real: Half) -> str | None:
 EXPLAINERS: tuple[tuple[str, Explainer], ...] = (
     ("api-server(pdb-429)", _pdb_429),
     ("api-server(rbac-403)", _rbac_403),
-    ("eviction-limits", _caps),
-    ("scheduler", _pending),
+    (Layer.LIMITS.value, _caps),
+    (Layer.SCHEDULER.value, _pending),
     (BUG_1882, _known_1882),
     (BUG_1917, _known_1917),
 )
