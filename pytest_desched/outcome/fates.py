@@ -12,9 +12,9 @@ from enum import StrEnum
 
 # Words that once named a fate and now name another one (read from old evidence or results).
 _ALIASES = {
-    "not-selected": "not-picked",  # experiments' ledger until 0.x
-    "untouched": "not-picked",  # the fidelity comparison until 0.x
-    "evict": "evicted",  # the fidelity comparison until 0.x (dry run's prediction included)
+    "not-selected": "not-picked",  # experiments' ledger until 0.1.0
+    "untouched": "not-picked",  # the fidelity comparison until 0.1.0
+    "evict": "evicted",  # the fidelity comparison until 0.1.0 (dry run's prediction included)
 }
 
 

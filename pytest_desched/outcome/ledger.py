@@ -141,7 +141,10 @@ REPLAY_FATE_FIELDS = tuple(f.name for f in fields(PodFate))[:9]
 
 def rank(fate: Fate | str) -> int:
     """How far along the chain a fate got (0: no decision); the furthest wins."""
-    return FATE_RANK.get(fate, 0) if isinstance(fate, str) else 0
+    return _RANK_OF_WORD.get(str(fate), 0)
+
+
+_RANK_OF_WORD = {f.value: n for f, n in FATE_RANK.items()}
 
 
 @dataclass
