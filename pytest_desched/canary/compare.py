@@ -48,7 +48,7 @@ KIND_ORDER = (
     "fate-changed",
 )
 NOT_A_CANDIDATE = "kept: not a candidate (no strategy listed these pods)"
-_FATE_WORDS = {
+_FATE_WORDS: dict[str, str] = {
     Fate.EVICTED: "evicted",
     Fate.DRY_RUN: "would be evicted (dry run)",
     Fate.REFUSED: "refused by the API server",

@@ -251,21 +251,33 @@ class _Decision(Protocol):
 
 
 class _Pod(Protocol):
-    """A lab pod before the round (lab/snapshot.Pod), as a ledger reads it."""
+    """A lab pod before the round (lab/snapshot.PodInfo), as a ledger reads it."""
 
-    namespace: str
-    name: str
-    uid: str
-    workload: str | None
-    owner_kind: str | None
-    node: str | None
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def workload(self) -> str | None: ...
+
+    @property
+    def owner_kind(self) -> str | None: ...
+
+    @property
+    def node(self) -> str | None: ...
 
     @property
     def key(self) -> str: ...
 
 
 class _Live(Protocol):
-    uid: str
+    @property
+    def uid(self) -> str: ...
 
 
 class _Snapshot(Protocol):
