@@ -25,7 +25,7 @@ from pytest_desched.outcome.identity import answer_label, identity_label
 EXPERIMENT = "experiment"  # Ledger.source of an experiment's round (Ledger.of)
 
 
-@dataclass(eq=True)
+@dataclass  # not frozen: a replay adds what followed an eviction (replacement, at_s)
 class PodFate:
     """One pod in one round: its fate, the layer that decided it, and the evidence for it.
 
@@ -136,7 +136,17 @@ class PodFate:
 
 
 # The fields of a replay ledger's fate in its JSON (`desched replay -o json`), in order.
-REPLAY_FATE_FIELDS = tuple(f.name for f in fields(PodFate))[:9]
+REPLAY_FATE_FIELDS = (
+    "fate",
+    "layer",
+    "detail",
+    "strategy",
+    "status_code",
+    "checks",
+    "inferred",
+    "replacement",
+    "at_s",
+)
 
 
 def rank(fate: Fate | str) -> int:
