@@ -135,9 +135,9 @@ def decide(
         return RoundVerdict(f"skipped:{skipped}")
     if any(d.fate == Fate.EVICTED for d in decisions):
         if replacement == "missing":
-            return RoundVerdict("stopped-by:controller", Layer.CONTROLLER)
+            return RoundVerdict(f"stopped-by:{Layer.CONTROLLER.value}", Layer.CONTROLLER)
         if replacement == "pending":
-            return RoundVerdict("stopped-by:scheduler", Layer.SCHEDULER)
+            return RoundVerdict(f"stopped-by:{Layer.SCHEDULER.value}", Layer.SCHEDULER)
         return RoundVerdict(Fate.EVICTED.value, Layer.API_SERVER)
     blocking = blocking_layers(decisions)
     if blocking:

@@ -199,7 +199,7 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
                 "strategy": fate.get("strategy"),
                 "reason": fate_reason(fate),
             }
-            if fate.get("fate") == "evicted":
+            if fate.get("fate") == Fate.EVICTED:
                 gone_in = n
                 new = [
                     f"{a['key']} on {a.get('node')}"

@@ -301,7 +301,7 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
         evicted, arrived, unplaced = [], [], []
         for r in rows:
             fates = [str((f or {}).get("fate")) for f in r.get("fates") or []]
-            if len(fates) >= i and fates[i - 1] == "evicted":
+            if len(fates) >= i and fates[i - 1] == Fate.EVICTED:
                 evicted.append(at(r))
                 if (r["fates"][i - 1] or {}).get("replacement") in ("missing", "pending"):
                     unplaced.append(str(r.get("pod")))  # the engine's wait ended first
