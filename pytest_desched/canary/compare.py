@@ -1,7 +1,7 @@
 """The behaviour diff of two tracks: per round, the runbook's figures and each pod class's fates.
 
 Both tracks run on clusters of their own, so pod names, UIDs and node names differ. Pods are
-matched by the comparison core's identity (evidence/compare.py), owner and node role: a
+matched by the comparison core's identity (outcome/identity.py), owner and node role: a
 Deployment pod `web-7d4f9c8b6-x2kq9` belongs to owner `web`, and a node is named by its position among the cluster's workers (`worker-1`...), which
 both clusters create the same way. Replicas of one owner on one node are interchangeable to
 the descheduler (it has nothing else to tell them apart), so their fates are compared as a
@@ -17,20 +17,25 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.evidence.compare import Identity, identity_of
-from pytest_desched.evidence.compare import owner_from_name as owner_of
 from pytest_desched.evidence.record import lab_namespaces
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
+from pytest_desched.outcome.fates import Fate
+from pytest_desched.outcome.identity import Identity, identity_of
+from pytest_desched.outcome.identity import owner_from_name as owner_of
 
-STOPPED = ("refused", "limited", "filtered", "nodefit", "error")
-MOVED = ("evicted",)
+# A track's round figures are the ledger's RoundFigures (its `runbook` form, built by
+# round_figures); imported from here for one release.
+from pytest_desched.outcome.ledger import RoundFigures
+
+STOPPED = (Fate.REFUSED, Fate.LIMITED, Fate.FILTERED, Fate.NODEFIT, Fate.ERROR)
+MOVED = (Fate.EVICTED,)
 # An eviction was tried on the pod (whatever the API server answered), or only a cap stopped
 # it: never a replacement merely "seen", on any pod.
-ATTEMPTED = ("evicted", "refused", "error", "limited")
+ATTEMPTED = (Fate.EVICTED, Fate.REFUSED, Fate.ERROR, Fate.LIMITED)
 CREATED_IN_ROUND = " (created in round)"
 # One label per class, the gravest first: a grown set and a fail-closed round turned evict
 # are the runbook's rollback triggers.
@@ -43,14 +48,14 @@ KIND_ORDER = (
     "fate-changed",
 )
 NOT_A_CANDIDATE = "kept: not a candidate (no strategy listed these pods)"
-_FATE_WORDS = {
-    "evicted": "evicted",
-    "dry-run": "would be evicted (dry run)",
-    "refused": "refused by the API server",
-    "limited": "stopped by the eviction limits",
-    "filtered": "kept by the evictor's filter",
-    "nodefit": "stopped by nodeFit",
-    "error": "eviction failed",
+_FATE_WORDS: dict[str, str] = {
+    Fate.EVICTED: "evicted",
+    Fate.DRY_RUN: "would be evicted (dry run)",
+    Fate.REFUSED: "refused by the API server",
+    Fate.LIMITED: "stopped by the eviction limits",
+    Fate.FILTERED: "kept by the evictor's filter",
+    Fate.NODEFIT: "stopped by nodeFit",
+    Fate.ERROR: "eviction failed",
 }
 
 
@@ -74,90 +79,54 @@ def node_roles(workers: Sequence[str]) -> dict[str, str]:
     return {name: f"worker-{i + 1}" for i, name in enumerate(workers)}
 
 
-@dataclass
-class RoundFigures:
-    """The runbook's figures for one round of one track.
+def round_figures(record: Mapping[str, Any]) -> RoundFigures:
+    """The runbook's figures for one round of one track (outcome/ledger.RoundFigures, its
+    `runbook` form).
 
     The per-fate counts are of the lab's pods that existed before the round: a replacement the
     round's own eviction created is listed or not by a race (see the module docstring), so it is
     counted apart, in `replacements_listed`, and never moves `candidates`.
     """
-
-    candidates: int = 0  # pre-round lab pods a strategy picked (any fate)
-    replacements_listed: int = 0  # pods created in this round that a strategy still listed
-    protected: dict[str, int] = field(default_factory=dict)  # evictor filter check -> pods
-    nodefit: int = 0
-    limited: int = 0
-    pdb_refusals: int = 0  # eviction answered 429
-    other_refusals: int = 0
-    evictions: int = 0
-    dry_run: int = 0
-    ready_latency_s: float | None = None
-    pending: int = 0
-    final_skew: int | None = None  # max - min lab pods per node after the round
-    verdict: str = ""
-    deciding_layer: str | None = None
-    known_bugs: list[str] = field(default_factory=list)
-    metric_names: list[str] = field(default_factory=list)
-    version: str = ""  # the descheduler version that ran the round
-    # EvictionFailed events that reached the API for the round's refusals, and how many were
-    # owed (one per refusal with the notification on); None: the experiment does not count them.
-    events_delivered: int | None = None
-    events_owed: int | None = None
-    no_cycle: str | None = None  # why the round completed no descheduling cycle (no_cycle())
-
-    @classmethod
-    def of(cls, record: Mapping[str, Any]) -> RoundFigures:
-        ns = lab_namespaces(record)
-        created = created_in_round(record)
-        lab = [d for d in record.get("decisions") or [] if ns is None or d.get("namespace") in ns]
-        new = [d for d in lab if str(d.get("name")) in created]
-        lab = [d for d in lab if str(d.get("name")) not in created]
-        f = cls(candidates=len(lab), replacements_listed=len(new))
-        for d in lab:
-            fate = d.get("fate")
-            if fate == "filtered":
-                for check in d.get("checks") or ["(unnamed)"]:
-                    f.protected[check] = f.protected.get(check, 0) + 1
-            elif fate == "nodefit":
-                f.nodefit += 1
-            elif fate == "limited":
-                f.limited += 1
-            elif fate == "refused":
-                if d.get("status_code") == 429:
-                    f.pdb_refusals += 1
-                else:
-                    f.other_refusals += 1
-            elif fate == "dry-run":
-                f.dry_run += 1
-        f.evictions = int(record.get("evictions") or 0)
-        f.ready_latency_s = record.get("replacement_ready_latency_s")
-        f.pending = len(record.get("pending_pods") or [])
-        after = record.get("distribution_after") or {}
-        if after:
-            f.final_skew = max(after.values()) - min(after.values())
-        f.verdict = str(record.get("verdict") or "")
-        f.deciding_layer = record.get("deciding_layer")
-        f.known_bugs = sorted(record.get("known_bugs") or {})
-        f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
-        f.version = str((record.get("versions") or {}).get("descheduler") or "")
-        f.no_cycle = no_cycle(record)
-        ev = record.get("events_delivered") or {}
-        if ev:
-            # The long-running process's count is the proof where it was measured.
-            got = ev.get("outliving", ev.get("delivered"))
-            f.events_delivered, f.events_owed = int(got or 0), int(ev.get("owed") or 0)
-        return f
-
-    @property
-    def events(self) -> str | None:
-        """`delivered/owed` EvictionFailed events, for the report."""
-        if self.events_owed is None:
-            return None
-        return f"{self.events_delivered}/{self.events_owed}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    ns = lab_namespaces(record)
+    created = created_in_round(record)
+    lab = [d for d in record.get("decisions") or [] if ns is None or d.get("namespace") in ns]
+    new = [d for d in lab if str(d.get("name")) in created]
+    lab = [d for d in lab if str(d.get("name")) not in created]
+    f = RoundFigures(candidates=len(lab), replacements_listed=len(new), form="runbook")
+    for d in lab:
+        fate = d.get("fate")
+        if fate == Fate.FILTERED:
+            for check in d.get("checks") or ["(unnamed)"]:
+                f.protected[check] = f.protected.get(check, 0) + 1
+        elif fate == Fate.NODEFIT:
+            f.nodefit += 1
+        elif fate == Fate.LIMITED:
+            f.limited += 1
+        elif fate == Fate.REFUSED:
+            if d.get("status_code") == 429:
+                f.pdb_refusals += 1
+            else:
+                f.other_refusals += 1
+        elif fate == Fate.DRY_RUN:
+            f.dry_run_fates += 1
+    f.evictions = int(record.get("evictions") or 0)
+    f.ready_latency_s = record.get("replacement_ready_latency_s")
+    f.pending = len(record.get("pending_pods") or [])
+    after = record.get("distribution_after") or {}
+    if after:
+        f.final_skew = max(after.values()) - min(after.values())
+    f.verdict = str(record.get("verdict") or "")
+    f.deciding_layer = record.get("deciding_layer")
+    f.known_bugs = sorted(record.get("known_bugs") or {})
+    f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
+    f.version = str((record.get("versions") or {}).get("descheduler") or "")
+    f.no_cycle = no_cycle(record)
+    ev = record.get("events_delivered") or {}
+    if ev:
+        # The long-running process's count is the proof where it was measured.
+        got = ev.get("outliving", ev.get("delivered"))
+        f.events_delivered, f.events_owed = int(got or 0), int(ev.get("owed") or 0)
+    return f
 
 
 def no_cycle(record: Mapping[str, Any]) -> str | None:
@@ -183,7 +152,7 @@ def created_in_round(record: Mapping[str, Any]) -> set[str]:
 
 
 def class_of(ident: Identity) -> str:
-    """A pod class, `owner@worker-N`, from the comparison core's identity (evidence/compare.py:
+    """A pod class, `owner@worker-N`, from the comparison core's identity (outcome/identity.py:
     never a random name; a replacement is generation 1, its own class)."""
     return f"{ident.owner or ''}@{ident.node}" + (CREATED_IN_ROUND if ident.generation else "")
 
@@ -216,9 +185,9 @@ def fate_key(d: Mapping[str, Any]) -> str:
     """A decision's fate as a class counts it, `fate(detail)/layer`: the evictor's checks of a
     filtered pod, the API's status code of a refused one (429 (PDB) -> 403 (RBAC) is a change)."""
     fate = str(d.get("fate"))
-    if fate == "filtered" and d.get("checks"):
+    if fate == Fate.FILTERED and d.get("checks"):
         fate += "(" + ",".join(sorted(d["checks"])) + ")"
-    elif fate in ("refused", "error") and d.get("status_code") is not None:
+    elif fate in (Fate.REFUSED, Fate.ERROR) and d.get("status_code") is not None:
         fate += f"({d['status_code']})"
     return f"{fate}/{d.get('layer')}"
 
@@ -304,7 +273,9 @@ class RoundDiff:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        d = asdict(replace(self, baseline=None, candidate=None))
+        d["baseline"] = self.baseline.to_dict() if self.baseline else None
+        d["candidate"] = self.candidate.to_dict() if self.candidate else None
         d["changed"] = self.changed
         return d
 
@@ -324,8 +295,8 @@ def diff_rounds(
         rd = RoundDiff(
             experiment,
             i,
-            RoundFigures.of(b) if b is not None else None,
-            RoundFigures.of(c) if c is not None else None,
+            round_figures(b) if b is not None else None,
+            round_figures(c) if c is not None else None,
         )
         if b is not None and c is not None:
             bf, cf = fate_classes(b, baseline_roles), fate_classes(c, candidate_roles)

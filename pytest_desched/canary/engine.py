@@ -35,9 +35,9 @@ from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError, PolicyError
-from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.experiments import lab_policy
 from pytest_desched.log import tagged
+from pytest_desched.outcome.identity import NOT_COMPARABLE
 from pytest_desched.session import DeschedSession
 from pytest_desched.tools.release import check_release, parse_release_cached
 

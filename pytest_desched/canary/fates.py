@@ -3,7 +3,7 @@ identity, and the pods whose fate differs with each track's reason.
 
 Pure: built from the two replays' ledgers (replay/ledger.py), no cluster. Both tracks restore
 the same snapshot, so a snapshot pod has the same name, owner and node on both; its identity
-is still the comparison core's (evidence/compare.py: namespace, owner, node, fate, layer,
+is still the comparison core's (outcome/identity.py: namespace, owner, node, fate, layer,
 strategy, code, checks; never a random name), so siblings of one owner on one node that swap
 fates (a cap cut the other one) are the same up to order, not a difference. Every pod is
 compared, picked by no strategy included; a pod not restored on a track, or a round that
@@ -26,7 +26,8 @@ from pytest_desched.canary.compare import RoundDiff
 from pytest_desched.canary.expectations import Explanation
 from pytest_desched.canary.verdict import Judged
 from pytest_desched.descheduler.decisions import Fate
-from pytest_desched.evidence.compare import (
+from pytest_desched.evidence.explain import fate_reason
+from pytest_desched.outcome.identity import (
     Coverage,
     Identity,
     NotCompared,
@@ -34,7 +35,6 @@ from pytest_desched.evidence.compare import (
     answer_label,
     differences,
 )
-from pytest_desched.evidence.explain import fate_reason
 from pytest_desched.render import table
 from pytest_desched.replay.ledger import NOT_RESTORED, SKIPPED, PodFate, fate_identity
 

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
-from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK
+from pytest_desched.outcome.verdict import Outcome, Verdict
 from pytest_desched.render import table
 
 NOT_RUN = "not run"
@@ -285,12 +285,17 @@ class Matrix:
         return out
 
     @property
-    def exit_code(self) -> int:
-        """3 a row could not run (the matrix is incomplete), 1 a disagreement or an
-        unexplained outcome, 0 every row ran and every outcome is the registry's."""
+    def final_verdict(self) -> Verdict:
+        """No verdict (3) when a row could not run (the matrix is incomplete), whatever the
+        rows that ran say; else fail (1) on a disagreement or an unexplained outcome; else pass
+        (0): every row ran and every outcome is the registry's."""
         if self.not_run:
-            return EXIT_INFRA
-        return EXIT_FAILED if self.disagreements or self.unexplained else EXIT_OK
+            return Verdict(Outcome.NO_VERDICT, tuple(self.not_run))
+        return Verdict.of([*self.disagreements, *self.unexplained])
+
+    @property
+    def exit_code(self) -> int:
+        return self.final_verdict.exit_code
 
     @property
     def headline(self) -> str:

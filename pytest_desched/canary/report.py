@@ -13,6 +13,7 @@ from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import CanaryVerdict
 from pytest_desched.evidence.readable import prose
 from pytest_desched.evidence.report import write_canary_report
+from pytest_desched.outcome.verdict import Outcome, Verdict
 from pytest_desched.render import table
 
 FIGURES = (
@@ -52,6 +53,16 @@ class CanaryReport:
     def broken(self) -> bool:
         """No verdict: a track could not run, or an experiment compared no round at all."""
         return bool(self.baseline.error or self.candidate.error or self.no_verdict)
+
+    @property
+    def final_verdict(self) -> Verdict:
+        """No verdict (exit 3) when nothing could be judged, else pass (0) or fail (1)."""
+        if self.broken:
+            why = [e for e in (self.baseline.error, self.candidate.error) if e]
+            return Verdict(Outcome.NO_VERDICT, (*why, *self.no_verdict))
+        if self.ok:
+            return Verdict(Outcome.PASS)
+        return Verdict(Outcome.FAIL, (*self.regressions, *self.verdict.reasons))
 
     @property
     def headline(self) -> str:

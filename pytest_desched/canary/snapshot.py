@@ -45,9 +45,9 @@ from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.descheduler.policy.lint import lint_or_refuse
 from pytest_desched.errors import ConfigError
-from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.inputs_safe import read_text
 from pytest_desched.log import tagged
+from pytest_desched.outcome.identity import NOT_COMPARABLE
 from pytest_desched.replay.capture.format import Snapshot
 from pytest_desched.replay.capture.timeline import KIND as TIMELINE_KIND
 from pytest_desched.replay.capture.timeline import Timeline

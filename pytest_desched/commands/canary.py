@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import add_config_options, config_from_args
-from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, ConfigError
+from pytest_desched.errors import ConfigError
 from pytest_desched.log import say
 
 
@@ -45,9 +45,7 @@ def cmd_canary(args: argparse.Namespace) -> int:
         )
     out.emit(out.render(rep.to_dict(), args.output, text=rep.markdown))
     say(f"report: {config.artifacts / 'canary.md'} and canary.json")
-    if rep.broken:  # a track could not run: no verdict on the candidate, exit as infra
-        return EXIT_INFRA
-    return EXIT_OK if rep.ok else EXIT_FAILED
+    return rep.final_verdict.exit_code  # a track could not run: no verdict, exit as infra
 
 
 def add_parser(sub: Any) -> None:

@@ -18,9 +18,10 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import add_config_options, config_from_args
-from pytest_desched.errors import EXIT_FAILED, EXIT_INFRA, EXIT_OK, ConfigError
-from pytest_desched.fidelity.compare import COLUMNS, table_rows
+from pytest_desched.errors import ConfigError
+from pytest_desched.fidelity.compare import COLUMNS, VERDICT_OF, table_rows
 from pytest_desched.log import say
+from pytest_desched.outcome.verdict import Verdict, combine
 
 SHOWN = {"pass": "PASSED", "fail": "FAILED", "error": "ERROR"}
 
@@ -105,7 +106,7 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
                 {"fidelity": data}, args.output, md=lambda: "\n\n".join(text_of(o) for o in results)
             )
         )
-    return exit_code([o.outcome for o in results])
+    return combine(o.final_verdict for o in results).exit_code
 
 
 def _snapshot(args: argparse.Namespace) -> int:
@@ -120,12 +121,10 @@ def _snapshot(args: argparse.Namespace) -> int:
     else:
         out.emit(out.render({"fidelity": [o.summary()]}, args.output, md=lambda: text_of(o)))
     say(f"evidence: {config.artifacts} (fidelity.json; the halves' replays under real/, dry-run/)")
-    return exit_code([o.outcome])
+    return o.final_verdict.exit_code
 
 
 def exit_code(outcomes: list[str]) -> int:
     """A verdict against you (1) outranks no verdict (3): a failed comparison is news even when
     another could not be made; "error" is a comparison not made, the canary's NO VERDICT."""
-    if "fail" in outcomes:
-        return EXIT_FAILED
-    return EXIT_INFRA if "error" in outcomes else EXIT_OK
+    return combine(Verdict(VERDICT_OF[o]) for o in outcomes).exit_code

@@ -26,13 +26,12 @@ from typing import Any
 from pytest_desched import render
 from pytest_desched.bounds import MAX_CYCLES, MIN_CYCLES, check_client_rate, check_cycles
 from pytest_desched.config import add_config_options, config_from_args
-from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.errors import EXIT_INFRA, ConfigError
-from pytest_desched.evidence.compare import NOT_COMPARABLE
+from pytest_desched.errors import ConfigError
 from pytest_desched.log import say
 from pytest_desched.render import add_output
 from pytest_desched.replay import repeat as rep
 from pytest_desched.replay.log_compare import read_log
+from pytest_desched.replay.repeat import failed_rounds, replay_verdict
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -116,36 +115,7 @@ def finish_replays(args: argparse.Namespace, one: Any) -> int:
     failed = failed_rounds(results)
     for f in failed:
         say(f"round {f}")
-    # a timeline change that failed to apply, a round run on a stale state (timeline_run)
-    failed += [f for res in results for f in (res.timeline or {}).get("failures") or []]
-    return 1 if failed else (EXIT_INFRA if not_comparable(results, repeats) else 0)
-
-
-def not_comparable(results: list[Any], repeats: dict[str, Any] | None) -> bool:
-    """A verdict asked for (--log, --repeat) that compared nothing: exit 3, as the canary's
-    NO VERDICT; the report says "not comparable" and why."""
-    verdicts = [repeats.get("same")] if repeats is not None else []
-    for res in results:
-        c = res.ledger.comparison or {}  # none: no --log given, no verdict asked for
-        verdicts += [
-            c.get(k) for k in ("same_evictions", "same_refusals", "same_fates_up_to_order")
-        ]
-    return NOT_COMPARABLE in verdicts
-
-
-def failed_rounds(results: list[Any]) -> list[str]:
-    """Each replayed round whose Job is not proven to have completed with exit 0: failed, or
-    its exit code not measured (None is "not measured", never success)."""
-    return [
-        f"{r.name}: {gap}"
-        for res in results
-        for r in res.ledger.rounds
-        if (
-            gap := cycle_gap(
-                None, (r.extra or {}).get("succeeded"), (r.extra or {}).get("exit_code")
-            )
-        )
-    ]
+    return replay_verdict(results, repeats).exit_code
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -8,60 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from pytest_desched.outcome.fates import CHAIN, EVICTED_LABEL, FATE_LAYER, Fate, Layer
 
-class Fate(StrEnum):
-    EVICTED = "evicted"  # eviction API call succeeded
-    DRY_RUN = "dry-run"  # would be evicted; dry run sends it to an in-memory client
-    REFUSED = (
-        "refused"  # the API server answered the eviction with an error (429 PDB, 403 RBAC, ...)
-    )
-    LIMITED = "limited"  # a maxNoOfPodsToEvict* cap stopped it before any API call
-    FILTERED = "filtered"  # DefaultEvictor Filter rejected it (checks listed)
-    NODEFIT = "nodefit"  # DefaultEvictor PreEvictionFilter: fits no other node
-    ERROR = "error"  # any other failure tied to the pod
-
-
-class Layer(StrEnum):
-    """The link of the runbook's chain that produced a fate."""
-
-    POLICY = "policy"  # the strategy picked (or did not pick) the pod
-    EVICTOR_FILTER = (
-        "evictor-filter"  # DefaultEvictor Filter (protections, labelSelector, minPodAge...)
-    )
-    EVICTOR_NODEFIT = "evictor-prefilter-nodefit"  # DefaultEvictor PreEvictionFilter (nodeFit)
-    LIMITS = "eviction-limits"  # maxNoOfPodsToEvictPerNode/Namespace/Total
-    API_SERVER = "api-server"  # eviction subresource: PDB (429), RBAC (403), ...
-    DRY_RUN = "dry-run"  # fake client: nothing reached the API server
-    CONTROLLER = "controller"  # evicted, but the owner created no replacement
-    SCHEDULER = "scheduler"  # evicted and replaced, but the replacement stayed Pending
-
-
-# The runbook's chain in order. A pod reaches a later link only by passing the earlier ones,
-# so the furthest link any lab pod reached is the one that decided the round; earlier
-# refusals are bystanders (pods of other owners filtered by the evictor).
-CHAIN = (
-    Layer.POLICY,
-    Layer.EVICTOR_FILTER,
-    Layer.EVICTOR_NODEFIT,
-    Layer.LIMITS,
-    Layer.API_SERVER,
-    Layer.CONTROLLER,
-    Layer.SCHEDULER,
-)
-
-
-FATE_LAYER = {
-    Fate.EVICTED: Layer.API_SERVER,
-    Fate.DRY_RUN: Layer.DRY_RUN,
-    Fate.REFUSED: Layer.API_SERVER,
-    Fate.LIMITED: Layer.LIMITS,
-    Fate.FILTERED: Layer.EVICTOR_FILTER,
-    Fate.NODEFIT: Layer.EVICTOR_NODEFIT,
-    Fate.ERROR: Layer.POLICY,
-}
+# Fate, Layer, CHAIN and FATE_LAYER live in outcome/fates.py; imported from here for one release.
+__all__ = [
+    "CHAIN",
+    "FATE_LAYER",
+    "Fate",
+    "Layer",
+    "PodDecision",
+    "RoundResult",
+    "RoundVerdict",
+    "blocking_layers",
+    "cycle_gap",
+    "decide",
+]
 
 
 @dataclass
@@ -153,8 +116,8 @@ class RoundVerdict:
 
     @property
     def label(self) -> str:
-        if self.verdict == "evicted":
-            return "api-server(evicted)"
+        if self.verdict == Fate.EVICTED:
+            return EVICTED_LABEL
         if self.layer is not None:
             return self.layer.value
         return self.verdict.split(":", 1)[0]
@@ -172,17 +135,17 @@ def decide(
         return RoundVerdict(f"skipped:{skipped}")
     if any(d.fate == Fate.EVICTED for d in decisions):
         if replacement == "missing":
-            return RoundVerdict("stopped-by:controller", Layer.CONTROLLER)
+            return RoundVerdict(f"stopped-by:{Layer.CONTROLLER.value}", Layer.CONTROLLER)
         if replacement == "pending":
-            return RoundVerdict("stopped-by:scheduler", Layer.SCHEDULER)
-        return RoundVerdict("evicted", Layer.API_SERVER)
+            return RoundVerdict(f"stopped-by:{Layer.SCHEDULER.value}", Layer.SCHEDULER)
+        return RoundVerdict(Fate.EVICTED.value, Layer.API_SERVER)
     blocking = blocking_layers(decisions)
     if blocking:
         rank = {layer: i for i, layer in enumerate(CHAIN)}
         layer = max(blocking, key=lambda la: rank.get(la, -1))
         return RoundVerdict(f"stopped-by:{layer.value}", layer)
     if any(d.fate == Fate.DRY_RUN for d in decisions):
-        return RoundVerdict("dry-run", Layer.DRY_RUN)
+        return RoundVerdict(Fate.DRY_RUN.value, Layer.DRY_RUN)
     return RoundVerdict("no-candidates")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.evidence.loops import cycles_from_ledger, detect
+from pytest_desched.outcome.fates import Fate, Layer
 from pytest_desched.render import table
 
 NOT_PICKED = "no log line names it: no strategy selected it"
@@ -130,7 +131,7 @@ def _unnamed(c: Mapping[str, Any]) -> dict[str, Any]:
     """A pod no log line of cycle `c` names: not picked, unless the cycle's descheduler
     exited non-zero (its log may stop before any strategy reached the pod)."""
     if c.get("exit_code") in (0, None):
-        return {"fate": "not-picked", "layer": "policy", "reason": NOT_PICKED}
+        return {"fate": Fate.NOT_PICKED.value, "layer": Layer.POLICY.value, "reason": NOT_PICKED}
     return {
         "fate": "unknown",
         "layer": "-",
@@ -198,7 +199,7 @@ def explain(pod: str, run: Mapping[str, Any]) -> dict[str, Any]:
                 "strategy": fate.get("strategy"),
                 "reason": fate_reason(fate),
             }
-            if fate.get("fate") == "evicted":
+            if fate.get("fate") == Fate.EVICTED:
                 gone_in = n
                 new = [
                     f"{a['key']} on {a.get('node')}"

@@ -32,7 +32,8 @@ from itertools import dropwhile
 from typing import Any
 
 from pytest_desched.bounds import MIN_LOOP_CYCLES
-from pytest_desched.evidence.compare import identity_of
+from pytest_desched.outcome.fates import Fate
+from pytest_desched.outcome.identity import identity_of
 
 
 @dataclass(frozen=True)
@@ -300,11 +301,11 @@ def cycles_from_ledger(ledger: Mapping[str, Any]) -> list[CycleObs]:
         evicted, arrived, unplaced = [], [], []
         for r in rows:
             fates = [str((f or {}).get("fate")) for f in r.get("fates") or []]
-            if len(fates) >= i and fates[i - 1] == "evicted":
+            if len(fates) >= i and fates[i - 1] == Fate.EVICTED:
                 evicted.append(at(r))
                 if (r["fates"][i - 1] or {}).get("replacement") in ("missing", "pending"):
                     unplaced.append(str(r.get("pod")))  # the engine's wait ended first
-            news = len(fates) - len(list(dropwhile(lambda f: f == "new", fates)))
+            news = len(fates) - len(list(dropwhile(lambda f: f == Fate.NEW, fates)))
             if news == i:  # "new" in rounds 1..i: created after round i
                 arrived.append(at(r))
         rnd = rounds[i - 1] if i <= len(rounds) and isinstance(rounds[i - 1], Mapping) else {}

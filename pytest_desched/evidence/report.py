@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from markupsafe import Markup
 
-from pytest_desched.evidence.compare import NOT_COMPARABLE
 from pytest_desched.evidence.readable import NONE_SHOWN, human, prose
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
+from pytest_desched.outcome.identity import NOT_COMPARABLE
 from pytest_desched.redaction import Redactor
 from pytest_desched.tools.locate import default_cache_dir
 

@@ -8,20 +8,22 @@ experiment records it (`Expect(runner, view).evicted(...)` adds it to the result
 test asserts it (`require(check)`). A workload is its name or the lab object itself. A selection that matches no
 pod fails: an assertion that cannot fail is a defect.
 
-Evidence is joined per pod in a `Ledger`: the UID and node before the round, what the
-descheduler's own log decided (fate, layer, checks, strategy), what the API server's audit
+Evidence is joined per pod in a `Ledger` (outcome/ledger.py): the UID and node before the
+round, what the descheduler's own log decided (fate, layer, checks, strategy), what the API server's audit
 log answered (201, 429, ...) and whether the UID is still live after the round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.descheduler.decisions import CHAIN, Fate, PodDecision, decide
 from pytest_desched.experiments.results import Check
 from pytest_desched.lab.inputs import pod_names, workload_name
+from pytest_desched.outcome.fates import Fate, Layer
+
+# The ledger's types are outcome/ledger.py's; imported from here for one release.
+from pytest_desched.outcome.ledger import Ledger, PodFate
 
 if TYPE_CHECKING:
     from pytest_desched.experiments.framework import RolloutBaseline, RoundView, Runner
@@ -29,113 +31,8 @@ if TYPE_CHECKING:
     from pytest_desched.lab.snapshot import Snapshot
     from pytest_desched.lab.workloads import Pod, Workload
 
-NOT_SELECTED = "policy"  # no decision in the log: the strategy never picked the pod
-
-
-@dataclass(frozen=True)
-class PodFate:
-    """One pod's row in a round's ledger."""
-
-    namespace: str
-    name: str
-    uid: str
-    workload: str | None
-    owner_kind: str | None
-    node: str | None  # before the round
-    fate: str  # a Fate value, or "not-selected"
-    layer: str  # the deciding layer for this pod (decide(...).label), "policy" if none
-    checks: tuple[str, ...] = ()
-    strategy: str | None = None
-    audit_codes: tuple[int, ...] = ()  # the API server's answers to eviction requests
-    live_after: bool = True  # the UID is still a live pod after the round
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def evicted(self) -> bool:
-        """Evicted by the log, not live after, and (with an audit log) answered 201."""
-        return self.fate == Fate.EVICTED.value and not self.live_after
-
-    def short(self) -> str:
-        bits = [f"{self.name}@{self.node}", self.fate, self.layer]
-        if self.checks:
-            bits.append(f"checks={list(self.checks)}")
-        if self.strategy:
-            bits.append(self.strategy)
-        if self.audit_codes:
-            bits.append(f"audit={list(self.audit_codes)}")
-        bits.append("live" if self.live_after else "gone")
-        return "(" + " ".join(bits) + ")"
-
-
-def _pod_fate(decisions: list[PodDecision]) -> tuple[str, str, tuple[str, ...], str | None]:
-    """(fate, layer, checks, strategy) of one pod's decisions: the furthest link it reached."""
-    if not decisions:
-        return "not-selected", NOT_SELECTED, (), None
-    rank = {layer: i for i, layer in enumerate(CHAIN)}
-    evicted = [d for d in decisions if d.fate == Fate.EVICTED]
-    top = evicted[0] if evicted else max(decisions, key=lambda d: rank.get(d.layer, -1))
-    return top.fate.value, decide(decisions).label, tuple(top.checks), top.strategy
-
-
-@dataclass
-class Ledger:
-    """Every pod of the lab before a round, with the round's evidence joined per pod."""
-
-    rows: list[PodFate] = field(default_factory=list)
-    audit_available: bool = False
-    round_name: str = ""
-
-    @classmethod
-    def of(cls, view: RoundView, after: Snapshot | None = None) -> Ledger:
-        after = after or view.after
-        live = {p.uid for p in after.live}
-        by_pod: dict[tuple[str, str], list[PodDecision]] = {}
-        for d in view.decisions:
-            by_pod.setdefault((d.namespace, d.name), []).append(d)
-        rows = []
-        for p in view.before.pods:
-            fate, layer, checks, strategy = _pod_fate(by_pod.get((p.namespace, p.name), []))
-            rows.append(
-                PodFate(
-                    p.namespace,
-                    p.name,
-                    p.uid,
-                    p.workload,
-                    p.owner_kind,
-                    p.node,
-                    fate,
-                    layer,
-                    checks,
-                    strategy,
-                    tuple(view.refused_by_api.get(p.key, ())),
-                    p.uid in live,
-                )
-            )
-        return cls(rows, bool(view.audit.get("available")), view.rnd.name)
-
-    def select(
-        self, workload: str | Workload | None = None, pods: Iterable[str | Pod] | None = None
-    ) -> list[PodFate]:
-        """Rows of `workload` and/or `pods` (names, or `namespace/name` when names repeat
-        across the lab's namespaces); a lab workload or `Pod` stands for its name."""
-        workload, pods = workload_name(workload, "Ledger.select"), pod_names(pods, "Ledger.select")
-        wanted = None if pods is None else set(pods)
-        return [
-            r
-            for r in self.rows
-            if (workload is None or r.workload == workload)
-            and (wanted is None or r.name in wanted or r.key in wanted)
-        ]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "round": self.round_name,
-            "audit_available": self.audit_available,
-            "pods": [asdict(r) for r in self.rows],
-        }
+# The deciding layer of a pod the log never names (no strategy picked it): its `deciding`.
+NOT_SELECTED = Layer.POLICY.value
 
 
 def _what(workload: str | None, pods: Iterable[str] | None) -> str:
@@ -219,7 +116,7 @@ def refused(
     hit = [
         r
         for r in rows
-        if r.fate == Fate.REFUSED.value
+        if r.fate == Fate.REFUSED
         and r.live_after
         and (not ledger.audit_available or code in r.audit_codes)
         and 201 not in r.audit_codes
@@ -255,7 +152,7 @@ def decided_by(
     wrong = [
         r
         for r in rows
-        if r.layer != layer
+        if r.deciding != layer
         or (checks is not None and list(r.checks) != list(checks))
         or (layer == NOT_SELECTED and (r.audit_codes or not r.live_after))
     ]
@@ -271,9 +168,9 @@ def decided_by(
 
 def eviction_count(ledger: Ledger, count: int, strategy: str | None = None) -> Check:
     """Exactly `count` lab pods evicted in the round (by `strategy`), log and audit agreeing."""
-    done = [r for r in ledger.rows if r.fate == Fate.EVICTED.value]
+    done = [r for r in ledger.pods if r.fate == Fate.EVICTED]
     by = [r for r in done if strategy is None or r.strategy == strategy]
-    created = sum(r.audit_codes.count(201) for r in ledger.rows)
+    created = sum(r.audit_codes.count(201) for r in ledger.pods)
     audit_ok = (not ledger.audit_available) or created == count
     label = f" by {strategy}" if strategy else ""
     return Check(

@@ -16,30 +16,27 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-from pytest_desched.descheduler.decisions import Fate, PodDecision
-from pytest_desched.evidence import compare as core
+from pytest_desched.descheduler.decisions import PodDecision
 from pytest_desched.fidelity.explain import (
     BUG_1917,
-    EVICT,
     EXPLAINERS,
     NOT_COMPARABLE,
-    UNTOUCHED,
     Budget,
     refusal_unexplained,
     skip_gap,
 )
+from pytest_desched.outcome import identity as core
+from pytest_desched.outcome.fates import FATE_RANK, Fate
+
+# One pod's fate in one half is the ledger's PodFate (its fidelity view: `shown`, `same_as`);
+# imported from here for one release.
+from pytest_desched.outcome.ledger import PodFate, rank
+from pytest_desched.outcome.verdict import Outcome as VerdictOutcome
 
 Mode = Literal["dry-run", "real"]
-# A pod the log names more than once keeps the fate furthest down the runbook's chain.
-RANK = {
-    UNTOUCHED: 0,
-    "error": 1,
-    "filtered": 2,
-    "nodefit": 3,
-    "limited": 4,
-    "refused": 5,
-    EVICT: 6,
-}
+# A pod the log names more than once keeps the fate furthest down the runbook's chain
+# (outcome/ledger.rank); the name stays for one release.
+RANK = FATE_RANK
 
 
 @dataclass(frozen=True)
@@ -51,34 +48,6 @@ class PodRef:
     node: str | None
     namespace: str = ""
     budgets: tuple[Budget, ...] = ()  # the PDBs that select it (budgets_of)
-
-
-@dataclass(frozen=True)
-class PodFate:
-    """One pod's fate in one half, normalised so the halves compare."""
-
-    identity: str
-    node: str | None
-    fate: str  # evict | refused | limited | nodefit | filtered | error | untouched
-    strategy: str | None = None
-    status_code: int | None = None
-    checks: tuple[str, ...] = ()
-    key: str = ""
-    namespace: str = ""
-    budgets: tuple[Budget, ...] = ()  # the PDBs that select the pod, before the round
-    message: str = ""  # the API server's answer to a refused eviction, as the log gives it
-
-    def same_as(self) -> tuple[str, str | None]:
-        """What must match across the halves: the fate as shown (a filter's checks, a
-        refusal's code) and, for an eviction, the strategy that made it."""
-        return self.shown(), self.strategy if self.fate == EVICT else None
-
-    def shown(self) -> str:
-        if self.fate == "refused" and self.status_code:
-            return f"refused({self.status_code})"
-        if self.fate == "filtered" and self.checks:
-            return f"filtered({','.join(self.checks)})"
-        return self.fate
 
 
 @dataclass(frozen=True)
@@ -112,7 +81,7 @@ class Half:
         return sum(
             1
             for f in self.fates
-            if f.fate == EVICT
+            if f.fate == Fate.EVICTED
             and (
                 scope == "total"
                 or (scope == "node" and f.node == of.node)
@@ -232,17 +201,19 @@ def identity_of(
 ) -> str:
     """The pod's namespace-relative identity: workload, else owner, else its own name.
 
-    The comparison core's rule (evidence/compare.py): the halves' pods are originals in two
+    The comparison core's rule (outcome/identity.py): the halves' pods are originals in two
     lab namespaces, so a controller's random name is dropped and only a bare pod keeps its own.
     """
     ns = relative_namespace(namespace, lab_namespace)
     return core.identity_of(f"{ns}/{name}", owner=workload or owner, bare=True).lineage
 
 
-def _normal(d: PodDecision, mode: Mode) -> str:
+def _normal(d: PodDecision, mode: Mode) -> Fate:
+    """A decision's fate, normalised so the halves compare: a dry run's "would evict" and a
+    real run's 201 are both EVICTED (the same prediction); the other mode's is an error."""
     if d.fate in (Fate.EVICTED, Fate.DRY_RUN):
-        return EVICT if (d.fate == Fate.DRY_RUN) == (mode == "dry-run") else "error"
-    return d.fate.value
+        return Fate.EVICTED if (d.fate == Fate.DRY_RUN) == (mode == "dry-run") else Fate.ERROR
+    return d.fate
 
 
 def fates_of(
@@ -252,33 +223,34 @@ def fates_of(
     best: dict[str, PodDecision] = {}
     for d in decisions:
         cur = best.get(d.key)
-        if cur is None or RANK[_normal(d, mode)] >= RANK[_normal(cur, mode)]:
+        if cur is None or rank(_normal(d, mode)) >= rank(_normal(cur, mode)):
             best[d.key] = d
     out = []
     for p in pods:
         found = best.get(p.key)
+        namespace, _, name = p.key.rpartition("/")
         if found is None:
             out.append(
                 PodFate(
-                    p.identity,
-                    p.node,
-                    UNTOUCHED,
-                    key=p.key,
-                    namespace=p.namespace,
+                    Fate.NOT_PICKED,
+                    identity=p.identity,
+                    node=p.node,
+                    namespace=namespace,
+                    name=name,
                     budgets=p.budgets,
                 )
             )
             continue
         out.append(
             PodFate(
-                p.identity,
-                p.node,
                 _normal(found, mode),
-                found.strategy,
-                found.status_code,
-                tuple(found.checks),
-                key=p.key,
-                namespace=p.namespace,
+                identity=p.identity,
+                node=p.node,
+                strategy=found.strategy,
+                status_code=found.status_code,
+                checks=tuple(found.checks),
+                namespace=namespace,
+                name=name,
                 budgets=p.budgets,
                 message=found.message or "",
             )
@@ -292,7 +264,7 @@ def _explain(row: Row, dry: Half, real: Half) -> Row:
         if proof:
             return Row(row.identity, row.node, row.dry, row.real, name, proof, row.pending)
     r = row.real
-    if r is not None and r.fate == "refused" and r.status_code in (403, 429):
+    if r is not None and r.fate == Fate.REFUSED and r.status_code in (403, 429):
         return replace(row, proof=f"UNEXPLAINED: {refusal_unexplained(r)}")
     return row
 
@@ -318,8 +290,8 @@ def _pair(dry: list[PodFate], real: list[PodFate]) -> list[tuple[PodFate | None,
         else:
             left.remove(same)
             out.append((d, same))
-    rest.sort(key=lambda f: -RANK[f.fate])
-    left.sort(key=lambda f: -RANK[f.fate])
+    rest.sort(key=lambda f: -rank(f.fate))
+    left.sort(key=lambda f: -rank(f.fate))
     for i in range(max(len(rest), len(left))):
         out.append((rest[i] if i < len(rest) else None, left[i] if i < len(left) else None))
     return out
@@ -334,7 +306,7 @@ def compare(dry: Half, real: Half) -> FidelityResult:
     rows: list[Row] = []
     for (identity, node), (ds, rs) in sorted(groups.items()):
         for d, r in _pair(ds, rs):
-            both = d is not None and r is not None and d.fate == r.fate == EVICT
+            both = d is not None and r is not None and d.fate == r.fate == Fate.EVICTED
             pending = tuple(real.pending.get(identity, ())) if both else ()
             row = Row(identity, node or None, d, r, pending=pending)
             if row.differs:
@@ -344,18 +316,21 @@ def compare(dry: Half, real: Half) -> FidelityResult:
         rows = _against_settled(rows, dry, real)
     if dry.settled_how:
         rows = [_unproven(r, dry) if not r.explained else r for r in rows]
-    real_ev = [r for r in rows if r.real and r.real.fate == EVICT]
+    real_ev = [r for r in rows if r.real and r.real.fate == Fate.EVICTED]
     return FidelityResult(
         rows=tuple(rows),
         predicted=len(
             [
                 r
                 for r in real_ev
-                if r.real and r.dry and r.dry.fate == EVICT and r.dry.strategy == r.real.strategy
+                if r.real
+                and r.dry
+                and r.dry.fate == Fate.EVICTED
+                and r.dry.strategy == r.real.strategy
             ]
         ),
         real_evictions=len(real_ev),
-        dry_evictions=sum(1 for r in rows if r.dry and r.dry.fate == EVICT),
+        dry_evictions=sum(1 for r in rows if r.dry and r.dry.fate == Fate.EVICTED),
         mirror=dry.settled_how,
         not_comparable=tuple(
             g for h in (real, dry) if (g := skip_gap(h.mode, h.skipped, h.signatures))
@@ -397,7 +372,7 @@ def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:
         if a is None or a.dry is None or d is None or not a.explained:
             out.append(row)
             continue
-        if RANK[a.dry.fate] < RANK[d.fate]:
+        if rank(a.dry.fate) < rank(d.fate):
             out.append(row)  # the settled cycle got less far: not the mirror's doing
             continue
         then = f", then {a.explained_by}" if a.differs else ""
@@ -424,7 +399,7 @@ def table_rows(result: FidelityResult, everything: bool = False) -> list[dict[st
         if (
             not everything
             and not r.differs
-            and all(f is None or f.fate == UNTOUCHED for f in (d, x))
+            and all(f is None or f.fate == Fate.NOT_PICKED for f in (d, x))
         ):
             continue
         out.append(
@@ -459,6 +434,13 @@ def merge(results: Iterable[FidelityResult]) -> FidelityResult:
 
 
 Outcome = Literal["pass", "fail", "error"]  # a fidelity run's verdict (one rule for both forms)
+# A fidelity run's outcome as the one verdict (outcome/verdict.py): "error" is a comparison not
+# made, no verdict (exit 3).
+VERDICT_OF = {
+    "pass": VerdictOutcome.PASS,
+    "fail": VerdictOutcome.FAIL,
+    "error": VerdictOutcome.NO_VERDICT,
+}
 
 
 def verdict_summary(

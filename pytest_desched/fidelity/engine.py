@@ -29,6 +29,7 @@ from pytest_desched.experiments.declared import drive, lookup
 from pytest_desched.experiments.framework import Runner
 from pytest_desched.experiments.results import Check
 from pytest_desched.fidelity.compare import (
+    VERDICT_OF,
     FidelityResult,
     Half,
     Mode,
@@ -43,6 +44,8 @@ from pytest_desched.fidelity.compare import (
 )
 from pytest_desched.fidelity.explain import BUG_1917, NOT_COMPARABLE, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
+from pytest_desched.outcome.fates import Fate
+from pytest_desched.outcome.verdict import Verdict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -153,6 +156,11 @@ class FidelityOutcome:
     @property
     def head(self) -> str:
         return f"{self.name}[{self.real.variant}]"
+
+    @property
+    def final_verdict(self) -> Verdict:
+        """pass, fail, or no verdict ("error": the halves were not compared, exit 3)."""
+        return Verdict(VERDICT_OF[self.outcome], (self.message,) if self.message else ())
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -422,7 +430,7 @@ def _compare(out: FidelityOutcome, dry: Runner, real_halves: list[Half], other: 
     results = [compare(d, r) for d, r in zip(halves, real_halves, strict=False)]
     probed: dict[str, Any] | None = None
     if any(not res.ok for res in results):
-        want = max(sum(f.fate != "untouched" for f in h.fates) for h in real_halves)
+        want = max(sum(f.fate != Fate.NOT_PICKED for f in h.fates) for h in real_halves)
         fates, how = _settled(dry, want)
         probed = {"how": how, "settled": [f.shown() for f in fates] if fates else None}
         halves = [replace(h, settled=fates, settled_how=how) for h in halves]

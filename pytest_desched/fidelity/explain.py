@@ -15,14 +15,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.descheduler.decisions import cycle_gap
-from pytest_desched.evidence import compare as core
+from pytest_desched.outcome import identity as core
+from pytest_desched.outcome.fates import Fate, Layer
 from pytest_desched.replay.rebuild.settled import selector_matches
 
 if TYPE_CHECKING:
     from pytest_desched.fidelity.compare import Half, Mode, PodFate, Row
 
-EVICT = "evict"  # dry run's "would evict" and a real run's 201 are the same prediction
-UNTOUCHED = "untouched"  # no decision about the pod in the round's log
+# The fidelity comparison's words are the ledger's fates (outcome/fates.py); these names stay
+# for one release.
+EVICT = Fate.EVICTED  # dry run's "would evict" and a real run's 201 are the same prediction
+UNTOUCHED = Fate.NOT_PICKED  # no decision about the pod in the round's log
 CAP_KEYS = ("node", "namespace", "total")
 CAP_FIELDS = {
     "node": "maxNoOfPodsToEvictPerNode",
@@ -108,7 +111,7 @@ def _pdb_429(row: Row, dry: Half, real: Half) -> str | None:
     """A 429 is the PDB layer only when a PDB selecting the pod says so: its budget was 0
     before the round, or the API server's answer names the disruption budget."""
     d, r = row.dry, row.real
-    if not (d and r and d.fate == EVICT and r.fate == "refused" and r.status_code == 429):
+    if not (d and r and d.fate == EVICT and r.fate == Fate.REFUSED and r.status_code == 429):
         return None
     spent = [
         b for b in r.budgets if b.disruptions_allowed is not None and b.disruptions_allowed <= 0
@@ -133,7 +136,7 @@ def _rbac_403(row: Row, dry: Half, real: Half) -> str | None:
     """A 403 is RBAC only when the answer says the descheduler's service account may not
     create pods/eviction (and names that account, where the half knows it)."""
     d, r = row.dry, row.real
-    if not (d and r and d.fate == EVICT and r.fate == "refused" and r.status_code == 403):
+    if not (d and r and d.fate == EVICT and r.fate == Fate.REFUSED and r.status_code == 403):
         return None
     m = RBAC_ANSWER.search(r.message)
     if m is None or (real.user and m.group(1) != real.user):
@@ -171,14 +174,14 @@ def _caps(row: Row, dry: Half, real: Half) -> str | None:
     if d is None or r is None or d.fate == r.fate:
         return None
     for capped, other, pod, twin in ((dry, real, d, r), (real, dry, r, d)):
-        if pod.fate not in ("limited", UNTOUCHED) or twin.fate not in (EVICT, "refused"):
+        if pod.fate not in (Fate.LIMITED, UNTOUCHED) or twin.fate not in (EVICT, Fate.REFUSED):
             continue
         for scope in CAP_KEYS:
             cap = capped.caps.get(scope)
             if cap is None:
                 continue
             if pod.fate == UNTOUCHED and not any(
-                f.fate == "limited" and _in_scope(scope, f, pod) for f in capped.fates
+                f.fate == Fate.LIMITED and _in_scope(scope, f, pod) for f in capped.fates
             ):
                 continue
             filled = capped.evictions(scope, pod)
@@ -224,7 +227,7 @@ def _known_1882(row: Row, dry: Half, real: Half) -> str | None:
     """The real run filtered the pod by PodsWithoutPDB, #1882's signature proven in its round:
     v0.36.0's real PDB lister is never started, while the dry run's mirror lister is."""
     r = row.real
-    if r is None or r.fate != "filtered" or r.checks != ("PodsWithoutPDB",):
+    if r is None or r.fate != Fate.FILTERED or r.checks != ("PodsWithoutPDB",):
         return None
     ev = real.signatures.get(BUG_1882)
     if not ev:
@@ -238,8 +241,8 @@ def _known_1882(row: Row, dry: Half, real: Half) -> str | None:
 EXPLAINERS: tuple[tuple[str, Explainer], ...] = (
     ("api-server(pdb-429)", _pdb_429),
     ("api-server(rbac-403)", _rbac_403),
-    ("eviction-limits", _caps),
-    ("scheduler", _pending),
+    (Layer.LIMITS.value, _caps),
+    (Layer.SCHEDULER.value, _pending),
     (BUG_1882, _known_1882),
     (BUG_1917, _known_1917),
 )

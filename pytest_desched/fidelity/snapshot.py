@@ -20,6 +20,7 @@ from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy.scope import evicting_plugins
 from pytest_desched.errors import ConfigError
 from pytest_desched.fidelity.compare import (
+    VERDICT_OF,
     FidelityResult,
     Half,
     Mode,
@@ -31,6 +32,7 @@ from pytest_desched.fidelity.compare import (
 )
 from pytest_desched.fidelity.explain import NOT_COMPARABLE, Budget, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
+from pytest_desched.outcome.verdict import Verdict
 from pytest_desched.replay.inputs import ReplayInputs, check_inputs
 from pytest_desched.replay.objects import collection_path
 from pytest_desched.replay.run import Replay, ReplayOptions
@@ -54,6 +56,11 @@ class SnapshotFidelity:
     @property
     def head(self) -> str:
         return self.name
+
+    @property
+    def final_verdict(self) -> Verdict:
+        """pass, fail, or no verdict ("error": the halves were not compared, exit 3)."""
+        return Verdict(VERDICT_OF[self.outcome], (self.message,) if self.message else ())
 
     def summary(self) -> dict[str, Any]:
         return {

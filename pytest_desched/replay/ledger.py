@@ -1,4 +1,7 @@
-"""The per-pod fate ledger: every pod, its fate in every round, and the layer that decided it.
+"""A replay's fate ledger built from logs: every pod, its fate in every round, and what decided it.
+
+The types (PodFate, PodRow, RoundFigures, Ledger) are outcome/ledger.py's, imported here for
+one release; this module builds them from descheduler logs and round records and compares two.
 
 Pure: built from parsed descheduler logs (`logparse`), so the same code serves a replay on a
 cluster, an incident's own log, and a round record from evidence, with no cluster at all.
@@ -17,188 +20,34 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_desched.descheduler.decisions import Fate, Layer, PodDecision, RoundResult
+from pytest_desched.descheduler.decisions import PodDecision, RoundResult
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.errors import ConfigError, InputError
-from pytest_desched.evidence.compare import (
+from pytest_desched.inputs_safe import load_json, read_text
+from pytest_desched.outcome.fates import FATE_RANK, Fate, Layer
+from pytest_desched.outcome.identity import (
     Coverage,
     Identity,
     NotCompared,
     answer,
-    answer_label,
     differences,
     generation,
-    identity_label,
     identity_of,
 )
-from pytest_desched.inputs_safe import load_json, read_text
+from pytest_desched.outcome.ledger import Ledger, PodFate, PodRow, RoundFigures, rank
 from pytest_desched.replay.capture.schema import first_problem
 
-# How far along the chain a fate got (EVICTED 7 .. ERROR 1); the furthest wins when a pod has
-# several decisions.
-_CHAIN = (Fate.EVICTED, Fate.DRY_RUN, Fate.REFUSED, Fate.LIMITED, Fate.NODEFIT, Fate.FILTERED)
-_RANK: dict[str, int] = dict(zip((*_CHAIN, Fate.ERROR), range(7, 0, -1), strict=True))
-NOT_PICKED = "not-picked"  # no strategy selected the pod (layer policy)
-UNDECIDED = "undecided"  # no decision, in a cycle the total cap stopped early
-NOT_RESTORED = "not-restored"
-GONE = "gone"  # evicted in an earlier round
-SKIPPED = "round-skipped"
+# Today's words for these fates are outcome/fates.Fate's; the names stay for one release.
+NOT_PICKED = Fate.NOT_PICKED  # no strategy selected the pod (layer policy)
+UNDECIDED = Fate.UNDECIDED  # no decision, in a cycle the total cap stopped early
+NOT_RESTORED = Fate.NOT_RESTORED
+GONE = Fate.GONE  # evicted in an earlier round
+SKIPPED = Fate.ROUND_SKIPPED
 Cuts = tuple[bool, set[str]]  # the total cap stopped the cycle; the nodes the per-node cap cut
 _FIT_MSGS = ("Pod fits on node", "Pod does not fit on node", "Pod does not fit on current node")
-
-
-@dataclass
-class PodFate:
-    """One pod in one round."""
-
-    fate: str
-    layer: str | None
-    detail: str = ""
-    strategy: str | None = None
-    status_code: int | None = None
-    checks: list[str] = field(default_factory=list)
-    inferred: bool = False
-    replacement: str | None = None  # after an eviction: ready | pending | missing | none
-    at_s: float | None = None  # a timeline replay: seconds into the incident window, when
-
-    @property
-    def label(self) -> str:
-        tail = f" {self.status_code}" if self.status_code else ""
-        checks = f" [{', '.join(self.checks)}]" if self.checks else ""
-        inf = " (inferred)" if self.inferred else ""
-        at = f" at t={self.at_s:.1f}s" if self.at_s is not None else ""
-        return f"{self.fate}{tail}{checks}{inf}{at}"
-
-
-@dataclass
-class PodRow:
-    pod: str  # namespace/name
-    node: str | None = None
-    owner: str | None = None  # Kind/name
-    origin: str = "snapshot"  # snapshot | replacement of <pod> (round N) | log | record
-    fates: list[PodFate] = field(default_factory=list)
-
-
-@dataclass
-class RoundFigures:
-    """A round's numbers, as the log (and the API server, when audited) showed them."""
-
-    name: str
-    by_fate: dict[str, int] = field(default_factory=dict)
-    by_layer: dict[str, int] = field(default_factory=dict)
-    total_evicted: int | None = None
-    eviction_requests: int | None = None
-    skipped: str | None = None
-    dry_run: bool = False
-    duration_s: float | None = None
-    caps: dict[str, Any] = field(default_factory=dict)
-    audit_by_code: dict[str, int] | None = None
-    errors: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Ledger:
-    source: str  # replay | log | record
-    descheduler_version: str | None = None
-    rows: list[PodRow] = field(default_factory=list)
-    rounds: list[RoundFigures] = field(default_factory=list)
-    comparison: dict[str, Any] | None = None
-    notes: list[str] = field(default_factory=list)
-
-    def row(self, pod: str) -> PodRow | None:
-        return next((r for r in self.rows if r.pod == pod), None)
-
-    def fates(self, round_index: int = 0) -> dict[str, PodFate]:
-        return {r.pod: r.fates[round_index] for r in self.rows if len(r.fates) > round_index}
-
-    def to_dict(self) -> dict[str, Any]:
-        """`asdict(self)`, its rows by hand (asdict took ~7 s at 10,000 rows x 15 rounds): a
-        fate holds scalars and `checks` only, and `fates` is a row's last field."""
-        row_f, fate_f = ([f.name for f in fields(c)] for c in (PodRow, PodFate))
-        rows = [{n: getattr(r, n) for n in row_f} for r in self.rows]
-        for d, r in zip(rows, self.rows, strict=True):
-            d["fates"] = [
-                {**{n: getattr(f, n) for n in fate_f}, "checks": [*f.checks]} for f in r.fates
-            ]
-        return {**asdict(replace(self, rows=[])), "rows": rows}
-
-    def to_markdown(self, max_rows: int = 500) -> str:
-        out = [f"## Fate ledger ({self.source}, descheduler {self.descheduler_version or '?'})", ""]
-        for i, r in enumerate(self.rounds, 1):
-            counts = ", ".join(f"{k} {v}" for k, v in sorted(r.by_fate.items())) or "no decisions"
-            audit = f"; API server: {r.audit_by_code}" if r.audit_by_code else ""
-            skipped = f"; skipped: {r.skipped}" if r.skipped else ""
-            if stale := r.extra.get("stale"):  # a timeline round short of due changes
-                skipped += f"; **run on a stale state**: {len(stale)} due change(s) missing"
-            out.append(
-                f"- round {i} `{r.name}`: {counts}; totalEvicted {r.total_evicted}{audit}{skipped}"
-            )
-        heads = " | ".join(f"round {i}" for i in range(1, len(self.rounds) + 1)) or "round 1"
-        out += [
-            "",
-            f"| pod | node | owner | {heads} | layer |",
-            "|---|---|---|" + "---|" * max(1, len(self.rounds)) + "---|",
-        ]
-        for row in self.rows[:max_rows]:
-            cells = " | ".join(f.label for f in row.fates)
-            layer = (row.fates[-1].layer or "") if row.fates else ""
-            origin = "" if row.origin in ("snapshot", "log", "record") else f" ({row.origin})"
-            out.append(
-                f"| {row.pod}{origin} | {row.node or ''} | {row.owner or ''} | {cells} | {layer} |"
-            )
-        if len(self.rows) > max_rows:
-            out.append(f"| ... {len(self.rows) - max_rows} more rows in the JSON | | | | |")
-        if self.comparison:
-            c = self.comparison
-            out += [
-                "",
-                "## Compared with the incident's log",
-                "",
-                _same_line("same evictions", c["same_evictions"], c, "evicted"),
-                _same_line("same refusals", c["same_refusals"], c, "refused"),
-                f"- pods that differ: {len(c['differ'])}",
-            ]
-            out += [
-                f"- `{d['pod']}`: incident {d['incident']}, replay {d['replay']}: {d['why']}"
-                for d in c["differ"][:100]
-            ]
-            ids = c.get("identities_differ") or []
-            out.append(
-                f"- same fates up to order (the same pod identities per outcome): "
-                f"{answer_label(c.get('same_fates_up_to_order'))}"
-            )
-            out += [
-                f"  - {identity_label(d['identity'])}: incident {len(d['incident'])} "
-                f"({', '.join(d['incident']) or 'none'}), replay {len(d['replay'])} "
-                f"({', '.join(d['replay']) or 'none'})"
-                for d in ids[:100]
-            ]
-            if left_out := c.get("not_compared") or []:
-                out += ["", f"## Not compared ({len(left_out)} pods)", ""]
-                out += [f"- `{n['pod']}` {n['fate']}: {n['why']}" for n in left_out[:200]]
-                if len(left_out) > 200:
-                    out.append(f"- ... {len(left_out) - 200} more in the JSON")
-        if self.notes:
-            out += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
-        return "\n".join(out) + "\n"
-
-    def to_text(self) -> str:
-        lines = []
-        for row in self.rows:
-            fates = "; ".join(f"{f.label} [{f.layer or '-'}]" for f in row.fates)
-            lines.append(f"{row.pod:60} {row.node or '-':24} {fates}")
-        return "\n".join(lines) + "\n"
-
-
-def _same_line(what: str, value: Any, c: Mapping[str, Any], side: str) -> str:
-    """`- same evictions: yes (compared 3 of 3 evicted pods)`: the answer and its coverage."""
-    cov = (c.get("coverage") or {}).get(side) or {}
-    return f"- {what}: {answer_label(value)}" + (f" ({cov['line']})" if cov else "")
 
 
 # -- one round ---------------------------------------------------------------------------
@@ -206,7 +55,7 @@ def best_decision(decisions: Iterable[PodDecision]) -> PodDecision | None:
     """The decision that got furthest along the chain (ties: the later one)."""
     best: PodDecision | None = None
     for d in decisions:
-        if best is None or _RANK[d.fate] >= _RANK[best.fate]:
+        if best is None or FATE_RANK[d.fate] >= FATE_RANK[best.fate]:
             best = d
     return best
 
@@ -250,8 +99,8 @@ def round_fates(result: RoundResult, log_text: str = "") -> dict[str, PodFate]:
         best = best_decision(ds)
         assert best is not None  # ds is never empty
         out[pod] = PodFate(
-            fate=best.fate.value,
-            layer=best.layer.value,
+            fate=best.fate,
+            layer=best.layer,
             detail=_detail(best),
             strategy=best.strategy,
             status_code=best.status_code,
@@ -293,7 +142,7 @@ def undecided(
     elif node and node in nodes:
         why = f"{seen}maxNoOfPodsToEvictPerNode ended the loop over its node, maybe before it"
     else:
-        return PodFate(NOT_PICKED, Layer.POLICY.value, "no strategy selected it")
+        return PodFate(NOT_PICKED, Layer.POLICY, "no strategy selected it")
     return PodFate(UNDECIDED, None, f"no decision: {why}", inferred=True)
 
 
@@ -306,7 +155,7 @@ def figures(name: str, result: RoundResult, log_text: str = "", **extra: Any) ->
     fates = round_fates(result, log_text)
     return RoundFigures(
         name=name,
-        by_fate=dict(Counter(f.fate for f in fates.values())),
+        by_fate=dict(Counter(str(f.fate) for f in fates.values())),
         by_layer=dict(Counter(str(f.layer) for f in fates.values())),
         total_evicted=result.total_evicted,
         eviction_requests=result.eviction_requests,
@@ -388,7 +237,7 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
             prior = next((r for r in rows if r.pod == key_), None)
             if prior is None:
                 rows.append(PodRow(key_, d.get("node"), origin="record", fates=[f]))
-            elif _rank_of(f.fate) >= _rank_of(prior.fates[0].fate):
+            elif rank(f.fate) >= rank(prior.fates[0].fate):
                 prior.fates = [f]
         ledger = Ledger("record", version, sorted(rows, key=lambda r: r.pod))
         ledger.notes.append(
@@ -407,16 +256,12 @@ def ledger_from_record(record: Mapping[str, Any] | str | Path) -> Ledger:
     return ledger
 
 
-def _rank_of(fate: str) -> int:
-    return _RANK.get(fate, 0) if isinstance(fate, str) else 0  # a StrEnum key is its value
-
-
 # -- comparing two logs ----------------------------------------------------------------------
 def shown(f: PodFate, verbose: bool = True) -> bool:
     """A decision a log can show: a pod no strategy picked is no decision, and a log below
     -v=4 never shows the pods the evictor filtered. The one rule for both the per-pod
     differences and the identity counts."""
-    return f.fate != NOT_PICKED and (verbose or f.fate != Fate.FILTERED.value)
+    return f.fate != NOT_PICKED and (verbose or f.fate != Fate.FILTERED)
 
 
 def compare(
@@ -433,7 +278,7 @@ def compare(
     `compare_only`: the pods the replay could decide, `skipped` {incident, replay}: a round
     that decided nothing, so nothing is comparable).
 
-    Identities and "not comparable" come from the comparison core (`evidence/compare.py`).
+    Identities and "not comparable" come from the comparison core (`outcome/identity.py`).
     "Same fates up to order" means the same multiset of identities per outcome, so a cap that
     cut a sibling (same owner, same node) instead agrees, and an eviction moved from
     `prod/web` to `kube-system/coredns` does not. Every "same" is computed over what was
@@ -454,10 +299,10 @@ def compare(
         replay = {p: f for p, f in replay.items() if p in only}
 
     def evicted(m: Mapping[str, PodFate]) -> set[str]:
-        return {p for p, f in m.items() if f.fate == Fate.EVICTED.value}
+        return {p for p, f in m.items() if f.fate == Fate.EVICTED}
 
     def refused(m: Mapping[str, PodFate]) -> set[tuple[str, int | None]]:
-        return {(p, f.status_code) for p, f in m.items() if f.fate == Fate.REFUSED.value}
+        return {(p, f.status_code) for p, f in m.items() if f.fate == Fate.REFUSED}
 
     facts = ctx.get("identities") or {}
 
@@ -551,7 +396,7 @@ def evictions(ledger: Ledger) -> dict[str, Identity]:
     out = {}
     for row in ledger.rows:
         for f in row.fates:
-            if f.fate == Fate.EVICTED.value:
+            if f.fate == Fate.EVICTED:
                 gen = generation(row.pod, parents)
                 out[row.pod] = fate_identity(
                     row.pod, f, {"owner": row.owner, "node": row.node, "generation": gen}
@@ -581,18 +426,18 @@ def _why(pod: str, a: PodFate, b: PodFate, ctx: Mapping[str, Any]) -> str:
             f"different descheduler versions (incident {v['incident']}, replay {v['replay']})"
         )
     fates = {a.fate, b.fate}
-    if Fate.LIMITED.value in fates or UNDECIDED in fates:
+    if Fate.LIMITED in fates or UNDECIDED in fates:
         reasons.append(
             "a cap cut a different pod: the descheduler walks nodes and pods in informer order, "
             "which no snapshot fixes"
         )
-    if Fate.REFUSED.value in fates and Fate.EVICTED.value in fates:
+    if Fate.REFUSED in fates and Fate.EVICTED in fates:
         pdb = (ctx.get("pdbs") or {}).get(pod)
         reasons.append(
             f"PDB budget differed (snapshot status: {pdb})" if pdb else "PDB budget differed"
         )
     if "minPodAge" in set(a.checks) ^ set(b.checks):
         reasons.append(f"pod age differs at the round (ages restored: {ctx.get('ages', '?')})")
-    if Fate.NODEFIT.value in fates:
+    if Fate.NODEFIT in fates:
         reasons.append("another node's room or labels differed (nodeFit)")
     return "; ".join(reasons) or "state differs between the incident and the snapshot"

@@ -1,7 +1,7 @@
 """A replay's round 1 against the incident's own log (`replay --log`): the log read and
 checked (`read_log`, also `replay --from-log`'s), the facts the comparison needs from the
 snapshot and the restore, then `ledger.compare`, which judges through the comparison core
-(`evidence/compare.py`)."""
+(`outcome/identity.py`)."""
 
 from __future__ import annotations
 

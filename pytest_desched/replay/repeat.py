@@ -1,7 +1,7 @@
 """`replay --repeat N`: the same replay N times, each on a fresh cluster, and whether the
 eviction set came out the same every time.
 
-Each evicted pod is counted by its identity in the comparison core (`evidence/compare.py`):
+Each evicted pod is counted by its identity in the comparison core (`outcome/identity.py`):
 owner, generation of replacement, node, strategy, layer, fate; never its name, since a
 replacement's name is its controller's random one (a second-generation replacement named
 after the first one's random name made identical runs differ). Why this matters: the
@@ -18,13 +18,16 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from pytest_desched.evidence.compare import (
+from pytest_desched.descheduler.decisions import cycle_gap
+from pytest_desched.outcome.identity import (
+    NOT_COMPARABLE,
     Identity,
     NotCompared,
     answer_label,
     compare_runs,
     counted,
 )
+from pytest_desched.outcome.verdict import Verdict
 from pytest_desched.replay.ledger import evictions, unmeasured
 
 
@@ -92,3 +95,45 @@ def repeat(run: Callable[[int], Any], n: int, report: Callable[[str], None]) -> 
         results.append(res)
         report(f"repeat {i}/{n}: {len(evictions(res.ledger))} pods evicted")
     return {**run_comparison([r.ledger for r in results]), "results": results}
+
+
+# -- the verdict (the replay library call's and the command's exit code) -------------------
+def not_comparable(results: list[Any], repeats: dict[str, Any] | None) -> bool:
+    """A verdict asked for (--log, --repeat) that compared nothing: exit 3, as the canary's
+    NO VERDICT; the report says "not comparable" and why."""
+    verdicts = [repeats.get("same")] if repeats is not None else []
+    for res in results:
+        c = res.ledger.comparison or {}  # none: no --log given, no verdict asked for
+        verdicts += [
+            c.get(k) for k in ("same_evictions", "same_refusals", "same_fates_up_to_order")
+        ]
+    return NOT_COMPARABLE in verdicts
+
+
+def failed_rounds(results: list[Any]) -> list[str]:
+    """Each replayed round whose Job is not proven to have completed with exit 0: failed, or
+    its exit code not measured (None is "not measured", never success)."""
+    return [
+        f"{r.name}: {gap}"
+        for res in results
+        for r in res.ledger.rounds
+        if (
+            gap := cycle_gap(
+                None, (r.extra or {}).get("succeeded"), (r.extra or {}).get("exit_code")
+            )
+        )
+    ]
+
+
+def replay_verdict(results: list[Any], repeats: dict[str, Any] | None = None) -> Verdict:
+    """One replay's verdict (or --repeat N's, with `repeats` their comparison): fail (exit 1)
+    when a round is not proven to have completed, a timeline change failed to apply or a round
+    ran on a stale state; else no verdict (exit 3) when a comparison asked for (--log,
+    --repeat) compared nothing; else pass."""
+    failed = failed_rounds(results)
+    # a timeline change that failed to apply, a round run on a stale state (timeline_run)
+    failed += [f for res in results for f in (res.timeline or {}).get("failures") or []]
+    unjudged = (
+        ["a comparison asked for compared nothing"] if not_comparable(results, repeats) else []
+    )
+    return Verdict.of(failed, unjudged)

@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from pytest_desched.outcome.fates import Fate
 from pytest_desched.replay.capture.format import Snapshot, controller_of, key, utc
 from pytest_desched.replay.ledger import NOT_RESTORED, PodFate, PodRow
 from pytest_desched.replay.rebuild.plan import RUNNER_NODE
 
 # A born pod's fate in the rounds before it: not `new`, which marks a replacement (the loop
 # detector reads `new` rows as arrivals after an eviction; a scale-up's pod is none).
-ABSENT = "absent"
+ABSENT = Fate.ABSENT
 Moment = Callable[[float], float | None]  # epoch seconds -> window seconds (None: before it)
 BORN = "created during the replay"
 BORN_IN_WINDOW = "created in window"

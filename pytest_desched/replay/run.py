@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.bounds import CLIENT_FLAGS
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import build_config
-from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.errors import ConfigError, RoundError
 from pytest_desched.log import Reporter, say
+from pytest_desched.outcome.fates import Fate, Layer
+from pytest_desched.outcome.verdict import Verdict
 from pytest_desched.replay.aftermath import aftermath
 from pytest_desched.replay.capture.format import Snapshot, utc
 from pytest_desched.replay.inputs import ReplayInputs, check_inputs
@@ -43,6 +44,7 @@ from pytest_desched.replay.ledger import (
 from pytest_desched.replay.log_compare import compare_with_log
 from pytest_desched.replay.objects import collection_path
 from pytest_desched.replay.rebuild.plan import AGES, RUNNER_NODE, runner_values
+from pytest_desched.replay.repeat import replay_verdict
 from pytest_desched.replay.rows import (
     BORN_NOTE,
     Moment,
@@ -82,6 +84,11 @@ class ReplayResult:
     host: dict[str, Any] = field(default_factory=dict)  # a host replay's plan and teardown
     # the cluster's Kubernetes: chosen how (the snapshot's minor, or named), server, skew
     kubernetes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def final_verdict(self) -> Verdict:
+        """This replay's verdict, the one `desched replay` exits with (repeat.replay_verdict)."""
+        return replay_verdict([self])
 
     def to_dict(self) -> dict[str, Any]:
         # the ledger by its own to_dict only: asdict's recursion through it took seconds
@@ -468,12 +475,15 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
             if f.fate == Fate.EVICTED.value:
                 f.replacement = after.get(row.pod, "none")
                 if f.replacement == "missing":
-                    f.layer, f.detail = "controller", f"{f.detail}; no replacement appeared"
+                    f.layer, f.detail = Layer.CONTROLLER, f"{f.detail}; no replacement appeared"
                 elif f.replacement == "pending":
-                    f.layer, f.detail = "scheduler", f"{f.detail}; the replacement stayed Pending"
+                    f.layer, f.detail = (
+                        Layer.SCHEDULER,
+                        f"{f.detail}; the replacement stayed Pending",
+                    )
             row.fates.append(f)
         for row in new_rows:  # replacements: decided from the next round on
-            row.fates = [PodFate("new", None, f"created after round {i}") for _ in range(i)]
+            row.fates = [PodFate(Fate.NEW, None, f"created after round {i}") for _ in range(i)]
             ledger.rows.append(row)
         owner_uid.update(new_owners)
         fig = figures(

@@ -23,6 +23,9 @@ FLOORS: list[set[str]] = [
     # the ground floor: imports nothing above it
     {"__init__", "errors", "names", "log", "proc", "redaction", "render", "inputs_safe"}
     | {"interrupts", "artifacts_dir", "capabilities", "bounds", "scratch"},
+    # the per-pod fate model every use produces (fates, ledger, identity, verdict): pure data
+    # on the ground floor only, so the descheduler's parser and every engine can speak it
+    {"outcome"},
     {"tools"},  # versions, resolution, Go builds, candidates
     {"config"},  # the frozen configuration (checks tool names and candidate specs itself)
     {"kube"},  # waiting on the API

@@ -153,7 +153,7 @@ class StrategyExperiment(Experiment):
         """The assertions bound to `view`; the round's per-pod ledger goes to the evidence."""
         exp = Expect(self.r, view, after)
         view.extra.setdefault("notes", []).append(
-            "ledger: " + "; ".join(r.short() for r in exp.ledger.rows)
+            "ledger: " + "; ".join(r.short() for r in exp.ledger.pods)
         )
         if self.ctx.evidence is not None:
             self.ctx.evidence.write_json(

@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.workloads import Deployment
+from pytest_desched.outcome.fates import Layer
 
 STRATEGY = "RemoveDuplicates"
 
@@ -49,6 +50,6 @@ class RemoveDuplicatesExperiment(StrategyExperiment):
         e.eviction_count(2, STRATEGY)
         e.evicted(workload="dup", count=2, strategy=STRATEGY)
         e.kept(workload="few")
-        e.decided_by("evictor-filter", workload="few", checks=["minReplicas"])
+        e.decided_by(Layer.EVICTOR_FILTER, workload="few", checks=["minReplicas"])
         e.replaced(final, workload="dup", count=2, avoid=[self.node])
         e.nothing_pending(final)

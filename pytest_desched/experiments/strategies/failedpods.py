@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.workloads import Pod, ReplicationController
+from pytest_desched.outcome.fates import Layer
 
 STRATEGY = "RemoveFailedPods"
 MIN_AGE_S = 1
@@ -56,8 +57,8 @@ class FailedPods(StrategyExperiment):
         e.eviction_count(1, STRATEGY)
         e.evicted(pods=[self.failed], strategy=STRATEGY)
         e.kept(pods=["orphan"])
-        e.decided_by("evictor-filter", pods=["orphan"], checks=["FailedBarePods"])
+        e.decided_by(Layer.EVICTOR_FILTER, pods=["orphan"], checks=["FailedBarePods"])
         running = [p.name for p in self.v.before.of("worker") if p.phase == "Running"]
         e.kept(pods=running)
-        e.decided_by("policy", pods=running)
+        e.decided_by(Layer.POLICY, pods=running)
         e.nothing_pending(final)

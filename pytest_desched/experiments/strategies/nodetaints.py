@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.workloads import Deployment, Taint
+from pytest_desched.outcome.fates import Layer
 
 STRATEGY = "RemovePodsViolatingNodeTaints"
 TAINT = Taint("desched.pytest.io/lab-taint", "true", "NoSchedule")
@@ -44,7 +45,7 @@ class NodeTaintsEvict(_TaintedNode):
         e.eviction_count(2, STRATEGY)
         e.evicted(workload="intolerant", strategy=STRATEGY)
         e.kept(workload="tolerant")
-        e.decided_by("policy", workload="tolerant")
+        e.decided_by(Layer.POLICY, workload="tolerant")
         e.replaced(final, workload="intolerant", count=2, avoid=[self.node])
         e.nothing_pending(final)
 
@@ -59,5 +60,5 @@ class NodeTaintsExcluded(_TaintedNode):
         e = self.expect(self.v)
         e.eviction_count(0)
         e.kept(workload="intolerant")
-        e.decided_by("policy", workload="intolerant")
+        e.decided_by(Layer.POLICY, workload="intolerant")
         e.kept(workload="tolerant")

@@ -23,6 +23,7 @@ from typing import Any
 
 from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.workloads import Deployment
+from pytest_desched.outcome.fates import Layer
 
 
 def allocatable_mib(node: Any, resource: str) -> int:
@@ -109,6 +110,6 @@ class HighNodeUtilization(StrategyExperiment):
         e.evicted(workload="straggler", strategy=self.strategy)
         e.replaced(final, workload="straggler", count=1)  # where: the scheduler's scoring
         e.kept(workload="scratch")
-        e.decided_by("evictor-filter", workload="scratch", checks=["PodsWithLocalStorage"])
+        e.decided_by(Layer.EVICTOR_FILTER, workload="scratch", checks=["PodsWithLocalStorage"])
         e.kept(workload="packed")
         e.nothing_pending(final)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.workloads import Deployment
+from pytest_desched.outcome.fates import Layer
 
 STRATEGY = "RemovePodsHavingTooManyRestarts"
 THRESHOLD = 3
@@ -56,6 +57,6 @@ class TooManyRestarts(StrategyExperiment):
         e.eviction_count(2, STRATEGY)
         e.evicted(workload="crashy", strategy=STRATEGY)
         e.kept(workload="steady")
-        e.decided_by("policy", workload="steady")
+        e.decided_by(Layer.POLICY, workload="steady")
         e.replaced(final, workload="crashy", count=2)
         e.nothing_pending(final)

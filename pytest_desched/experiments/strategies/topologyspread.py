@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from pytest_desched.experiments.strategies.base import StrategyExperiment
 from pytest_desched.lab.inputs import POOL_LABEL, POOL_VALUE
 from pytest_desched.lab.workloads import ZONE_KEY, Deployment, TopologySpread
+from pytest_desched.outcome.fates import Layer
 
 STRATEGY = "RemovePodsViolatingTopologySpreadConstraint"
 
@@ -68,7 +69,7 @@ class _ZoneSpread(StrategyExperiment):
         e.replaced(final, workload=moved, count=2, avoid=[self.workers[0]])
         e.skew(final, self.zones, 1, workload=moved, key=ZONE_KEY)
         e.kept(workload=stays)
-        e.decided_by("policy", workload=stays)
+        e.decided_by(Layer.POLICY, workload=stays)
         e.nothing_pending(final)
 
 

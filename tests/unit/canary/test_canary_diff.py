@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from pytest_desched.canary.compare import (
-    RoundFigures,
     class_of,
     diff_rounds,
     fate_classes,
     node_roles,
     owner_of,
+    round_figures,
 )
 from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.verdict import changes_of, judge
@@ -107,9 +107,9 @@ def test_fate_classes_ignore_other_namespaces_and_name_roles() -> None:
 
 
 def test_figures_of_a_round() -> None:
-    f = RoundFigures.of(FIXED)
+    f = round_figures(FIXED)
     assert (f.candidates, f.evictions, f.limited, f.final_skew) == (3, 1, 2, 1)
-    assert RoundFigures.of(BASELINE).protected == {"PodsWithoutPDB": 3}
+    assert round_figures(BASELINE).protected == {"PodsWithoutPDB": 3}
 
 
 def test_identical_rounds_have_no_change_even_with_other_names() -> None:
@@ -413,9 +413,9 @@ def test_a_replacement_listed_on_one_track_only_is_said_not_a_grown_candidate_se
     assert j.status == "informative" and not j.trigger
     assert "this round's own eviction created" in j.change.detail
     # The figures count the pods that were there before the round; the replacement apart.
-    figures = RoundFigures.of(left)
+    figures = round_figures(left)
     assert (figures.candidates, figures.replacements_listed) == (3, 1)
-    assert figures.protected == {} and RoundFigures.of(FIXED).replacements_listed == 0
+    assert figures.protected == {} and round_figures(FIXED).replacements_listed == 0
 
     # The same pod without the round's timeline is an ordinary pod: the old verdict.
     plain = {k: v for k, v in left.items() if k != "timeline"}

@@ -66,6 +66,8 @@ def test_both_tracks_erroring_before_their_first_round_is_no_verdict() -> None:
     rep = report_of(track("baseline", errored()), track("candidate", errored()))
     assert not rep.ok and rep.broken  # the CLI exits 3 on `broken`
     assert rep.no_verdict and "zero compared rounds" in rep.no_verdict[0]
+    v = rep.final_verdict  # the library call's verdict is the command's exit
+    assert (v.outcome, v.exit_code) == ("no-verdict", 3) and "zero compared rounds" in v.reasons[0]
     md = rep.markdown()
     assert "NO VERDICT" in md and "No change to judge" not in md
     assert "strict decoding error" in md  # the reason is named
@@ -151,6 +153,7 @@ def test_a_teardown_404_in_the_candidates_thread_keeps_the_cause() -> None:
     rep = report_of(b, c)
     assert not rep.broken and not rep.ok  # a verdict: the candidate failed
     assert "the candidate ran no round" in rep.regressions[0]
+    assert rep.final_verdict.exit_code == 1 and rep.final_verdict.reasons[0] == rep.regressions[0]
     assert "strict decoding error" in rep.regressions[0]
     assert any("pass -> error" in r and "strict decoding" in r for r in rep.verdict.reasons)
     md = rep.markdown()  # the cause on the first screen: before the tables

@@ -206,6 +206,7 @@ def test_exit_codes_and_the_proof_line() -> None:
         ),
     )
     assert broken.exit_code == 3 and "boom" in broken.not_run[0]
+    assert broken.final_verdict.reasons == tuple(broken.not_run)  # no verdict, whatever ran
 
 
 def test_rows_in_version_order_for_from_on() -> None:

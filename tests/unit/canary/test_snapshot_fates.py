@@ -42,7 +42,7 @@ def evicted() -> PodFate:
 
 
 def limited() -> PodFate:
-    return PodFate("limited", "limits", "maxNoOfPodsToEvictPerNode")
+    return PodFate("limited", "eviction-limits", "maxNoOfPodsToEvictPerNode")
 
 
 def not_picked() -> PodFate:

@@ -87,16 +87,16 @@ def ledger(v: Any = GOOD) -> A.Ledger:
 
 
 def test_the_ledger_joins_log_audit_and_uids_per_pod() -> None:
-    rows = {r.name: r for r in ledger().rows}
+    rows = {r.name: r for r in ledger().pods}
     assert set(rows) == {"a", "b", "c", "d", "f1", "f2"}
-    assert (rows["a"].fate, rows["a"].layer, rows["a"].audit_codes, rows["a"].live_after) == (
+    assert (rows["a"].fate, rows["a"].deciding, rows["a"].audit_codes, rows["a"].live_after) == (
         "evicted",
         "api-server(evicted)",
         (201,),
         False,
     )
-    assert (rows["c"].fate, rows["c"].layer) == ("not-selected", "policy")
-    assert rows["f1"].checks == ("minReplicas",) and rows["f1"].layer == "evictor-filter"
+    assert (rows["c"].fate, rows["c"].deciding) == ("not-picked", "policy")
+    assert rows["f1"].checks == ("minReplicas",) and rows["f1"].deciding == "evictor-filter"
     assert ledger().to_dict()["pods"][0]["name"] == "a"
 
 

@@ -14,30 +14,29 @@ NS, OTHER = "desched-ns-exclude", "desched-ns-exclude-other"
 
 def _row(ns: str, name: str, fate: str, layer: str, codes: tuple[int, ...], live: bool):
     return A.PodFate(
-        ns,
-        name,
-        f"uid-{ns}-{name}",
-        "old",
-        "ReplicaSet",
-        "w1",
         fate,
         layer,
-        (),
-        "PodLifeTime" if fate == "evicted" else None,
-        codes,
-        live,
+        namespace=ns,
+        name=name,
+        uid=f"uid-{ns}-{name}",
+        workload="old",
+        owner_kind="ReplicaSet",
+        node="w1",
+        strategy="PodLifeTime" if fate == "evicted" else None,
+        audit_codes=codes,
+        live_after=live,
     )
 
 
 def test_decided_by_policy_fails_for_a_pod_that_was_evicted_without_a_log_line() -> None:
     """namespace-exclude's counter-example, as the issue's run recorded it: the excluded
     namespace's pods were evicted (audit 201, UID gone) but the ledger, scoped to one
-    namespace, had no decision for them: `(old-...@w1 not-selected policy gone)`."""
-    ledger = A.Ledger(
+    namespace, had no decision for them: `(old-...@w1 not-picked policy gone)`."""
+    ledger = A.Ledger.of_round(
         [
-            _row(NS, "old-a", "evicted", "api-server(evicted)", (201,), False),
-            _row(OTHER, "old-b", "not-selected", "policy", (201,), False),
-            _row(OTHER, "old-c", "not-selected", "policy", (), False),
+            _row(NS, "old-a", "evicted", "api-server", (201,), False),
+            _row(OTHER, "old-b", "not-picked", "policy", (201,), False),
+            _row(OTHER, "old-c", "not-picked", "policy", (), False),
         ],
         audit_available=True,
         round_name="descheduler-namespace-exclude",
@@ -49,7 +48,7 @@ def test_decided_by_policy_fails_for_a_pod_that_was_evicted_without_a_log_line()
 
 
 def test_decided_by_policy_holds_for_pods_never_picked_and_still_there() -> None:
-    ledger = A.Ledger([_row(OTHER, "old-b", "not-selected", "policy", (), True)], True, "r")
+    ledger = A.Ledger.of_round([_row(OTHER, "old-b", "not-picked", "policy", (), True)], "r", True)
     assert A.decided_by(ledger, "policy", pods=[f"{OTHER}/old-b"]).ok
 
 

@@ -112,7 +112,7 @@ def test_a_difference_no_layer_explains_fails() -> None:
     real = _half("real", rp, [_d(rp[0], Fate.FILTERED)], pdb_disruptions_allowed=0)
     res = compare(dry, real)
     assert not res.ok
-    assert res.unexplained[0].dry.fate == "evict" and res.unexplained[0].real.fate == "filtered"
+    assert res.unexplained[0].dry.fate == "evicted" and res.unexplained[0].real.fate == "filtered"
 
 
 def test_a_different_strategy_is_a_difference() -> None:
@@ -197,7 +197,7 @@ def test_1917_only_with_its_signature() -> None:
 def test_a_pod_named_twice_keeps_its_furthest_fate() -> None:
     dp = _pods("lab-a", 1)
     fates = fates_of(dp, [_d(dp[0], Fate.FILTERED), _d(dp[0], Fate.DRY_RUN)], "dry-run")
-    assert fates[0].fate == "evict"
+    assert fates[0].fate == "evicted"
     assert fates_of(dp, [_d(dp[0], Fate.EVICTED)], "dry-run")[0].fate == "error"
 
 
@@ -211,7 +211,7 @@ def test_pdb_at_zero_as_v0_36_0_logs_it() -> None:
     )
     res = compare(dry, real)
     assert res.ok, [r.to_dict() for r in res.unexplained]
-    unnamed = next(r for r in res.rows if r.dry.fate == "untouched")
+    unnamed = next(r for r in res.rows if r.dry.fate == "not-picked")
     assert unnamed.explained_by == "eviction-limits" and "stopped there" in unnamed.proof
 
 
@@ -222,7 +222,7 @@ def test_untouched_is_not_a_cap_without_a_limited_pod_in_its_scope() -> None:
         "real", _guarded(rp), [_d(p, Fate.REFUSED, 429) for p in rp], pdb_disruptions_allowed=0
     )
     res = compare(dry, real)
-    assert [r.dry.fate for r in res.unexplained] == ["untouched"]
+    assert [r.dry.fate for r in res.unexplained] == ["not-picked"]
 
 
 def _settled(pods, decisions):  # type: ignore[no-untyped-def]

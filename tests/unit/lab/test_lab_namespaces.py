@@ -3,7 +3,7 @@
 The reported run: a PodLifeTime round evicted 10 pods, five in each of the lab's two
 namespaces (log and audit agree); the experiment counted 5, `no-eviction-outside-lab`
 called the lab's own second namespace "outside", and the other five showed as
-"not-selected policy gone". Driven through `Runner.run_round` with doubles for the cluster
+"not-picked policy gone". Driven through `Runner.run_round` with doubles for the cluster
 and the round, so the framework's own scoping is what is tested.
 """
 
@@ -123,7 +123,7 @@ def test_the_ledger_counts_all_ten_and_no_evicted_pod_reads_as_never_picked(view
     ledger = A.Ledger.of(view)
     check = A.eviction_count(ledger, 10, "PodLifeTime")
     assert check.ok, check.detail
-    assert {(r.fate, r.layer, r.audit_codes) for r in ledger.rows} == {
+    assert {(r.fate, r.deciding, r.audit_codes) for r in ledger.pods} == {
         ("evicted", "api-server(evicted)", (201,))
     }
     assert not A.decided_by(ledger, "policy", pods=[p.key for p in BEFORE.pods[5:]]).ok

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from pytest_desched.evidence.compare import (
+from pytest_desched.outcome.identity import (
     NOT_COMPARABLE,
     Coverage,
     NotCompared,
