@@ -29,26 +29,25 @@ DUP = Deployment("dup", replicas=2)
 def _row(name: str, workload: str, fate: str, codes: tuple[int, ...], live: bool) -> Any:
     evicted = fate == "evicted"
     return A.PodFate(
-        NS,
-        name,
-        f"uid-{name}",
-        workload,
-        "ReplicaSet" if workload != name else None,
-        "w1",
         fate,
-        "api-server(evicted)" if evicted else "policy",
-        (),
-        "RemoveDuplicates" if evicted else None,
-        codes,
-        live,
+        "api-server" if evicted else "policy",
+        namespace=NS,
+        name=name,
+        uid=f"uid-{name}",
+        workload=workload,
+        owner_kind="ReplicaSet" if workload != name else None,
+        node="w1",
+        strategy="RemoveDuplicates" if evicted else None,
+        audit_codes=codes,
+        live_after=live,
     )
 
 
-LEDGER = A.Ledger(
+LEDGER = A.Ledger.of_round(
     [
         _row("dup-a", "dup", "evicted", (201,), False),
         _row("dup-b", "dup", "evicted", (201,), False),
-        _row("solo", "solo", "not-selected", (), True),
+        _row("solo", "solo", "not-picked", (), True),
     ],
     audit_available=True,
     round_name="r1",
