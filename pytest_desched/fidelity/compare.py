@@ -405,8 +405,7 @@ def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:
         proof = (
             f"known bug {BUG_1917}: the Job's dry-run cycle said {d.shown()} for this pod (its "
             f"mirror of the cluster was incomplete), {PROOF_1917_SETTLED} {a.dry.shown()} "
-            f"({dry.settled_how})"
-            + (f"; {a.proof}" if a.differs else "")
+            f"({dry.settled_how})" + (f"; {a.proof}" if a.differs else "")
         )
         out.append(Row(row.identity, row.node, d, row.real, BUG_1917 + then, proof, row.pending))
     return out
