@@ -328,7 +328,12 @@ def _run(
         )
     version = release.descheduler_version
     rows = snapshot_rows(inp.snap, restored)
-    ledger = Ledger("replay", version, list(rows.values()), notes=[client_note(inp.client)])
+    ledger = Ledger(
+        "replay",
+        version,
+        list(rows.values()),
+        notes=[client_note(inp.client), *inp.snap.load_notes],
+    )
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
     for i in range(1, inp.rounds + 1):
