@@ -23,7 +23,7 @@ from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import build_config
 from pytest_desched.descheduler.decisions import Fate
 from pytest_desched.descheduler.policy import Policy
-from pytest_desched.errors import ConfigError, RoundError
+from pytest_desched.errors import ConfigError, EvidenceIncomplete, RoundError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay.aftermath import aftermath
 from pytest_desched.replay.capacity import check_capacity
@@ -489,7 +489,12 @@ def _write(session: Any, result: ReplayResult) -> None:
         m = ev.write_text("replay", "ledger.md", result.markdown())
 
         # Beside the JSON, from the same data and redacted by the same rule.
-        h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
+        try:
+            h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
+        except OSError as exc:  # a full disk: the folder is incomplete, as for the others
+            raise ev.mark_incomplete(j.with_name("replay.html"), exc) from exc
         result.artifacts = {"json": str(j), "markdown": str(m), "html": str(h)}
+    except EvidenceIncomplete:  # never a result that rests on half its evidence (issue 54)
+        raise
     except Exception as exc:  # the result is still returned; say why there is no file
         result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")
