@@ -22,6 +22,7 @@ import yaml
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_json, load_yaml, read_text
 from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
+from pytest_desched.replay.consistency import header_notes
 from pytest_desched.replay.credentials import note, scrub_credentials
 from pytest_desched.replay.schema import check_shape
 
@@ -233,6 +234,7 @@ class Snapshot:
             objects={k: list(v or []) for k, v in objects.items()},
         )
         snap.validate(source)
+        snap.load_notes += header_notes(snap, source)  # or ConfigError: objects missing
         removed = note(scrub_credentials(snap.objects))  # never restored, never in evidence
         if removed:
             snap.load_notes.append(removed)
