@@ -5,6 +5,7 @@ missing from the body, so its nodes would look emptier than the cluster's)."""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,3 +65,22 @@ def test_the_descheduler_s_own_pod_is_named() -> None:
     doc["header"]["source"]["pods"] += 1
     notes = Snapshot.from_doc(doc, "own").load_notes
     assert any("1 pod(s) of the descheduler itself" in n for n in notes), notes
+
+
+def test_a_big_snapshot_s_check_says_how_long_and_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 54: 32 s of checks on a 100,000-pod snapshot, with no line saying so."""
+    from pytest_desched.replay.cli import say_check_cost
+
+    big = tmp_path / "big.json"
+    with big.open("wb") as fh:  # sparse: the size is what the line reads
+        fh.truncate(147_000_000)
+    say_check_cost(big)
+    err = capsys.readouterr()
+    line = (err.out + err.err).strip()
+    assert "147 MB" in line and "about 32 s" in line and "before any cluster" in line, line
+    small = tmp_path / "small.json"
+    small.write_text("{}")
+    say_check_cost(small)
+    assert not (lambda c: (c.out + c.err).strip())(capsys.readouterr())
