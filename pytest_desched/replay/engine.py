@@ -28,7 +28,7 @@ from pytest_desched.log import Reporter, say
 from pytest_desched.replay.aftermath import aftermath
 from pytest_desched.replay.capacity import check_capacity
 from pytest_desched.replay.cli import read_log
-from pytest_desched.replay.format import Snapshot, utc
+from pytest_desched.replay.format import Snapshot, key, utc
 from pytest_desched.replay.ledger import (
     GONE,
     NOT_RESTORED,
@@ -48,6 +48,7 @@ from pytest_desched.replay.rows import (
     born_rows,
     decided_nodes,
     in_scope,
+    left_out,
     snapshot_rows,
 )
 
@@ -351,8 +352,10 @@ def _run(
                 f"round {name}: the descheduler's log is empty (Job {rnd.conditions}, "
                 f"{len(rnd.pod_runs)} pod runs); no fate can be read from it"
             )
+        kept_log = session.evidence.write_log("replay", name, rnd.logs)  # every round's log
         fates = round_fates(rnd.result, rnd.logs)
         decided = decided_nodes(rnd.result, fates)
+        every_decided = dict(decided)  # before the scope: the ledger names what it leaves out
         own = f"{rnd.namespace}/{rnd.name}-"  # the round's own pod
         # the runner node's pods listed again: a DaemonSet pod the controller put there after
         # the list above is replay machinery too, whatever the log says of it
@@ -363,6 +366,10 @@ def _run(
         listed, decided = in_scope([*seen, *runner], decided, inp.scope)
         born = born_rows(listed, decided, known_rows, i, moment, own)
         ledger.rows += born
+        on_runner = [key(p) for p in runner]
+        gap = left_out(i, every_decided, (r.pod for r in ledger.rows), own, inp.scope, on_runner)
+        if gap:
+            ledger.notes.append(gap)
         if born and moment and BORN_NOTE not in ledger.notes:
             ledger.notes.append(BORN_NOTE)
         evicted = [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
@@ -399,6 +406,7 @@ def _run(
         fig.audit_by_code = _audit_codes(rnd)
         fig.extra = {
             "job": rnd.name,
+            "log": str(kept_log),
             "succeeded": rnd.succeeded,
             "exit_code": rnd.exit_code,
             "age_drift_s": _drift(restored),
