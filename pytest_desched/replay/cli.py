@@ -321,10 +321,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return _finish(args, one)
 
 
-# Measured (issue 54, one CPU of the 2-core VM, load ~3): the checks of a generated
-# 100,000-pod snapshot (147 MB JSON) before any cluster take 32 s: the JSON parse and its
-# bounds walk (inputs_safe.check_tree) about half, the restore plan's deep copies most of the
-# rest. Each is a refusal before a cluster exists, so the time is said, not skipped.
+# Measured (issue 54): the checks of a 100,000-pod snapshot before any cluster took 32 s in
+# the hostile probe; a generated one (147 MB JSON) took 19.2 CPU-s here (102 s wall at load
+# 18; cProfile: the JSON parse and its bounds walk, inputs_safe.check_tree, about 40%, the
+# restore plan's deep copies, format.copy_json, about 30%, validation twice 9%). Each is a
+# refusal before a cluster exists, so the time is said, not skipped.
 CHECK_S_PER_MB = 32 / 147
 CHECK_SAY_FROM_MB = 20
 
