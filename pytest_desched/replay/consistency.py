@@ -24,7 +24,7 @@ FUTURE_SLACK = dt.timedelta(minutes=5)
 def header_notes(snap: Snapshot, source: str, now: dt.datetime | None = None) -> list[str]:
     """Each disagreement between `snap`'s header and body, one line each; ConfigError for
     one the replay would be misled by (objects the header counted are missing)."""
-    from pytest_desched.replay.format import DESCHEDULER_LABEL  # format imports this module
+    from pytest_desched.replay.format import DESCHEDULER_LABEL  # cycle: format imports this module
 
     notes: list[str] = []
     counted = (snap.header.get("source") or {}) if isinstance(snap.header, dict) else {}
