@@ -82,15 +82,19 @@ bench: tools
 kind-image: tools
 	$(PY) -m dev.kind_node
 
-## The runbook's experiments and the project's own e2e suite on real kind. A dockerd this
-## target started is stopped at the end (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with
-## PYTEST_ARGS=--desched-keep=always).
+## The runbook's experiments and the project's own e2e suite on real kind. The tool's own
+## dockerd (started by this target or by `make kind-image` before it) is stopped at the end
+## (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with PYTEST_ARGS=--desched-keep=always); an engine
+## that was answering before either is never touched. `make kind-image` leaves its engine
+## running for this target and says so on its last line.
 e2e-kind: tools
 	@engine=$$($(PY) -m dev.kind_node engine --print-env) || exit 1; eval "$$engine"; \
-	$(PY) -m dev.kind_node build || exit 1; rc=0; \
-	$(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
-	if [ "$$DESCHED_ENGINE_STARTED" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
-	  $(PY) -m dev.kind_node stop-engine; fi; \
+	rc=0; $(PY) -m dev.kind_node build || rc=$$?; \
+	[ $$rc -ne 0 ] || $(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
+	if [ "$$DESCHED_ENGINE_OWN" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
+	  $(PY) -m dev.kind_node stop-engine; \
+	elif [ "$$DESCHED_ENGINE_OWN" = yes ]; then \
+	  echo "left running: dockerd on $$DOCKER_HOST (DESCHED_KEEP_ENGINE); stop it: $(PY) -m dev.kind_node stop-engine"; fi; \
 	exit $$rc
 
 ## The runbook's experiments at other Kubernetes versions than the pin (docs/kubernetes-versions.md),

@@ -26,7 +26,8 @@ EXIT_CODES: dict[int, str] = {
     "canary found a rollback trigger or an unexplained change",
     EXIT_USAGE: "bad input (a flag, an option value, a file): one line, nothing was changed",
     EXIT_INFRA: "the toolchain could not provide a tool (no Go, a failed build) or the provider "
-    "could not give a cluster (or a canary track could not run): no verdict",
+    "could not give a cluster (or a canary track could not run), or the evidence could not be "
+    "written whole (a full disk; the folder is marked incomplete): no verdict",
     EXIT_INTERNAL: "an internal error (a bug in pytest-desched): one line, the traceback with "
     "--debug or DESCHED_DEBUG=1; please report it",
     EXIT_INTERRUPTED: "interrupted (Ctrl-C, SIGTERM): the last line says what the cleanup "
@@ -70,6 +71,11 @@ class ToolError(DeschedError, RuntimeError):
 
 class ProviderError(DeschedError, RuntimeError):
     """The provider cannot give a safe cluster; the message says what to change."""
+
+
+class EvidenceIncomplete(DeschedError, RuntimeError):
+    """Evidence could not be written (a full disk, a read-only folder): the folder is marked
+    incomplete and no verdict rests on it."""
 
 
 class ControlPlaneDied(ProviderError):

@@ -13,8 +13,10 @@ from tenacity import RetryError, Retrying, retry_if_result, stop_after_delay, wa
 
 from pytest_desched import interrupts
 from pytest_desched.errors import (
+    ConfigError,
     ControlPlaneDied,
     DeschedError,
+    ProviderError,
     RoundError,
     WaitTimeout,
 )
@@ -484,3 +486,77 @@ def owned_by_job(pod: Any, job_uid: str | None) -> bool:
         if getattr(o, "kind", None) == "Job"
     ]
     return not owners or any(getattr(o, "uid", None) == job_uid for o in owners)
+
+
+# -- a user's cluster: the first contact ----------------------------------------------------
+# `desched snapshot`, `desched record` and the existing provider read a cluster the user names
+# by kubeconfig and context. A server URL that does not parse, or a server that refuses the
+# connection, surfaced as urllib3's LocationParseError / MaxRetryError at the first request
+# and exited 70 ("internal error"). They are the user's input and the user's cluster: one
+# line naming the context and the fix, exit 2 (ConfigError) and exit 3 (ProviderError).
+FIRST_CONTACT_TIMEOUT_S = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)
+
+
+def user_client(kubeconfig: Any, context: str) -> Any:
+    """A client for the cluster behind `context` of `kubeconfig`, its server reached once.
+
+    ConfigError when the kubeconfig's server URL does not parse; ProviderError when the
+    server does not answer (refused, timed out, TLS). An HTTP answer of any status is a
+    server that is there: what it refuses is the caller's to say.
+    """
+    from kubernetes import config as kconfig
+    from kubernetes.config.config_exception import ConfigException
+
+    where = f"context {context!r} of {kubeconfig}"
+    try:
+        api = kconfig.new_client_from_config(config_file=str(kubeconfig), context=context)
+    except (ConfigException, ValueError) as exc:
+        raise ConfigError(f"{where}: {exc}; fix the kubeconfig (kubectl config view)") from exc
+    check_server_url(api.configuration.host, where)
+    reach(api, where)
+    return api
+
+
+def check_server_url(server: str, where: str) -> None:
+    """ConfigError unless `server` is an http(s) URL with a host and a valid port."""
+    import urllib3
+
+    try:
+        url = urllib3.util.parse_url(server)
+        ok = url.scheme in ("http", "https") and bool(url.host)
+        why = "" if ok else "it needs http:// or https:// and a host"
+    except (urllib3.exceptions.LocationParseError, ValueError) as exc:
+        why = str(exc)
+    if why:
+        raise ConfigError(
+            f"{where}: its cluster's server URL {server!r} does not parse ({why}); fix the "
+            "cluster's `server:` field (e.g. https://HOST:6443)"
+        )
+
+
+def reach(api: Any, where: str) -> None:
+    """GET /version once, bounded: ProviderError naming the server when nothing answers."""
+    server = api.configuration.host
+    m, url, hdrs, body, post = api.param_serialize(
+        method="GET",
+        resource_path="/version",
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    try:  # any HTTP answer (even 401) is a server that is there: what it refuses is for later
+        api.call_api(
+            m,
+            url,
+            header_params=hdrs,
+            body=body,
+            post_params=post,
+            _request_timeout=FIRST_CONTACT_TIMEOUT_S,
+        ).read()
+    except Exception as exc:
+        why = api_failure(exc)
+        if why is None:
+            raise
+        raise ProviderError(
+            f"cluster unreachable: {where} points at {server}, which did not answer ({why}); "
+            "start the cluster or fix the context's server, then retry"
+        ) from exc

@@ -56,6 +56,8 @@ class SessionLifecycle(SessionState):
                     self.report_path, self.report_entries, self.redactor, shown, ahead
                 )
         except Exception as exc:
+            if isinstance(exc, OSError):  # a full disk: the folder is incomplete, exit 1
+                self.evidence.mark_incomplete(self.report_path, exc)
             self.info["report_error"] = f"{type(exc).__name__}: {exc}"
             self.report(f"could not write the HTML report: {self.info['report_error']}")
             return None

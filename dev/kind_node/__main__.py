@@ -14,7 +14,7 @@ import time
 
 from dev.kind_node.binaries import Pins
 from dev.kind_node.build import NodeImageBuild
-from dev.kind_node.engine import ensure_engine, ensure_packages, stop_engine
+from dev.kind_node.engine import ENGINE_HOST, ensure_engine, ensure_packages, stop_engine
 from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.errors import ToolError
 from pytest_desched.log import tagged
@@ -54,6 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                 if info["host"]:
                     print(f"export DOCKER_HOST={info['host']}")
                 print(f"DESCHED_ENGINE_STARTED={info['started']}")
+                # this tool's own engine, started now or by an earlier target (`make
+                # kind-image`): the documented sequence stops it at its end
+                print(f"DESCHED_ENGINE_OWN={'yes' if info['host'] == ENGINE_HOST else 'no'}")
         if args.step in ("all", "build"):
             _report(f"kind {tc.path('kind')}")
             out = NodeImageBuild(tc, Pins.load()).all()
@@ -64,7 +67,19 @@ def main(argv: list[str] | None = None) -> int:
         _report(f"error: {exc}")
         return 1
     _report(f"done in {time.monotonic() - started:.0f}s")
+    if args.step in ("all", "engine") and not args.print_env:
+        _report(left_running(info["host"] == ENGINE_HOST))  # the last line: what is left
     return 0
+
+
+def left_running(own: bool) -> str:
+    """The last line of a step that made sure of an engine: what it leaves and how to stop it."""
+    if not own:
+        return "left running: nothing started here (the Docker engine was already answering)"
+    return (
+        f"left running: this tool's dockerd on {ENGINE_HOST} (`make e2e-kind` uses it and "
+        "stops it at its end); stop it now: python -m dev.kind_node stop-engine"
+    )
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pytest_desched.errors import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     ConfigError,
+    EvidenceIncomplete,
     PolicyError,
     ProviderError,
     ToolError,
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             _error(respell(" ".join(str(exc).split()), spell))
             return EXIT_USAGE
-        except (ToolError, ProviderError) as exc:
+        except (ToolError, ProviderError, EvidenceIncomplete) as exc:
             say(f"error: {respell(scrub_secrets(str(exc)), spell)}")  # a URL's user may be a token
             if done := interrupts.cleanup_summary():  # a cluster deleted after it, checked
                 say(done)

@@ -167,6 +167,21 @@ def _skip_found(log: str) -> int | None:
 
 DRY_RUN_MIRROR_MSG = "Building a cached client from the cluster for the dry run"
 
+# The forms #1917's proof takes, one phrase each: the signature below writes the first three,
+# the fidelity comparison's settled-cycle proof (fidelity/compare.py) the fourth. Tests that
+# check a row is explained by #1917 only with its proof ask proves_1917, never a restated
+# substring (a new form once failed a test that knew only the older two).
+PROOF_1917_SKIP = "with found="
+PROOF_1917_NODES = "partial dry-run mirror: the cycle's plugins processed"
+PROOF_1917_PODS = "partial dry-run mirror: LowNodeUtilization counted"
+PROOF_1917_SETTLED = "the same binary's settled dry-run cycle on the unchanged lab says"
+PROOF_FORMS_1917 = (PROOF_1917_SKIP, PROOF_1917_NODES, PROOF_1917_PODS, PROOF_1917_SETTLED)
+
+
+def proves_1917(proof: str) -> bool:
+    """Whether `proof` is one of #1917's proof forms (an evidence line, not an absence)."""
+    return any(form in proof for form in PROOF_FORMS_1917)
+
 
 def _sig_1917(f: RoundFacts) -> str | None:
     """The dry-run mirror was empty or partial, identified positively from the descheduler's
@@ -190,7 +205,8 @@ def _sig_1917(f: RoundFacts) -> str | None:
     if found is not None:
         if found < selected:
             return (
-                f"'{SKIP_MSG}' with found={found} while the API server reports {selected} {which}"
+                f"'{SKIP_MSG}' {PROOF_1917_SKIP}{found} while the API server reports {selected} "
+                f"{which}"
             )
         return None
     if DRY_RUN_MIRROR_MSG not in f.log:
@@ -198,14 +214,14 @@ def _sig_1917(f: RoundFacts) -> str | None:
     processed = _logged_nodes(f.log, "Processing node")
     if processed and len(processed) < selected:
         return (
-            f"partial dry-run mirror: the cycle's plugins processed {len(processed)} node(s) "
+            f"{PROOF_1917_NODES} {len(processed)} node(s) "
             f"({', '.join(sorted(processed))}) while the API server reports {selected} {which}"
         )
     usage = _lnu_pods(f.log)
     lab = f.lab_pods_on_ready_nodes
     if not f.node_selector and lab and len(usage) == selected and sum(usage.values()) < lab:
         return (
-            f"partial dry-run mirror: LowNodeUtilization counted {sum(usage.values())} pod(s) on "
+            f"{PROOF_1917_PODS} {sum(usage.values())} pod(s) on "
             f"all {selected} Ready nodes while the API server showed {lab} lab pods Running there"
         )
     return None

@@ -9,6 +9,7 @@ not the audit trail itself, and is written atomically so a crash never leaves a 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import re
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.errors import RoundFailed
+from pytest_desched.errors import EvidenceIncomplete, RoundFailed
 from pytest_desched.evidence.summary import summary_text
 from pytest_desched.names import inside
 from pytest_desched.redaction import Redactor, scrub_secrets
@@ -69,6 +70,7 @@ def _cap(text: str, max_bytes: int) -> str:
     )
 
 
+INCOMPLETE_MARKER = "INCOMPLETE"  # in the evidence root when a write failed
 ROUND_LOG_MAX_BYTES = 4 << 20  # a round's full log, copied here: its middle cut past this
 
 
@@ -81,6 +83,7 @@ class EvidenceWriter:
         self.root = Path(root)
         self.redactor = redactor or Redactor.disabled()
         self.max_bytes = max_bytes
+        self.incomplete = ""  # why the folder is incomplete (a write failed), else ""
         # Told each round record as written, redacted (the session draws its charts ahead).
         self.on_round: Callable[[dict[str, Any]], None] | None = None
 
@@ -160,13 +163,39 @@ class EvidenceWriter:
         self._write(path, text)
         return path
 
-    @staticmethod
-    def _write(path: Path, text: str) -> None:
-        """Atomic, so a crash mid-run never leaves a half-written record that looks complete."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+    def _write(self, path: Path, text: str) -> None:
+        """Atomic, so a crash mid-run never leaves a half-written record that looks complete.
+
+        A write that fails (ENOSPC, a read-only folder) marks the folder incomplete and raises
+        EvidenceIncomplete: what rests on this evidence cannot be a verdict (issue 54)."""
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)  # frees what the half write took
+            raise self.mark_incomplete(path, exc) from exc
+
+    def mark_incomplete(self, path: Path, exc: OSError) -> EvidenceIncomplete:
+        """Leave `INCOMPLETE` in the folder (best effort: an empty file needs no free block)
+        and the error naming the file, the cause and the fix."""
+        rel = path.relative_to(self.root) if path.is_relative_to(self.root) else path
+        why = f"{exc.strerror or type(exc).__name__}" + (
+            f" ({errno.errorcode.get(exc.errno, exc.errno)})" if exc.errno else ""
+        )
+        self.incomplete = f"writing {rel} failed: {why}"
+        try:
+            marker = self.root / INCOMPLETE_MARKER
+            marker.touch()
+            marker.write_text(self.incomplete + "\n")
+        except OSError:
+            pass  # the marker's name is the message; its text is a bonus
+        return EvidenceIncomplete(
+            f"evidence folder {self.root} is incomplete: {self.incomplete}; no verdict rests on "
+            f"it (marked {INCOMPLETE_MARKER}). Free space there or give another --artifacts "
+            "folder, then run again"
+        )
 
 
 def kept_log(evidence: EvidenceWriter | None, experiment: str, failed: RoundFailed) -> RoundFailed:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 from pytest_desched.descheduler.decisions import PodDecision
+from pytest_desched.descheduler.known_bugs import PROOF_1917_SETTLED
 from pytest_desched.fidelity.explain import (
     BUG_1917,
     EXPLAINERS,
@@ -378,9 +379,8 @@ def _against_settled(rows: list[Row], dry: Half, real: Half) -> list[Row]:
         then = f", then {a.explained_by}" if a.differs else ""
         proof = (
             f"known bug {BUG_1917}: the Job's dry-run cycle said {d.shown()} for this pod (its "
-            f"mirror of the cluster was incomplete), the same binary's settled dry-run cycle on "
-            f"the unchanged lab says {a.dry.shown()} ({dry.settled_how})"
-            + (f"; {a.proof}" if a.differs else "")
+            f"mirror of the cluster was incomplete), {PROOF_1917_SETTLED} {a.dry.shown()} "
+            f"({dry.settled_how})" + (f"; {a.proof}" if a.differs else "")
         )
         out.append(Row(row.identity, row.node, d, row.real, BUG_1917 + then, proof, row.pending))
     return out

@@ -134,8 +134,23 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
         excinfo.traceback = excinfo.traceback[-1:]
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
+    """Records the exit status; then no passing run on an evidence folder a write failed in
+    (a full disk, issue 54): after the session's teardown (its report is written there),
+    exit 1 and say why."""
     state(session.config).exitstatus = int(exitstatus)
+    out = yield
+    ev = getattr(state(session.config).session, "_evidence", None)
+    why = getattr(ev, "incomplete", "")
+    if ev is not None and why and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        state(session.config).exitstatus = int(session.exitstatus)
+        sys.stderr.write(
+            f"pytest-desched: evidence folder {ev.root} is incomplete ({why}): no pass rests "
+            "on it; exit 1\n"
+        )
+    return out
 
 
 @pytest.hookimpl(trylast=True)

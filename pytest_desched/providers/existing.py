@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched import scratch
 from pytest_desched.capabilities import CAPABILITIES
 from pytest_desched.inputs_safe import load_yaml_file
-from pytest_desched.kube import node_annotations, node_labels, node_name
+from pytest_desched.kube import check_server_url, node_annotations, node_labels, node_name
 from pytest_desched.providers.base import NODE_OPT_IN_LABEL, Cluster, Provider, ProviderError
 
 if TYPE_CHECKING:
@@ -184,6 +184,9 @@ class ExistingProvider(Provider):
             created=False,
         )
         self.cluster = cluster
+        server = _server_of(_load_kubeconfig(path), context)
+        if server is not None:  # a bad server URL is input (exit 2), not a cluster's fault (3)
+            check_server_url(server, f"context {context!r} of {path}")
         try:
             nodes = list(cluster.core.list_node().items)
         except Exception as exc:
@@ -218,6 +221,20 @@ class ExistingProvider(Provider):
             f"deleted. Opted-in nodes: KUBECONFIG={where} kubectl --context {self.context} "
             f"get nodes -l {NODE_OPT_IN_LABEL}=true"
         )
+
+
+def _server_of(doc: Mapping[str, Any], context: str) -> str | None:
+    """The server URL of `context`'s cluster in a kubeconfig, when it names one."""
+
+    def named(section: str, name: object) -> Mapping[str, Any]:
+        for item in doc.get(section) or []:
+            if isinstance(item, dict) and item.get("name") == name:
+                body = item.get(section[:-1])
+                return body if isinstance(body, dict) else {}
+        return {}
+
+    server = named("clusters", named("contexts", context).get("cluster")).get("server")
+    return None if server is None else str(server)
 
 
 def _is_kwok_node(node: Any) -> bool:

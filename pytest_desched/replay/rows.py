@@ -111,3 +111,38 @@ def born_rows(
         row.fates = [PodFate(ABSENT, None, f"not there at round {k}") for k in range(1, round_i)]
         out.append(row)
     return out
+
+
+LEFT_OUT_SHOWN = 10  # pods named in the line; the count is always whole
+
+
+def left_out(
+    round_i: int,
+    decided: Mapping[str, str | None],
+    rows: Iterable[str],
+    own: str,
+    scope: frozenset[str] | None = None,
+    on_runner: Iterable[str] = (),
+) -> str | None:
+    """The ledger's line on the pods round `round_i`'s log decided about that no row holds,
+    each with why (issue 54: 8 rows for the 9 pods a round filtered, the ninth unnamed).
+    `decided`: pod -> node, every pod the log decided about; `own`: the round's own pod's
+    `namespace/job-` prefix; `on_runner`: pods the API listed on the runner node."""
+    held, runner = set(rows), set(on_runner)
+    why: dict[str, str] = {}
+    for pod, node in sorted(decided.items()):
+        if pod in held:
+            continue
+        if own and pod.startswith(own):
+            why[pod] = "the round's own Job pod"
+        elif node == RUNNER_NODE or pod in runner:
+            why[pod] = "replay machinery on the runner node"
+        elif scope is not None and pod.split("/", 1)[0] not in scope:
+            why[pod] = "outside the replay's namespaces"
+        else:
+            why[pod] = "listed by no read of the round"
+    if not why:
+        return None
+    named = "; ".join(f"{p} ({w})" for p, w in list(why.items())[:LEFT_OUT_SHOWN])
+    more = f"; and {len(why) - LEFT_OUT_SHOWN} more" if len(why) > LEFT_OUT_SHOWN else ""
+    return f"round {round_i}: the log decided about {len(why)} pod(s) no row holds: {named}{more}"

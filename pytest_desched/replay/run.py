@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_desched.bounds import CLIENT_FLAGS
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import build_config
-from pytest_desched.errors import ConfigError, RoundError
+from pytest_desched.errors import ConfigError, EvidenceIncomplete, RoundError
 from pytest_desched.log import Reporter, say
 from pytest_desched.outcome.fates import Fate, Layer
 from pytest_desched.outcome.verdict import Verdict
 from pytest_desched.replay.aftermath import aftermath
-from pytest_desched.replay.capture.format import Snapshot, utc
+from pytest_desched.replay.capture.format import Snapshot, key, utc
 from pytest_desched.replay.inputs import ReplayInputs, check_inputs
 from pytest_desched.replay.ledger import (
     GONE,
@@ -51,6 +51,7 @@ from pytest_desched.replay.rows import (
     born_rows,
     decided_nodes,
     in_scope,
+    left_out,
     snapshot_rows,
 )
 from pytest_desched.tools.kube_versions import KubeChoice, for_snapshot
@@ -295,8 +296,13 @@ class Replay:
             m = ev.write_text("replay", "ledger.md", result.markdown())
 
             # Beside the JSON, from the same data and redacted by the same rule.
-            h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
+            try:
+                h = write_replay_report(j.with_name("replay.html"), data, session.redactor)
+            except OSError as exc:  # a full disk: the folder is incomplete, as for the others
+                raise ev.mark_incomplete(j.with_name("replay.html"), exc) from exc
             result.artifacts = {"json": str(j), "markdown": str(m), "html": str(h)}
+        except EvidenceIncomplete:  # never a result that rests on half its evidence (issue 54)
+            raise
         except Exception as exc:  # the result is still returned; say why there is no file
             result.notes.append(f"artifacts not written: {type(exc).__name__}: {exc}")
 
@@ -422,7 +428,12 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
         )
     version = release.descheduler_version
     rows = snapshot_rows(inp.snap, restored)
-    ledger = Ledger("replay", version, list(rows.values()), notes=[client_note(inp.client)])
+    ledger = Ledger(
+        "replay",
+        version,
+        list(rows.values()),
+        notes=[client_note(inp.client), *inp.snap.load_notes],
+    )
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
     for i in range(1, inp.rounds + 1):
@@ -440,8 +451,10 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
                 f"round {name}: the descheduler's log is empty (Job {rnd.conditions}, "
                 f"{len(rnd.pod_runs)} pod runs); no fate can be read from it"
             )
+        kept_log = session.evidence.write_log("replay", name, rnd.logs)  # every round's log
         fates = round_fates(rnd.result, rnd.logs)
         decided = decided_nodes(rnd.result, fates)
+        every_decided = dict(decided)  # before the scope: the ledger names what it leaves out
         own = f"{rnd.namespace}/{rnd.name}-"  # the round's own pod
         # the runner node's pods listed again: a DaemonSet pod the controller put there after
         # the list above is replay machinery too, whatever the log says of it
@@ -454,6 +467,10 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
         listed, decided = in_scope([*seen, *runner], decided, inp.scope)
         born = born_rows(listed, decided, known_rows, i, moment, own)
         ledger.rows += born
+        on_runner = [key(p) for p in runner]
+        gap = left_out(i, every_decided, (r.pod for r in ledger.rows), own, inp.scope, on_runner)
+        if gap:
+            ledger.notes.append(gap)
         if born and moment and BORN_NOTE not in ledger.notes:
             ledger.notes.append(BORN_NOTE)
         evicted = [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
@@ -492,6 +509,7 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
         fig.audit_by_code = _audit_codes(rnd)
         fig.extra = {
             "job": rnd.name,
+            "log": str(kept_log),
             "succeeded": rnd.succeeded,
             "exit_code": rnd.exit_code,
             "age_drift_s": _drift(restored),

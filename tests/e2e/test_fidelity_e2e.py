@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from pytest_desched.descheduler.known_bugs import proves_1917
 from pytest_desched.errors import ConfigError
 from pytest_desched.fidelity.compare import BUG_1917
 from pytest_desched.fidelity.engine import CHECK_ID, run_fidelity
@@ -32,7 +33,7 @@ def _fidelity(session: Any, case: str) -> Any:
     for row in comp.differences:  # each explained, and #1917 only with the probe's proof
         assert row.explained_by, row
         if row.explained_by.startswith(BUG_1917):
-            assert "settled dry-run cycle" in row.proof or "found=" in row.proof, row
+            assert proves_1917(row.proof), row
     rec = out.dry.records[-1]  # the dry-run half's round record carries the comparison
     assert rec["fidelity"]["summary"] == comp.line() or len(out.dry.records) > 1
     real = out.real.records[-1]  # ... and so does the real half's, on disk too
@@ -199,10 +200,9 @@ def test_desched_fidelity_snapshot(desched_toolchain, tmp_path):
     rows = data["comparison"]["rows"]
     assert any(r["real"] == "refused(429)" for r in rows), rows
     assert all(r["explained_by"] for r in rows if r["differs"]), rows
-    for r in rows:  # #1917 only proven: the probe's settled cycle on the settled lab, or the
-        if (r["explained_by"] or "").startswith(BUG_1917):  # skipped cycle's node count
-            settled = "settled dry-run cycle" in r["proof"] and "on the settled lab" in r["proof"]
-            assert settled or "found=" in r["proof"], r
+    for r in rows:  # #1917 only proven: one of its proof forms (the registry's list)
+        if (r["explained_by"] or "").startswith(BUG_1917):
+            assert proves_1917(r["proof"]), r
     print("mirror probe:", data["comparison"]["mirror_probe"])
     assert (art / "real" / "replay" / "replay.json").is_file()
     assert (art / "dry-run" / "replay" / "replay.json").is_file()

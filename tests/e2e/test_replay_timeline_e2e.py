@@ -203,3 +203,16 @@ def test_recorded_label_move_replays_at_10x_with_evictions_after_the_move(
     assert len(rows) >= 2, [(r.pod, r.origin) for r in out.ledger.rows]
     assert all(r.origin.startswith("created in window at t=") for r in rows), rows
     assert all(str(r.owner).startswith("ReplicaSet/born-") for r in rows), rows
+    # every round's log is kept in the evidence, and every pod it decided about is a row or
+    # named in the notes with why it is not one (issue 54: 8 rows for 9 filtered pods)
+    from pytest_desched.descheduler.logparse import parse_log
+
+    held = {r.pod for r in out.ledger.rows}
+    notes = "\n".join(out.ledger.notes)
+    for fig in out.ledger.rounds:
+        log = Path(fig.extra["log"])
+        assert log.is_file() and log.is_relative_to(run_dir / "artifacts"), fig.extra
+        decided = {f"{d.namespace}/{d.name}" for d in parse_log(log.read_text()).decisions}
+        assert decided, log
+        unnamed = [p for p in decided if p not in held and f"{p} (" not in notes]
+        assert not unnamed, (unnamed, notes)

@@ -22,6 +22,8 @@ import yaml
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_json, load_yaml, read_text
 from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
+from pytest_desched.replay.capture.consistency import header_notes
+from pytest_desched.replay.capture.credentials import note, scrub_credentials
 from pytest_desched.replay.capture.schema import check_shape
 from pytest_desched.replay.objects import KINDS
 
@@ -135,6 +137,9 @@ class Snapshot:
     header: dict[str, Any] = field(default_factory=dict)
     policy: str | None = None  # the incident's policy.yaml, as its ConfigMap held it
     objects: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # What loading the file found and changed or doubts (credentials removed, a header its
+    # body disagrees with): the replay's ledger carries each line. Never written back.
+    load_notes: list[str] = field(default_factory=list)
 
     # -- access ---------------------------------------------------------------------------
     def items(self, section: str) -> list[dict[str, Any]]:
@@ -234,6 +239,10 @@ class Snapshot:
             objects={k: list(v or []) for k, v in objects.items()},
         )
         snap.validate(source)
+        snap.load_notes += header_notes(snap, source)  # or ConfigError: objects missing
+        removed = note(scrub_credentials(snap.objects))  # never restored, never in evidence
+        if removed:
+            snap.load_notes.append(removed)
         return snap
 
     @classmethod

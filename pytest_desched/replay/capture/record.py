@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pytest_desched import kube
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
@@ -310,9 +311,7 @@ def record(
         return record_from_audit(
             audit_log, start_snapshot, start, end, redact=redact, report=report
         )
-    from kubernetes import config as kconfig
-
-    api = kconfig.new_client_from_config(config_file=str(path), context=context)
+    api = kube.user_client(path, context)  # exit 2 for a bad server URL, 3 when none answers
     reads = Reads()
     state = State(ns_list, set())
     paths = {

@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from pytest_desched import kube
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.inputs_safe import load_yaml_file
 from pytest_desched.log import Reporter, say
@@ -472,9 +473,7 @@ def take_snapshot(
     use_kwokctl = exporter == "kwokctl" or (
         exporter == "auto" and kwokctl is not None and Path(kwokctl).is_file() and not ns_list
     )
-    from kubernetes import config as kconfig
-
-    api = kconfig.new_client_from_config(config_file=str(path), context=context)
+    api = kube.user_client(path, context)  # exit 2 for a bad server URL, 3 when none answers
     reads = Reads()
     t0 = time.monotonic()
     reads.add("get", "/version")

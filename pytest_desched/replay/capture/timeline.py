@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from typing import Any
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import json_lines, read_text
+from pytest_desched.replay.capture.credentials import note, scrub_credentials
 from pytest_desched.replay.capture.format import (
     API_VERSION,
     FORBIDDEN_KINDS,
@@ -231,6 +233,13 @@ class Timeline:
         snap = Snapshot.from_doc(snapdoc["snapshot"], f"{source} (start snapshot)")
         header = {k: v for k, v in head.items() if k not in ("apiVersion", "kind", "version")}
         changes = [Change.from_doc(d, i, source) for i, d in docs[2:]]
+        removed: Counter[str] = Counter()  # credentials in the changes too: never restored
+        for c in changes:
+            for body in (c.object, c.patch):
+                if isinstance(body, dict):
+                    removed += scrub_credentials({KIND_SECTION[c.kind]: [body]})
+        if removed:
+            snap.load_notes.append(f"timeline changes: {note(removed)}")
         tl = cls(header, snap, changes)
         tl.validate(source)
         return tl

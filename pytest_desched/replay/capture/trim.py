@@ -74,7 +74,7 @@ def meta(obj: dict[str, Any], filtered: Filtered, keep_annotations: bool = True)
     return out
 
 
-def _is_token_volume(v: dict[str, Any]) -> bool:
+def is_token_volume(v: dict[str, Any]) -> bool:
     if str(v.get("name", "")).startswith(TOKEN_VOLUME_PREFIX):
         return True
     sources = (v.get("projected") or {}).get("sources") or []
@@ -153,7 +153,7 @@ def pod_spec(spec: dict[str, Any] | None, filtered: Filtered) -> dict[str, Any]:
         "schedulingGates",
     )
     volumes = spec.get("volumes") or []
-    token = {v.get("name") for v in volumes if _is_token_volume(v)}
+    token = {v.get("name") for v in volumes if is_token_volume(v)}
     filtered["pods.serviceAccountTokenVolumes"] += len(token)
     kept = [_volume(v) for v in volumes if v.get("name") not in token]
     if kept:

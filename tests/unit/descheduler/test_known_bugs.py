@@ -13,6 +13,7 @@ from pytest_desched.descheduler.known_bugs import (
     REGISTRY,
     RoundFacts,
     classify,
+    proves_1917,
     signatures,
     tolerated,
 )
@@ -282,6 +283,21 @@ def test_1917_a_mirror_without_the_lab_pods_is_proven_by_lownodeutilizations_cou
         assert "descheduler#1917" not in signatures(unproven), unproven
     # a fourth Ready node no plugin processed is the node clause's proof, not the pods'
     assert "processed 3 node(s)" in signatures(replace(facts, ready_nodes=4))["descheduler#1917"]
+
+
+def test_every_1917_signature_form_is_a_proof_the_tests_accept() -> None:
+    """Issue 54: a fresh machine's fidelity run proved #1917 in its partial-mirror form and a
+    test that knew only the older forms failed it. Each form the signature writes is one
+    proves_1917 (the tests' one source) accepts; a "not proven" line is not."""
+    skip = dry("dry-run-skipped-mirror-race.log", lab_pods_running=frozenset({"spread-demo-a"}))
+    nodes = dry("dry-run-mirror-missing-a-node.log", decisions=(), lab_pods_on_ready_nodes=3)
+    pods = dry("dry-run-mirror-without-lab-pods.log", decisions=(), lab_pods_on_ready_nodes=3)
+    forms = [signatures(f)["descheduler#1917"] for f in (skip, nodes, pods)]
+    assert len(set(forms)) == 3, forms
+    for ev in forms:
+        assert proves_1917(ev), ev
+    for unproven in ("descheduler#1917 not proven: no complete dry-run cycle in 30s", ""):
+        assert not proves_1917(unproven)
 
 
 def test_1917_not_on_an_absence_alone() -> None:

@@ -18,6 +18,7 @@ import kubernetes
 import pytest
 import yaml
 
+from pytest_desched.errors import ConfigError
 from pytest_desched.providers import base
 from pytest_desched.providers.base import NODE_OPT_IN_LABEL, ProviderError, choose_provider
 from pytest_desched.providers.existing import (
@@ -611,3 +612,16 @@ def test_kind_cluster_option_implies_kind_and_reaches_the_provider(tmp_path: Pat
         build_config(
             {"--desched-kind-cluster": "mine", "--desched-provider": "embedded"}, run_dir=tmp_path
         )
+
+
+def test_existing_refuses_a_server_url_that_does_not_parse(
+    kubeconfig: Path, kube: FakeKube
+) -> None:
+    """Issue 54: the kubeconfig's server URL is the user's input: exit 2 naming the context,
+    before any request (was urllib3's LocationParseError at the first list, exit 3)."""
+    doc = yaml.safe_load(kubeconfig.read_text())
+    for c in doc["clusters"]:
+        c["cluster"]["server"] = "https://exa mple:6443"
+    kubeconfig.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match=r"context 'lab'.*server URL 'https://exa mple:6443'"):
+        existing(kubeconfig, "lab").start()

@@ -10,7 +10,7 @@ from typing import Any
 from pytest_desched.evidence.loops import cycles_from_ledger
 from pytest_desched.replay.ledger import Ledger, PodFate, PodRow
 from pytest_desched.replay.rebuild.plan import RUNNER_NODE
-from pytest_desched.replay.rows import ABSENT, BORN, born_origin, born_rows, in_scope
+from pytest_desched.replay.rows import ABSENT, BORN, born_origin, born_rows, in_scope, left_out
 from pytest_desched.replay.timeline.run import TimelineDriver
 
 RS = "ReplicaSet/web-7c9d"
@@ -95,3 +95,31 @@ def test_a_host_replay_gives_rows_only_to_its_own_namespaces() -> None:
     # a cluster of the replay's own: every pod as before
     pods, dec = in_scope([kwok, dns, mine], decided, None)
     assert len(born_rows(pods, dec, {}, 1)) == 3
+
+
+def test_the_ledger_names_every_decided_pod_it_has_no_row_for() -> None:
+    """Issue 54: a 10x timeline round filtered 9 pods and the ledger had 8 rows, the ninth
+    unnamed. Each pod the log decided about is a row, or named with why it is not one."""
+    rows = [f"prod/web-{i}" for i in range(6)]
+    decided: dict[str, str | None] = dict.fromkeys(rows, "n1")
+    decided["prod/descheduler-replay-3-xyz"] = None  # the round's own Job pod, made after
+    decided["kube-system/node-agent-r"] = RUNNER_NODE  # a DaemonSet's pod on the runner
+    decided["prod/descheduler-replay-1-old"] = None  # round 1's pod, listed on the runner
+    decided["other/app-1"] = "n2"  # a host replay's foreign namespace
+    line = left_out(
+        3,
+        decided,
+        rows,
+        own="prod/descheduler-replay-3-",
+        scope=frozenset({"prod", "kube-system"}),
+        on_runner=["prod/descheduler-replay-1-old"],
+    )
+    assert line is not None and line.startswith("round 3: the log decided about 4 pod(s)"), line
+    for pod, why in (
+        ("prod/descheduler-replay-3-xyz", "the round's own Job pod"),
+        ("kube-system/node-agent-r", "replay machinery on the runner node"),
+        ("prod/descheduler-replay-1-old", "replay machinery on the runner node"),
+        ("other/app-1", "outside the replay's namespaces"),
+    ):
+        assert f"{pod} ({why})" in line, line
+    assert left_out(3, dict.fromkeys(rows, "n1"), rows, own="prod/x-") is None
