@@ -13,9 +13,9 @@ import pytest
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.replay.capture.format import Snapshot, key
+from pytest_desched.replay.capture.timeline import Change, Timeline, make_header
 from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.rebuild.plan import plan_restore
-from pytest_desched.replay.timeline import Change, Timeline, make_header
 
 # JWT-shaped and unique: any copy of it anywhere is a leak
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.cGxhbnRlZC1mYWtlLXRva2VuLTU0.c2lnbmF0dXJlLTU0"

@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from pytest_desched.tools.kind_node import __main__ as kind_main
-from pytest_desched.tools.kind_node.engine import ENGINE_HOST
+
+from dev.kind_node import __main__ as kind_main
+from dev.kind_node.engine import ENGINE_HOST
 
 
 def _engine(monkeypatch: pytest.MonkeyPatch, host: str, started: str) -> None:
