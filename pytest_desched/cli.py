@@ -47,6 +47,8 @@ from pytest_desched.cli_matrix import add_parser as add_matrix
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
+    HELM_HELP,
+    HELM_MAJORS,
     OPTION_ENV,
     add_config_options,
     cli_flag,
@@ -111,6 +113,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         descheduler_version=_old_version(args) or args.descheduler,
         candidate=cand,
         report=say,
+        helm=resolve("--desched-helm", args.helm),
     )
     if args.cache_key:  # nothing built: the key a CI cache of tc.cache_dir is saved under
         out.emit(cache_key(tc.groups.values(), tc.versions))
@@ -298,6 +301,9 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--candidate", default=None, help="a canary candidate to build (source:PATH)")
     t.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     t.add_argument("--bin", default=None, metavar="TOOL=PATH,...", help="use these binaries")
+    t.add_argument(
+        "--helm", default=None, choices=HELM_MAJORS, help=f"{HELM_HELP} [env DESCHED_HELM]"
+    )
     key_help = "print the key for a CI cache of the tools (the pins, the platform); build nothing"
     t.add_argument("--cache-key", action="store_true", help=key_help)
     out.add_output(t)

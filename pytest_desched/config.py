@@ -25,6 +25,8 @@ from pytest_desched.tools.groups import parse_bins
 from pytest_desched.tools.release import parse_release_cached
 
 __all__ = [
+    "HELM_HELP",
+    "HELM_MAJORS",
     "OPTIONS",
     "PROVIDERS",
     "ConfigError",
@@ -50,6 +52,13 @@ def unknown_provider(name: object) -> str:
         "(--desched-provider or DESCHED_PROVIDER)"
     )
 
+
+# The Helm majors a run may use, the default first (manifests/versions.yaml pins each).
+HELM_MAJORS = ("4", "3")
+HELM_HELP = (
+    "the Helm major that renders, installs and upgrades the release: 4 (server-side "
+    "apply) or 3, each pinned in manifests/versions.yaml"
+)
 
 OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -118,6 +127,15 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
         {
             "default": None,
             "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)",
+        },
+    ),
+    (
+        "--desched-helm",
+        "DESCHED_HELM",
+        {
+            "default": HELM_MAJORS[0],
+            "choices": list(HELM_MAJORS),
+            "help": HELM_HELP,
         },
     ),
     (
@@ -276,6 +294,7 @@ OPTION_GROUPS: dict[str, str] = {
             "--desched-chart-source",
             "--desched-descheduler",
             "--desched-bin",
+            "--desched-helm",
             "--desched-cache-dir",
             "--desched-keep",
         ),
@@ -383,6 +402,7 @@ class DeschedConfig:
     redact: bool = False
     cache_dir: Path | None = None
     bins: dict[str, Path] = field(default_factory=dict)
+    helm: str = "4"  # the Helm major (tools.versions.Versions.with_helm)
     workers: int = 3
     chart_source: str = "auto"
     namespace: str = "descheduler-lab"
@@ -543,6 +563,7 @@ def build_config(
         redact=bool(get("--desched-redact")),
         cache_dir=Path(get("--desched-cache-dir")) if get("--desched-cache-dir") else None,
         bins=parse_bins(get("--desched-bin")),
+        helm=get("--desched-helm"),
         workers=workers,
         chart_source=get("--desched-chart-source"),
         namespace=f"{ns}-{worker}" if worker else ns,

@@ -136,6 +136,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 descheduler_version=self.config.descheduler_version,
                 report=self.report,
                 candidate=self.config.parsed_candidate(),
+                helm=self.config.helm,
             )
         return self._toolchain
 
@@ -152,6 +153,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             overrides={k: v for k, v in self.config.bins.items() if k != "descheduler"},
             descheduler_version=version,
             report=self.report,
+            helm=self.config.helm,
         )
 
     @property

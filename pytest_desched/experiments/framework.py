@@ -486,6 +486,7 @@ class Runner:
             pod_events=tuple(rec.pod_events),
             pdb_statuses=tuple(rec.pdb_statuses),
             clock_offset_s=time.time() - time.monotonic(),
+            helm=ctx.release.helm_evidence(),
         )
 
     def run_facts(self) -> RunFacts:

@@ -53,7 +53,7 @@ from pytest_desched.tools.locate import (
     select_binary,
     version_matches,
 )
-from pytest_desched.tools.versions import Versions, load_versions
+from pytest_desched.tools.versions import HELM_ENV, Versions, load_versions
 
 
 class Toolchain:
@@ -68,10 +68,17 @@ class Toolchain:
         report: Reporter = say,
         descheduler_version: str | None = None,
         candidate: Candidate | None = None,
+        helm: str | None = None,
     ) -> None:
         if descheduler_version is not None:  # it becomes a cache folder and a lock file name
             check_name("version", descheduler_version, "", "descheduler version")
-        self.versions = versions or load_versions()
+        # The Helm major ("4", "3"): given, else DESCHED_HELM (a toolchain made outside a
+        # configured run, e.g. by `desched lint`, follows it too), else the pinned default.
+        major = (helm or os.environ.get(HELM_ENV) or "").strip().lstrip("v") or None
+        try:
+            self.versions = (versions or load_versions()).with_helm(major)
+        except ValueError as exc:
+            raise ConfigError(f"--desched-helm / {HELM_ENV}: {exc}") from None
         self.cache_dir = (cache_dir or default_cache_dir()).expanduser()
         self.overrides = dict(overrides or {})
         self.use_path = use_path
