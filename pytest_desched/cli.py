@@ -47,8 +47,6 @@ from pytest_desched.cli_matrix import add_parser as add_matrix
 from pytest_desched.cli_parser import Parser, cite_exit_codes, exit_code_table
 from pytest_desched.cli_up import cmd_down, cmd_up
 from pytest_desched.config import (
-    HELM_HELP,
-    HELM_MAJORS,
     OPTION_ENV,
     add_config_options,
     cli_flag,
@@ -79,6 +77,7 @@ from pytest_desched.render import printable
 from pytest_desched.replay.cli import add_parsers
 from pytest_desched.tools.cache_key import cache_key
 from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.groups import HELM_HELP, HELM_MAJORS
 
 
 def _error(msg: str) -> None:

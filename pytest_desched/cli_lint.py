@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched import render as out
-from pytest_desched.config import HELM_HELP, HELM_MAJORS, parse_bins, resolve
+from pytest_desched.config import parse_bins, resolve
 from pytest_desched.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from pytest_desched.inputs_safe import check_file
 from pytest_desched.log import say
 from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.groups import HELM_HELP, HELM_MAJORS
 
 if TYPE_CHECKING:
     from pytest_desched.canary.lint_from import LintRelease

@@ -21,12 +21,10 @@ from pytest_desched.capabilities import capabilities_of
 from pytest_desched.errors import ConfigError, LabInputError
 from pytest_desched.log import say
 from pytest_desched.tools.candidate import Candidate
-from pytest_desched.tools.groups import parse_bins
+from pytest_desched.tools.groups import HELM_ENV, HELM_HELP, HELM_MAJORS, parse_bins
 from pytest_desched.tools.release import parse_release_cached
 
 __all__ = [
-    "HELM_HELP",
-    "HELM_MAJORS",
     "OPTIONS",
     "PROVIDERS",
     "ConfigError",
@@ -52,13 +50,6 @@ def unknown_provider(name: object) -> str:
         "(--desched-provider or DESCHED_PROVIDER)"
     )
 
-
-# The Helm majors a run may use, the default first (manifests/versions.yaml pins each).
-HELM_MAJORS = ("4", "3")
-HELM_HELP = (
-    "the Helm major that renders, installs and upgrades the release: 4 (server-side "
-    "apply) or 3, each pinned in manifests/versions.yaml"
-)
 
 OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -129,15 +120,7 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
             "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)",
         },
     ),
-    (
-        "--desched-helm",
-        "DESCHED_HELM",
-        {
-            "default": HELM_MAJORS[0],
-            "choices": list(HELM_MAJORS),
-            "help": HELM_HELP,
-        },
-    ),
+    ("--desched-helm", HELM_ENV, {"default": "4", "choices": list(HELM_MAJORS), "help": HELM_HELP}),
     (
         "--desched-workers",
         "DESCHED_WORKERS",
@@ -342,10 +325,6 @@ def respell(message: str, spelling: Callable[[str], str | None]) -> str:
 def named(flag: str) -> str:
     """How a message names an option: its flag and its environment variable."""
     return f"{flag} / {OPTION_ENV[flag]}"
-
-
-def _is_switch(flag: str) -> bool:
-    return next(k for f, _, k in OPTIONS if f == flag).get("action") == "store_true"
 
 
 def env_true(raw: object) -> bool:

@@ -39,6 +39,7 @@ from pytest_desched.tools.gobuild import (
     write_wrapper_module,
 )
 from pytest_desched.tools.groups import (
+    HELM_ENV,
     ON_REQUEST,
     POLICYCHECK_TREE_DIR,
     TOOL_GROUP,
@@ -53,7 +54,7 @@ from pytest_desched.tools.locate import (
     select_binary,
     version_matches,
 )
-from pytest_desched.tools.versions import HELM_ENV, Versions, load_versions
+from pytest_desched.tools.versions import Versions, load_versions
 
 
 class Toolchain:

@@ -140,10 +140,6 @@ def load_versions(path: Path | None = None) -> Versions:
     return parse_versions(yaml.safe_load(p.read_text()))
 
 
-# Where a run names its Helm major outside a configuration (config.OPTIONS has the option).
-HELM_ENV = "DESCHED_HELM"
-
-
 def helm_major_of(version: str) -> str:
     """ "v3.21.4" -> "3"."""
     return version.lstrip("v").split(".")[0]
