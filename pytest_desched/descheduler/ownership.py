@@ -76,20 +76,24 @@ def apply_method(managed_fields: Iterable[Any] | None) -> str:
     return "client-side" if "Update" in ops else "unknown"
 
 
-def suspend_notes(suspend_owners: Sequence[str]) -> list[str]:
-    """What the owners of `spec.suspend` mean for the next helm upgrade or rollback."""
+def suspend_notes(suspend_owners: Sequence[str], major: str) -> list[str]:
+    """What another manager on `spec.suspend` means for helm (measured with chart 0.36.0,
+    which renders `suspend` only when true: tests/e2e/test_helm_ownership.py)."""
     others = [o for o in suspend_owners if not o.startswith(f"{HELM_MANAGER} (")]
     if not others:
         return []
-    helm_too = len(others) < len(suspend_owners)
-    return [
+    said = (
         f"spec.suspend is owned by {', '.join(others)}"
-        + (" as well as helm" if helm_too else ", not helm")
-        + ": a helm upgrade or rollback that renders no suspend leaves the CronJob as that "
-        "manager set it; one that renders suspend: false conflicts under Helm 4 (it fails, "
-        "or with --force-conflicts takes the field back) and is applied under Helm 3 "
-        "(docs/helm.md#emergency-stop-and-field-ownership)"
-    ]
+        + (" as well as helm" if len(others) < len(suspend_owners) else ", not helm")
+        + ": the next helm upgrade or rollback keeps the value it set"
+    )
+    if major == "4":  # server-side apply: the other manager keeps the field
+        said += (
+            "; under Helm 4 re-enabling through helm (--set suspend=false) leaves the CronJob "
+            "suspended, and a helm upgrade that sets another value fails with a conflict, "
+            "until the field is handed back"
+        )
+    return [f"{said} (docs/helm.md#emergency-stop-and-field-ownership)"]
 
 
 def helm_evidence(version: str, cronjob: Any, configmap: Any) -> dict[str, Any]:
@@ -112,7 +116,7 @@ def helm_evidence(version: str, cronjob: Any, configmap: Any) -> dict[str, Any]:
             "data.policy.yaml": owners(cm_fields, POLICY),
         },
     }
-    notes = suspend_notes(suspend)
+    notes = suspend_notes(suspend, out["major"])
     if notes:
         out["notes"] = notes
     return out

@@ -92,7 +92,7 @@ def test_helm_evidence_names_version_major_and_owners() -> None:
 def test_a_manager_other_than_helm_on_suspend_is_said() -> None:
     ev = helm_evidence("v4.3.2", _obj("d", [HELM_APPLY, KUBECTL_PATCH]), _obj("d", []))
     assert ev["notes"] and "kubectl-patch (Update)" in ev["notes"][0]
-    assert "as well as helm" in ev["notes"][0]
-    only = suspend_notes(["kubectl-patch (Update)"])
-    assert only and ", not helm" in only[0]
-    assert suspend_notes(["helm (Apply)"]) == [] and suspend_notes([]) == []
+    assert "as well as helm" in ev["notes"][0] and "handed back" in ev["notes"][0]
+    only = suspend_notes(["kubectl-patch (Update)"], "3")
+    assert only and ", not helm" in only[0] and "Helm 4" not in only[0]
+    assert suspend_notes(["helm (Apply)"], "4") == [] and suspend_notes([], "3") == []
