@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes test-kubernetes
+.PHONY: venv tools helm3 actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes test-kubernetes
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,12 @@ venv: $(VENV)/.installed
 ## (policycheck: the project's Go helper built against the same descheduler source).
 tools: venv
 	$(VENV)/bin/desched tools
+
+## Helm 3 (helm.sh/helm/v3 v3.21.4) beside the default Helm 4: `make test` runs the runbook's
+## positive experiment and the lint on it (tests/e2e/test_helm3_e2e.py); built once, cached by
+## version, before the tests rather than inside one (docs/helm.md).
+helm3: venv
+	$(VENV)/bin/desched tools --helm 3 helm
 
 ## The project's own check of its CI recipe (tests/unit/test_ci_recipe.py): actionlint, pinned
 ## and built from its Go module like the tools above; nothing a user's lint or e2e run needs.
@@ -56,7 +62,7 @@ TEST_KUBERNETES := v1.37.2
 test-kubernetes: venv
 	$(VENV)/bin/desched tools --kubernetes $(TEST_KUBERNETES) kube-apiserver kube-controller-manager kube-scheduler kubectl
 
-test: tools test-kubernetes actionlint browser
+test: tools helm3 test-kubernetes actionlint browser
 	$(PYTEST) -p no:cacheprovider $(PYTEST_ARGS)
 
 unit: venv

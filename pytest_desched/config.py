@@ -21,7 +21,7 @@ from pytest_desched.capabilities import capabilities_of
 from pytest_desched.errors import ConfigError, LabInputError
 from pytest_desched.log import say
 from pytest_desched.tools.candidate import Candidate
-from pytest_desched.tools.groups import parse_bins
+from pytest_desched.tools.groups import HELM_ENV, HELM_HELP, HELM_MAJORS, parse_bins
 from pytest_desched.tools.kube_versions import KubeChoice, choose_kubernetes
 from pytest_desched.tools.release import parse_release_cached
 from pytest_desched.tools.versions import load_versions
@@ -122,6 +122,7 @@ OPTIONS: list[tuple[str, str, dict[str, Any]]] = [
             "help": "comma list TOOL=PATH of binaries to use instead of building (version-checked)",
         },
     ),
+    ("--desched-helm", HELM_ENV, {"default": "4", "choices": list(HELM_MAJORS), "help": HELM_HELP}),
     (
         "--desched-kubernetes",
         "DESCHED_KUBERNETES",
@@ -305,6 +306,7 @@ OPTION_GROUPS: dict[str, str] = {
             "--desched-chart-source",
             "--desched-descheduler",
             "--desched-bin",
+            "--desched-helm",
             "--desched-cache-dir",
             "--desched-keep",
         ),
@@ -355,10 +357,6 @@ def respell(message: str, spelling: Callable[[str], str | None]) -> str:
 def named(flag: str) -> str:
     """How a message names an option: its flag and its environment variable."""
     return f"{flag} / {OPTION_ENV[flag]}"
-
-
-def _is_switch(flag: str) -> bool:
-    return next(k for f, _, k in OPTIONS if f == flag).get("action") == "store_true"
 
 
 def env_true(raw: object) -> bool:
@@ -415,6 +413,7 @@ class DeschedConfig:
     redact: bool = False
     cache_dir: Path | None = None
     bins: dict[str, Path] = field(default_factory=dict)
+    helm: str = "4"  # the Helm major (tools.versions.Versions.with_helm)
     workers: int = 3
     chart_source: str = "auto"
     namespace: str = "descheduler-lab"
@@ -607,6 +606,7 @@ def build_config(
         redact=bool(get("--desched-redact")),
         cache_dir=Path(get("--desched-cache-dir")) if get("--desched-cache-dir") else None,
         bins=parse_bins(get("--desched-bin")),
+        helm=get("--desched-helm"),
         workers=workers,
         chart_source=get("--desched-chart-source"),
         namespace=f"{ns}-{worker}" if worker else ns,

@@ -135,6 +135,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 report=self.report,
                 candidate=self.config.parsed_candidate(),
                 kubernetes_version=self.config.kubernetes,
+                helm=self.config.helm,
             )
             self.info.setdefault("kubernetes", self.config.kube_choice().evidence())
         return self._toolchain
@@ -153,6 +154,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             descheduler_version=version,
             report=self.report,
             kubernetes_version=self.config.kubernetes,
+            helm=self.config.helm,
         )
 
     @property
@@ -418,6 +420,11 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         rel, cluster = self.release, self.cluster
         bins = dict.fromkeys(str(self.toolchain.path(t).parent) for t in ("kubectl", "helm"))
         q = shlex.quote
+        stop = (  # Helm 4 leaves the field to the stop's manager (docs/helm.md)
+            ["# after a stop Helm 4 leaves spec.suspend to kubectl-patch: hand it back before "
+             "re-enabling through helm (docs/helm.md#emergency-stop-and-field-ownership)"]
+            if self.toolchain.versions.helm_major == "4" else []
+        )  # fmt: skip
         return [
             f"export KUBECONFIG={q(str(cluster.kubeconfig))}",
             f"export PATH={':'.join(q(b) for b in bins)}:$PATH  # the pinned kubectl and helm",
@@ -426,6 +433,9 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             "--reuse-values --set cmdOptions.dry-run=false",
             f"# one round: kubectl -n {rel.namespace} create job --from=cronjob/"
             f"{rel.cronjob_name} round-1",
+            f"# emergency stop: kubectl -n {rel.namespace} patch cronjob {rel.cronjob_name} "
+            """-p '{"spec":{"suspend":true}}'""",
+            *stop,
         ]
 
     def __enter__(self) -> DeschedSession:

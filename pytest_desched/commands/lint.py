@@ -16,6 +16,7 @@ from pytest_desched.errors import EXIT_FAILED, EXIT_OK, ConfigError
 from pytest_desched.inputs_safe import check_file
 from pytest_desched.log import say
 from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.groups import HELM_HELP, HELM_MAJORS
 
 if TYPE_CHECKING:
     from pytest_desched.canary.lint_from import LintRelease
@@ -101,20 +102,22 @@ def cmd_lint(args: argparse.Namespace) -> int:
     old_rel = _from_release(args)
     bins = parse_bins(resolve("--desched-bin", args.bin))  # e.g. policycheck=PATH, no Go
     cache = resolve("--desched-cache-dir", args.cache_dir)
+    helm_major = resolve("--desched-helm", args.helm)  # renders the values: 4 or 3
     toolchain = None
-    if cand or bins or cache or old_rel:
+    if cand or bins or cache or old_rel or args.helm:
         toolchain = Toolchain(
             cache_dir=Path(cache) if cache else None,
             overrides=bins,
             descheduler_version=None if cand else args.descheduler,
             candidate=cand,
             report=say,
+            helm=helm_major,
         )
     helm = bool(args.values) or has_values(args.files) or old_rel is not None
     said: list[bool] = []
 
     def first_use() -> None:  # once, after the input is read and before a first build
-        tc = toolchain or Toolchain(descheduler_version=args.descheduler)
+        tc = toolchain or Toolchain(descheduler_version=args.descheduler, helm=helm_major)
         if not said and (line := first_use_line(tc, helm)):
             say(line)
         said.append(True)
@@ -140,7 +143,11 @@ def cmd_lint(args: argparse.Namespace) -> int:
         from pytest_desched.canary.lint_from import migration_findings
 
         old_tc = Toolchain(
-            cache_dir=toolchain.cache_dir, overrides=bins, candidate=old_rel, report=say
+            cache_dir=toolchain.cache_dir,
+            overrides=bins,
+            candidate=old_rel,
+            report=say,
+            helm=helm_major,
         )
         if old_tc.needs_build("policycheck"):
             say(
@@ -234,5 +241,8 @@ def add_parser(sub: Any) -> None:
         default=None,
         metavar="TOOL=PATH,...",
         help="e.g. policycheck=PATH [env DESCHED_BIN]",
+    )
+    li.add_argument(
+        "--helm", default=None, choices=HELM_MAJORS, help=f"{HELM_HELP} [env DESCHED_HELM]"
     )
     out.add_output(li, formats=(*out.FORMATS, "sarif"), output_file=True)

@@ -15,6 +15,7 @@ from pytest_desched.errors import EXIT_OK
 from pytest_desched.log import say
 from pytest_desched.tools.cache_key import cache_key
 from pytest_desched.tools.candidate import parse_candidate
+from pytest_desched.tools.groups import HELM_HELP, HELM_MAJORS
 from pytest_desched.tools.kube_versions import choose_kubernetes
 from pytest_desched.tools.versions import load_versions
 
@@ -39,6 +40,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         candidate=cand,
         report=say,
         kubernetes_version=kube or None,
+        helm=resolve("--desched-helm", args.helm),
     )
     if args.cache_key:  # nothing built: the key a CI cache of tc.cache_dir is saved under
         out.emit(cache_key(tc.groups.values(), tc.versions))
@@ -74,6 +76,9 @@ def add_parser(sub: Any) -> None:
     )
     t.add_argument("--descheduler", default=None, help="another release tag or commit")
     t.add_argument("--descheduler-version", dest="old_version", help="deprecated: --descheduler")
+    t.add_argument(
+        "--helm", default=None, choices=HELM_MAJORS, help=f"{HELM_HELP} [env DESCHED_HELM]"
+    )
     t.add_argument(
         "--kubernetes",
         default=None,

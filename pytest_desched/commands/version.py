@@ -35,6 +35,7 @@ def version_info() -> dict[str, Any]:
         "kwok": v.kwok.version,
         "etcd": v.etcd.version,
         "helm": v.helm.version,
+        **({"helm3": f"{v.helm3.version} (--helm 3)"} if v.helm3 else {}),
         "kind": v.kind.version,
         "kind_node_image": v.kind_node_image,
         "lint_tools": lint_tools(),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 from pytest_desched.descheduler.chart_shape import shape, validation_flags
 from pytest_desched.descheduler.chart_source import ChartRef
+from pytest_desched.descheduler.ownership import helm_evidence
 from pytest_desched.descheduler.policy.lint import lint_or_refuse
 from pytest_desched.descheduler.preflight import run_preflight
 from pytest_desched.descheduler.render_checks import (
@@ -482,6 +483,12 @@ class Release:
 
     def live_cronjob(self) -> Any:
         return self.cluster.batch.read_namespaced_cron_job(self.cronjob_name, self.namespace)
+
+    def helm_evidence(self) -> dict[str, Any]:
+        """The Helm that installed the release (version, major, server- or client-side) and
+        the field managers of its CronJob and policy ConfigMap (ownership.helm_evidence)."""
+        cm = self.cluster.core.read_namespaced_config_map(self.configmap_name, self.namespace)
+        return helm_evidence(self.versions.helm.version, self.live_cronjob(), cm)
 
     def live_policy_yaml(self) -> str:
         cm = self.cluster.core.read_namespaced_config_map(self.configmap_name, self.namespace)

@@ -43,6 +43,8 @@ class LabObservation:
     # wall clock - monotonic clock when read: puts the audit's and the round pods' wall-clock
     # stamps on the experiment's monotonic axis.
     clock_offset_s: float
+    # The Helm that wrote the release and who owns its fields (Release.helm_evidence).
+    helm: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,5 +130,6 @@ def build_round_record(outcome: RoundOutcome, obs: LabObservation, run: RunFacts
         log_path=outcome.log_path,
         preflight=_dict(run.preflight),
         inputs=_dict(run.inputs),
+        helm=_dict(obs.helm),
         **_dict(outcome.extra),
     )

@@ -92,6 +92,10 @@ class RoundRecord:
     # The user's inputs (descheduler.inputs): which policy and Helm values files ran (file
     # names and sha256 digests, never contents) and the lab's flags on top of them.
     inputs: dict[str, Any] | None = None
+    # The Helm that installed the release (version, major, server- or client-side apply) and
+    # the field managers of its CronJob and policy ConfigMap after the round: who owns
+    # spec.suspend and data.policy.yaml (descheduler.ownership, docs/helm.md).
+    helm: dict[str, Any] | None = None
     # In a multi-cycle run (experiments/cycles.py): this round's cycle, its number `cycle` of
     # `of`, every lab pod's fate, who left which node and who appeared where.
     cycle: dict[str, Any] | None = None

@@ -466,12 +466,9 @@ class Runner:
         final = self.lab.snapshot()
         live = ctx.release.live_policy_yaml()
         digest = digest_of_rendered(live)  # canonical JSON of the live policy: Policy.digest()
+        tc = getattr(ctx.cluster, "toolchain", None)
         linted = live_policy_lint(  # apply_policy's own lint of it, handed down
-            live,
-            digest,
-            ctx.release.applied_lint,
-            ctx.descheduler_version,
-            getattr(ctx.cluster, "toolchain", None),
+            live, digest, ctx.release.applied_lint, ctx.descheduler_version, tc
         )
         return LabObservation(
             pending_pods=tuple(p.name for p in final.pending()),
@@ -486,6 +483,7 @@ class Runner:
             pod_events=tuple(rec.pod_events),
             pdb_statuses=tuple(rec.pdb_statuses),
             clock_offset_s=time.time() - time.monotonic(),
+            helm=ctx.release.helm_evidence(),
         )
 
     def run_facts(self) -> RunFacts:

@@ -47,8 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
 
-    try:
-        v = load_versions()
+    try:  # with the Helm this run uses (--desched-helm): the one its records name
+        v = load_versions().with_helm(opt(config, "--desched-helm"))
     except Exception as exc:  # a broken install must not break --help
         return [f"desched: cannot read pinned versions: {exc}"]
     pins = ", ".join(f"{k} {val}" for k, val in v.summary().items())

@@ -75,6 +75,16 @@ def kube_ldflags(version: str) -> tuple[str, ...]:
     return tuple(flags)
 
 
+# The Helm majors a run may choose, the default first (each pinned in versions.yaml), and the
+# variable that names one (config.OPTIONS' --desched-helm; a Toolchain made outside a
+# configured run reads it too): the choice picks the `helm` group's module and version.
+HELM_MAJORS = ("4", "3")
+HELM_ENV = "DESCHED_HELM"
+HELM_HELP = (
+    "the Helm major that renders, installs and upgrades the release: 4 (server-side "
+    "apply) or 3, each pinned in manifests/versions.yaml"
+)
+
 POLICYCHECK_PACKAGE = "desched.local/wrapper/policycheck"
 POLICYCHECK_SOURCE = Path(__file__).resolve().parent / "policycheck"
 

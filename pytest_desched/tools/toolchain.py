@@ -39,6 +39,7 @@ from pytest_desched.tools.gobuild import (
     write_wrapper_module,
 )
 from pytest_desched.tools.groups import (
+    HELM_ENV,
     ON_REQUEST,
     POLICYCHECK_TREE_DIR,
     TOOL_GROUP,
@@ -70,10 +71,17 @@ class Toolchain:
         descheduler_version: str | None = None,
         candidate: Candidate | None = None,
         kubernetes_version: str | None = None,
+        helm: str | None = None,
     ) -> None:
         if descheduler_version is not None:  # it becomes a cache folder and a lock file name
             check_name("version", descheduler_version, "", "descheduler version")
-        self.versions = versions or load_versions()
+        # The Helm major ("4", "3"): given, else DESCHED_HELM (a toolchain made outside a
+        # configured run, e.g. by `desched lint`, follows it too), else the pinned default.
+        major = (helm or os.environ.get(HELM_ENV) or "").strip().lstrip("v") or None
+        try:
+            self.versions = (versions or load_versions()).with_helm(major)
+        except ValueError as exc:
+            raise ConfigError(f"--desched-helm / {HELM_ENV}: {exc}") from None
         if kubernetes_version:  # the cluster's Kubernetes (tools.kube_versions), checked by config
             self.versions = at_kubernetes(self.versions, kubernetes_version)
         self.cache_dir = (cache_dir or default_cache_dir()).expanduser()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -29,7 +30,7 @@ class Versions:
     etcd: Component
     kwok: Component
     descheduler: Component
-    helm: Component
+    helm: Component  # the Helm a run uses: Helm 4 as pinned, or Helm 3 (`with_helm("3")`)
     kind: Component
     actionlint: Component  # the project's own check of its CI recipe, not a cluster tool
     chart_name: str
@@ -39,6 +40,30 @@ class Versions:
     descheduler_image: str
     workload_image: str
     kind_node_image: str
+    # Helm 3, selectable (--desched-helm=3): never built or named unless chosen.
+    helm3: Component | None = None
+
+    @property
+    def helm_major(self) -> str:
+        """ "v4.3.2" -> "4": the major of the Helm this run uses."""
+        return helm_major_of(self.helm.version)
+
+    def helm_majors(self) -> tuple[str, ...]:
+        """The Helm majors a run may choose, the default first."""
+        other = () if self.helm3 is None else (helm_major_of(self.helm3.version),)
+        return (self.helm_major, *other)
+
+    def with_helm(self, major: str | None) -> Versions:
+        """These pins with the Helm of `major` ("4", "3"; None: the default) as `helm`.
+
+        Everything downstream (build group, cache folder, cache key, evidence) reads `helm`,
+        so a run on Helm 3 names and builds Helm 3 only.
+        """
+        if major in (None, "", self.helm_major):
+            return self
+        if self.helm3 is not None and major == helm_major_of(self.helm3.version):
+            return dataclasses.replace(self, helm=dataclasses.replace(self.helm3, name="helm"))
+        raise ValueError(f"Helm {major!r}: choose one of {', '.join(self.helm_majors())}")
 
     @property
     def kube_minor(self) -> str:
@@ -105,6 +130,7 @@ def parse_versions(data: dict[str, Any]) -> Versions:
         descheduler_image=str(data["descheduler"]["image"]),
         workload_image=str(data["workload"]["image"]),
         kind_node_image=str(data["kind"]["node_image"]),
+        helm3=comp("helm3") if "helm3" in data else None,
     )
 
 
@@ -112,6 +138,11 @@ def parse_versions(data: dict[str, Any]) -> Versions:
 def load_versions(path: Path | None = None) -> Versions:
     p = path or manifest_path("versions.yaml")
     return parse_versions(yaml.safe_load(p.read_text()))
+
+
+def helm_major_of(version: str) -> str:
+    """ "v3.21.4" -> "3"."""
+    return version.lstrip("v").split(".")[0]
 
 
 def descheduler_image(versions: Versions, version: str) -> str:

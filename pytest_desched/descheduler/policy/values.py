@@ -190,6 +190,21 @@ class RenderedValues:
         return None
 
 
+def helm_error(said: str, code: int) -> str:
+    """helm's own reason: its `Error:` line with the indented lines that continue it (Helm 4
+    splits a template error over three: where, what it executed, why; Helm 3 writes one)."""
+    lines = said.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("Error:")), None)
+    if start is None:
+        return next((ln.strip() for ln in lines if ln.strip()), f"exit {code}")
+    parts = [lines[start].removeprefix("Error:").strip()]
+    for ln in lines[start + 1 :]:
+        if not ln[:1].isspace() or not ln.strip():
+            break
+        parts.append(ln.strip())
+    return ": ".join(p.rstrip(":") for p in parts if p)
+
+
 def render_values(
     files: Sequence[ValuesFile],
     chart: Path,
@@ -206,11 +221,7 @@ def render_values(
     try:
         text = run(cmd, env=dict(env), timeout=timeout).stdout
     except CommandError as exc:
-        said = [ln.strip() for ln in (exc.proc.stderr or exc.proc.stdout or "").splitlines()]
-        errors = [ln.removeprefix("Error: ") for ln in said if ln.startswith("Error:")]
-        reason = (
-            errors[0] if errors else next((ln for ln in said if ln), f"exit {exc.proc.returncode}")
-        )
+        reason = helm_error(exc.proc.stderr or exc.proc.stdout or "", exc.proc.returncode)
         names = ", ".join(str(f.path) for f in files)
         raise ConfigError(f"{names}: helm refuses these values ({scrub_secrets(reason)})") from None
     try:

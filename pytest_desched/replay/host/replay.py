@@ -269,7 +269,7 @@ def replay_on_host(
         # heavy: the toolchain, kept out of the input checks above
         from pytest_desched.tools.toolchain import Toolchain
 
-        toolchain = Toolchain(cache_dir=config.cache_dir, report=report)
+        toolchain = Toolchain(cache_dir=config.cache_dir, report=report, helm=config.helm)
     cluster = Cluster(
         name=ctx,
         provider="existing",

@@ -337,3 +337,29 @@ def test_values_that_render_no_policy_are_an_error(tmp_path: Path) -> None:
         assert "renders no policy ConfigMap" in f.message
     kept = write(tmp_path, "kept.yaml", "deschedulerPolicy:\n  maxNoOfPodsToEvictTotal: 2\n")
     assert "DL000" not in {f.rule for f in lint_files([kept])}
+
+
+# helm's reason as each Helm writes it (helm template of `image: a-string`, chart 0.36.0)
+HELM4_ERROR = """Error: descheduler/templates/cronjob.yaml:105:32
+  executing "descheduler/templates/cronjob.yaml" at <.Values.image.repository>:
+    can't evaluate field repository in type interface {}
+
+Use --debug flag to render out invalid YAML
+"""
+HELM3_ERROR = (
+    'Error: template: descheduler/templates/cronjob.yaml:105:32: executing "descheduler/'
+    "templates/cronjob.yaml\" at <.Values.image.repository>: can't evaluate field repository "
+    "in type interface {}\n\nUse --debug flag to render out invalid YAML\n"
+)
+
+
+@pytest.mark.parametrize("said", [HELM4_ERROR, HELM3_ERROR], ids=["helm4", "helm3"])
+def test_helms_reason_keeps_the_why_on_both_helms(said: str) -> None:
+    from pytest_desched.descheduler.policy.values import helm_error
+
+    reason = helm_error(said, 1)
+    assert reason.endswith(
+        "<.Values.image.repository>: can't evaluate field repository in type interface {}"
+    )
+    assert "cronjob.yaml:105:32" in reason and "--debug" not in reason
+    assert helm_error("", 3) == "exit 3" and helm_error("no prefix\n", 1) == "no prefix"

@@ -96,6 +96,7 @@ def observation(**kw: Any) -> LabObservation:
         ),
         pdb_statuses=((T0 + 0.5, 2, 1, 1), (T0 + 2.5, 1, 1, 0)),
         clock_offset_s=OFFSET,
+        helm={"version": "v4.3.2", "major": "4", "apply": "server-side"},
     )
     return LabObservation(**{**base, **kw})
 
@@ -133,6 +134,7 @@ OTHER: dict[type, dict[str, Any]] = {
         pod_events=(),
         pdb_statuses=(),
         clock_offset_s=OFFSET + 7.0,
+        helm={"version": "v3.21.4", "major": "3", "apply": "client-side"},
     ),
     RunFacts: dict(
         label="nodefit[runbook]",

@@ -770,7 +770,7 @@ args = sys.argv[1:]
 with open(os.environ["FAKE_HELM_CALLS"], "a") as fh:
     fh.write(" ".join(args) + "\n")
 if args[:1] == ["version"]:
-    print("v3.22.0+gfake")
+    print("v4.3.2+gfake")
 elif args[:1] == ["pull"]:
     print('Error: looks like "https://charts.example/" is not a valid chart repository or '
           "cannot be reached: dial tcp: lookup charts.example: no such host", file=sys.stderr)

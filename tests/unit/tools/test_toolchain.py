@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_desched.errors import ToolError
+from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.tools.gobuild import go_env, wrapper_gomod
 from pytest_desched.tools.groups import TOOL_GROUP, build_groups
 from pytest_desched.tools.locate import (
@@ -174,7 +174,7 @@ OUTPUTS = {
         "BuildDate:1970-01-01T00:00:00Z GoVersion:go1.26.8 Compiler:gc Platform:linux/amd64}",
         "v0.36.0",
     ),
-    "helm": ("v3.22.0+g4a1a3e2", "v3.22.0"),
+    "helm": ("v4.3.2", "v4.3.2"),
     "kind": ("kind v0.33.0 go1.26 linux/amd64", "v0.33.0"),
     "policycheck": ('policycheck GitVersion:"v0.36.0"', "v0.36.0"),
     "actionlint": (
@@ -433,7 +433,7 @@ def test_path_uses_path_binary_of_the_pinned_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_build: None
 ) -> None:
     d = tmp_path / "pathbin"
-    script(d / "helm", 'echo "v3.22.0+g4a1a3e2"')
+    script(d / "helm", 'echo "v4.3.2"')
     monkeypatch.setenv("PATH", str(d))
     tc = Toolchain(versions=V, cache_dir=tmp_path / "cache")
     assert tc.path("helm") == d / "helm"
@@ -444,7 +444,7 @@ def test_override_is_version_checked(tmp_path: Path, no_build: None) -> None:
     fake = script(tmp_path / "helm", 'echo "v3.19.0+gabc"')
     tc = Toolchain(versions=V, cache_dir=tmp_path / "c", overrides={"helm": fake}, use_path=False)
     with pytest.raises(
-        ToolError, match=r"^helm: .* reports version v3\.19\.0, pinned is v3\.22\.0;"
+        ToolError, match=r"^helm: .* reports version v3\.19\.0, pinned is v4\.3\.2;"
     ):
         tc.path("helm")
 
@@ -598,3 +598,51 @@ def test_cache_folders_of_pinned_groups_keep_their_names(tmp_path: Path) -> None
     assert tc.bin_dir(pc) == tmp_path / "bin" / "policycheck" / f"v0.36.0-{pc.source_digest}"
     assert pc.key == f"policycheck-v0.36.0-{pc.source_digest}"
     assert tc.groups["kubernetes"].dir_name == "v1.36.3"
+
+
+# -- the Helm major (--desched-helm / DESCHED_HELM) --------------------------------------------
+def test_helm_4_is_the_default_and_helm_3_builds_side_by_side(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DESCHED_HELM", raising=False)
+    four, three = (
+        Toolchain(versions=V, cache_dir=tmp_path),
+        Toolchain(versions=V, cache_dir=tmp_path, helm="3"),
+    )
+    g4, g3 = four.groups["helm"], three.groups["helm"]
+    assert (g4.module, g4.version) == ("helm.sh/helm/v4", "v4.3.2")
+    assert g4.packages == {"helm": "helm.sh/helm/v4/cmd/helm"}
+    assert g4.ldflags == ("-X helm.sh/helm/v4/internal/version.version=v4.3.2",)
+    assert (g3.module, g3.version) == ("helm.sh/helm/v3", "v3.21.4")
+    assert g3.packages == {"helm": "helm.sh/helm/v3/cmd/helm"}
+    assert g3.ldflags == ("-X helm.sh/helm/v3/internal/version.version=v3.21.4",)
+    assert four.bin_dir(g4) == tmp_path / "bin" / "helm" / "v4.3.2"
+    assert three.bin_dir(g3) == tmp_path / "bin" / "helm" / "v3.21.4"
+    # the evidence and the cache key follow the choice; nothing else changes
+    assert (four.versions.summary()["helm"], three.versions.summary()["helm"]) == (
+        "v4.3.2",
+        "v3.21.4",
+    )
+    assert (four.versions.helm_major, three.versions.helm_major) == ("4", "3")
+    for name in ("kubernetes", "etcd", "kwok", "descheduler", "policycheck", "kind"):
+        assert four.groups[name] == three.groups[name]
+
+
+def test_helm_major_from_the_environment_and_explicit_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DESCHED_HELM", "3")
+    assert Toolchain(versions=V, cache_dir=tmp_path).wanted_version("helm") == "v3.21.4"
+    assert Toolchain(versions=V, cache_dir=tmp_path, helm="4").wanted_version("helm") == "v4.3.2"
+    monkeypatch.setenv("DESCHED_HELM", "2")
+    with pytest.raises(ConfigError, match=r"DESCHED_HELM: Helm '2': choose one of 4, 3"):
+        Toolchain(versions=V, cache_dir=tmp_path)
+
+
+def test_the_pins_name_approved_helm_releases() -> None:
+    """v3.22.0 is served by the proxy but not approved: the pins are v4.3.2 and v3.21.4."""
+    assert V.helm.version == "v4.3.2" and V.helm3 is not None
+    assert V.helm3.version == "v3.21.4" and V.helm3.binaries == ("helm",)
+    assert V.helm_majors() == ("4", "3")
+    assert V.with_helm(None) is V and V.with_helm("4") is V
+    assert V.with_helm("3").helm.name == "helm"
