@@ -15,9 +15,15 @@ schema by minor, the known-bug registry, the image tag) reads the label as
 1. `source:PATH@LABEL`: the user's label, as given (it must have that form);
 2. else a non-empty default of `version` in the tree's `pkg/version/version.go` (upstream
    leaves it empty and sets it with `-ldflags -X`, so this is rare);
-3. else `v<appVersion of charts/descheduler/Chart.yaml>-g<commit[:9]>`, the commit being
+3. else the release the tree's own markers name (a checkout's tag, the image tag of its
+   `kubernetes/` manifests, its top directory's name), in the order and with the
+   cross-checks of `release_markers`; never the chart alone (a release tag's
+   charts/descheduler holds the previous chart);
+4. else, where the markers disagree or say nothing (a master snapshot), a build label:
+   `v<appVersion of charts/descheduler/Chart.yaml>-g<commit[:9]>`, the commit being
    the `git archive` pax header of a tarball or `git rev-parse HEAD` of a clean checkout;
    a tree with no known commit gets `-d<sha256[:9]>` of its content instead of `-g...`.
+   `label_from` then says which markers disagreed or that there were none.
 
 The label names a build; it says nothing about ordering (semver would sort
 `v0.36.0-g7d2b28bf2` before `v0.36.0` although it is twelve commits after it).
@@ -32,7 +38,7 @@ import re
 import shutil
 import subprocess
 import tarfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +46,11 @@ import yaml
 
 from pytest_desched.errors import ConfigError
 from pytest_desched.tools.locate import file_lock, probe_version
+from pytest_desched.tools.release_markers import (
+    ReleaseMarkers,
+    read_markers,
+    release_from_markers,
+)
 from pytest_desched.tools.tarballs import check_member, check_tarball, extract, open_checked
 from pytest_desched.tools.versions import load_versions
 
@@ -152,6 +163,7 @@ class SourceInfo:
     app_version: str | None  # charts/descheduler/Chart.yaml appVersion
     has_vendor: bool
     has_chart: bool
+    markers: ReleaseMarkers = field(default_factory=ReleaseMarkers)  # release_markers.py
 
 
 _TAR_FIX = "pass a .tar.gz made by `git archive` of a descheduler checkout, or the checkout"
@@ -228,11 +240,9 @@ def source_info(path: Path) -> SourceInfo:
     cmd/descheduler) or the tarball cannot be read.
     """
     spec = f"source:{path}"
-    wanted: dict[str, str | None] = {
-        "go.mod": None,
-        "pkg/version/version.go": None,
-        f"charts/{CHART_NAME}/Chart.yaml": None,
-    }
+    wanted: dict[str, str | None] = dict.fromkeys(_MARKER_FILES)
+    manifests: dict[str, str | None] = {}
+    git_tag: str | None = None
     has_cmd = has_vendor = False
     root = ""
     commit: str | None = None
@@ -243,21 +253,33 @@ def source_info(path: Path) -> SourceInfo:
         has_cmd = (path / "cmd" / "descheduler").is_dir()
         has_vendor = (path / "vendor" / "modules.txt").is_file()
         commit = _git_commit(path)
+        git_tag = _git_tag(path) if commit else None
+        root = path.name
+        for p in sorted((path / "kubernetes").rglob("*.yaml")):
+            if p.is_file() and not p.is_symlink():
+                manifests[p.relative_to(path).as_posix()] = p.read_text(errors="replace")
     else:
         try:
             with open_checked(path, f"candidate {spec!r}", _TAR_FIX) as tf:
                 names: list[str] = []
                 members: dict[str, tarfile.TarInfo] = {}
+                texts: dict[str, str] = {}  # read while streaming: no seek back into the gzip
                 for m in tf:
                     check_member(m, f"candidate {spec!r}", _TAR_FIX)  # before any unpacking
                     names.append(m.name)
                     members[m.name.rstrip("/")] = m
+                    tail = m.name.split("/", 1)[-1]
+                    if m.isfile() and any(_wanted_member(n) for n in {m.name, tail}):
+                        fh = tf.extractfile(m)
+                        texts[m.name] = fh.read().decode(errors="replace") if fh else ""
                 root = _tar_root(names)
                 pre = f"{root}/" if root else ""
                 for rel in wanted:
-                    member = members.get(pre + rel)
-                    fh = tf.extractfile(member) if member is not None and member.isfile() else None
-                    wanted[rel] = fh.read().decode(errors="replace") if fh else None
+                    wanted[rel] = texts.get(pre + rel)
+                for name, text in texts.items():
+                    rel = name[len(pre) :] if name.startswith(pre) else name
+                    if rel.startswith("kubernetes/") and rel.endswith(".yaml"):
+                        manifests[rel] = text
                 has_cmd = f"{pre}cmd/descheduler" in members
                 has_vendor = f"{pre}vendor/modules.txt" in members
                 commit_raw = (tf.pax_headers or {}).get("comment", "").strip()
@@ -278,15 +300,41 @@ def source_info(path: Path) -> SourceInfo:
     module = _go_module(gomod)
     if not module:
         raise _fail(spec, "go.mod has no module line", "use an unmodified descheduler tree")
+    app_version = _app_version(wanted[f"charts/{CHART_NAME}/Chart.yaml"])
+    markers = read_markers(
+        {
+            **manifests,
+            "README.md": wanted["README.md"],
+            "docs/user-guide.md": wanted["docs/user-guide.md"],
+        },
+        top_dir=root,
+        git_tag=git_tag,
+        chart_app_version=app_version,
+    )
     return SourceInfo(
-        root=root,
+        root=root if not path.is_dir() else "",
         commit=commit,
         module=module,
         version_go=_version_go_default(wanted["pkg/version/version.go"]),
-        app_version=_app_version(wanted[f"charts/{CHART_NAME}/Chart.yaml"]),
+        app_version=app_version,
         has_vendor=has_vendor,
         has_chart=wanted[f"charts/{CHART_NAME}/Chart.yaml"] is not None,
+        markers=markers,
     )
+
+
+_MARKER_FILES = (
+    "go.mod",
+    "pkg/version/version.go",
+    f"charts/{CHART_NAME}/Chart.yaml",
+    "README.md",
+    "docs/user-guide.md",
+)
+
+
+def _wanted_member(rel: str) -> bool:
+    """A file source_info reads: one of _MARKER_FILES or a kubernetes/ manifest."""
+    return rel in _MARKER_FILES or (rel.startswith("kubernetes/") and rel.endswith(".yaml"))
 
 
 def _tar_root(names: list[str]) -> str:
@@ -326,10 +374,36 @@ def _git_commit(path: Path) -> str | None:
     return commit
 
 
+def _git_tag(path: Path) -> str | None:
+    """The tag at a clean checkout's HEAD (`git describe --tags --exact-match`), if any."""
+    try:
+        res = subprocess.run(
+            ["git", "-C", str(path), "describe", "--tags", "--exact-match", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    tag = res.stdout.strip()
+    return tag if res.returncode == 0 and LABEL.fullmatch("v" + tag.lstrip("v")) else None
+
+
 def derive_label(info: SourceInfo, source_key: str) -> tuple[str, str]:
-    """The version label of a tree without a user label, and where it came from (module doc)."""
+    """The version label of a tree without a user label, and where it came from (module doc;
+    the release markers' order is tools/release_markers.py's)."""
     if info.version_go and LABEL.fullmatch(info.version_go):
         return info.version_go, "pkg/version/version.go"
+    release, why = release_from_markers(info.markers)
+    if release is not None:
+        return release, why
+    version, how = _build_label(info, source_key)
+    return version, f"{how}; {why}"
+
+
+def _build_label(info: SourceInfo, source_key: str) -> tuple[str, str]:
+    """`v<chart appVersion>-g<commit>` (or `-d<digest>`): a build, not a release."""
     if not info.app_version:
         raise ConfigError(
             f"cannot derive a version label: pkg/version has no default and "

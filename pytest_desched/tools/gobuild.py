@@ -61,14 +61,6 @@ def tree_go_env(tree: Path) -> dict[str, str]:
     return env
 
 
-def helper_tags(tree: Path) -> tuple[str, ...]:
-    """Build tags that fit the policy checker to the tree's API: `profile_noctx` where
-    frameworkprofile.NewProfile takes no context (v0.33 and before; profile_noctx.go)."""
-    profile = tree / "pkg" / "framework" / "profile" / "profile.go"
-    text = profile.read_text(errors="replace") if profile.is_file() else ""
-    return ("profile_noctx",) if "func NewProfile(config " in text else ()
-
-
 def go_build_cmd(group: Group, out_dir: Path, tags: tuple[str, ...] = ()) -> list[str]:
     """`go build` of every package of `group` into `out_dir`, stripped and reproducible."""
     ldflags = " ".join(("-s", "-w", *group.ldflags))

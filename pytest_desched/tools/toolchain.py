@@ -27,13 +27,13 @@ from pytest_desched.log import Reporter, say
 from pytest_desched.names import check as check_name
 from pytest_desched.names import inside
 from pytest_desched.tools import lint_bin
+from pytest_desched.tools.api_probe import helper_tags
 from pytest_desched.tools.candidate import Candidate, resolve_source
 from pytest_desched.tools.gobuild import (
     _run_logged,
     copy_helper,
     go_build_cmd,
     go_env,
-    helper_tags,
     missing_packages,
     tree_go_env,
     write_wrapper_module,

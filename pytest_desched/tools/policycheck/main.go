@@ -66,6 +66,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/scheme"
 	"sigs.k8s.io/descheduler/pkg/features"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 	"sigs.k8s.io/descheduler/pkg/version"
 )
@@ -390,23 +391,7 @@ func clusterNotes(policy *api.DeschedulerPolicy, classes []string) []string {
 			"PriorityClass %q from the cluster at start-up and exits if it is missing; its value "+
 			"becomes the threshold (checked here with a stand-in)", name, name))
 	}
-	for _, p := range policy.MetricsProviders {
-		switch {
-		case p.Source == api.PrometheusMetrics && p.Prometheus != nil:
-			note := fmt.Sprintf("metricsProviders Prometheus at %s: reachability and each "+
-				"plugin's query are checked by the descheduler only against the live server",
-				redactURL(p.Prometheus.URL))
-			if p.Prometheus.AuthToken != nil && p.Prometheus.AuthToken.SecretReference != nil {
-				ref := p.Prometheus.AuthToken.SecretReference
-				note += fmt.Sprintf("; its token is read from Secret %s/%s, which must exist "+
-					"and be readable by the descheduler", ref.Namespace, ref.Name)
-			}
-			notes = append(notes, note)
-		case p.Source == api.KubernetesMetrics:
-			notes = append(notes, "metricsProviders KubernetesMetrics: the cluster must serve "+
-				"metrics.k8s.io (metrics-server) to the descheduler")
-		}
-	}
+	notes = append(notes, providerNotes(policy)...)
 	if policy.MetricsCollector != nil && policy.MetricsCollector.Enabled {
 		notes = append(notes, "metricsCollector.enabled: the cluster must serve metrics.k8s.io "+
 			"(metrics-server) to the descheduler")
@@ -692,17 +677,9 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 	if err != nil {
 		return nil, err
 	}
-	providers := map[api.MetricsSource]bool{}
-	var promURL string
-	for _, p := range policy.MetricsProviders {
-		providers[p.Source] = true
-		if p.Source == api.PrometheusMetrics && p.Prometheus != nil {
-			promURL = p.Prometheus.URL
-		}
-	}
+	kubeMetrics, promURL := providerNeeds(policy)
 	var collector *metricscollector.MetricsCollector
-	if (policy.MetricsCollector != nil && policy.MetricsCollector.Enabled) ||
-		providers[api.KubernetesMetrics] {
+	if (policy.MetricsCollector != nil && policy.MetricsCollector.Enabled) || kubeMetrics {
 		collector = metricscollector.NewMetricsCollector(factory.Core().V1().Nodes().Lister(),
 			metricsfake.NewSimpleClientset(), selector)
 	}
@@ -733,6 +710,20 @@ type profileDeps struct {
 	evictor   *evictions.PodEvictor
 	collector *metricscollector.MetricsCollector
 	prom      func() promapi.Client
+}
+
+// profileOptions is what newDescheduler passes every profile. The four options here are in
+// every release's frameworkprofile; the ones that came and changed later are each one build
+// tag's file (prom_*.go, instance_*.go), chosen by probing the tree (tools/gobuild.py).
+func profileOptions(idx int, d profileDeps) []frameworkprofile.Option {
+	opts := []frameworkprofile.Option{
+		frameworkprofile.WithClientSet(d.client),
+		frameworkprofile.WithSharedInformerFactory(d.factory),
+		frameworkprofile.WithPodEvictor(d.evictor),
+		frameworkprofile.WithMetricsCollector(d.collector),
+	}
+	opts = append(opts, promOptions(d.prom)...)
+	return append(opts, instanceOptions(idx)...)
 }
 
 // cycler is a built profile: what dryCycle runs.
