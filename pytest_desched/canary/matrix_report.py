@@ -151,7 +151,10 @@ class BugFinding:
     note: str = ""
 
 
-def registry_says(bug: KnownBug, version: str) -> str:
+def registry_says(bug: KnownBug, version: str, chart_version: str | None = None) -> str:
+    """The registry's word on a release (and, for a chart bug, the chart it ran with)."""
+    if bug.chart_range is not None and chart_version and not bug.chart_range.holds(chart_version):
+        return "does not have it"
     if version in bug.affected:
         return "has it"
     return "derived build" if bug.applies_to(version) else "does not have it"
@@ -171,7 +174,7 @@ def exercised_by(bug: KnownBug, cell: Cell) -> bool:
 
 def judge_bug(bug: KnownBug, row: Row) -> BugFinding:
     """The registry's word on `row`'s release against the row's runs."""
-    says = registry_says(bug, row.version)
+    says = registry_says(bug, row.version, str(row.chart.get("version") or "") or None)
     shown = tuple(c.label for c in row.cells if bug.id in c.seen)
     if shown:
         if says != "does not have it":

@@ -2,7 +2,7 @@
 
 The policy checker (tools/policycheck) is compiled inside each candidate's tree against that
 release's own packages. Releases change the calls it makes (NewProfile gained a context in
-v0.34, WithPrometheusClient came in v0.33 taking a client and took a getter from v0.34,
+v0.34, WithPrometheusClient came in v0.33 taking a client and took a getter from v0.35,
 WithProfileInstanceID came in v0.35, DeschedulerPolicy.MetricsProviders in v0.33). Rather than
 a table of releases met so far, each variation point is probed here by looking for the symbol's
 definition in the tree's non-test Go files, and picks one build tag's file in the checker; the

@@ -7,7 +7,7 @@ import (
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 )
 
-// promOptions for trees whose WithPrometheusClient takes a getter (v0.34 on): the profile asks
+// promOptions for trees whose WithPrometheusClient takes a getter (v0.35 on): the profile asks
 // for the client when a plugin needs it.
 func promOptions(prom func() promapi.Client) []frameworkprofile.Option {
 	return []frameworkprofile.Option{frameworkprofile.WithPrometheusClient(prom)}

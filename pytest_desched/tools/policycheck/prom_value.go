@@ -7,7 +7,7 @@ import (
 	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 )
 
-// promOptions for trees whose WithPrometheusClient takes the client itself (v0.33): the client
+// promOptions for trees whose WithPrometheusClient takes the client itself (v0.33, v0.34): the client
 // exists when the profile is built, or is nil.
 func promOptions(prom func() promapi.Client) []frameworkprofile.Option {
 	var client promapi.Client
