@@ -72,3 +72,13 @@ def test_v0_35_0_to_v0_35_1_widening_is_a_trigger_named_by_1839() -> None:
     assert "link=https://github.com/kubernetes-sigs/descheduler/issues/1839" in named.message
     # the same widening from a baseline outside the bug is not named
     assert name_fixes([widened], "0.33.0", "v0.33.0") == [widened]
+
+
+def test_matrix_registry_word_on_a_chart_bug_follows_the_rows_chart() -> None:
+    from pytest_desched.canary.matrix_report import registry_says
+    from pytest_desched.descheduler.known_bugs import BY_ID
+
+    bug = BY_ID["descheduler#1839"]
+    assert registry_says(bug, "v0.35.0", "0.35.0") == "has it"
+    assert registry_says(bug, "v0.35.1", "0.35.1") == "does not have it"  # chart 0.35.1 fixed it
+    assert registry_says(bug, "v0.33.0", "0.33.0") == "does not have it"
