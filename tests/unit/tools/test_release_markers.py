@@ -153,3 +153,29 @@ def test_chart_check_compares_the_chart_with_the_trees_own_label(tmp_path: Path)
     assert parse_release(f"source:{tgz}", str(shipped), role="baseline").version == "v0.35.0"
     with pytest.raises(ConfigError, match=r"says appVersion 0\.34\.0, not 0\.35\.0"):
         parse_release(f"source:{tgz}", "tree", role="baseline")
+
+
+# The real trees and the chart each release shipped (../shared/upstream, its README):
+# what `desched lint --from` and `desched canary --baseline` read first (parse_release).
+REAL = {
+    "descheduler-v0.32.2-a6e0ebff1.tar.gz": ("v0.32.2", "descheduler-chart-0.32.2.tgz"),
+    "descheduler-v0.33.0-045fbb6a0.tar.gz": ("v0.33.0", "descheduler-chart-0.33.0.tgz"),
+    "descheduler-v0.35.0-b49fd27d1.tar.gz": ("v0.35.0", "descheduler-chart-0.35.0.tgz"),
+    "descheduler-v0.35.1-2908b4308.tar.gz": ("v0.35.1", "descheduler-chart-0.35.1.tgz"),
+    "descheduler-master-7d2b28bf2.tar.gz": ("v0.36.0-g7d2b28bf2", "tree"),
+    "descheduler-pr1883-5f6c6d7b0.tar.gz": ("v0.36.0-g5f6c6d7b0", "tree"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL))
+def test_real_trees_read_as_their_release_with_the_chart_they_shipped(name: str) -> None:
+    """No @LABEL: the label from the tree's own markers, and the chart check against it
+    (as `lint --from TREE --from-chart CHART` and the canary's --baseline do)."""
+    from tests.upstream import upstream_dir
+
+    label, chart = REAL[name]
+    up = upstream_dir()
+    chart_spec = chart if chart == "tree" else str(up / chart)
+    rel = parse_release(f"source:{up / name}", chart_spec, role="--from")
+    assert rel.version == label, rel.label_from
+    assert rel.label_from  # the report names where it came from
