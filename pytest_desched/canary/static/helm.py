@@ -119,6 +119,7 @@ def compare_charts(
     if releases is None:
         return diffs
     (b_chart, b_rel), (c_chart, c_rel) = releases
+    # the baseline's chart bug is named where the candidate fixes it (a widened rule); the
+    # candidate's own is DR009, a rollback trigger (what the upgrade installs is broken)
     diffs = name_fixes(diffs, b_chart, b_rel, policies)
-    diffs += chart_bug_differences("baseline", bdocs, b_chart, b_rel, policies)
     return diffs + chart_bug_differences("candidate", cdocs, c_chart, c_rel, policies)
