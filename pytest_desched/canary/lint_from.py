@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 import re
+import tarfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pytest_desched.canary.static import (
     Difference,
@@ -27,6 +30,7 @@ from pytest_desched.canary.static import (
     compare_lint,
 )
 from pytest_desched.canary.static.metric_code import compare_declared_metrics, declared_metrics
+from pytest_desched.descheduler.chart_source import chart_meta
 from pytest_desched.descheduler.policy.checker import PolicyChecker
 from pytest_desched.descheduler.policy.lint import (
     Finding,
@@ -43,6 +47,7 @@ from pytest_desched.descheduler.policy.values import (
     read_values,
     render_values,
 )
+from pytest_desched.errors import UnsafeRender
 from pytest_desched.redaction import scrub_secrets
 
 __all__ = ["LintRelease", "finding_of", "migration_findings", "values_keys"]
@@ -243,13 +248,6 @@ def migration_findings(
 def _chart_version(chart: Path) -> str:
     """A chart's own version (Chart.yaml of a directory or a packaged .tgz), "" if unread:
     which known chart bugs (canary/static/chart_bugs.py) its render can have."""
-    import tarfile
-
-    import yaml
-
-    from pytest_desched.descheduler.chart_source import chart_meta
-    from pytest_desched.errors import UnsafeRender
-
     try:
         if chart.is_dir():
             meta = yaml.safe_load((chart / "Chart.yaml").read_text(errors="replace")) or {}

@@ -32,7 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -43,7 +42,6 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
-	promapi "github.com/prometheus/client_golang/api"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -642,17 +640,6 @@ func (s captureSink) Error(err error, msg string, kv ...any) {
 	s.mu.Unlock()
 }
 
-// refusingProm stands in for the Prometheus client newDescheduler would build: it never
-// reaches a network.
-type refusingProm struct{}
-
-func (refusingProm) URL(string, map[string]string) *url.URL { return &url.URL{} }
-func (refusingProm) Do(context.Context, *http.Request) (*http.Response, []byte, error) {
-	return nil, nil, errors.New("policycheck: no Prometheus outside a live cluster")
-}
-
-var _ promapi.Client = refusingProm{}
-
 // startup runs what newDescheduler does with a loaded policy before its first cycle: parse
 // the nodeSelector and build every profile (frameworkprofile.NewProfile), which is where an
 // enabled plugin that is not registered, or has no pluginConfig, fails. The metrics collector
@@ -683,16 +670,16 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 		collector = metricscollector.NewMetricsCollector(factory.Core().V1().Nodes().Lister(),
 			metricsfake.NewSimpleClientset(), selector)
 	}
-	var promGetter func() promapi.Client
+	var prom promGetter // nil unless a Prometheus URL is configured (prom_*.go)
 	if promURL != "" {
-		promGetter = func() promapi.Client { return refusingProm{} }
+		prom = refusingPromGetter()
 	}
 	var mu sync.Mutex
 	entries := []logged{}
 	for idx, profile := range policy.Profiles {
 		sink := captureSink{mu: &mu, entries: &entries, profile: idx}
 		pctx := klog.NewContext(ctx, logr.New(sink))
-		p, err := newProfile(pctx, profile, idx, profileDeps{client, factory, evictor, collector, promGetter})
+		p, err := newProfile(pctx, profile, idx, profileDeps{client, factory, evictor, collector, prom})
 		if err != nil {
 			// The descheduler's own wording (pkg/descheduler/descheduler.go newDescheduler).
 			return entries, fmt.Errorf("unable to create %q profile: %v", profile.Name, err)
@@ -709,7 +696,7 @@ type profileDeps struct {
 	factory   informers.SharedInformerFactory
 	evictor   *evictions.PodEvictor
 	collector *metricscollector.MetricsCollector
-	prom      func() promapi.Client
+	prom      promGetter
 }
 
 // profileOptions is what newDescheduler passes every profile. The four options here are in

@@ -2,13 +2,10 @@
 
 package main
 
-import (
-	promapi "github.com/prometheus/client_golang/api"
-	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
-)
+import frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 
 // promOptions for trees whose WithPrometheusClient takes a getter (v0.35 on): the profile asks
 // for the client when a plugin needs it.
-func promOptions(prom func() promapi.Client) []frameworkprofile.Option {
+func promOptions(prom promGetter) []frameworkprofile.Option {
 	return []frameworkprofile.Option{frameworkprofile.WithPrometheusClient(prom)}
 }

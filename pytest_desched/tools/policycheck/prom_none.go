@@ -2,11 +2,14 @@
 
 package main
 
-import (
-	promapi "github.com/prometheus/client_golang/api"
-	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
-)
+import frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 
-// promOptions for trees with no WithPrometheusClient (v0.32 and before): no plugin reads
-// Prometheus there.
-func promOptions(func() promapi.Client) []frameworkprofile.Option { return nil }
+// promGetter for trees with no WithPrometheusClient (v0.32 and before): they vendor no
+// Prometheus client, and no plugin reads one.
+type promGetter = func()
+
+// refusingPromGetter: nothing to stand in for.
+func refusingPromGetter() promGetter { return nil }
+
+// promOptions: no option to pass.
+func promOptions(promGetter) []frameworkprofile.Option { return nil }

@@ -9,7 +9,7 @@ import (
 
 // promOptions for trees whose WithPrometheusClient takes the client itself (v0.33, v0.34): the client
 // exists when the profile is built, or is nil.
-func promOptions(prom func() promapi.Client) []frameworkprofile.Option {
+func promOptions(prom promGetter) []frameworkprofile.Option {
 	var client promapi.Client
 	if prom != nil {
 		client = prom()
