@@ -20,6 +20,7 @@ from pytest_desched.tools.candidate import parse_candidate
 from pytest_desched.tools.release import parse_release
 from pytest_desched.tools.release_markers import ReleaseMarkers, release_from_markers
 from tests.unit.tools.test_candidate import COMMIT, make_dir, make_tarball, tree_files
+from tests.upstream import upstream_dir
 
 IMAGE = "registry.k8s.io/descheduler/descheduler"
 
@@ -171,8 +172,6 @@ REAL = {
 def test_real_trees_read_as_their_release_with_the_chart_they_shipped(name: str) -> None:
     """No @LABEL: the label from the tree's own markers, and the chart check against it
     (as `lint --from TREE --from-chart CHART` and the canary's --baseline do)."""
-    from tests.upstream import upstream_dir
-
     label, chart = REAL[name]
     up = upstream_dir()
     chart_spec = chart if chart == "tree" else str(up / chart)
