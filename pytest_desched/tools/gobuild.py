@@ -93,6 +93,23 @@ def module_gomod(module: str, version: str, env: dict[str, str], logf) -> str:
     return Path(info["GoMod"]).read_text()
 
 
+def module_source_dir(module: str, version: str, env: dict[str, str]) -> Path | None:
+    """Where `module@version`'s source sits in the module cache (`go mod download -json`'s
+    Dir; downloaded already by the wrapper's go.mod step), None if go cannot say."""
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    try:
+        found = json.loads(res.stdout or "{}").get("Dir")
+    except json.JSONDecodeError:
+        return None
+    return Path(found) if res.returncode == 0 and found else None
+
+
 _REPLACE_RE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+\S+)?\s+=>\s+(\S+)(?:\s+(\S+))?\s*$")
 
 
