@@ -390,7 +390,7 @@ func clusterNotes(policy *api.DeschedulerPolicy, classes []string) []string {
 			"becomes the threshold (checked here with a stand-in)", name, name))
 	}
 	notes = append(notes, providerNotes(policy)...)
-	if policy.MetricsCollector != nil && policy.MetricsCollector.Enabled {
+	if metricsCollectorEnabled(policy) {
 		notes = append(notes, "metricsCollector.enabled: the cluster must serve metrics.k8s.io "+
 			"(metrics-server) to the descheduler")
 	}
@@ -666,7 +666,7 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 	}
 	kubeMetrics, promURL := providerNeeds(policy)
 	var collector *metricscollector.MetricsCollector
-	if (policy.MetricsCollector != nil && policy.MetricsCollector.Enabled) || kubeMetrics {
+	if metricsCollectorEnabled(policy) || kubeMetrics {
 		collector = metricscollector.NewMetricsCollector(factory.Core().V1().Nodes().Lister(),
 			metricsfake.NewSimpleClientset(), selector)
 	}
@@ -687,6 +687,24 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 		dryCycle(pctx, p)
 	}
 	return entries, nil
+}
+
+// metricsCollectorEnabled reads DeschedulerPolicy.MetricsCollector.Enabled whether the field
+// is a struct (v0.32 and before) or a pointer to one (v0.33 on): by reflection, one code path
+// for every release instead of another build tag.
+func metricsCollectorEnabled(policy *api.DeschedulerPolicy) bool {
+	v := reflect.ValueOf(policy).Elem().FieldByName("MetricsCollector")
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return false
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return false
+	}
+	f := v.FieldByName("Enabled")
+	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
 }
 
 // profileDeps is what newDescheduler hands a profile; newProfile (profile_*.go, one per
