@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 import re
+import tarfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pytest_desched.canary.static import (
     Difference,
@@ -27,6 +30,7 @@ from pytest_desched.canary.static import (
     compare_lint,
 )
 from pytest_desched.canary.static.metric_code import compare_declared_metrics, declared_metrics
+from pytest_desched.descheduler.chart_source import chart_meta
 from pytest_desched.descheduler.policy.checker import PolicyChecker
 from pytest_desched.descheduler.policy.lint import (
     Finding,
@@ -43,6 +47,7 @@ from pytest_desched.descheduler.policy.values import (
     read_values,
     render_values,
 )
+from pytest_desched.errors import UnsafeRender
 from pytest_desched.redaction import scrub_secrets
 
 __all__ = ["LintRelease", "finding_of", "migration_findings", "values_keys"]
@@ -213,7 +218,16 @@ def migration_findings(
         diffs: list[Difference] = []
         if user:
             diffs += compare_charts(
-                helm, old.chart, new.chart, env, values_files=[u.path for u in user]
+                helm,
+                old.chart,
+                new.chart,
+                env,
+                values_files=[u.path for u in user],
+                releases=(
+                    (_chart_version(old.chart), old.version),
+                    (_chart_version(new.chart), new.version),
+                ),
+                policies=[t.doc for t in (t_old, t_new) if t.doc],
             )
         policy, lint = _policy_diffs(t_old, t_new, old, new)
         diffs += policy
@@ -229,6 +243,19 @@ def migration_findings(
             for d in compare_declared_metrics(declared_old, declared_new)
         ]
     return out
+
+
+def _chart_version(chart: Path) -> str:
+    """A chart's own version (Chart.yaml of a directory or a packaged .tgz), "" if unread:
+    which known chart bugs (canary/static/chart_bugs.py) its render can have."""
+    try:
+        if chart.is_dir():
+            meta = yaml.safe_load((chart / "Chart.yaml").read_text(errors="replace")) or {}
+        else:
+            meta = chart_meta(chart)
+    except (OSError, tarfile.TarError, yaml.YAMLError, UnsafeRender):
+        return ""
+    return str(meta.get("version", "")) if isinstance(meta, dict) else ""
 
 
 def _unique(diffs: Sequence[Difference]) -> list[Difference]:

@@ -2,7 +2,7 @@
 
 Pure: built from the tracks' results (or a `matrix.json` read back), judged against a
 known-bug registry, rendered as text, Markdown and JSON. Per row and per registered bug the
-registry says whether the release has it (`KnownBug.affected`) and the run says whether it
+registry says whether the release has it (`KnownBug.affected`, a version range) and the run says whether it
 showed it (the signature proven from a round, `ExperimentResult.signatures_seen`, whatever
 the registry says), exercised it without showing it, or could not show it at all (no
 experiment here runs what the bug breaks). Where the two disagree, the matrix says so.
@@ -151,7 +151,10 @@ class BugFinding:
     note: str = ""
 
 
-def registry_says(bug: KnownBug, version: str) -> str:
+def registry_says(bug: KnownBug, version: str, chart_version: str | None = None) -> str:
+    """The registry's word on a release (and, for a chart bug, the chart it ran with)."""
+    if bug.chart_range is not None and chart_version and not bug.chart_range.holds(chart_version):
+        return "does not have it"
     if version in bug.affected:
         return "has it"
     return "derived build" if bug.applies_to(version) else "does not have it"
@@ -171,14 +174,14 @@ def exercised_by(bug: KnownBug, cell: Cell) -> bool:
 
 def judge_bug(bug: KnownBug, row: Row) -> BugFinding:
     """The registry's word on `row`'s release against the row's runs."""
-    says = registry_says(bug, row.version)
+    says = registry_says(bug, row.version, str(row.chart.get("version") or "") or None)
     shown = tuple(c.label for c in row.cells if bug.id in c.seen)
     if shown:
         if says != "does not have it":
             return BugFinding(bug.id, says, SHOWN, shown, True)
         note = (
             f"the run shows {bug.id} on {row.version} ({', '.join(shown)}); the registry's "
-            f"affected set {sorted(bug.affected)} lacks it"
+            f"range ({bug.affected}) leaves it out"
         )
         return BugFinding(bug.id, says, SHOWN, shown, False, note)
     tried = tuple(c.label for c in row.cells if exercised_by(bug, c))
@@ -333,7 +336,7 @@ class Matrix:
                 parts.append(f"exercised, not shown on {', '.join(by_run[NOT_SHOWN])}")
             if by_run[NOT_EXERCISED]:
                 parts.append(f"not exercised on {', '.join(by_run[NOT_EXERCISED])}")
-            parts.append(f"registry: {', '.join(sorted(bug.affected, key=_version_key))}")
+            parts.append(f"registry: {bug.affected}")
             out.append(line + "; ".join(parts))
         return out
 

@@ -154,6 +154,8 @@ def compare_statically(
         env,
         values_files=baseline.config.values,
         candidate_values_files=candidate.config.values,
+        releases=((b_chart.version, b_ver), (c_chart.version, c_ver)),
+        policies=[r.policy.to_dict() for r in (*b_read.values(), *c_read.values())],
     )
     b_chk, c_chk = checker_for(b_ver, b_tc), checker_for(c_ver, c_tc)
     b_facts, c_facts = b_chk.facts(), c_chk.facts()

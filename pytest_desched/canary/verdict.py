@@ -131,7 +131,7 @@ def fix_unproven(bug_id: str, b: RoundFigures, c: RoundFigures) -> str | None:
     if not bug.applies_to(b.version):
         return (
             f"the registry does not list the baseline's version ({b.version or 'not recorded'}) "
-            f"among those {bug_id} affects ({', '.join(sorted(bug.affected))})"
+            f"in {bug_id}'s range ({bug.affected})"
         )
     if c.no_cycle:
         return f"the candidate's round completed no descheduling cycle ({c.no_cycle})"

@@ -5,6 +5,11 @@ failed check, the round's own evidence shows exactly that bug's signature, and t
 preconditions were verified from the cluster (never assumed). Anything else fails, with
 any signature that was present shown as context. A fixed descheduler (a version outside
 `affected`) is never excused, so a strict xfail turns into XPASS and the workaround can go.
+
+`affected` is a version range, `[since, fixed_in)` by semver: a release nobody ran here
+(v0.34.0) is affected when it lies inside it, and a build (`v0.36.0-g7d2b28bf2`, a master
+snapshot or a pull request) is placed by its base release. Each range names how its ends are
+known: a run, or the file and line in the release's tree (../shared/upstream).
 """
 
 from __future__ import annotations
@@ -13,10 +18,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pytest_desched.descheduler.bug_ranges import (
+    CHART_1839,
+    RANGE_1687,
+    RANGE_1839,
+    RANGE_1840,
+    RANGE_1882,
+    RANGE_1917,
+    VersionRange,
+)
 from pytest_desched.descheduler.decisions import Fate, PodDecision
 from pytest_desched.descheduler.node_selector import count_selected
 
 Outcome = Literal["pass", "xfail", "fail"]
+
 
 # Log evidence keys (klog JSON, v0.36.0): the reflector start line names the informer's type.
 PDB_REFLECTOR = "*v1.PodDisruptionBudget"
@@ -74,7 +89,7 @@ class KnownBug:
     id: str
     title: str
     link: str
-    affected: frozenset[str]
+    affected: VersionRange
     explains: Mapping[str, frozenset[str]]  # experiment -> check ids the bug can make fail
     signature: Callable[[RoundFacts], str | None]  # evidence text, or None when absent
     fix: str = ""
@@ -89,6 +104,10 @@ class KnownBug:
     # The per-pod fates the bug causes, as the canary's diff spells them: a candidate whose
     # signature is gone and whose pods left exactly these fates is explained by the fix.
     fates: tuple[str, ...] = ()
+    # A chart bug: the charts it is in (by chart version), and the ClusterRole rules whose
+    # absence is the bug ((apiGroup, resource, verbs) each), for the canary's RBAC comparison.
+    chart_range: VersionRange | None = None
+    rbac: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
 
     def applies_to(self, version: str) -> bool:
         """An affected release, or a build derived from one (`v0.36.0-g7d2b28bf2`).
@@ -96,7 +115,7 @@ class KnownBug:
         A derived build may or may not carry the fix: only the signature, proven from its own
         round, can then excuse anything; an absent signature means the bug did not show.
         """
-        return version in self.affected or version.split("-", 1)[0] in self.affected
+        return self.affected.holds(version)
 
     def excuses(self, facts: RoundFacts) -> bool:
         return (
@@ -347,25 +366,68 @@ def _policy_1882(effective: Mapping[str, Any]) -> str | None:
 
 # -- the registry -----------------------------------------------------------------------------
 
-V0_36_0 = frozenset({"v0.36.0"})
-# Measured on v0.35.1 too (tests/e2e/test_canary_upgrade_e2e.py): its runbook rounds protect
-# the same three pods as PodsWithoutPDB (#1882's fates), and #1687, closed upstream without a
-# fix, is the same exit race.
-V0_35_1_ON = frozenset({"v0.35.1", "v0.36.0"})
-# #1687's exit race is in v0.33.0's code too (descheduler.go:600 shuts the event broadcaster
-# down right after the one-shot cycle): a one-track signature against v0.33.0 is intermittent.
-# #1882 is not: v0.33.0's runbook rounds (ignorePodsWithoutPDB, its word for PodsWithoutPDB)
-# start the *v1.PodDisruptionBudget reflector and evict (tests/e2e/test_canary_upgrade_e2e.py).
-# Nor #1917: v0.33.0 counts the real nodes before it builds the dry-run mirror
-# (descheduler.go:357-388), so no cycle is skipped for the mirror's sake.
-V0_33_0_ON = V0_35_1_ON | {"v0.33.0"}
+# The signature of a forbidden PVC list, as the reflector logs it (upstream #1839, #1845).
+PVC_FORBIDDEN = "persistentvolumeclaims is forbidden"
+PROM_NOT_INITIALIZED = "prometheus client not initialized"
+
+
+def _sig_1839(f: RoundFacts) -> str | None:
+    """The descheduler's informer was refused the PVC list by the API server (its RBAC)."""
+    for line in f.log.splitlines():
+        if PVC_FORBIDDEN in line:
+            return f"the descheduler's log: {line.strip()[:300]}"
+    return None
+
+
+def _sig_1840(f: RoundFacts) -> str | None:
+    """A profile could not be built: LowNodeUtilization found no Prometheus client."""
+    for line in f.log.splitlines():
+        if PROM_NOT_INITIALIZED in line:
+            return f"the descheduler's log: {line.strip()[:300]}"
+    return None
+
+
+def _policy_1839(effective: Mapping[str, Any]) -> str | None:
+    """Every policy lists PVCs on an affected release; one that protects PVC pods also reads
+    them in every eviction decision (DefaultEvictor's PodsWithPVC)."""
+    for i, prof in enumerate(effective.get("profiles") or []):
+        for j, pc in enumerate(prof.get("pluginConfig") or []):
+            args = pc.get("args") or {}
+            if pc.get("name") != "DefaultEvictor" or not isinstance(args, Mapping):
+                continue
+            extra = (args.get("podProtections") or {}).get("extraEnabled") or []
+            if "PodsWithPVC" in extra:
+                return (
+                    f"profiles[{i}].pluginConfig[{j}].args.podProtections.extraEnabled has "
+                    "PodsWithPVC: the evictor reads the PersistentVolumeClaim lister"
+                )
+    return None
+
+
+def _policy_1840(effective: Mapping[str, Any]) -> str | None:
+    """A Prometheus metrics provider and a LowNodeUtilization that reads it."""
+    providers = effective.get("metricsProviders") or []
+    if not any(isinstance(p, Mapping) and p.get("source") == "Prometheus" for p in providers):
+        return None
+    for i, prof in enumerate(effective.get("profiles") or []):
+        for j, pc in enumerate(prof.get("pluginConfig") or []):
+            args = pc.get("args") or {}
+            if pc.get("name") != "LowNodeUtilization" or not isinstance(args, Mapping):
+                continue
+            if (args.get("metricsUtilization") or {}).get("source") == "Prometheus":
+                return (
+                    f"profiles[{i}].pluginConfig[{j}].args.metricsUtilization.source is "
+                    "Prometheus: the profile cannot be built before the client exists"
+                )
+    return None
+
 
 REGISTRY: tuple[KnownBug, ...] = (
     KnownBug(
         id="descheduler#1882",
         title="PodsWithoutPDB reads a PodDisruptionBudget lister that is never started",
         link="https://github.com/kubernetes-sigs/descheduler/issues/1882",
-        affected=V0_35_1_ON,
+        affected=RANGE_1882,
         explains={
             "positive-affinity-migration": frozenset({"one-evicted", "evicted-by-strategy"}),
             "negative-nodefit": frozenset({"nodefit-stops-every-pod"}),
@@ -384,7 +446,7 @@ REGISTRY: tuple[KnownBug, ...] = (
         id="descheduler#1917",
         title="dry run: the fake informer mirror is synced before the real factory filled it",
         link="https://github.com/kubernetes-sigs/descheduler/issues/1917",
-        affected=V0_36_0,
+        affected=RANGE_1917,
         # No experiment's check: its signature is evidence in a fidelity run, where it
         # explains the dry-run half's skipped cycle and the pods it left untouched
         # (fidelity/explain.py: half_gap, _known_1917).
@@ -396,11 +458,43 @@ REGISTRY: tuple[KnownBug, ...] = (
         id="descheduler#1687",
         title="a one-shot run exits before its event broadcaster wrote queued events",
         link="https://github.com/kubernetes-sigs/descheduler/issues/1687",
-        affected=V0_33_0_ON,
+        affected=RANGE_1687,
         explains={"negative-pdb": frozenset({"eviction-failed-events"})},
         signature=_sig_1687,
         fix="none upstream (closed without a fix)",
         mode="tolerate",
+    ),
+    KnownBug(
+        id="descheduler#1839",
+        title="chart 0.35.0's ClusterRole cannot list the PersistentVolumeClaims v0.35.0 lists",
+        link="https://github.com/kubernetes-sigs/descheduler/issues/1839",
+        affected=RANGE_1839,
+        chart_range=CHART_1839,
+        # The informer never syncs: the descheduler waits at start and runs no cycle, whatever
+        # the experiment; the canary's static comparison names it (an RBAC rule it widens).
+        explains={},
+        signature=_sig_1839,
+        fix="chart 0.35.1 (https://github.com/kubernetes-sigs/descheduler/pull/1836; also #1845)",
+        policy_trigger=_policy_1839,
+        rbac=(("", "persistentvolumeclaims", ("get", "list", "watch")),),
+        workaround=(
+            "install chart 0.35.1, or grant get/list/watch on persistentvolumeclaims to the "
+            "descheduler's ClusterRole; no policy avoids it (the informer is registered for "
+            "every policy)"
+        ),
+    ),
+    KnownBug(
+        id="descheduler#1840",
+        title="LowNodeUtilization fails at start: Prometheus client not initialized",
+        link="https://github.com/kubernetes-sigs/descheduler/issues/1840",
+        affected=RANGE_1840,
+        explains={},  # the descheduler exits before any cycle: no experiment's check
+        signature=_sig_1840,
+        fix="https://github.com/kubernetes-sigs/descheduler/pull/1862 (v0.36.0)",
+        policy_trigger=_policy_1840,
+        workaround=(
+            "use metricsUtilization from metrics.k8s.io (source KubernetesMetrics) until v0.36.0"
+        ),
     ),
 )
 BY_ID = {b.id: b for b in REGISTRY}

@@ -15,9 +15,15 @@ schema by minor, the known-bug registry, the image tag) reads the label as
 1. `source:PATH@LABEL`: the user's label, as given (it must have that form);
 2. else a non-empty default of `version` in the tree's `pkg/version/version.go` (upstream
    leaves it empty and sets it with `-ldflags -X`, so this is rare);
-3. else `v<appVersion of charts/descheduler/Chart.yaml>-g<commit[:9]>`, the commit being
+3. else the release the tree's own markers name (a checkout's tag, the image tag of its
+   `kubernetes/` manifests, its top directory's name), in the order and with the
+   cross-checks of `release_markers`; never the chart alone (a release tag's
+   charts/descheduler holds the previous chart);
+4. else, where the markers disagree or say nothing (a master snapshot), a build label:
+   `v<appVersion of charts/descheduler/Chart.yaml>-g<commit[:9]>`, the commit being
    the `git archive` pax header of a tarball or `git rev-parse HEAD` of a clean checkout;
    a tree with no known commit gets `-d<sha256[:9]>` of its content instead of `-g...`.
+   `label_from` then says which markers disagreed or that there were none.
 
 The label names a build; it says nothing about ordering (semver would sort
 `v0.36.0-g7d2b28bf2` before `v0.36.0` although it is twelve commits after it).
@@ -30,21 +36,28 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
-import tarfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_desched.errors import ConfigError
 from pytest_desched.tools.locate import file_lock, probe_version
-from pytest_desched.tools.tarballs import check_member, check_tarball, extract, open_checked
+from pytest_desched.tools.release_markers import release_from_markers
+from pytest_desched.tools.source_tree import (
+    _TAR_FIX,
+    CHART_NAME,
+    LABEL,
+    SourceInfo,
+    _tar_root,
+    source_info,
+    tarball_commit,
+)
+from pytest_desched.tools.tarballs import check_tarball, extract
 from pytest_desched.tools.versions import load_versions
 
 __all__ = [
     "CANDIDATE_KINDS",
+    "LABEL",
     "Candidate",
     "ChartSpec",
     "SourceInfo",
@@ -52,23 +65,17 @@ __all__ = [
     "parse_chart_spec",
     "resolve_source",
     "source_info",
+    "tarball_commit",
 ]
 
 CANDIDATE_KINDS = ("pinned", "version", "source", "binary", "image")
-# A label every version-keyed table can read; also a valid image tag (no "+").
-LABEL = re.compile(r"v\d+\.\d+\.\d+(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?")
 MODULE_TAG = re.compile(r"v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?(?:\+[0-9A-Za-z.-]+)?")
 CHART_VERSION = re.compile(r"v?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]+)?")
-COMMIT = re.compile(r"[0-9a-f]{40}")
 TARBALL_SUFFIXES = (".tar.gz", ".tgz", ".tar")
-CHART_NAME = "descheduler"
 SPECS_HELP = (
     "use pinned, version:vX.Y.Z, source:PATH[@LABEL] (a checkout or a .tar.gz of one), "
     "binary:PATH or image:REPO:TAG"
 )
-
-# version.go: `version string = "v0.37.0"` or `version = "v0.37.0"` inside the var block.
-_VERSION_GO = re.compile(r'^\s*version\s+(?:string\s*)?=\s*"([^"]*)"', re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -141,22 +148,6 @@ class ChartSpec:
     app_version: str | None = None  # pinned appVersion
 
 
-@dataclass(frozen=True)
-class SourceInfo:
-    """What a source tree (tarball or directory) says about itself, read without extracting."""
-
-    root: str  # the tree's top directory inside the tarball ("" for a directory)
-    commit: str | None
-    module: str
-    version_go: str | None  # non-empty default of pkg/version's `version`, if any
-    app_version: str | None  # charts/descheduler/Chart.yaml appVersion
-    has_vendor: bool
-    has_chart: bool
-
-
-_TAR_FIX = "pass a .tar.gz made by `git archive` of a descheduler checkout, or the checkout"
-
-
 def _fail(spec: str, why: str, fix: str) -> ConfigError:
     return ConfigError(f"candidate {spec!r}: {why}; {fix}")
 
@@ -190,146 +181,20 @@ def tree_digest(root: Path, skip: tuple[str, ...] = (".git",)) -> str:
     return h.hexdigest()
 
 
-def tarball_commit(path: Path) -> str | None:
-    """The commit `git archive` writes into the pax global header (`comment`), if any."""
-    with tarfile.open(path) as tf:
-        tf.next()  # the global header is read with the first member
-        comment = (tf.pax_headers or {}).get("comment", "").strip()
-    return comment if COMMIT.fullmatch(comment) else None
-
-
-def _go_module(gomod: str) -> str:
-    m = re.search(r"^module\s+(\S+)", gomod, re.MULTILINE)
-    return m.group(1).strip('"') if m else ""
-
-
-def _version_go_default(text: str | None) -> str | None:
-    if not text:
-        return None
-    m = _VERSION_GO.search(text)
-    return m.group(1).strip() if m and m.group(1).strip() else None
-
-
-def _app_version(chart_yaml: str | None) -> str | None:
-    if not chart_yaml:
-        return None
-    try:
-        doc = yaml.safe_load(chart_yaml) or {}
-    except yaml.YAMLError:
-        return None
-    app = doc.get("appVersion") if isinstance(doc, dict) else None
-    return str(app).strip() if app not in (None, "") else None
-
-
-def source_info(path: Path) -> SourceInfo:
-    """Read go.mod, pkg/version and the chart's appVersion from a tarball or a directory.
-
-    Raises ConfigError when it is not a descheduler source tree (no go.mod, no
-    cmd/descheduler) or the tarball cannot be read.
-    """
-    spec = f"source:{path}"
-    wanted: dict[str, str | None] = {
-        "go.mod": None,
-        "pkg/version/version.go": None,
-        f"charts/{CHART_NAME}/Chart.yaml": None,
-    }
-    has_cmd = has_vendor = False
-    root = ""
-    commit: str | None = None
-    if path.is_dir():
-        for rel in wanted:
-            p = path / rel
-            wanted[rel] = p.read_text(errors="replace") if p.is_file() else None
-        has_cmd = (path / "cmd" / "descheduler").is_dir()
-        has_vendor = (path / "vendor" / "modules.txt").is_file()
-        commit = _git_commit(path)
-    else:
-        try:
-            with open_checked(path, f"candidate {spec!r}", _TAR_FIX) as tf:
-                names: list[str] = []
-                members: dict[str, tarfile.TarInfo] = {}
-                for m in tf:
-                    check_member(m, f"candidate {spec!r}", _TAR_FIX)  # before any unpacking
-                    names.append(m.name)
-                    members[m.name.rstrip("/")] = m
-                root = _tar_root(names)
-                pre = f"{root}/" if root else ""
-                for rel in wanted:
-                    member = members.get(pre + rel)
-                    fh = tf.extractfile(member) if member is not None and member.isfile() else None
-                    wanted[rel] = fh.read().decode(errors="replace") if fh else None
-                has_cmd = f"{pre}cmd/descheduler" in members
-                has_vendor = f"{pre}vendor/modules.txt" in members
-                commit_raw = (tf.pax_headers or {}).get("comment", "").strip()
-                commit = commit_raw if COMMIT.fullmatch(commit_raw) else None
-        except (tarfile.TarError, OSError, EOFError) as exc:
-            raise _fail(
-                spec, f"cannot read the tarball ({type(exc).__name__}: {exc})", _TAR_FIX
-            ) from None
-    gomod = wanted["go.mod"]
-    if gomod is None or not has_cmd:
-        what = "go.mod" if gomod is None else "cmd/descheduler"
-        raise _fail(
-            spec,
-            f"no {what} at the top of the tree{f' ({root}/)' if root else ''}: not a "
-            "descheduler source tree",
-            "point source: at the repository's top directory or a tarball of it",
-        )
-    module = _go_module(gomod)
-    if not module:
-        raise _fail(spec, "go.mod has no module line", "use an unmodified descheduler tree")
-    return SourceInfo(
-        root=root,
-        commit=commit,
-        module=module,
-        version_go=_version_go_default(wanted["pkg/version/version.go"]),
-        app_version=_app_version(wanted[f"charts/{CHART_NAME}/Chart.yaml"]),
-        has_vendor=has_vendor,
-        has_chart=wanted[f"charts/{CHART_NAME}/Chart.yaml"] is not None,
-    )
-
-
-def _tar_root(names: list[str]) -> str:
-    """The single top directory of a tarball (`git archive --prefix=`), or "" when none."""
-    tops = {n.lstrip("./").split("/", 1)[0] for n in names if n.lstrip("./")}
-    if len(tops) == 1:
-        top = next(iter(tops))
-        if any(n.lstrip("./").startswith(top + "/") for n in names):
-            return top
-    return ""
-
-
-def _git_commit(path: Path) -> str | None:
-    """HEAD of a clean git checkout; None when not a checkout, dirty, or git is missing."""
-    if not (path / ".git").exists() or shutil.which("git") is None:
-        return None
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(path), "status", "--porcelain"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    commit = head.stdout.strip()
-    if head.returncode or dirty.returncode or dirty.stdout.strip() or not COMMIT.fullmatch(commit):
-        return None
-    return commit
-
-
 def derive_label(info: SourceInfo, source_key: str) -> tuple[str, str]:
-    """The version label of a tree without a user label, and where it came from (module doc)."""
+    """The version label of a tree without a user label, and where it came from (module doc;
+    the release markers' order is tools/release_markers.py's)."""
     if info.version_go and LABEL.fullmatch(info.version_go):
         return info.version_go, "pkg/version/version.go"
+    release, why = release_from_markers(info.markers)
+    if release is not None:
+        return release, why
+    version, how = _build_label(info, source_key)
+    return version, f"{how}; {why}"
+
+
+def _build_label(info: SourceInfo, source_key: str) -> tuple[str, str]:
+    """`v<chart appVersion>-g<commit>` (or `-d<digest>`): a build, not a release."""
     if not info.app_version:
         raise ConfigError(
             f"cannot derive a version label: pkg/version has no default and "

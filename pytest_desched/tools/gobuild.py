@@ -61,14 +61,6 @@ def tree_go_env(tree: Path) -> dict[str, str]:
     return env
 
 
-def helper_tags(tree: Path) -> tuple[str, ...]:
-    """Build tags that fit the policy checker to the tree's API: `profile_noctx` where
-    frameworkprofile.NewProfile takes no context (v0.33 and before; profile_noctx.go)."""
-    profile = tree / "pkg" / "framework" / "profile" / "profile.go"
-    text = profile.read_text(errors="replace") if profile.is_file() else ""
-    return ("profile_noctx",) if "func NewProfile(config " in text else ()
-
-
 def go_build_cmd(group: Group, out_dir: Path, tags: tuple[str, ...] = ()) -> list[str]:
     """`go build` of every package of `group` into `out_dir`, stripped and reproducible."""
     ldflags = " ".join(("-s", "-w", *group.ldflags))
@@ -116,6 +108,23 @@ def module_gomod(module: str, version: str, env: dict[str, str], logf) -> str:
         )
     info = json.loads(res.stdout)
     return Path(info["GoMod"]).read_text()
+
+
+def module_source_dir(module: str, version: str, env: dict[str, str]) -> Path | None:
+    """Where `module@version`'s source sits in the module cache (`go mod download -json`'s
+    Dir; downloaded already by the wrapper's go.mod step), None if go cannot say."""
+    res = subprocess.run(
+        ["go", "mod", "download", "-json", f"{module}@{version}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    try:
+        found = json.loads(res.stdout or "{}").get("Dir")
+    except json.JSONDecodeError:
+        return None
+    return Path(found) if res.returncode == 0 and found else None
 
 
 _REPLACE_RE = re.compile(r"^\s*(?:replace\s+)?(\S+)(?:\s+\S+)?\s+=>\s+(\S+)(?:\s+(\S+))?\s*$")

@@ -27,13 +27,14 @@ from pytest_desched.log import Reporter, say
 from pytest_desched.names import check as check_name
 from pytest_desched.names import inside
 from pytest_desched.tools import lint_bin
+from pytest_desched.tools.api_probe import helper_tags
 from pytest_desched.tools.candidate import Candidate, resolve_source
 from pytest_desched.tools.gobuild import (
     copy_helper,
     go_build_cmd,
     go_env,
-    helper_tags,
     missing_packages,
+    module_source_dir,
     run_logged,
     tree_go_env,
     write_wrapper_module,
@@ -227,9 +228,14 @@ class Toolchain:
             )
             with open(log, "w") as logf:
                 write_wrapper_module(group, src, env, logf, self.versions)
+                # the policy checker fits the module's own API (api_probe), as in a tree
+                tags: tuple[str, ...] = ()
+                if group.source_dir is not None:
+                    mod_dir = module_source_dir(group.module, group.version, env)
+                    tags = helper_tags(mod_dir) if mod_dir is not None else ()
                 tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
                 tmp.mkdir(parents=True, exist_ok=True)
-                cmd = go_build_cmd(group, tmp)
+                cmd = go_build_cmd(group, tmp, tags)
                 try:
                     run_logged(cmd, src, env, logf, log, group, self.report)
                 except BaseException:

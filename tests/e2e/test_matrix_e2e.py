@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_desched.canary.matrix_report import SHOWN, Matrix
+from pytest_desched.descheduler.bug_ranges import VersionRange
 from pytest_desched.descheduler.known_bugs import REGISTRY
 from pytest_desched.tools.toolchain import Toolchain
 from tests.e2e.test_cli_e2e import _assert_gone, _desched
@@ -96,7 +97,10 @@ def test_matrix_proves_1882_on_two_releases(desched_toolchain: Toolchain, tmp_pa
     # The same runs, judged against a registry that says v0.35.1 does not have #1882: the
     # matrix proves the registry wrong (exit 1) instead of trusting it.
     lean = tuple(
-        replace(b, affected=frozenset({"v0.36.0"})) if b.id == BUG else b for b in REGISTRY
+        replace(b, affected=VersionRange("v0.36.0", None, "test: only v0.36.0 on"))
+        if b.id == BUG
+        else b
+        for b in REGISTRY
     )
     judged = Matrix.from_dict(json.loads((art / "matrix.json").read_text()), lean)
     assert judged.exit_code == 1

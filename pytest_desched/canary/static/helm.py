@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from pytest_desched.canary.static.chart_bugs import chart_bug_differences, name_fixes
 from pytest_desched.canary.static.difference import CLUSTER_API_VERSIONS, Difference
 from pytest_desched.canary.static.manifests import compare_manifests
 from pytest_desched.canary.static.values import compare_values
@@ -102,12 +103,23 @@ def compare_charts(
     values: Mapping[str, Any] | None = None,
     values_files: Sequence[Path] = (),
     candidate_values_files: Sequence[Path] | None = None,
+    releases: tuple[tuple[str, str], tuple[str, str]] | None = None,
+    policies: Sequence[Mapping[str, Any]] = (),
 ) -> list[Difference]:
     """Both charts' default values and their renders with the user's values (files first):
-    the same files, unless the candidate's differ (`candidate_values_files`)."""
+    the same files, unless the candidate's differ (`candidate_values_files`). `releases`:
+    each side's (chart version, descheduler version), to name known chart bugs
+    (chart_bugs.py) in the renders, judged with the user's `policies`."""
     c_files = values_files if candidate_values_files is None else candidate_values_files
     bv, bdocs = render_chart(helm, baseline_chart, values, env, values_files=values_files)
     cv, cdocs = render_chart(helm, candidate_chart, values, env, values_files=c_files)
     # the values written for the baseline: a key they set that the candidate dropped is DU007
     user = [read_values(f).doc for f in values_files] + ([dict(values)] if values else [])
-    return compare_values(bv, cv, user) + compare_manifests(bdocs, cdocs)
+    diffs = compare_values(bv, cv, user) + compare_manifests(bdocs, cdocs)
+    if releases is None:
+        return diffs
+    (b_chart, b_rel), (c_chart, c_rel) = releases
+    # the baseline's chart bug is named where the candidate fixes it (a widened rule); the
+    # candidate's own is DR009, a rollback trigger (what the upgrade installs is broken)
+    diffs = name_fixes(diffs, b_chart, b_rel, policies)
+    return diffs + chart_bug_differences("candidate", cdocs, c_chart, c_rel, policies)

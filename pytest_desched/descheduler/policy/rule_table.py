@@ -104,6 +104,7 @@ _MIGRATION = (
     Rule("DR006", "rbac-object-added", "error", "the target creates a new role or binding", _REVIEW),
     Rule("DR007", "rbac-object-removed", "warning", "the target no longer creates a role or binding", _REVIEW),
     Rule("DR008", "rbac-field-changed", "warning", "another field of a role or binding changed", _REVIEW),
+    Rule("DR009", "rbac-release-needs", "error", "a chart's role lacks what its release lists at start (a known chart bug)", "install the chart that grants it, or grant the rule to the descheduler's role"),
     # other rendered objects
     Rule("DO001", "object-added", "warning", "the target renders an object the from-release does not", _REVIEW),
     Rule("DO002", "object-removed", "warning", "the target no longer renders an object", _REVIEW),

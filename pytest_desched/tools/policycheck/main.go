@@ -32,7 +32,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -43,7 +42,6 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
-	promapi "github.com/prometheus/client_golang/api"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,6 +64,7 @@ import (
 	"sigs.k8s.io/descheduler/pkg/descheduler/scheme"
 	"sigs.k8s.io/descheduler/pkg/features"
 	"sigs.k8s.io/descheduler/pkg/framework/pluginregistry"
+	frameworkprofile "sigs.k8s.io/descheduler/pkg/framework/profile"
 	frameworktypes "sigs.k8s.io/descheduler/pkg/framework/types"
 	"sigs.k8s.io/descheduler/pkg/version"
 )
@@ -390,24 +389,8 @@ func clusterNotes(policy *api.DeschedulerPolicy, classes []string) []string {
 			"PriorityClass %q from the cluster at start-up and exits if it is missing; its value "+
 			"becomes the threshold (checked here with a stand-in)", name, name))
 	}
-	for _, p := range policy.MetricsProviders {
-		switch {
-		case p.Source == api.PrometheusMetrics && p.Prometheus != nil:
-			note := fmt.Sprintf("metricsProviders Prometheus at %s: reachability and each "+
-				"plugin's query are checked by the descheduler only against the live server",
-				redactURL(p.Prometheus.URL))
-			if p.Prometheus.AuthToken != nil && p.Prometheus.AuthToken.SecretReference != nil {
-				ref := p.Prometheus.AuthToken.SecretReference
-				note += fmt.Sprintf("; its token is read from Secret %s/%s, which must exist "+
-					"and be readable by the descheduler", ref.Namespace, ref.Name)
-			}
-			notes = append(notes, note)
-		case p.Source == api.KubernetesMetrics:
-			notes = append(notes, "metricsProviders KubernetesMetrics: the cluster must serve "+
-				"metrics.k8s.io (metrics-server) to the descheduler")
-		}
-	}
-	if policy.MetricsCollector != nil && policy.MetricsCollector.Enabled {
+	notes = append(notes, providerNotes(policy)...)
+	if metricsCollectorEnabled(policy) {
 		notes = append(notes, "metricsCollector.enabled: the cluster must serve metrics.k8s.io "+
 			"(metrics-server) to the descheduler")
 	}
@@ -657,17 +640,6 @@ func (s captureSink) Error(err error, msg string, kv ...any) {
 	s.mu.Unlock()
 }
 
-// refusingProm stands in for the Prometheus client newDescheduler would build: it never
-// reaches a network.
-type refusingProm struct{}
-
-func (refusingProm) URL(string, map[string]string) *url.URL { return &url.URL{} }
-func (refusingProm) Do(context.Context, *http.Request) (*http.Response, []byte, error) {
-	return nil, nil, errors.New("policycheck: no Prometheus outside a live cluster")
-}
-
-var _ promapi.Client = refusingProm{}
-
 // startup runs what newDescheduler does with a loaded policy before its first cycle: parse
 // the nodeSelector and build every profile (frameworkprofile.NewProfile), which is where an
 // enabled plugin that is not registered, or has no pluginConfig, fails. The metrics collector
@@ -692,30 +664,22 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 	if err != nil {
 		return nil, err
 	}
-	providers := map[api.MetricsSource]bool{}
-	var promURL string
-	for _, p := range policy.MetricsProviders {
-		providers[p.Source] = true
-		if p.Source == api.PrometheusMetrics && p.Prometheus != nil {
-			promURL = p.Prometheus.URL
-		}
-	}
+	kubeMetrics, promURL := providerNeeds(policy)
 	var collector *metricscollector.MetricsCollector
-	if (policy.MetricsCollector != nil && policy.MetricsCollector.Enabled) ||
-		providers[api.KubernetesMetrics] {
+	if metricsCollectorEnabled(policy) || kubeMetrics {
 		collector = metricscollector.NewMetricsCollector(factory.Core().V1().Nodes().Lister(),
 			metricsfake.NewSimpleClientset(), selector)
 	}
-	var promGetter func() promapi.Client
+	var prom promGetter // nil unless a Prometheus URL is configured (prom_*.go)
 	if promURL != "" {
-		promGetter = func() promapi.Client { return refusingProm{} }
+		prom = refusingPromGetter()
 	}
 	var mu sync.Mutex
 	entries := []logged{}
 	for idx, profile := range policy.Profiles {
 		sink := captureSink{mu: &mu, entries: &entries, profile: idx}
 		pctx := klog.NewContext(ctx, logr.New(sink))
-		p, err := newProfile(pctx, profile, idx, profileDeps{client, factory, evictor, collector, promGetter})
+		p, err := newProfile(pctx, profile, idx, profileDeps{client, factory, evictor, collector, prom})
 		if err != nil {
 			// The descheduler's own wording (pkg/descheduler/descheduler.go newDescheduler).
 			return entries, fmt.Errorf("unable to create %q profile: %v", profile.Name, err)
@@ -725,6 +689,24 @@ func startup(policy *api.DeschedulerPolicy, client *fake.Clientset) ([]logged, e
 	return entries, nil
 }
 
+// metricsCollectorEnabled reads DeschedulerPolicy.MetricsCollector.Enabled whether the field
+// is a struct (v0.32 and before) or a pointer to one (v0.33 on): by reflection, one code path
+// for every release instead of another build tag.
+func metricsCollectorEnabled(policy *api.DeschedulerPolicy) bool {
+	v := reflect.ValueOf(policy).Elem().FieldByName("MetricsCollector")
+	if v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return false
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return false
+	}
+	f := v.FieldByName("Enabled")
+	return f.IsValid() && f.Kind() == reflect.Bool && f.Bool()
+}
+
 // profileDeps is what newDescheduler hands a profile; newProfile (profile_*.go, one per
 // generation of frameworkprofile.NewProfile) builds the profile from it.
 type profileDeps struct {
@@ -732,7 +714,21 @@ type profileDeps struct {
 	factory   informers.SharedInformerFactory
 	evictor   *evictions.PodEvictor
 	collector *metricscollector.MetricsCollector
-	prom      func() promapi.Client
+	prom      promGetter
+}
+
+// profileOptions is what newDescheduler passes every profile. The four options here are in
+// every release's frameworkprofile; the ones that came and changed later are each one build
+// tag's file (prom_*.go, instance_*.go), chosen by probing the tree (tools/gobuild.py).
+func profileOptions(idx int, d profileDeps) []frameworkprofile.Option {
+	opts := []frameworkprofile.Option{
+		frameworkprofile.WithClientSet(d.client),
+		frameworkprofile.WithSharedInformerFactory(d.factory),
+		frameworkprofile.WithPodEvictor(d.evictor),
+		frameworkprofile.WithMetricsCollector(d.collector),
+	}
+	opts = append(opts, promOptions(d.prom)...)
+	return append(opts, instanceOptions(idx)...)
 }
 
 // cycler is a built profile: what dryCycle runs.

@@ -370,8 +370,9 @@ def test_a_run_to_run_race_on_one_track_is_intermittent_when_both_versions_have_
     for base, cand, kind in (
         (at("v0.36.0"), at("v0.36.0-g7d2b28bf2", **lost), "bug-intermittent"),  # cand lost it
         (at("v0.36.0", **lost), at("v0.36.0-g7d2b28bf2"), "bug-intermittent"),  # base lost it
-        (at("v0.34.0"), at("v0.36.0", **lost), "bug-new"),  # the baseline's version is clean
-        (at("v0.36.0", **lost), at("v0.37.0"), "bug-fixed"),  # the candidate's version is
+        # #1687's range starts at v0.32.2 (v0.34.0 is inside it): v0.31.0 is outside
+        (at("v0.31.0"), at("v0.36.0", **lost), "bug-new"),  # the baseline's version is clean
+        (at("v0.36.0", **lost), at("v0.31.0"), "bug-fixed"),  # the candidate's version is
     ):
         ((change, by),) = changes_of(
             diff_rounds("pdb[workaround]", [base], [cand], B_ROLES, C_ROLES)

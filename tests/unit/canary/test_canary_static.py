@@ -41,7 +41,7 @@ from pytest_desched.descheduler.policy.checker import facts_for
 from pytest_desched.descheduler.policy.lint import Finding
 from pytest_desched.proc import helm_env
 from pytest_desched.tools.toolchain import Toolchain
-from tests.upstream import SNAPSHOTS, tarball
+from tests.upstream import SNAPSHOTS, tarball, upstream_dir
 
 Row = tuple[str, str, str, str]  # area, path, change, severity
 CJ = "CronJob/kube-system/descheduler"
@@ -965,3 +965,46 @@ def test_defaults_through_the_real_policycheck() -> None:
             "rollback",
         )
     }
+
+
+def test_v0_35_0_to_v0_35_1_charts_name_1839(real: dict[str, Any]) -> None:
+    """The charts v0.35.0 and v0.35.1 shipped (../shared/upstream), rendered by the pinned
+    helm with the user's PVC-protecting policy: the candidate's new PVC rule is a rollback
+    trigger named as #1839's fix; the other way round, the candidate (chart 0.35.0 with
+    v0.35.0) is DR009, #1839 itself."""
+    up = upstream_dir()
+    c350, c351 = up / "descheduler-chart-0.35.0.tgz", up / "descheduler-chart-0.35.1.tgz"
+    policy = {
+        "profiles": [
+            {
+                "name": "p",
+                "pluginConfig": [
+                    {
+                        "name": "DefaultEvictor",
+                        "args": {"podProtections": {"extraEnabled": ["PodsWithPVC"]}},
+                    }
+                ],
+            }
+        ]
+    }
+    up_diffs = compare_charts(
+        real["helm"],
+        c350,
+        c351,
+        real["env"],
+        releases=(("0.35.0", "v0.35.0"), ("0.35.1", "v0.35.1")),
+        policies=[policy],
+    )
+    [pvc] = [d for d in up_diffs if d.rule == "DR001" and "persistentvolumeclaims" in d.path]
+    assert pvc.severity == "rollback"
+    assert "it is the fix of descheduler#1839" in pvc.message and "PodsWithPVC" in pvc.message
+    assert not [d for d in up_diffs if d.rule == "DR009"]
+    down = compare_charts(
+        real["helm"],
+        c351,
+        c350,
+        real["env"],
+        releases=(("0.35.1", "v0.35.1"), ("0.35.0", "v0.35.0")),
+    )
+    [bug] = [d for d in down if d.rule == "DR009"]
+    assert bug.message.startswith("descheduler#1839 on the candidate: chart 0.35.0's ClusterRole")

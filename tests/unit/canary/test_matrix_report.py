@@ -23,6 +23,7 @@ from pytest_desched.canary.matrix_report import (
     judge_bug,
     unexplained,
 )
+from pytest_desched.descheduler.bug_ranges import VersionRange
 from pytest_desched.descheduler.known_bugs import BY_ID, REGISTRY, RoundFacts
 from pytest_desched.descheduler.logparse import parse_log
 from pytest_desched.experiments.results import ExperimentResult
@@ -169,7 +170,7 @@ def test_unexplained_outcomes() -> None:
     failed = unexplained(row("v0.33.0", result("v0.33.0", outcome="fail")))
     assert len(failed) == 1 and "fail" in failed[0] and "version:v0.33.0" in failed[0]
     # an xfail on a bug the (given) registry does not give the release
-    lean = (replace(B1882, affected=frozenset({"v0.36.0"})),)
+    lean = (replace(B1882, affected=VersionRange("v0.36.0", None, "test: only v0.36.0 on")),)
     said = unexplained(row("v0.35.1", result("v0.35.1")), lean)
     assert said and "does not give v0.35.1" in said[0]
 
@@ -236,7 +237,10 @@ def test_forms_and_judging_again_from_json(tmp_path) -> None:
     assert again.render("md") == md
     # The same runs against a registry that lacks v0.35.1: the run proves the registry wrong.
     lean = tuple(
-        replace(b, affected=frozenset({"v0.36.0"})) if b.id == B1882.id else b for b in REGISTRY
+        replace(b, affected=VersionRange("v0.36.0", None, "test: only v0.36.0 on"))
+        if b.id == B1882.id
+        else b
+        for b in REGISTRY
     )
     judged = Matrix.from_dict(doc, lean)
     assert judged.exit_code == 1

@@ -154,7 +154,8 @@ def test_a_candidate_that_listed_nothing_is_not_credited_with_a_fix() -> None:
 
 
 def test_a_fix_needs_a_baseline_version_the_registry_lists() -> None:
-    unlisted = {**BASE_1882, "versions": {"descheduler": "v0.35.0"}}
+    # v0.33.0 is outside #1882's range (its runs start the PDB reflector)
+    unlisted = {**BASE_1882, "versions": {"descheduler": "v0.33.0"}}
     cand = rec([dec("spread-demo-6d9f7b5c4-zzk2w", "b-1", "evicted", "api-server")] * 1)
     statuses = {status for _, status, _ in _judged(unlisted, cand)}
     assert "fixed-bug" not in statuses and "unexplained" in statuses

@@ -97,8 +97,8 @@ TABLE = [
         None,
     ),
     (
-        "a fixed descheduler is never excused",
-        real(POS_LOG, POS, POS_FAILED, descheduler_version="v0.37.0"),
+        "a release outside the bug's range is never excused",
+        real(POS_LOG, POS, POS_FAILED, descheduler_version="v0.33.0"),
         "fail",
         None,
     ),
@@ -373,7 +373,7 @@ def test_1687_tolerates_events_lost_within_the_flush_window() -> None:
         pdb(mounted_policy={}),  # no notification: no event owed, the check fails elsewhere
         pdb(events_delivered=3),  # nothing lost
         pdb(refused_by_api=0),  # no refusal proven by the API server
-        pdb(descheduler_version="v0.37.0"),
+        pdb(descheduler_version="v0.31.0"),  # before the registry's range
     ],
 )
 def test_1687_signature_is_precise(facts) -> None:

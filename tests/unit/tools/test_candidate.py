@@ -41,6 +41,41 @@ OTHER = "5f6c6d7b078e58f33e9d42bc4f4071a7e6e911e1"
 VERSION_GO_EMPTY = "package version\n\nvar (\n\tversion string\n\tbuildDate string\n)\n"
 
 
+def api_files(
+    ctx: bool = True, prom: str = "getter", instance_id: bool = True, providers: bool = True
+) -> dict[str, str]:
+    """Go files defining the framework API the policy checker calls (tools/api_probe.py), in
+    one of the shapes releases have had; the default is v0.35's and later."""
+    from pytest_desched.tools.api_probe import REQUIRED
+
+    files: dict[str, list[str]] = {}
+    for pkg, kind, name in REQUIRED:
+        line = {
+            "func": f"func {name}() {{}}",
+            "type": f"type {name} func()",
+            "var": f"var {name} = 1",
+        }[kind]
+        if name == "NewProfile":
+            first = "ctx context.Context, " if ctx else ""
+            line = f"func NewProfile({first}config api.DeschedulerProfile, reg R) {{}}"
+        files.setdefault(pkg, []).append(line)
+    prof = files["pkg/framework/profile"]
+    if prom == "getter":
+        prof.append(
+            "func WithPrometheusClient(prometheusClientGetter func() promapi.Client) Option {}"
+        )
+    elif prom == "value":
+        prof.append("func WithPrometheusClient(prometheusClient promapi.Client) Option {}")
+    if instance_id:
+        prof.append("func WithProfileInstanceID(profileInstanceID string) Option {}")
+    field = "\tMetricsProviders []MetricsProvider\n" if providers else ""
+    files["pkg/api"] = [f"type DeschedulerPolicy struct {{\n\tProfiles []P\n{field}}}"]
+    return {
+        f"{pkg}/api.go": f"package {pkg.rsplit('/', 1)[-1]}\n\n" + "\n".join(lines) + "\n"
+        for pkg, lines in files.items()
+    }
+
+
 def tree_files(app_version: str | None = "0.36.0", version_go: str = VERSION_GO_EMPTY) -> dict:
     chart = "apiVersion: v1\nname: descheduler\nversion: 0.36.0\n"
     if app_version is not None:
@@ -52,6 +87,7 @@ def tree_files(app_version: str | None = "0.36.0", version_go: str = VERSION_GO_
         "vendor/modules.txt": "# k8s.io/klog/v2 v2.130.1\n",
         "charts/descheduler/Chart.yaml": chart,
         "charts/descheduler/values.yaml": "suspend: false\n",
+        **api_files(),
     }
 
 
@@ -133,7 +169,7 @@ def test_source_tarball_reads_commit_module_and_label(tarball: Path) -> None:
     assert c.commit == COMMIT
     assert c.source_key == COMMIT  # cached by commit
     assert c.version == "v0.36.0-g7d2b28bf2"
-    assert c.label_from == "Chart.yaml appVersion + commit"
+    assert c.label_from.startswith("Chart.yaml appVersion + commit; no release markers")
     assert c.module == "sigs.k8s.io/descheduler"
     assert c.path == tarball.resolve()
     assert c.sha256 and len(c.sha256) == 64
@@ -222,7 +258,7 @@ def test_source_without_commit_is_keyed_by_sha256(tmp_path: Path) -> None:
     assert c.commit is None
     assert c.source_key == f"sha256-{c.sha256}"
     assert c.version == f"v0.36.0-d{c.sha256[:9]}"
-    assert c.label_from == "Chart.yaml appVersion + content digest"
+    assert c.label_from.startswith("Chart.yaml appVersion + content digest; no release markers")
 
 
 def test_source_without_app_version_asks_for_a_label(tmp_path: Path) -> None:
@@ -252,7 +288,11 @@ def test_source_directory_without_git_is_keyed_by_content(tmp_path: Path) -> Non
 
 def test_derive_label_rule() -> None:
     si = cand_mod.SourceInfo("", COMMIT, "m", None, "0.37.0-rc.1", True, True)
-    assert derive_label(si, COMMIT) == ("v0.37.0-rc.1-g7d2b28bf2", "Chart.yaml appVersion + commit")
+    assert derive_label(si, COMMIT) == (
+        "v0.37.0-rc.1-g7d2b28bf2",
+        "Chart.yaml appVersion + commit; no release markers (kubernetes/ manifests, README "
+        "install line)",
+    )
     si = cand_mod.SourceInfo("", None, "m", None, "v0.36.0", True, True)
     assert derive_label(si, "sha256-abcdef0123456789")[0] == "v0.36.0-dabcdef012"
     si = cand_mod.SourceInfo("", COMMIT, "m", "not-a-version", "0.36.0", True, True)
@@ -948,22 +988,44 @@ def test_image_candidate_release_sets_repository_and_tag(tmp_path: Path) -> None
         _release(tmp_path, "embedded", "v0.37.0-fix", image_ref=ref).check_version_runs_here()
 
 
-def test_helper_tags_fit_the_policy_checker_to_the_trees_profile_api(tmp_path: Path) -> None:
-    """v0.33's frameworkprofile.NewProfile takes no context: the helper is built with the
-    profile_noctx tag (profile_noctx.go), newer trees without tags (profile_ctx.go)."""
-    from pytest_desched.tools.gobuild import go_build_cmd, helper_tags
+@pytest.mark.parametrize(
+    ("release", "shape", "tags"),
+    [
+        # v0.32: no ctx, no WithPrometheusClient, no instance IDs, no metricsProviders
+        ("v0.32.2", {"ctx": False, "prom": "none", "instance_id": False, "providers": False},
+         ("profile_noctx", "prom_none", "profile_noid", "policy_noproviders")),
+        ("v0.33.0", {"ctx": False, "prom": "value", "instance_id": False},
+         ("profile_noctx", "prom_value", "profile_noid")),
+        # v0.34.0: ctx, a client (not a getter), no instance IDs: the issue's build failure
+        ("v0.34.0", {"prom": "value", "instance_id": False}, ("prom_value", "profile_noid")),
+        ("v0.35.0", {}, ()),
+    ],
+)  # fmt: skip
+def test_helper_tags_fit_the_policy_checker_to_the_trees_api(
+    tmp_path: Path, release: str, shape: dict, tags: tuple[str, ...]
+) -> None:
+    """Each variation point is probed in the tree; each tag names one file of the checker."""
+    from pytest_desched.tools.api_probe import helper_tags
+    from pytest_desched.tools.gobuild import go_build_cmd
     from pytest_desched.tools.groups import Group
 
-    profile = "pkg/framework/profile/profile.go"
-    old = make_dir(tmp_path / "old", {profile: "func NewProfile(config api.DeschedulerProfile,"})
-    new = make_dir(
-        tmp_path / "new", {profile: "func NewProfile(ctx context.Context, config api.X,"}
-    )
-    assert helper_tags(old) == ("profile_noctx",)
-    assert helper_tags(new) == () and helper_tags(tmp_path / "none") == ()
-    group = Group("policycheck", "m", "v0.33.0", {"policycheck": "./cmd/x"})
-    cmd = go_build_cmd(group, tmp_path / "out", helper_tags(old))
-    assert cmd[cmd.index("-tags") + 1] == "profile_noctx"
-    assert "-tags" not in go_build_cmd(group, tmp_path / "out")
+    tree = make_dir(tmp_path / release, api_files(**shape))
+    assert helper_tags(tree) == tags
+    group = Group("policycheck", "m", release, {"policycheck": "./cmd/x"})
+    cmd = go_build_cmd(group, tmp_path / "out", helper_tags(tree))
+    assert ("-tags" in cmd) is bool(tags)
     names = {p.name for p in POLICYCHECK_SOURCE.glob("*.go")}
-    assert {"profile_ctx.go", "profile_noctx.go"} <= names
+    for tag in tags:  # every tag selects a file that says so in its build line
+        assert any(f"//go:build {tag}" in (POLICYCHECK_SOURCE / n).read_text() for n in names), tag
+
+
+def test_a_tree_without_a_stable_entry_point_is_refused_naming_it(tmp_path: Path) -> None:
+    from pytest_desched.tools.api_probe import helper_tags
+
+    files = api_files()
+    files["pkg/descheduler/api.go"] = "package descheduler\n\nfunc SetupPlugins() {}\n"
+    tree = make_dir(tmp_path / "t", files)
+    with pytest.raises(ToolError, match=r"defines no func LoadPolicyConfig in pkg/descheduler"):
+        helper_tags(tree)
+    with pytest.raises(ToolError, match=r"defines no func NewProfile in pkg/framework/profile"):
+        helper_tags(tmp_path / "empty")

@@ -475,7 +475,7 @@ args = sys.argv[1:]
 with open(os.environ["FAKE_GO_CALLS"], "a") as fh:
     fh.write(" ".join(args) + "\n")
 if args[:2] == ["mod", "download"]:
-    print(json.dumps({"GoMod": os.environ["FAKE_GO_UPSTREAM"]}))
+    print(json.dumps({"GoMod": os.environ["FAKE_GO_UPSTREAM"], "Dir": os.environ.get("FAKE_GO_MODDIR", "")}))
 elif args[:2] == ["mod", "tidy"]:
     print("go: finding module for package")
 elif args[:1] == ["version"]:
@@ -559,6 +559,21 @@ def test_build_success_renames_and_caches(
     assert tc2.path("etcd") == p
     assert tc2.sources["etcd"] == "cache"
     assert fake_go.read_text() == calls_before
+
+
+def test_policy_checker_from_a_module_fits_the_modules_api(
+    tmp_path: Path, fake_go: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `version:` release's checker is built with the tags its module's own API asks for
+    (tools/api_probe.py), as a source tree's is: here a v0.33-shaped module."""
+    from tests.unit.tools.test_candidate import api_files, make_dir
+
+    mod = make_dir(tmp_path / "mod", api_files(ctx=False, prom="value", instance_id=False))
+    monkeypatch.setenv("FAKE_GO_MODDIR", str(mod))
+    tc = Toolchain(versions=V, cache_dir=tmp_path / "cache", use_path=False)
+    tc.build(tc.groups["policycheck"])  # the fake binary reports no version: build only
+    [build] = [ln for ln in fake_go.read_text().splitlines() if ln.startswith("build ")]
+    assert "-tags profile_noctx,prom_value,profile_noid " in build
 
 
 def test_build_is_noop_when_already_built(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
