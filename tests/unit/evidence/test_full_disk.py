@@ -54,9 +54,9 @@ def test_enospc_is_named_and_marks_the_folder_incomplete(
 def test_a_replay_never_returns_a_result_on_partial_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """engine._write said "artifacts not written" in a note and returned the result: exit 0
+    """Replay.write said "artifacts not written" in a note and returned the result: exit 0
     on a replay whose ledger was never written."""
-    from pytest_desched.replay import engine
+    from pytest_desched.replay import run as engine
 
     ev = EvidenceWriter(tmp_path / "art")
     session = SimpleNamespace(evidence=ev, redactor=ev.redactor)
@@ -65,7 +65,7 @@ def test_a_replay_never_returns_a_result_on_partial_evidence(
     )
     monkeypatch.setattr(Path, "write_text", _enospc_on("ledger.md.tmp"))
     with pytest.raises(EvidenceIncomplete, match=r"replay/ledger\.md"):
-        engine._write(session, result)
+        engine.Replay.write(object.__new__(engine.Replay), session, result)
     assert (tmp_path / "art" / INCOMPLETE_MARKER).is_file()
     assert not result.artifacts
 

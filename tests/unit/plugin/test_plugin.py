@@ -103,7 +103,7 @@ def test_report_header_mentions_provider_and_pins(
     v = load_versions()
     res.stdout.fnmatch_lines(
         [
-            "desched: provider=embedded keep=on-failure",
+            "desched: provider=embedded keep=on-failure kubernetes=v1.36.3 (pin)",
             f"desched pins: kubernetes {v.kubernetes.version}, etcd {v.etcd.version}, "
             f"kwok {v.kwok.version}, descheduler {v.descheduler.version}, "
             f"helm {v.helm.version}, kind {v.kind.version}, "

@@ -103,6 +103,7 @@ def kube(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
 class FakeToolchain:
     def __init__(self, paths: dict[str, Path]) -> None:
         self.paths, self.asked = paths, []
+        self.versions = load_versions()  # the pins (a run's --desched-kubernetes moves them)
 
     def path(self, tool: str) -> Path:
         self.asked.append(tool)
