@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_desched.canary.static.difference import Difference, _diff
+from pytest_desched.canary.static.difference import Difference, make_difference
 from pytest_desched.canary.static.manifests import _covers, _perms
 from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
 
@@ -62,7 +62,7 @@ def chart_bug_differences(
                 f"{bug.chart_range.fixed_in}){_trigger(bug, policies)}"
             )
             where = f"{side} ClusterRole rules[{resource}]"
-            out.append(_diff("DR009", "rbac", where, "narrowed", verbs, [], msg))
+            out.append(make_difference("DR009", "rbac", where, "narrowed", verbs, [], msg))
     return out
 
 
