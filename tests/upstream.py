@@ -88,6 +88,16 @@ RELEASES = {
         "",
         "89f27f120ab414184262543ea0aa6efaa32c00bd619465bbca459209c8f78c40",
     ),
+    "v0.35.0": Snapshot(
+        "descheduler-v0.35.0-b49fd27d1.tar.gz",
+        "b49fd27d108a2bd7ecea79fd602e61eb5c67749a",
+        "7c1324c1e6e45e9cba36571740957b89a4605773f6f17fe15a7de1e7a6662592",
+    ),
+    "chart-0.35.0": Snapshot(
+        "descheduler-chart-0.35.0.tgz",
+        "",
+        "4217bcd1dc7fb088eae26b4c6c04c5fd5c6e7bdae27aed6876141e83fdbee2ed",
+    ),
     "chart-0.35.1": Snapshot(
         "descheduler-chart-0.35.1.tgz",
         "",

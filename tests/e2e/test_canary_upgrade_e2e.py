@@ -246,3 +246,74 @@ def test_a_baseline_that_cannot_express_a_protection_is_refused_before_any_clust
             baseline_chart=str(chart),
             behaviour=False,
         )
+
+
+PVC_VALUES = """\
+# written for chart 0.35.0: the default policy, protecting pods with PVCs
+deschedulerPolicy:
+  profiles:
+    - name: default
+      pluginConfig:
+        - name: DefaultEvictor
+          args:
+            podProtections:
+              extraEnabled: [PodsWithPVC]
+        - name: RemoveDuplicates
+      plugins:
+        balance:
+          enabled: [RemoveDuplicates]
+"""
+
+
+def test_canary_v0350_to_v0351_names_1839_as_a_trigger(
+    desched_canary: Canary, tmp_path: Path
+) -> None:
+    """Both releases from their own trees with no @LABEL (read from their markers), each with
+    the chart it shipped, a policy that protects PVC pods; static only (the baseline's chart
+    0.35.0 cannot list PVCs: its descheduler would wait at start, #1839). The candidate's
+    ClusterRole widens to persistentvolumeclaims: a rollback trigger unless explained, named
+    as #1839's fix; explained by its link, the canary passes."""
+    tree0, tree1 = release_file("v0.35.0"), release_file("v0.35.1")
+    chart0, chart1 = release_file("chart-0.35.0"), release_file("chart-0.35.1")
+    values = tmp_path / "values-0.35.yaml"
+    values.write_text(PVC_VALUES)
+    rep = desched_canary(
+        f"source:{tree1}",
+        str(chart1),
+        baseline=f"source:{tree0}",
+        baseline_chart=str(chart0),
+        values=[values],
+        behaviour=False,
+    )
+    b, c = rep.baseline, rep.candidate
+    assert (b.descheduler_version, c.descheduler_version) == ("v0.35.0", "v0.35.1")
+    assert b.chart["version"] == "0.35.0" and c.chart["version"] == "0.35.1"
+    widened = [
+        d
+        for d in rep.static.differences
+        if d.rule == "DR001" and "persistentvolumeclaims" in d.path
+    ]
+    assert len(widened) == 1, rep.static.markdown()
+    assert widened[0].severity == "rollback"
+    assert "it is the fix of descheduler#1839" in widened[0].message
+    assert "PodsWithPVC" in widened[0].message
+    assert not rep.ok  # a trigger, until explained
+    expect = tmp_path / "expect.yaml"
+    expect.write_text(
+        "changes:\n"
+        "  - kind: static\n"
+        f'    path: "rbac:{widened[0].path}"\n'
+        "    reason: chart 0.35.1 grants the PVC list v0.35.x needs (descheduler#1839)\n"
+        "    link: https://github.com/kubernetes-sigs/descheduler/issues/1839\n"
+    )
+    again = desched_canary(
+        f"source:{tree1}",
+        str(chart1),
+        baseline=f"source:{tree0}",
+        baseline_chart=str(chart0),
+        values=[values],
+        expect=expect,
+        behaviour=False,
+    )
+    pvc = [j for j in again.verdict.judged if "persistentvolumeclaims" in j.change.detail]
+    assert pvc and all(j.status == "explained" for j in pvc), again.verdict.reasons

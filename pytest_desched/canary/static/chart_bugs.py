@@ -33,7 +33,7 @@ def _missing(bug: KnownBug, docs: Sequence[Mapping[str, Any]]) -> list[tuple[str
 def _trigger(bug: KnownBug, policies: Sequence[Mapping[str, Any]]) -> str:
     for doc in policies:
         if bug.policy_trigger is not None and (why := bug.policy_trigger(doc)):
-            return f"; the policy makes it worse: {why}"
+            return f"; with this policy: {why}"
     return ""
 
 
