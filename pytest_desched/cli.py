@@ -167,6 +167,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcomes: list[dict[str, Any]] = []
     failed: list[str] = []
     with DeschedSession(config, report=say) as session:
+        for n in names:  # the cluster starts with the metrics sources the policies read
+            session.need_metrics(lookup(n).metrics_sources, n)
         by_name: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         if args.parallel:
             ran = session.run_concurrently(

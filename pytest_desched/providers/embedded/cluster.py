@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.capabilities import CAPABILITIES
+from pytest_desched.capabilities import CAPABILITIES, KUBERNETES_METRICS
 from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.kube import (
     LIVENESS_CHECKS,
@@ -42,6 +42,11 @@ from pytest_desched.providers.embedded.kubelet import (
     state_dir,
     supervisor_argv,
 )
+from pytest_desched.providers.embedded.metrics_server import (
+    METRICS_SERVER,
+    kwokctl_args,
+    kwokctl_options,
+)
 from pytest_desched.providers.embedded.owners import (
     owner_alive,
     read_record,
@@ -49,7 +54,12 @@ from pytest_desched.providers.embedded.owners import (
     write_record,
 )
 from pytest_desched.providers.embedded.ports import CONFIG as PORTS_CONFIG
-from pytest_desched.providers.embedded.ports import ports_config, reserve_ports
+from pytest_desched.providers.embedded.ports import (
+    METRICS_SERVER_PORT,
+    PORT_FIELDS,
+    ports_config,
+    reserve_ports,
+)
 from pytest_desched.providers.embedded.processes import (
     component_pids,
     death_report,
@@ -137,6 +147,7 @@ class EmbeddedProvider(Provider):
         report: Reporter = say,
         wait_timeout: float = 60,
         kubeconfig_dir: Path | None = None,
+        metrics_sources: tuple[str, ...] = (),
     ) -> None:
         if workers < 2:
             raise ProviderError(
@@ -157,6 +168,7 @@ class EmbeddedProvider(Provider):
         self.teardown: dict[str, Any] | None = None  # what stop() found (see stop)
         self._watchdog: Watchdog | None = None
         self.ports: dict[str, int] = {}  # chosen in start() (ports.py)
+        self.use_metrics(tuple(metrics_sources))
 
     # -- paths ----------------------------------------------------------
     @property
@@ -193,7 +205,10 @@ class EmbeddedProvider(Provider):
     def start(self) -> Cluster:
         t0 = time.monotonic()
         reap_stale(self.toolchain, self.root, self.report)
-        bins = self.toolchain.ensure([*CONTROL_PLANE_TOOLS, "kwokctl"])  # what kwokctl needs
+        metrics = KUBERNETES_METRICS in self.metrics_sources
+        tools = [*CONTROL_PLANE_TOOLS, "kwokctl", *([METRICS_SERVER, "kubectl"] * metrics)]
+        bins = self.toolchain.ensure(tools)  # what kwokctl needs
+        options = kwokctl_options(self.toolchain) if metrics else {}
         self.timings["tools_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         become_subreaper()
@@ -204,7 +219,10 @@ class EmbeddedProvider(Provider):
         # The owner record, whole or not at all (the other canary track's reap_stale may be
         # reading: owners.py), with the cluster's ports, chosen under a short lock (ports.py).
         self.ports = reserve_ports(
-            self.root, self.cluster_name, {**this_process(), "created": time.time()}
+            self.root,
+            self.cluster_name,
+            {**this_process(), "created": time.time()},
+            (*PORT_FIELDS, *[METRICS_SERVER_PORT] * metrics),
         )
         # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
         # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
@@ -213,7 +231,7 @@ class EmbeddedProvider(Provider):
         LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         self.cluster_dir.mkdir(parents=True, exist_ok=True)
-        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports))
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports, options))
         create = kwokctl_create_args(
             self.cluster_name,
             bins,
@@ -221,6 +239,8 @@ class EmbeddedProvider(Provider):
             KWOK_NODE_ANNOTATION,
             self.cluster_dir / PORTS_CONFIG,
         )
+        if metrics:  # metrics.k8s.io from kwok's emulated kubelets (metrics_server.py)
+            create += kwokctl_args(bins[METRICS_SERVER])
         # While kwokctl brings the control plane up (mostly waiting), the rest of the
         # bring-up's own work goes on beside it (_beside_kwokctl).
         side = Beside(self._beside_kwokctl, name="desched-bring-up")
@@ -256,6 +276,7 @@ class EmbeddedProvider(Provider):
             audit_unavailable_why=None
             if self.audit_log.is_file()
             else f"embedded: kwokctl created no audit log at {self.audit_log}",
+            metrics_sources=self.metrics_sources,
         )
         t2 = time.monotonic()
         # This provider's faults (faults.py) stop etcd and kube-apiserver: a call must fail
@@ -277,6 +298,7 @@ class EmbeddedProvider(Provider):
         self.report(
             f"embedded cluster {self.cluster_name} up in {self.timings['bring_up_s']:.1f}s: "
             f"{self.workers} Ready kwok workers, server {cluster.server_version()}"
+            + (f", metrics sources {', '.join(self.metrics_sources)}" if metrics else "")
         )
         self.cluster = cluster
         return cluster

@@ -1,0 +1,122 @@
+"""metrics-server on the embedded cluster: asked by capability, started by kwokctl's own flags,
+its port reserved like the others, its manifests from the module cache (never GitHub)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_desched.capabilities import CAPABILITIES, KUBERNETES_METRICS, PROMETHEUS
+from pytest_desched.errors import ConfigError
+from pytest_desched.providers.embedded import metrics_server
+from pytest_desched.providers.embedded.ports import (
+    METRICS_SERVER_PORT,
+    PORT_FIELDS,
+    handed_out,
+    ports_config,
+    reserve_ports,
+)
+
+
+def test_only_the_embedded_provider_starts_kubernetes_metrics() -> None:
+    assert CAPABILITIES["embedded"].metrics_refusal(KUBERNETES_METRICS) is None
+    for provider in ("kind", "existing"):
+        why = CAPABILITIES[provider].metrics_refusal(KUBERNETES_METRICS)
+        assert why and provider in why and "--desched-provider embedded" in why
+    assert CAPABILITIES["embedded"].metrics_refusal(PROMETHEUS)  # not wired yet: said, not faked
+
+
+def test_a_provider_refuses_a_source_it_cannot_start(tmp_path: Path) -> None:
+    """Asked by capability before any cluster: the provider's own refusal, not a late failure."""
+    from pytest_desched.providers.embedded.cluster import EmbeddedProvider
+    from pytest_desched.providers.existing import ExistingProvider
+    from pytest_desched.tools.toolchain import Toolchain
+
+    tc = Toolchain(cache_dir=tmp_path, use_path=False)
+    emb = EmbeddedProvider(tc, root=tmp_path)
+    emb.use_metrics((KUBERNETES_METRICS,))
+    emb.use_metrics((KUBERNETES_METRICS,))  # asked twice: started once
+    assert emb.metrics_sources == (KUBERNETES_METRICS,)
+    with pytest.raises(ConfigError, match="unknown"):
+        emb.use_metrics(("Graphite",))
+    assert ExistingProvider.capabilities.metrics_sources == ()
+    with pytest.raises(ConfigError, match="existing provider cannot start it"):
+        ExistingProvider.use_metrics(object.__new__(ExistingProvider), (KUBERNETES_METRICS,))
+
+
+def test_a_session_starts_its_cluster_with_what_its_experiments_read(tmp_path: Path) -> None:
+    from pytest_desched.config import DeschedConfig
+    from pytest_desched.session import DeschedSession
+
+    s = DeschedSession(DeschedConfig(run_dir=tmp_path))
+    s.need_metrics((), "positive")
+    assert s.metrics_sources == ()
+    s.need_metrics((KUBERNETES_METRICS,), "utilization")
+    s.need_metrics((KUBERNETES_METRICS,), "utilization-missing")
+    assert s.metrics_sources == (KUBERNETES_METRICS,)
+    s2 = DeschedSession(DeschedConfig(run_dir=tmp_path))
+    s2._cluster = object()  # type: ignore[assignment]  # up already, without the source
+    with pytest.raises(ConfigError, match="was not started with"):
+        s2.need_metrics((KUBERNETES_METRICS,), "utilization")
+
+
+def test_kwokctl_args_start_metrics_server_and_point_nodes_at_kwok(tmp_path: Path) -> None:
+    binary = tmp_path / "metrics-server"
+    args = metrics_server.kwokctl_args(binary)
+    pairs = dict(zip(args[::2], args[1::2], strict=True)) | {}
+    assert pairs["--enable"] == "metrics-server"
+    assert pairs["--metrics-server-binary"] == str(binary)
+    extra = [args[i + 1] for i, a in enumerate(args) if a == "--extra-args"]
+    # without a node IP on the host, metrics-server scrapes an address nothing listens on
+    assert "kwok-controller=node-ip=127.0.0.1" in extra
+    # 10s is metrics-server's floor; its kubelet timeout must stay under 9/10 of it
+    assert "metrics-server=metric-resolution=10s" in extra
+    assert "metrics-server=kubelet-request-timeout=5s" in extra
+
+
+def test_ports_config_carries_the_manifests_and_the_reserved_port(tmp_path: Path) -> None:
+    fields = (*PORT_FIELDS, METRICS_SERVER_PORT)
+    ports = reserve_ports(tmp_path, "c1", {"pid": 1}, fields)
+    assert set(ports) == set(fields) and len(set(ports.values())) == len(fields)
+    opts = {"metricsServerManifests": ["/mod/manifests/base"], "kubectlBinary": "/bin/kubectl"}
+    doc = yaml.safe_load(ports_config(ports, opts))
+    assert doc["kind"] == "KwokctlConfiguration"
+    assert doc["options"]["metricsServerManifests"] == ["/mod/manifests/base"]
+    assert doc["options"][METRICS_SERVER_PORT] == ports[METRICS_SERVER_PORT]
+    # a cluster's kwok.yaml naming the port keeps it handed out, like every other port
+    conf = tmp_path / "clusters" / "old" / "kwok.yaml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(f"options:\n  {METRICS_SERVER_PORT}: 12345\n")
+    assert 12345 in handed_out(tmp_path)
+
+
+def test_manifests_come_from_the_module_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    base = tmp_path / "metrics-server@v0.8.0" / "manifests" / "base"
+    base.mkdir(parents=True)
+    (base / "kustomization.yaml").write_text("resources: []\n")
+    seen: list[list[str]] = []
+
+    class Done:
+        returncode, stderr = 0, ""
+        stdout = '{"Dir": "%s"}' % (tmp_path / "metrics-server@v0.8.0")
+
+    def fake_run(cmd: list[str], **kw: object) -> Done:
+        seen.append(cmd)
+        return Done()
+
+    monkeypatch.setattr(metrics_server.subprocess, "run", fake_run)
+
+    class TC:
+        from pytest_desched.tools.versions import load_versions
+
+        versions = load_versions()
+
+    assert metrics_server.manifests_dir(TC()) == base  # type: ignore[arg-type]
+    assert seen == [["go", "mod", "download", "-json", "sigs.k8s.io/metrics-server@v0.8.0"]]
+    (base / "kustomization.yaml").unlink()
+    with pytest.raises(Exception, match="no manifests/base"):
+        metrics_server.manifests_dir(TC())  # type: ignore[arg-type]
