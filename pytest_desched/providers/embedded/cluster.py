@@ -46,6 +46,7 @@ from pytest_desched.providers.embedded.metrics_server import (
     METRICS_SERVER,
     kwokctl_args,
     kwokctl_options,
+    resource_metrics_path,
 )
 from pytest_desched.providers.embedded.owners import (
     owner_alive,
@@ -99,14 +100,20 @@ def unique_name(prefix: str = "desched") -> str:
     return f"{prefix}-{worker}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
 
 
-def node_manifest(name: str, zone: str, spec: NodeSpec) -> dict:
+def node_manifest(name: str, zone: str, spec: NodeSpec, metrics: bool = False) -> dict:
+    """A kwok worker; with `metrics`, the path metrics-server scrapes for it (metrics_server.py)."""
     res = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+    extra = resource_metrics_path(name) if metrics else {}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {
+                KWOK_NODE_ANNOTATION: "fake",
+                "node.alpha.kubernetes.io/ttl": "0",
+                **extra,
+            },
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -286,7 +293,8 @@ class EmbeddedProvider(Provider):
         if kubelet is None:  # kwokctl wrote its kubeconfig only at the end
             kubelet = self._start_kubelet(self.toolchain.path("descheduler"))
         for i, n in enumerate(names):
-            cluster.core.create_node(node_manifest(n, f"zone-{'abc'[i % 3]}", self.node_spec))
+            zone = f"zone-{'abc'[i % 3]}"
+            cluster.core.create_node(node_manifest(n, zone, self.node_spec, metrics))
         try:
             wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
         except WaitTimeout as exc:  # say which component let the nodes down, not only that

@@ -13,9 +13,13 @@ What kwokctl v0.8.0 does and what this module adds (read in its source, pkg/kwok
 * With metrics-server enabled and no Metric or ClusterResourceUsage given, kwokctl adds
   kwok's own `kustomize/metrics/resource` (the kubelet's /metrics/resource at
   `/metrics/nodes/{nodeName}/metrics/resource`) and `kustomize/metrics/usage` (usage from
-  the pod annotations USAGE_ANNOTATIONS, 1m CPU and 1Mi memory without them) to kwok.yaml.
+  the pod annotations lab/usage_values.py writes, 1m CPU and 1Mi memory without them) to kwok.yaml.
+* Nodes made here (not by `kwokctl scale node`) need the annotation its node template carries,
+  `metrics.k8s.io/resource-metrics-path: /metrics/nodes/<name>/metrics/resource`
+  (kustomize/kwokctl/resource/node.yaml): metrics-server v0.8.0 scrapes that path instead of
+  /metrics/resource (scraper/client/resource/client.go), and kwok serves each node's there.
 * What it leaves out: the binary runtime gives kwok-controller no `--node-ip`, so nodes
-  report kwok's default 196.168.0.1-style test address and metrics-server's scrape of
+  report a test address (192.0.2.1 was seen) and metrics-server's scrape of
   `https://<InternalIP>:<daemonEndpoints port>` reaches nothing. `--node-ip=127.0.0.1`
   (KWOK_NODE_IP) puts every node's InternalIP on the host, where kwok-controller serves
   its kubelet endpoints on its own port (the node-initialize Stage writes both).
@@ -33,13 +37,16 @@ from pytest_desched.tools.toolchain import Toolchain
 
 METRICS_SERVER = "metrics-server"  # kwokctl's component name (consts.ComponentMetricsServer)
 KWOK_NODE_IP = "127.0.0.1"
-# kwok v0.8.0 kustomize/metrics/usage/usage-from-annotation.yaml reads these.
-USAGE_ANNOTATIONS = {"cpu": "kwok.x-k8s.io/usage-cpu", "memory": "kwok.x-k8s.io/usage-memory"}
 # metrics-server's shortest `--metric-resolution` (v0.8.0 options.go refuses less than 10s, and
 # a kubelet request timeout above 9/10 of it: its 10s default is lowered); a node's CPU is a
 # rate over two scrapes, so usage is served one resolution after the start.
 METRIC_RESOLUTION = "10s"
 KUBELET_REQUEST_TIMEOUT = "5s"
+
+
+def resource_metrics_path(node: str) -> dict[str, str]:
+    """The node annotation that sends metrics-server to kwok's emulated kubelet of `node`."""
+    return {"metrics.k8s.io/resource-metrics-path": f"/metrics/nodes/{node}/metrics/resource"}
 
 
 def manifests_dir(toolchain: Toolchain) -> Path:

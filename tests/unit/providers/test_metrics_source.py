@@ -120,3 +120,12 @@ def test_manifests_come_from_the_module_cache(
     (base / "kustomization.yaml").unlink()
     with pytest.raises(Exception, match="no manifests/base"):
         metrics_server.manifests_dir(TC())  # type: ignore[arg-type]
+
+
+def test_nodes_of_a_metrics_cluster_name_their_kwok_metrics_path() -> None:
+    from pytest_desched.providers.embedded.cluster import NodeSpec, node_manifest
+
+    ann = node_manifest("w-1", "zone-a", NodeSpec(), metrics=True)["metadata"]["annotations"]
+    assert ann["metrics.k8s.io/resource-metrics-path"] == "/metrics/nodes/w-1/metrics/resource"
+    plain = node_manifest("w-1", "zone-a", NodeSpec())["metadata"]["annotations"]
+    assert "metrics.k8s.io/resource-metrics-path" not in plain  # no change without metrics
