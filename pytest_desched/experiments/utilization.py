@@ -82,9 +82,10 @@ class _UtilizationBase(StrategyExperiment):
         # What the round will read: metrics-server serving the declared usage (a CPU rate needs
         # two scrapes, so this waits one --metric-resolution after the pods start).
         self.served = self.lab.wait_node_usage(
-            {self.node: lambda m: m >= used * 0.9, **{n: (lambda m: m < 200) for n in others}},
+            {self.node: lambda m: m >= used * 0.9, **{n: (lambda m: m < 300) for n in others}},
             timeout=90,
         )
+        self.lab.wait_pod_usage([p.name for p in self.s1.live], timeout=90)
         self.r.result.notes.append(f"metrics-server served before the round: {self.served}")
 
     def usage_seen(self, view: Any) -> dict[str, dict[str, Any]]:

@@ -62,6 +62,34 @@ class UsageSteps(LabBase):
             return None
         return {"cpu": parse_cpu_m(u["cpu"]), "memory": parse_bytes(u["memory"])}
 
+    def pods_with_usage(self, namespace: str | None = None) -> set[str]:
+        """Names of the pods of a namespace metrics-server serves PodMetrics for."""
+        from kubernetes import client
+        from kubernetes.client.rest import ApiException
+
+        api = client.CustomObjectsApi(self.cluster.api_client)
+        ns = namespace or self.namespace
+        try:
+            got = api.list_namespaced_custom_object(METRICS_GROUP, METRICS_VERSION, ns, "pods")
+        except ApiException as exc:
+            if exc.status in (404, 503):
+                return set()
+            raise
+        return {str(i["metadata"]["name"]) for i in got.get("items") or []}
+
+    def wait_pod_usage(self, pods: Iterable[str], timeout: float = 60) -> set[str]:
+        """Until metrics-server serves every named pod's usage (the descheduler reads a pod's
+        own usage before it evicts it, and skips a pod without)."""
+        want = set(pods)
+        return wait_for(
+            f"metrics-server to serve the usage of pods {sorted(want)}",
+            self.pods_with_usage,
+            lambda got: want <= got,
+            timeout=timeout,
+            max_interval=1.0,
+            describe=lambda got: f"served {sorted(got)}",
+        )
+
     def wait_node_usage(
         self,
         expect: Mapping[str, Callable[[int], bool]],

@@ -44,6 +44,8 @@ from pytest_desched.providers.embedded.kubelet import (
 )
 from pytest_desched.providers.embedded.metrics_server import (
     METRICS_SERVER,
+    baseline_pod,
+    component_patches,
     kwokctl_args,
     kwokctl_options,
     resource_metrics_path,
@@ -238,7 +240,8 @@ class EmbeddedProvider(Provider):
         LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         self.cluster_dir.mkdir(parents=True, exist_ok=True)
-        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports, options))
+        patches = component_patches() if metrics else None
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports, options, patches))
         create = kwokctl_create_args(
             self.cluster_name,
             bins,
@@ -295,6 +298,9 @@ class EmbeddedProvider(Provider):
         for i, n in enumerate(names):
             zone = f"zone-{'abc'[i % 3]}"
             cluster.core.create_node(node_manifest(n, zone, self.node_spec, metrics))
+            if metrics:  # its own idle usage, as a real node has (metrics_server.py)
+                image = self.toolchain.versions.workload_image
+                cluster.core.create_namespaced_pod("kube-system", baseline_pod(n, image))
         try:
             wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
         except WaitTimeout as exc:  # say which component let the nodes down, not only that

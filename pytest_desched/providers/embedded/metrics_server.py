@@ -44,6 +44,33 @@ METRIC_RESOLUTION = "10s"
 KUBELET_REQUEST_TIMEOUT = "5s"
 
 
+# What an idle node uses on its own (its kubelet, runtime and system daemons): metrics-server
+# v0.8.0 drops a node whose CPU counter or memory reads 0 (scraper/client/resource/decode.go),
+# and kwok sums a node's usage from its pods, so an empty kwok node would have no NodeMetrics
+# at all, which a real node never lacks. One pod per node in kube-system carries it.
+NODE_BASELINE = {"kwok.x-k8s.io/usage-cpu": "50m", "kwok.x-k8s.io/usage-memory": "256Mi"}
+
+
+def baseline_pod(node: str, image: str) -> dict[str, object]:
+    """The pod that gives `node` its own idle usage (bound to it, in kube-system)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"node-baseline-{node}",
+            "namespace": "kube-system",
+            "labels": {"app.kubernetes.io/name": "node-baseline"},
+            "annotations": dict(NODE_BASELINE),
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "system", "image": image}],
+            "tolerations": [{"operator": "Exists"}],
+            "priorityClassName": "system-node-critical",
+        },
+    }
+
+
 def resource_metrics_path(node: str) -> dict[str, str]:
     """The node annotation that sends metrics-server to kwok's emulated kubelet of `node`."""
     return {"metrics.k8s.io/resource-metrics-path": f"/metrics/nodes/{node}/metrics/resource"}
@@ -87,16 +114,29 @@ def kwokctl_options(toolchain: Toolchain) -> dict[str, object]:
 
 
 def kwokctl_args(binary: Path) -> list[str]:
-    """The `kwokctl create cluster` arguments that start metrics-server and let it reach kwok."""
+    """The `kwokctl create cluster` arguments that start metrics-server (the binary runtime)."""
+    return ["--enable", METRICS_SERVER, "--metrics-server-binary", str(binary)]
+
+
+def component_patches() -> list[dict[str, object]]:
+    """KwokctlConfiguration `componentsPatches`: kwok-controller's node IP on the host, and
+    metrics-server's resolution (each replacing the flag kwokctl sets) and kubelet timeout.
+
+    Not `--extra-args`: kwokctl v0.8.0 files a second component's second `--extra-args` under
+    the wrong patch (cmd/create/cluster/cluster.go mutationComponentPatches keys each component
+    by its first flag's position among all of them) and panics with an index out of range.
+    """
+
+    def arg(key: str, value: str, override: bool) -> dict[str, object]:
+        return {"key": key, "value": value, "override": override}
+
     return [
-        "--enable",
-        METRICS_SERVER,
-        "--metrics-server-binary",
-        str(binary),
-        "--extra-args",
-        f"kwok-controller=node-ip={KWOK_NODE_IP}",
-        "--extra-args",
-        f"{METRICS_SERVER}=metric-resolution={METRIC_RESOLUTION}",
-        "--extra-args",
-        f"{METRICS_SERVER}=kubelet-request-timeout={KUBELET_REQUEST_TIMEOUT}",
+        {"name": "kwok-controller", "extraArgs": [arg("node-ip", KWOK_NODE_IP, True)]},
+        {
+            "name": METRICS_SERVER,
+            "extraArgs": [
+                arg("metric-resolution", METRIC_RESOLUTION, True),
+                arg("kubelet-request-timeout", KUBELET_REQUEST_TIMEOUT, False),
+            ],
+        },
     ]

@@ -113,13 +113,19 @@ def reserve_ports(
     return ports
 
 
-def ports_config(ports: dict[str, int], options: dict[str, object] | None = None) -> str:
+def ports_config(
+    ports: dict[str, int],
+    options: dict[str, object] | None = None,
+    patches: list[dict[str, object]] | None = None,
+) -> str:
     """The KwokctlConfiguration kwokctl create reads the ports from (a `-c` file), with
-    other `options` of it (metrics_server.py's), each rendered as JSON (valid YAML)."""
+    other `options` of it and `componentsPatches` (metrics_server.py's), as JSON (valid YAML)."""
     import json
 
     lines = "".join(f"  {field}: {port}\n" for field, port in ports.items())
     lines += "".join(f"  {k}: {json.dumps(v)}\n" for k, v in (options or {}).items())
+    more = f"componentsPatches: {json.dumps(patches)}\n" if patches else ""
     return (
         f"apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n{lines}"
+        + more
     )

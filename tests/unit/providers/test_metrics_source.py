@@ -62,18 +62,27 @@ def test_a_session_starts_its_cluster_with_what_its_experiments_read(tmp_path: P
         s2.need_metrics((KUBERNETES_METRICS,), "utilization")
 
 
-def test_kwokctl_args_start_metrics_server_and_point_nodes_at_kwok(tmp_path: Path) -> None:
+def test_kwokctl_starts_metrics_server_and_points_nodes_at_kwok(tmp_path: Path) -> None:
     binary = tmp_path / "metrics-server"
     args = metrics_server.kwokctl_args(binary)
-    pairs = dict(zip(args[::2], args[1::2], strict=True)) | {}
-    assert pairs["--enable"] == "metrics-server"
-    assert pairs["--metrics-server-binary"] == str(binary)
-    extra = [args[i + 1] for i, a in enumerate(args) if a == "--extra-args"]
+    assert args == ["--enable", "metrics-server", "--metrics-server-binary", str(binary)]
+    # no --extra-args for two components: kwokctl v0.8.0 panics on a second one's second
+    assert "--extra-args" not in args
+    patches = {p["name"]: p["extraArgs"] for p in metrics_server.component_patches()}
     # without a node IP on the host, metrics-server scrapes an address nothing listens on
-    assert "kwok-controller=node-ip=127.0.0.1" in extra
+    assert patches["kwok-controller"] == [
+        {"key": "node-ip", "value": "127.0.0.1", "override": True}
+    ]
     # 10s is metrics-server's floor; its kubelet timeout must stay under 9/10 of it
-    assert "metrics-server=metric-resolution=10s" in extra
-    assert "metrics-server=kubelet-request-timeout=5s" in extra
+    assert {"key": "metric-resolution", "value": "10s", "override": True} in patches[
+        "metrics-server"
+    ]
+    assert {"key": "kubelet-request-timeout", "value": "5s", "override": False} in patches[
+        "metrics-server"
+    ]
+    doc = yaml.safe_load(ports_config({"etcdPort": 1}, None, metrics_server.component_patches()))
+    assert doc["componentsPatches"][1]["name"] == "metrics-server"
+    assert "componentsPatches" not in yaml.safe_load(ports_config({"etcdPort": 1}))
 
 
 def test_ports_config_carries_the_manifests_and_the_reserved_port(tmp_path: Path) -> None:
