@@ -6,9 +6,9 @@ Read from the descheduler's own JSON log (`--logging-format=json`), v0.36.0:
 * `"Node has been classified"` (category underutilized or overutilized) and `"Node is
   appropriately utilized"`, with `node` (a KObj), `usage` (the absolute figures it read: CPU
   and memory quantities, pods) and `usagePercentage` (of allocatable), logged at V0 by
-  framework/plugins/nodeutilization/lownodeutilization.go:230 and :254;
+  framework/plugins/nodeutilization/lownodeutilization.go:231 and :257 (the calls; the log names the first);
 * the metrics source's errors: `"Error fetching metrics"` per node from
-  descheduler/metricscollector/metricscollector.go:133 (the source answered nothing; the
+  descheduler/metricscollector/metricscollector.go:131 (the source answered nothing; the
   collector keeps no value for the node), and the balance extension point's
   `"running balance extension point failed with error"` (descheduler/descheduler.go:300),
   whose err names the plugin and, for a node the collector has no value for, "unable to find

@@ -17,7 +17,7 @@ makes it overutilized (a requests-based policy sees every node under its thresho
   evidence carries each node's usage as the descheduler logged it.
 * `utilization-missing` (negative, *missing*): metrics-server is stopped before the round.
   v0.36.0 in a Job fails closed: its collector keeps no value for a node it could not fetch
-  (metricscollector.go "duplicate the previous value": none on a fresh start) and
+  (metricscollector.go:131-132 "duplicate the previous value": none on a fresh start) and
   LowNodeUtilization's usage client refuses a node without one ("unable to find node ... in
   the collected metrics", usageclients.go:212), so the balance extension point fails and
   nothing is evicted. UIDs stay, no eviction reaches the API server, and the descheduler's own
@@ -91,8 +91,11 @@ class _UtilizationBase(StrategyExperiment):
     def usage_seen(self, view: Any) -> dict[str, dict[str, Any]]:
         """Each node's usage as the round's descheduler logged it, filed with the round."""
         seen = {n: u.to_dict() for n, u in node_usage(view.rnd.logs).items()}
-        view.extra["node_usage_logged"] = seen
-        view.extra["node_usage_served_before"] = self.served
+        view.extra["utilization"] = {
+            "node_usage_logged": seen,
+            "node_usage_served_before": self.served,
+            "metrics_source_errors": source_errors(view.rnd.logs),
+        }
         return seen
 
 
@@ -160,9 +163,8 @@ class UtilizationMissing(_UtilizationBase):
             self.gone is None,
             f"served {self.gone}",
         )
-        errors = source_errors(v.rnd.logs)
-        v.extra["metrics_source_errors"] = errors
         seen = self.usage_seen(v)
+        errors = v.extra["utilization"]["metrics_source_errors"]
         self.r.check(
             "descheduler-says-source-failed",
             "the descheduler's own log says the metrics fetch failed and the balance "

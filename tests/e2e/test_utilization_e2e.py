@@ -27,8 +27,9 @@ def metrics_session(
 ) -> Iterator[DeschedSession]:
     """A session whose embedded cluster serves metrics.k8s.io (its own, deleted after)."""
     config = desched_settings.with_(run_dir=tmp_path_factory.mktemp("metrics"))
-    with DeschedSession(config) as session:
-        session.need_metrics((KUBERNETES_METRICS,), "the utilization experiments")
+    session = DeschedSession(config)
+    session.need_metrics((KUBERNETES_METRICS,), "utilization")  # before the cluster starts
+    with session:
         yield session
 
 

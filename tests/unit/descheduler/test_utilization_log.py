@@ -7,6 +7,7 @@ quantities, usagePercentage as numbers); see pytest_desched/descheduler/utilizat
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from pytest_desched.descheduler.utilization_log import node_usage, source_errors
 
@@ -69,3 +70,28 @@ def test_source_errors_are_the_logs_own_lines() -> None:
     other = _line(msg="running balance extension point failed with error", err="something else")
     assert source_errors("\n".join([*CLASSIFIED, fetch, other, balance])) == [fetch, balance]
     assert node_usage(fetch + "\n" + balance) == {}  # no node read: none taken as idle
+
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "descheduler-v0.36.0"
+
+
+def test_a_real_round_on_kubernetes_metrics() -> None:
+    """The e2e round's own log: the loaded node read as overutilized, the idle ones under."""
+    text = (DATA / "utilization-kubernetes-metrics.log").read_text()
+    seen = node_usage(text)
+    assert sorted(u.category for u in seen.values()) == [
+        "overutilized",
+        "underutilized",
+        "underutilized",
+    ]
+    [hot] = [u for u in seen.values() if u.category == "overutilized"]
+    assert hot.percent["cpu"] > 50 and hot.usage["pods"] == "5"
+    assert source_errors(text) == []
+
+
+def test_a_real_round_with_metrics_server_down() -> None:
+    text = (DATA / "utilization-metrics-server-down.log").read_text()
+    errors = source_errors(text)
+    assert sum('"Error fetching metrics"' in e for e in errors) == 3  # one per worker
+    assert any("in the collected metrics" in e for e in errors[-1:])
+    assert node_usage(text) == {}  # no node read at all, none as idle
