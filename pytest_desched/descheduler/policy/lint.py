@@ -336,8 +336,8 @@ def _safety_findings(rendered: RenderedValues) -> list[Finding]:
             severity=RULES["DL023"].severity,
             file=str(f.path),
             path=path,
-            message="a credential in plain text in the values (value not shown): helm keeps "
-            "it in the release and every render prints it",
+            message="<redacted> (a credential in plain text in the values, value not shown): "
+            "helm keeps it in the release and every render prints it",
             fix="move it to a Secret the chart references (for Prometheus: "
             "deschedulerPolicy.metricsProviders[].prometheus.authToken.secretReference)",
             line=_line_of(f.node, path),

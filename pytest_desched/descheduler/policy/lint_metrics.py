@@ -9,7 +9,7 @@ Each rule is static: it reads the policy (or the user's values files) as written
   a source (`metricsUtilization.source`, the deprecated `metricsServer: true`, or a
   `prometheus.query`) that no `metricsProviders` entry configures (nor, for Kubernetes
   Metrics, `metricsCollector.enabled`), or a Prometheus provider without a `url`.
-* DL023 plaintext-prometheus-token: a Prometheus `authToken` that is not a `secretReference`,
+* DL023 prometheus-token-in-plain-text: a Prometheus `authToken` that is not a `secretReference`,
   or a credential anywhere in the values outside the policy (env, args, annotations). The
   value is never quoted.
 * DL024 deprecated-metrics-collector: `metricsCollector` (top level) or
@@ -133,8 +133,10 @@ def token_findings(doc: Mapping[str, Any]) -> list[Hit]:
             (
                 "DL023",
                 f"metricsProviders[{k}].prometheus.authToken",
-                "a Prometheus token in plain text (value not shown): it lands in a ConfigMap, "
-                "the chart's values and every log that prints them",
+                # "<path>: <message>" is scrubbed as a whole: whatever follows "authToken: "
+                # reads as its value, so the message starts with the placeholder itself
+                "<redacted> (a Prometheus token in plain text, value not shown): it lands in a "
+                "ConfigMap, the chart's values and every log that prints them",
                 _SECRET_REF_FIX,
             )
         )

@@ -66,7 +66,7 @@ _DL = (
     Rule("DL020", "ignore-without-reason", "warning", "an inline ignore with no reason"),
     Rule("DL021", "unknown-values-key", "warning", "a top-level values key the chart never reads"),
     Rule("DL022", "metrics-source-unconfigured", "error", "metrics read from a source not set"),
-    Rule("DL023", "plaintext-prometheus-token", "error", "a Prometheus token in plain text"),
+    Rule("DL023", "prometheus-token-in-plain-text", "error", "a Prometheus token in plain text"),
     Rule("DL024", "deprecated-metrics-collector", "warning", "metricsCollector is deprecated"),
     Rule("DL025", "query-without-instance", "warning", "a query whose result names no node"),
 )

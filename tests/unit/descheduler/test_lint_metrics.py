@@ -99,6 +99,14 @@ def test_a_token_anywhere_in_the_values_is_found_by_path_never_by_value(tmp_path
     assert [x.path for x in dl023] == paths
     assert all(x.line for x in dl023) and all(x.severity == "error" for x in dl023)
     assert FAKE_TOKEN not in json.dumps([x.__dict__ for x in found], default=str)
+    # as printed (each line scrubbed whole): the path survives, the value never appears
+    from pytest_desched.descheduler.policy.lint_output import render_text
+    from pytest_desched.redaction import scrub_secrets
+
+    shown = scrub_secrets(render_text(dl023))
+    assert "DL023 prometheus-token-in-plain-text: podAnnotations.prometheus-token:" in shown
+    assert "extraEnv[0].value: <redacted> (a credential in plain text" in shown
+    assert FAKE_TOKEN not in shown
 
 
 def test_the_deprecated_collector_and_metrics_server_flag_are_warnings() -> None:
