@@ -50,6 +50,26 @@ def test_metrics_server_serves_kwok_usage(metrics_session: DeschedSession) -> No
     print(f"bring-up with metrics-server: {bring_up:.1f}s; served {served}")
 
 
+def test_declared_usage_changes_between_rounds(metrics_session: DeschedSession) -> None:
+    """Lab.set_usage on a live pod: the source the round reads follows it (issue 50's lab API)."""
+    from pytest_desched.lab import Deployment, Lab
+
+    cluster = metrics_session.cluster
+    node = cluster.workers[1]
+    lab = Lab(cluster, "desched-usage-change")
+    try:
+        snap = lab.apply(Deployment("shift", usage={"cpu": "100m"}), only_on=node)
+        [pod] = snap.live
+        before = lab.wait_node_usage({node: lambda m: 120 <= m < 400}, timeout=90)[node]
+        lab.set_usage({"cpu": "1500m"}, pods=[pod.name])
+        after = lab.wait_node_usage({node: lambda m: m >= 1400}, timeout=90)[node]
+        assert before is not None and after is not None
+        assert after["cpu"] - before["cpu"] >= 1200, (before, after)
+        assert lab.snapshot().uids == snap.uids  # the same pod: usage changed, nothing restarted
+    finally:
+        lab.teardown()
+
+
 def test_utilization_moves_a_pod_off_the_overused_node(metrics_session: DeschedSession) -> None:
     res = metrics_session.run("utilization")
     assert res.outcome == "pass", res.message

@@ -44,8 +44,8 @@ from pytest_desched.providers.embedded.kubelet import (
 )
 from pytest_desched.providers.embedded.metrics_server import (
     METRICS_SERVER,
-    baseline_pod,
     component_patches,
+    create_baseline_pods,
     kwokctl_args,
     kwokctl_options,
     resource_metrics_path,
@@ -298,9 +298,8 @@ class EmbeddedProvider(Provider):
         for i, n in enumerate(names):
             zone = f"zone-{'abc'[i % 3]}"
             cluster.core.create_node(node_manifest(n, zone, self.node_spec, metrics))
-            if metrics:  # its own idle usage, as a real node has (metrics_server.py)
-                image = self.toolchain.versions.workload_image
-                cluster.core.create_namespaced_pod("kube-system", baseline_pod(n, image))
+        if metrics:  # each node's own idle usage, as a real node has (metrics_server.py)
+            create_baseline_pods(cluster.core, names, self.toolchain.versions.workload_image)
         try:
             wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
         except WaitTimeout as exc:  # say which component let the nodes down, not only that

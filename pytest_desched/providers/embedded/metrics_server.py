@@ -30,8 +30,10 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from pytest_desched.errors import ProviderError
+from pytest_desched.kube import wait_for
 from pytest_desched.tools.gobuild import go_env
 from pytest_desched.tools.toolchain import Toolchain
 
@@ -69,6 +71,36 @@ def baseline_pod(node: str, image: str) -> dict[str, object]:
             "priorityClassName": "system-node-critical",
         },
     }
+
+
+def create_baseline_pods(core: Any, nodes: list[str], image: str, timeout: float = 30) -> None:
+    """Each node's baseline pod; retried while kube-system has no `default` ServiceAccount
+    yet (the ServiceAccount admission refuses a pod until kube-controller-manager made it)."""
+    from kubernetes.client.rest import ApiException
+
+    left = list(nodes)
+
+    def attempt() -> list[str]:
+        while left:
+            try:
+                core.create_namespaced_pod("kube-system", baseline_pod(left[0], image))
+            except ApiException as exc:
+                if exc.status == 409:  # made by an attempt whose answer was lost
+                    left.pop(0)
+                    continue
+                if exc.status == 403 and "serviceaccount" in str(exc.body or ""):
+                    return left
+                raise
+            left.pop(0)
+        return left
+
+    wait_for(
+        "kube-system's default ServiceAccount, for the nodes' baseline pods",
+        attempt,
+        lambda rest: not rest,
+        timeout=timeout,
+        max_interval=0.2,
+    )
 
 
 def resource_metrics_path(node: str) -> dict[str, str]:

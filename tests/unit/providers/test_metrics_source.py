@@ -4,6 +4,7 @@ its port reserved like the others, its manifests from the module cache (never Gi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -138,3 +139,46 @@ def test_nodes_of_a_metrics_cluster_name_their_kwok_metrics_path() -> None:
     assert ann["metrics.k8s.io/resource-metrics-path"] == "/metrics/nodes/w-1/metrics/resource"
     plain = node_manifest("w-1", "zone-a", NodeSpec())["metadata"]["annotations"]
     assert "metrics.k8s.io/resource-metrics-path" not in plain  # no change without metrics
+
+
+def test_baseline_pods_wait_for_kube_systems_service_account() -> None:
+    """kube-controller-manager makes kube-system/default a moment after the API answers; the
+    ServiceAccount admission refuses pods until then (seen: 403 on a fresh cluster)."""
+    from kubernetes.client.rest import ApiException
+
+    def refused(status: int, body: str) -> ApiException:
+        exc = ApiException(status=status, reason="x")
+        exc.body = body
+        return exc
+
+    answers: list[Any] = [
+        refused(
+            403,
+            'error looking up service account kube-system/default: serviceaccount "default" not found',
+        ),
+        None,
+        refused(409, "already exists"),  # an earlier attempt's answer was lost
+        None,
+    ]
+    made: list[str] = []
+
+    class Core:
+        def create_namespaced_pod(self, ns: str, body: dict) -> None:
+            answer = answers.pop(0)
+            if answer is not None:
+                raise answer
+            made.append(f"{ns}/{body['metadata']['name']}")
+
+    metrics_server.create_baseline_pods(Core(), ["w-1", "w-2", "w-3"], "pause", timeout=10)
+    assert made == ["kube-system/node-baseline-w-1", "kube-system/node-baseline-w-3"]
+    assert answers == []
+    pod = metrics_server.baseline_pod("w-1", "pause")
+    assert pod["spec"]["nodeName"] == "w-1"
+    assert pod["metadata"]["annotations"] == metrics_server.NODE_BASELINE
+
+    class Broken:
+        def create_namespaced_pod(self, ns: str, body: dict) -> None:
+            raise refused(403, "forbidden: quota")  # any other refusal is not waited out
+
+    with pytest.raises(ApiException):
+        metrics_server.create_baseline_pods(Broken(), ["w-1"], "pause", timeout=5)
