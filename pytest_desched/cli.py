@@ -168,7 +168,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     failed: list[str] = []
     session = DeschedSession(config, report=say)
     for n in names:  # the cluster starts with the metrics sources the policies read
-        session.need_metrics(lookup(n).metrics_sources, n)
+        if lookup(n).metrics_sources:
+            session.need_metrics(lookup(n).metrics_sources, n)
     with session:
         by_name: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         if args.parallel:

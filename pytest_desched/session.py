@@ -163,8 +163,9 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             from pytest_desched.providers import make_provider
 
             provider = make_provider(self.config, self.toolchain, self.report)
-            provider.use_metrics(self.metrics_sources)  # `auto` is only known now
             self._check_candidate_runs_on(provider.name)  # `auto` is only known now
+            if self.metrics_sources:  # refused here by a provider that cannot start one
+                provider.use_metrics(self.metrics_sources)
             self._provider = provider
         return self._provider
 

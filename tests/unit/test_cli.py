@@ -431,7 +431,7 @@ def test_run_starts_the_cluster_with_the_metrics_source_an_experiment_reads(
     monkeypatch.setattr(pytest_desched.session, "DeschedSession", FakeSession)
     assert cli.main(["run", "positive", "utilization", "--artifacts", str(tmp_path / "a")]) == 0
     [s] = FakeSession.instances
-    assert s.metrics == [((), True), (("KubernetesMetrics",), True)]
+    assert s.metrics == [(("KubernetesMetrics",), True)]
 
 
 def test_run_defaults_to_the_three_runbook_experiments(
