@@ -10,7 +10,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CAPABILITIES", "Capabilities", "capabilities_of"]
+__all__ = [
+    "CAPABILITIES",
+    "KUBERNETES_METRICS",
+    "METRICS_SOURCES",
+    "PROMETHEUS",
+    "Capabilities",
+    "capabilities_of",
+    "metrics_sources_refusal",
+]
+
+# The descheduler's metrics sources (its `metricsProviders[].source` values, v0.36.0
+# pkg/api/types.go): what a policy on actual utilization reads.
+KUBERNETES_METRICS = "KubernetesMetrics"
+PROMETHEUS = "Prometheus"
+METRICS_SOURCES = (KUBERNETES_METRICS, PROMETHEUS)
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,20 @@ class Capabilities:
             f"--desched-kubernetes {version}: the {self.provider} provider's cluster is not built "
             "by this run, so its Kubernetes is what it is; drop the option (the evidence records "
             "the server's version) or use --desched-provider embedded or kind"
+        )
+
+    # The metrics sources it can start with the cluster (METRICS_SOURCES), for policies on
+    # actual utilization: the embedded cluster runs metrics-server on kwok's emulated kubelet.
+    metrics_sources: tuple[str, ...] = ()
+
+    def metrics_refusal(self, source: str) -> str | None:
+        """Why `source` cannot be started with this provider's cluster; None if it can."""
+        if source in self.metrics_sources:
+            return None
+        serves = ", ".join(self.metrics_sources) or "none"
+        return (
+            f"metrics source {source}: the {self.provider} provider cannot start it with its "
+            f"cluster (it serves: {serves}); use --desched-provider embedded"
         )
 
     def image_refusal(self, what: str) -> str | None:
@@ -94,6 +122,7 @@ CAPABILITIES: dict[str, Capabilities] = {
         restores_etcd=True,
         reaps_leftovers=True,
         chooses_kubernetes=True,
+        metrics_sources=(KUBERNETES_METRICS,),
     ),
     "kind": Capabilities(
         "kind",
@@ -120,3 +149,15 @@ CAPABILITIES: dict[str, Capabilities] = {
 def capabilities_of(provider: str) -> Capabilities | None:
     """The row of a provider named by the user; None for `auto` (known once it is chosen)."""
     return CAPABILITIES.get(provider)
+
+
+def metrics_sources_refusal(sources: tuple[str, ...], caps: Capabilities | None) -> str | None:
+    """Why a configuration's metrics sources cannot run (an unknown name, or one the provider
+    cannot start); None when they can, or the provider is not chosen yet (`auto`)."""
+    for source in sources:
+        if source not in METRICS_SOURCES:
+            return f"metrics source {source!r}: unknown; use one of {', '.join(METRICS_SOURCES)}"
+        why = caps.metrics_refusal(source) if caps else None
+        if why:
+            return why
+    return None

@@ -76,6 +76,8 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         self._toolchain: Toolchain | None = None
         # A front end's own provider (the host replay's) in place of the configured one.
         self._provider: Provider | None = provider
+        # Metrics sources the cluster starts with (need_metrics: the experiments that read them)
+        self.metrics_sources: tuple[str, ...] = ()
         self.release_namespace = release_namespace  # None: the chart's kube-system
         self._cluster: Cluster | None = None
         self._release: Release | None = None
@@ -166,6 +168,8 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
             provider = make_provider(self.config, self.toolchain, self.report)
             self._check_candidate_runs_on(provider.name)  # `auto` is only known now
             check_kubernetes_on(self.config, provider.name)
+            if self.metrics_sources:  # refused here by a provider that cannot start one
+                provider.use_metrics(self.metrics_sources)
             self._provider = provider
         return self._provider
 

@@ -56,6 +56,22 @@ class SessionExperiments(SessionState):
             version = tc.wanted_version("policycheck")
         return policy_for_release(policy, version, tc, accepted=self.accepted_missing)
 
+    def need_metrics(self, sources: Sequence[str], why: str) -> None:
+        """Start the cluster with `sources` (policies on actual utilization read them); a
+        cluster already up without one is an error naming the fix, never a silent run."""
+        missing = tuple(s for s in sources if s not in self.metrics_sources)
+        if not missing:
+            return
+        if self._cluster is not None:
+            raise ConfigError(
+                f"{why} reads actual utilization from {', '.join(missing)}, which this "
+                "session's cluster was not started with; run it in a session of its own "
+                f"(desched run {why}), or call need_metrics({missing!r}) before the cluster starts"
+            )
+        if self._provider is not None:  # chosen, not started: it refuses what it cannot start
+            self._provider.use_metrics(missing)
+        self.metrics_sources = (*self.metrics_sources, *missing)
+
     def context(
         self,
         variant: str = "runbook",
@@ -328,6 +344,7 @@ class SessionExperiments(SessionState):
         from pytest_desched.experiments import lookup, run_experiment
 
         cls = lookup(experiment)
+        self.need_metrics(cls.metrics_sources, cls.name)
         if params.get("no_loop") is True:  # before the context takes a namespace
             k = cycles_to_run(check_cycles(params.get("cycles", 1)), cls.default_cycles)
             check_no_loop(k, cls.name, "no_loop=True", "cycles")

@@ -35,6 +35,7 @@ class SessionState:
         failed: bool
         report_entries: list[dict[str, Any]]
         _provider: Provider | None
+        metrics_sources: tuple[str, ...]
         _cluster: Cluster | None
         _release: Release | None
         _lane_releases: dict[str, Release]

@@ -46,7 +46,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         config = config.with_(workers=2 * len(names))
     outcomes: list[dict[str, Any]] = []
     failed: list[str] = []
-    with DeschedSession(config, report=say) as session:
+    session = DeschedSession(config, report=say)
+    for n in names:  # the cluster starts with the metrics sources the policies read
+        if lookup(n).metrics_sources:
+            session.need_metrics(lookup(n).metrics_sources, n)
+    with session:
         by_name: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
         if args.parallel:
             ran = session.run_concurrently(

@@ -103,6 +103,9 @@ class RoundRecord:
     # other half's round of the same state, every difference with its explanation
     # (fidelity/compare.py); `half` says which this is, `other` the other half's label.
     fidelity: dict[str, Any] | None = None
+    # A round on actual utilization (experiments/utilization.py): each node's usage as the
+    # descheduler logged it, what metrics-server served before the round, the source's errors.
+    utilization: dict[str, Any] | None = None
 
     @property
     def events_by_reason(self) -> dict[str, list[str]]:

@@ -53,7 +53,8 @@ __all__ = [
     "run_experiment",
     "strategies",
     "strategy_policy",
+    "utilization",
 ]
 
 # After the runbook's and the strategies' experiments: `desched list` shows them in this order.
-from pytest_desched.experiments import loops
+from pytest_desched.experiments import loops, utilization

@@ -42,6 +42,9 @@ class Experiment:
     # The variant label of the records when `policy_for` gives the experiment's own policy
     # (None: the context's label stays).
     own_policy_label: ClassVar[str | None] = None
+    # The metrics sources its policy reads (capabilities.METRICS_SOURCES): the cluster is
+    # started with them (session.need_metrics).
+    metrics_sources: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

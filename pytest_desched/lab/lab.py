@@ -32,9 +32,10 @@ from pytest_desched.errors import LabApiError
 from pytest_desched.lab.base import api_message
 from pytest_desched.lab.objects import ObjectSteps
 from pytest_desched.lab.teardown import TeardownSteps
+from pytest_desched.lab.usage import UsageSteps
 
 
-class Lab(ObjectSteps, TeardownSteps):
+class Lab(ObjectSteps, TeardownSteps, UsageSteps):
     """One lab namespace (and any extra ones), the objects and node changes it made."""
 
 

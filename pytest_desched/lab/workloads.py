@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from pytest_desched.lab.budgets import PodDisruptionBudget, PriorityClass
 from pytest_desched.lab.inputs import EVICTABLE_LABEL
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
+from pytest_desched.lab.usage_values import check_usage, usage_annotations
 from pytest_desched.lab.values import (
     DEFAULT_IMAGE,
     HOSTNAME_KEY,
@@ -53,6 +54,8 @@ class Workload:
     annotations: Mapping[str, str] = field(default_factory=dict)
     image: str | None = None  # None: the lab's workload image (pause)
     requests: Mapping[str, str] = field(default_factory=dict)
+    # Actual usage (cpu, memory) kwok's emulated kubelet reports for each pod (lab/usage.py)
+    usage: Mapping[str, str] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     node_name: str | None = None  # binds without the scheduler (a violation on purpose)
     node_affinity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # key In values
@@ -100,6 +103,12 @@ class Workload:
             "requests",
             {str(k): check_quantity(f"{what} requests[{k}]", v) for k, v in self.requests.items()},
         )
+        object.__setattr__(self, "usage", check_usage(what, self.usage))
+        clash = sorted(set(usage_annotations(self.usage)) & set(self.annotations))
+        if clash:
+            raise config_error(
+                what, f"annotations {clash} are set from usage", "declare usage= only"
+            )
         aff: dict[str, tuple[str, ...]] = {}
         if not isinstance(self.node_affinity, Mapping):
             raise config_error(
@@ -226,8 +235,8 @@ class Workload:
 
     def pod_template(self, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
         meta: dict[str, Any] = {"labels": self.pod_labels()}
-        if self.annotations:
-            meta["annotations"] = dict(self.annotations)
+        if self.annotations or self.usage:
+            meta["annotations"] = {**self.annotations, **usage_annotations(self.usage)}
         return {"metadata": meta, "spec": self.pod_spec(image)}
 
     def metadata(self, namespace: str) -> dict[str, Any]:

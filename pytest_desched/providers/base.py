@@ -11,9 +11,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.capabilities import CAPABILITIES, Capabilities
+from pytest_desched.capabilities import CAPABILITIES, Capabilities, metrics_sources_refusal
 from pytest_desched.config import PROVIDERS, unknown_provider
-from pytest_desched.errors import ProviderError
+from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.proc import helm_env, run
 from pytest_desched.providers.audit_log import unreadable_reason
 from pytest_desched.providers.jobs import IN_CLUSTER, JobRunner
@@ -60,6 +60,8 @@ class Cluster:
     # kubectl's and helm's discovery/http cache (KUBECACHEDIR): the run's own directory when the
     # provider knows it; otherwise under `workdir`. Never ~/.kube/cache.
     kube_cache_dir: Path | None = None
+    # The metrics sources this cluster serves (capabilities.METRICS_SOURCES), started with it.
+    metrics_sources: tuple[str, ...] = ()
 
     @property
     def job_executor(self) -> str:
@@ -153,6 +155,16 @@ class Provider(ABC):
     name: str = "base"
     capabilities: Capabilities  # the provider's row of capabilities.CAPABILITIES
     keep: bool = False  # stop() leaves what start() made (the session sets it at its end)
+    # The metrics sources start() brings up with the cluster (capabilities.METRICS_SOURCES).
+    metrics_sources: tuple[str, ...] = ()
+
+    def use_metrics(self, sources: tuple[str, ...]) -> None:
+        """Start the cluster with `sources`; one this provider cannot start is refused now,
+        before any cluster, with the capability's own message."""
+        why = metrics_sources_refusal(sources, self.capabilities)
+        if why:
+            raise ConfigError(why)
+        self.metrics_sources = tuple(dict.fromkeys((*self.metrics_sources, *sources)))
 
     @abstractmethod
     def start(self) -> Cluster: ...

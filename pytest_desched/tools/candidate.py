@@ -44,12 +44,12 @@ from pytest_desched.errors import ConfigError
 from pytest_desched.tools.locate import file_lock, probe_version
 from pytest_desched.tools.release_markers import release_from_markers
 from pytest_desched.tools.source_tree import (
-    _TAR_FIX,
     CHART_NAME,
     LABEL,
+    TAR_FIX,
     SourceInfo,
-    _tar_root,
     source_info,
+    tar_root,
     tarball_commit,
 )
 from pytest_desched.tools.tarballs import check_tarball, extract
@@ -447,8 +447,8 @@ def resolve_source(cand: Candidate, cache_dir: Path, report: Any = None) -> Cand
                         symlinks=True,
                     )
                 else:
-                    names = extract(cand.path, tmp / "x", f"candidate {cand.ref!r}", _TAR_FIX)
-                    top = _tar_root(names)
+                    names = extract(cand.path, tmp / "x", f"candidate {cand.ref!r}", TAR_FIX)
+                    top = tar_root(names)
                     (tmp / "x" / top if top else tmp / "x").rename(tmp / "tree")
                     with contextlib.suppress(OSError):
                         (tmp / "x").rmdir()

@@ -123,6 +123,14 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             (f"-X {v.helm.module}/internal/version.version={v.helm.version}",),
         ),
         "kind": Group("kind", v.kind.module, v.kind.version, {"kind": v.kind.module}),
+        # metrics.k8s.io for the utilization experiments; kwokctl runs it as a binary.
+        "metrics-server": Group(
+            "metrics-server",
+            v.metrics_server.module,
+            v.metrics_server.version,
+            {"metrics-server": f"{v.metrics_server.module}/cmd/metrics-server"},
+            (f"-X k8s.io/client-go/pkg/version.gitVersion={v.metrics_server.version}",),
+        ),
         # The project's own check of its CI recipe (make test), never a lint or cluster need.
         "actionlint": Group(
             "actionlint",
@@ -201,6 +209,7 @@ TOOL_GROUP = {
     "descheduler": "descheduler",
     "helm": "helm",
     "kind": "kind",
+    "metrics-server": "metrics-server",
     "policycheck": "policycheck",
     "actionlint": "actionlint",
 }

@@ -54,6 +54,7 @@ VERSION_PROBES: dict[str, tuple[list[str], str]] = {
     "kind": (["version"], r"kind (v[\w.\-]+)"),
     "policycheck": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
     "actionlint": (["-version"], r"^(v?[\d.]+)"),
+    "metrics-server": (["--version"], r"^(v[\w.\-+]+)"),
 }
 
 

@@ -46,7 +46,7 @@ class SourceInfo:
     markers: ReleaseMarkers = field(default_factory=ReleaseMarkers)  # release_markers.py
 
 
-_TAR_FIX = "pass a .tar.gz made by `git archive` of a descheduler checkout, or the checkout"
+TAR_FIX = "pass a .tar.gz made by `git archive` of a descheduler checkout, or the checkout"
 
 
 def tarball_commit(path: Path) -> str | None:
@@ -107,19 +107,19 @@ def source_info(path: Path) -> SourceInfo:
                 manifests[p.relative_to(path).as_posix()] = p.read_text(errors="replace")
     else:
         try:
-            with open_checked(path, f"candidate {spec!r}", _TAR_FIX) as tf:
+            with open_checked(path, f"candidate {spec!r}", TAR_FIX) as tf:
                 names: list[str] = []
                 members: dict[str, tarfile.TarInfo] = {}
                 texts: dict[str, str] = {}  # read while streaming: no seek back into the gzip
                 for m in tf:
-                    check_member(m, f"candidate {spec!r}", _TAR_FIX)  # before any unpacking
+                    check_member(m, f"candidate {spec!r}", TAR_FIX)  # before any unpacking
                     names.append(m.name)
                     members[m.name.rstrip("/")] = m
                     tail = m.name.split("/", 1)[-1]
                     if m.isfile() and any(_wanted_member(n) for n in {m.name, tail}):
                         fh = tf.extractfile(m)
                         texts[m.name] = fh.read().decode(errors="replace") if fh else ""
-                root = _tar_root(names)
+                root = tar_root(names)
                 pre = f"{root}/" if root else ""
                 for rel in wanted:
                     wanted[rel] = texts.get(pre + rel)
@@ -133,7 +133,7 @@ def source_info(path: Path) -> SourceInfo:
                 commit = commit_raw if COMMIT.fullmatch(commit_raw) else None
         except (tarfile.TarError, OSError, EOFError) as exc:
             raise _fail(
-                spec, f"cannot read the tarball ({type(exc).__name__}: {exc})", _TAR_FIX
+                spec, f"cannot read the tarball ({type(exc).__name__}: {exc})", TAR_FIX
             ) from None
     gomod = wanted["go.mod"]
     if gomod is None or not has_cmd:
@@ -184,7 +184,7 @@ def _wanted_member(rel: str) -> bool:
     return rel in _MARKER_FILES or (rel.startswith("kubernetes/") and rel.endswith(".yaml"))
 
 
-def _tar_root(names: list[str]) -> str:
+def tar_root(names: list[str]) -> str:
     """The single top directory of a tarball (`git archive --prefix=`), or "" when none."""
     tops = {n.lstrip("./").split("/", 1)[0] for n in names if n.lstrip("./")}
     if len(tops) == 1:

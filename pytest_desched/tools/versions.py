@@ -32,6 +32,7 @@ class Versions:
     descheduler: Component
     helm: Component  # the Helm a run uses: Helm 4 as pinned, or Helm 3 (`with_helm("3")`)
     kind: Component
+    metrics_server: Component  # metrics.k8s.io for policies on actual utilization
     actionlint: Component  # the project's own check of its CI recipe, not a cluster tool
     chart_name: str
     chart_version: str
@@ -78,6 +79,7 @@ class Versions:
             self.descheduler,
             self.helm,
             self.kind,
+            self.metrics_server,
             self.actionlint,
         ]
 
@@ -90,7 +92,8 @@ class Versions:
 
 
 _REQUIRED = (
-    *("kubernetes", "etcd", "kwok", "descheduler", "helm", "kind", "actionlint"),
+    *("kubernetes", "etcd", "kwok", "descheduler", "helm", "kind", "metrics-server"),
+    "actionlint",
     *("chart", "workload"),
 )
 
@@ -122,6 +125,7 @@ def parse_versions(data: dict[str, Any]) -> Versions:
         descheduler=comp("descheduler"),
         helm=comp("helm"),
         kind=comp("kind"),
+        metrics_server=comp("metrics-server"),
         actionlint=comp("actionlint"),
         chart_name=str(chart["name"]),
         chart_version=str(chart["version"]),

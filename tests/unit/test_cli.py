@@ -349,9 +349,15 @@ class FakeSession:
         self.failed = False
         self.ran: list[tuple[str, str | None]] = []
         self.closed_failed: bool | None = None
+        self.metrics: list[tuple[tuple[str, ...], bool]] = []  # (sources, asked before enter)
+        self.entered = False
         FakeSession.instances.append(self)
 
+    def need_metrics(self, sources: tuple[str, ...], why: str) -> None:
+        self.metrics.append((tuple(sources), not self.entered))
+
     def __enter__(self) -> FakeSession:
+        self.entered = True
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -412,6 +418,20 @@ def test_run_exit_code_follows_the_outcomes(
     if failing:
         assert "failed 1 check(s)" in err
     assert got == code, f"`desched run` exited {got} although every experiment was {outcome!r}"
+
+
+def test_run_starts_the_cluster_with_the_metrics_source_an_experiment_reads(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`desched run utilization` asks for metrics-server before the cluster comes up (the
+    session brings it up as it enters); the runbook's experiments ask for nothing."""
+    import pytest_desched.session
+
+    FakeSession.instances, FakeSession.outcome = [], "pass"
+    monkeypatch.setattr(pytest_desched.session, "DeschedSession", FakeSession)
+    assert cli.main(["run", "positive", "utilization", "--artifacts", str(tmp_path / "a")]) == 0
+    [s] = FakeSession.instances
+    assert s.metrics == [(("KubernetesMetrics",), True)]
 
 
 def test_run_defaults_to_the_three_runbook_experiments(

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_desched.canary.static.difference import Difference, make_difference
-from pytest_desched.canary.static.manifests import _covers, _perms
+from pytest_desched.canary.static.manifests import covers, rule_perms
 from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
 
 __all__ = ["chart_bug_differences", "name_fixes"]
@@ -21,10 +21,10 @@ __all__ = ["chart_bug_differences", "name_fixes"]
 
 def _missing(bug: KnownBug, docs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
     """(resource, verbs) of the bug's rules no rendered ClusterRole grants."""
-    have = set().union(*(_perms(d.get("rules")) for d in docs if d.get("kind") == "ClusterRole"))
+    have = set().union(*(rule_perms(d.get("rules")) for d in docs if d.get("kind") == "ClusterRole"))
     out = []
     for group, resource, verbs in bug.rbac:
-        lacking = [v for v in verbs if not any(_covers(h, (group, resource, "", v)) for h in have)]
+        lacking = [v for v in verbs if not any(covers(h, (group, resource, "", v)) for h in have)]
         if lacking:
             out.append((resource, lacking))
     return out

@@ -46,7 +46,7 @@ def _index(docs: Sequence[Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
     return {_label(d): d for d in docs}
 
 
-def _perms(rules: Any) -> set[Perm]:
+def rule_perms(rules: Any) -> set[Perm]:
     out: set[Perm] = set()
     for r in as_list(rules):
         if not isinstance(r, Mapping):
@@ -71,7 +71,7 @@ def _res_match(have: str, want: str) -> bool:
     return False
 
 
-def _covers(have: Perm, want: Perm) -> bool:
+def covers(have: Perm, want: Perm) -> bool:
     hg, hr, hn, hv = have
     wg, wr, wn, wv = want
     if (hg == "nonResourceURL") != (wg == "nonResourceURL"):
@@ -90,9 +90,9 @@ def _perm_where(p: Perm) -> str:
 
 def _rbac_diffs(label: str, b_rules: Any, c_rules: Any) -> list[Difference]:
     """Per (apiGroup, resource, resourceName): verbs granted beyond / no longer within the other."""
-    pb, pc = _perms(b_rules), _perms(c_rules)
-    widened = [p for p in sorted(pc) if not any(_covers(h, p) for h in pb)]
-    narrowed = [p for p in sorted(pb) if not any(_covers(h, p) for h in pc)]
+    pb, pc = rule_perms(b_rules), rule_perms(c_rules)
+    widened = [p for p in sorted(pc) if not any(covers(h, p) for h in pb)]
+    narrowed = [p for p in sorted(pb) if not any(covers(h, p) for h in pc)]
 
     def verbs(perms: set[Perm], key: tuple[str, str, str]) -> list[str]:
         return sorted({p[3] for p in perms if p[:3] == key})

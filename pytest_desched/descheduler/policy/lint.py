@@ -33,6 +33,7 @@ from pytest_desched.descheduler.policy.checker import (
     PolicyChecker,
     checker_for,
 )
+from pytest_desched.descheduler.policy.lint_metrics import values_token_paths
 from pytest_desched.descheduler.policy.lint_output import (
     RULES,
     Severity,
@@ -312,7 +313,7 @@ def _unread_fix(key: str, reads: Iterable[str]) -> str:
 
 def _safety_findings(rendered: RenderedValues) -> list[Finding]:
     """DL018: the values turn off a flag the runbook's first install relies on; DL021: they
-    set a top-level key the chart never reads."""
+    set a top-level key the chart never reads; DL023: a credential in them, outside the policy."""
     unread = (
         [
             Finding(
@@ -329,19 +330,38 @@ def _safety_findings(rendered: RenderedValues) -> list[Finding]:
         if rendered.reads
         else []
     )
-    return unread + [
+    tokens = [
         Finding(
-            rule="DL018",
-            severity=RULES["DL018"].severity,
+            rule="DL023",
+            severity=RULES["DL023"].severity,
             file=str(f.path),
-            path=key,
-            message=f"{json.dumps(value)} turns it off; {why}",
-            fix=f"remove {key} (or set it to true): the runbook installs with --set {key}=true, "
-            "and desched run/up refuse these values",
-            line=line,
+            path=path,
+            message="<redacted> (a credential in plain text in the values, value not shown): "
+            "helm keeps it in the release and every render prints it",
+            fix="move it to a Secret the chart references (for Prometheus: "
+            "deschedulerPolicy.metricsProviders[].prometheus.authToken.secretReference)",
+            line=line_of(f.node, path),
         )
-        for f, key, value, line, why in safety_off(rendered.files)
+        for f in rendered.files
+        for path in values_token_paths(f.doc)
     ]
+    return (
+        unread
+        + tokens
+        + [
+            Finding(
+                rule="DL018",
+                severity=RULES["DL018"].severity,
+                file=str(f.path),
+                path=key,
+                message=f"{json.dumps(value)} turns it off; {why}",
+                fix=f"remove {key} (or set it to true): the runbook installs with --set {key}=true, "
+                "and desched run/up refuse these values",
+                line=line,
+            )
+            for f, key, value, line, why in safety_off(rendered.files)
+        ]
+    )
 
 
 def lint_targets(

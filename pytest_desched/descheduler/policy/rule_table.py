@@ -65,6 +65,10 @@ _DL = (
     Rule("DL019", "will-run", "note", "what the chart renders from the values will run"),
     Rule("DL020", "ignore-without-reason", "warning", "an inline ignore with no reason"),
     Rule("DL021", "unknown-values-key", "warning", "a top-level values key the chart never reads"),
+    Rule("DL022", "metrics-source-unconfigured", "error", "metrics read from a source not set"),
+    Rule("DL023", "prometheus-token-in-plain-text", "error", "a Prometheus token in plain text"),
+    Rule("DL024", "deprecated-metrics-collector", "warning", "metricsCollector is deprecated"),
+    Rule("DL025", "query-without-instance", "warning", "a query whose result names no node"),
 )
 
 _REVIEW = "review it before the upgrade; explain it in the canary's --expect if intended"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.capabilities import CAPABILITIES
+from pytest_desched.capabilities import CAPABILITIES, KUBERNETES_METRICS
 from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.kube import (
     LIVENESS_CHECKS,
@@ -42,6 +42,14 @@ from pytest_desched.providers.embedded.kubelet import (
     state_dir,
     supervisor_argv,
 )
+from pytest_desched.providers.embedded.metrics_server import (
+    METRICS_SERVER,
+    component_patches,
+    create_baseline_pods,
+    kwokctl_args,
+    kwokctl_options,
+    resource_metrics_path,
+)
 from pytest_desched.providers.embedded.owners import (
     owner_alive,
     read_record,
@@ -49,7 +57,12 @@ from pytest_desched.providers.embedded.owners import (
     write_record,
 )
 from pytest_desched.providers.embedded.ports import CONFIG as PORTS_CONFIG
-from pytest_desched.providers.embedded.ports import ports_config, reserve_ports
+from pytest_desched.providers.embedded.ports import (
+    METRICS_SERVER_PORT,
+    PORT_FIELDS,
+    ports_config,
+    reserve_ports,
+)
 from pytest_desched.providers.embedded.processes import (
     component_pids,
     death_report,
@@ -89,14 +102,20 @@ def unique_name(prefix: str = "desched") -> str:
     return f"{prefix}-{worker}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
 
 
-def node_manifest(name: str, zone: str, spec: NodeSpec) -> dict:
+def node_manifest(name: str, zone: str, spec: NodeSpec, metrics: bool = False) -> dict:
+    """A kwok worker; with `metrics`, the path metrics-server scrapes for it (metrics_server.py)."""
     res = {"cpu": spec.cpu, "memory": spec.memory, "pods": spec.pods}
+    extra = resource_metrics_path(name) if metrics else {}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": name,
-            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {
+                KWOK_NODE_ANNOTATION: "fake",
+                "node.alpha.kubernetes.io/ttl": "0",
+                **extra,
+            },
             "labels": {
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
@@ -137,6 +156,7 @@ class EmbeddedProvider(Provider):
         report: Reporter = say,
         wait_timeout: float = 60,
         kubeconfig_dir: Path | None = None,
+        metrics_sources: tuple[str, ...] = (),
     ) -> None:
         if workers < 2:
             raise ProviderError(
@@ -157,6 +177,7 @@ class EmbeddedProvider(Provider):
         self.teardown: dict[str, Any] | None = None  # what stop() found (see stop)
         self._watchdog: Watchdog | None = None
         self.ports: dict[str, int] = {}  # chosen in start() (ports.py)
+        self.use_metrics(tuple(metrics_sources))
 
     # -- paths ----------------------------------------------------------
     @property
@@ -193,7 +214,10 @@ class EmbeddedProvider(Provider):
     def start(self) -> Cluster:
         t0 = time.monotonic()
         reap_stale(self.toolchain, self.root, self.report)
-        bins = self.toolchain.ensure([*CONTROL_PLANE_TOOLS, "kwokctl"])  # what kwokctl needs
+        metrics = KUBERNETES_METRICS in self.metrics_sources
+        tools = [*CONTROL_PLANE_TOOLS, "kwokctl", *([METRICS_SERVER, "kubectl"] * metrics)]
+        bins = self.toolchain.ensure(tools)  # what kwokctl needs
+        options = kwokctl_options(self.toolchain) if metrics else {}
         self.timings["tools_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         become_subreaper()
@@ -204,7 +228,10 @@ class EmbeddedProvider(Provider):
         # The owner record, whole or not at all (the other canary track's reap_stale may be
         # reading: owners.py), with the cluster's ports, chosen under a short lock (ports.py).
         self.ports = reserve_ports(
-            self.root, self.cluster_name, {**this_process(), "created": time.time()}
+            self.root,
+            self.cluster_name,
+            {**this_process(), "created": time.time()},
+            (*PORT_FIELDS, *[METRICS_SERVER_PORT] * metrics),
         )
         # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
         # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
@@ -213,7 +240,8 @@ class EmbeddedProvider(Provider):
         LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         self.cluster_dir.mkdir(parents=True, exist_ok=True)
-        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports))
+        patches = component_patches() if metrics else None
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports, options, patches))
         create = kwokctl_create_args(
             self.cluster_name,
             bins,
@@ -221,6 +249,8 @@ class EmbeddedProvider(Provider):
             KWOK_NODE_ANNOTATION,
             self.cluster_dir / PORTS_CONFIG,
         )
+        if metrics:  # metrics.k8s.io from kwok's emulated kubelets (metrics_server.py)
+            create += kwokctl_args(bins[METRICS_SERVER])
         # While kwokctl brings the control plane up (mostly waiting), the rest of the
         # bring-up's own work goes on beside it (_beside_kwokctl).
         side = Beside(self._beside_kwokctl, name="desched-bring-up")
@@ -256,6 +286,7 @@ class EmbeddedProvider(Provider):
             audit_unavailable_why=None
             if self.audit_log.is_file()
             else f"embedded: kwokctl created no audit log at {self.audit_log}",
+            metrics_sources=self.metrics_sources,
         )
         t2 = time.monotonic()
         # This provider's faults (faults.py) stop etcd and kube-apiserver: a call must fail
@@ -265,7 +296,10 @@ class EmbeddedProvider(Provider):
         if kubelet is None:  # kwokctl wrote its kubeconfig only at the end
             kubelet = self._start_kubelet(self.toolchain.path("descheduler"))
         for i, n in enumerate(names):
-            cluster.core.create_node(node_manifest(n, f"zone-{'abc'[i % 3]}", self.node_spec))
+            zone = f"zone-{'abc'[i % 3]}"
+            cluster.core.create_node(node_manifest(n, zone, self.node_spec, metrics))
+        if metrics:  # each node's own idle usage, as a real node has (metrics_server.py)
+            create_baseline_pods(cluster.core, names, self.toolchain.versions.workload_image)
         try:
             wait_nodes_ready(cluster, names, timeout=self.wait_timeout)
         except WaitTimeout as exc:  # say which component let the nodes down, not only that
@@ -277,6 +311,7 @@ class EmbeddedProvider(Provider):
         self.report(
             f"embedded cluster {self.cluster_name} up in {self.timings['bring_up_s']:.1f}s: "
             f"{self.workers} Ready kwok workers, server {cluster.server_version()}"
+            + (f", metrics sources {', '.join(self.metrics_sources)}" if metrics else "")
         )
         self.cluster = cluster
         return cluster

@@ -44,6 +44,7 @@ from pytest_desched.proc import run
 from pytest_desched.providers.audit_log import AuditWindow
 from pytest_desched.providers.embedded.cluster import KWOK_NODE_ANNOTATION, kwokctl_env
 from pytest_desched.providers.embedded.kubelet import state_dir
+from pytest_desched.providers.embedded.metrics_server import METRICS_SERVER
 from pytest_desched.providers.embedded.ports import LOCK as PORTS_LOCK
 from pytest_desched.providers.embedded.processes import HELD_DOWN, reap, running
 from pytest_desched.tools.locate import file_lock
@@ -93,6 +94,8 @@ class Faults:
         self.timeout = timeout
         self.events: list[FaultEvent] = []
         self._create_lock: contextlib.ExitStack | None = None
+        # metrics-server too where the cluster runs it (kwokctl starts it like the others)
+        self.components = COMPONENTS + (METRICS_SERVER,) * bool(cluster.metrics_sources)
 
     def note(self, fault: str, action: str, detail: str = "") -> None:
         self.events.append(FaultEvent(time.monotonic(), fault, action, detail))
@@ -113,8 +116,8 @@ class Faults:
 
     def stop(self, component: str, why: str = "") -> int:
         """SIGKILL the component and remove its pid file, as `kwokctl stop cluster` does."""
-        if component not in COMPONENTS:
-            raise FaultError(f"unknown component {component!r}; one of {COMPONENTS}")
+        if component not in self.components:
+            raise FaultError(f"unknown component {component!r}; one of {self.components}")
         pid = self.pid(component)
         if pid is None:
             raise FaultError(f"{component} of cluster {self.cluster.name} is not running")
@@ -163,7 +166,7 @@ class Faults:
         if fresh_controllers is None:
             fresh_controllers = any(self.pid(c) is None for c in ("etcd", "kube-apiserver"))
         for _ in range(attempts + int(fresh_controllers)):
-            down = [c for c in COMPONENTS if self.pid(c) is None]
+            down = [c for c in self.components if self.pid(c) is None]
             t0 = time.time()
             if down:
                 self._kwokctl_start(down)
@@ -186,7 +189,8 @@ class Faults:
                 return started
         raise FaultError(
             f"cluster {self.cluster.name}: components still not leading after {attempts} "
-            f"restarts: {[c for c in COMPONENTS if self.pid(c) is None]} down; see {self.cdir}/logs"
+            f"restarts: {[c for c in self.components if self.pid(c) is None]} down; "
+            f"see {self.cdir}/logs"
         )
 
     def hold_create_lock(self) -> None:
@@ -315,6 +319,10 @@ class Faults:
 
     def scheduler_down(self) -> contextlib.AbstractContextManager[None]:
         return self.component_down("kube-scheduler")
+
+    def metrics_server_down(self) -> contextlib.AbstractContextManager[None]:
+        """The Kubernetes Metrics source missing: `metrics.k8s.io` answers 503 meanwhile."""
+        return self.component_down(METRICS_SERVER)
 
     # -- the round's descheduler process ----------------------------------------------------
     def round_processes(self) -> dict[int, str]:

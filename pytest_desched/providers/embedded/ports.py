@@ -29,8 +29,9 @@ from pytest_desched.tools.locate import file_lock
 
 # Every port kwokctl v0.8.0's binary runtime binds for the components this project runs
 # (the KwokctlConfiguration option of each; none has a flag: etcdPeerPort). kubectl proxy
-# (kubeApiserverInsecurePort), metrics-server, Prometheus, Jaeger and the dashboard are
-# not started, so their ports stay 0 and kwokctl binds nothing for them.
+# (kubeApiserverInsecurePort), Prometheus, Jaeger and the dashboard are not started, so
+# their ports stay 0 and kwokctl binds nothing for them; metrics-server's (METRICS_SERVER_PORT)
+# is chosen here too when the cluster runs it (metrics_server.py).
 PORT_FIELDS = (
     "etcdPeerPort",
     "etcdPort",
@@ -39,12 +40,15 @@ PORT_FIELDS = (
     "kubeControllerManagerPort",
     "kubeSchedulerPort",
 )
+METRICS_SERVER_PORT = "metricsServerPort"
 # kwokctl's range: below the kernel's ephemeral ports (32768 up), which an outgoing
 # connection could take between the choice and the component's bind.
 HIGHEST, LOWEST = 32766, 10001
 LOCK = "create.lock"  # the same lock faults.Faults.hold_create_lock and plain runs take
 CONFIG = "ports.yaml"  # in the cluster's folder: the `-c` kwokctl create reads the ports from
-_KWOK_YAML_PORT = re.compile(rf"^\s+({'|'.join(PORT_FIELDS)}):\s*(\d+)\s*$", re.M)
+_KWOK_YAML_PORT = re.compile(
+    rf"^\s+({'|'.join((*PORT_FIELDS, METRICS_SERVER_PORT))}):\s*(\d+)\s*$", re.M
+)
 
 
 def _binds(family: socket.AddressFamily, host: str, port: int) -> bool:
@@ -85,8 +89,11 @@ def handed_out(root: Path) -> set[int]:
     return taken
 
 
-def reserve_ports(root: Path, name: str, record: dict) -> dict[str, int]:
-    """Choose cluster `name`'s ports and write its owner record (`record` plus them).
+def reserve_ports(
+    root: Path, name: str, record: dict, fields: tuple[str, ...] = PORT_FIELDS
+) -> dict[str, int]:
+    """Choose cluster `name`'s ports (one per KwokctlConfiguration option in `fields`) and
+    write its owner record (`record` plus them).
 
     Under `<root>/create.lock` for the choice only (milliseconds): no two clusters of this
     root get the same port, and none gets one a live or kept cluster was given.
@@ -97,7 +104,7 @@ def reserve_ports(root: Path, name: str, record: dict) -> dict[str, int]:
         taken = handed_out(root)
         ports: dict[str, int] = {}
         candidates = (p for p in range(HIGHEST, LOWEST - 1, -1) if p not in taken)
-        for field in PORT_FIELDS:
+        for field in fields:
             port = next((p for p in candidates if port_free(p)), None)
             if port is None:
                 raise OSError(f"no free port in {LOWEST}-{HIGHEST} for {field} of {name}")
@@ -106,9 +113,19 @@ def reserve_ports(root: Path, name: str, record: dict) -> dict[str, int]:
     return ports
 
 
-def ports_config(ports: dict[str, int]) -> str:
-    """The KwokctlConfiguration kwokctl create reads the ports from (a `-c` file)."""
+def ports_config(
+    ports: dict[str, int],
+    options: dict[str, object] | None = None,
+    patches: list[dict[str, object]] | None = None,
+) -> str:
+    """The KwokctlConfiguration kwokctl create reads the ports from (a `-c` file), with
+    other `options` of it and `componentsPatches` (metrics_server.py's), as JSON (valid YAML)."""
+    import json
+
     lines = "".join(f"  {field}: {port}\n" for field, port in ports.items())
+    lines += "".join(f"  {k}: {json.dumps(v)}\n" for k, v in (options or {}).items())
+    more = f"componentsPatches: {json.dumps(patches)}\n" if patches else ""
     return (
         f"apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokctlConfiguration\noptions:\n{lines}"
+        + more
     )

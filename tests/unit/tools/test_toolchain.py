@@ -177,6 +177,8 @@ OUTPUTS = {
     "helm": ("v4.3.2", "v4.3.2"),
     "kind": ("kind v0.33.0 go1.26 linux/amd64", "v0.33.0"),
     "policycheck": ('policycheck GitVersion:"v0.36.0"', "v0.36.0"),
+    # cmd/metrics-server/app/start.go prints client-go's gitVersion alone (the build's -X)
+    "metrics-server": ("v0.8.0\n", "v0.8.0"),
     "actionlint": (
         "v1.7.12\ninstalled by building from source\nbuilt with go1.26.8 compiler for linux/amd64",
         "v1.7.12",
@@ -352,6 +354,23 @@ def test_actionlint_is_pinned_and_built_only_when_named(tmp_path: Path) -> None:
     tc.sources = dict.fromkeys(TOOL_GROUP, "cache")
     list(provide(tc))
     assert "actionlint" not in asked and "kind" not in asked and "helm" in asked
+
+
+def test_metrics_server_is_pinned_and_built_by_plain_tools(tmp_path: Path) -> None:
+    """metrics-server (issue 50's Kubernetes Metrics source) is built from its Go module at the
+    approved v0.8.0 with its version where `--version` reads it, and `desched tools` (what
+    .ci/run and make test run before the tests) builds it with the others."""
+    assert V.metrics_server.version == "v0.8.0"
+    g = build_groups(V)["metrics-server"]
+    assert (g.module, g.version) == ("sigs.k8s.io/metrics-server", "v0.8.0")
+    assert g.packages == {"metrics-server": "sigs.k8s.io/metrics-server/cmd/metrics-server"}
+    assert "-X k8s.io/client-go/pkg/version.gitVersion=v0.8.0" in g.ldflags
+    tc = Toolchain(cache_dir=tmp_path, use_path=False)
+    asked: list[str] = []
+    tc.path = lambda tool: asked.append(tool) or tmp_path / tool  # type: ignore[method-assign]
+    tc.sources = dict.fromkeys(TOOL_GROUP, "cache")
+    list(provide(tc))
+    assert "metrics-server" in asked
 
 
 def test_build_groups_follow_the_pins() -> None:

@@ -1,0 +1,188 @@
+"""The runbook's rule for actual utilization, on a real Kubernetes Metrics source (issue 50).
+
+The runbook: "when LowNodeUtilization uses actual utilization (`metricsProviders`: Kubernetes
+Metrics or Prometheus; the old `metricsCollector` is deprecated), a metrics source that is
+missing, stale or selected by the wrong labels must make the policy fail closed or skip the
+round, never read a node as idle."
+
+Both experiments run LowNodeUtilization with `metricsUtilization: {source:
+KubernetesMetrics}` and the top-level `metricsProviders: [{source: KubernetesMetrics}]`
+(v0.36.0's shape) on the embedded cluster, whose metrics-server scrapes kwok's emulated
+kubelets. The lab declares usage per pod: `hot` (four pods) requests 100m CPU each but uses
+800m, all on one node: 80% of its 4 CPUs by usage and 10% by requests, so only actual usage
+makes it overutilized (a requests-based policy sees every node under its thresholds).
+
+* `utilization` (positive): the round evicts from the over-used node, one pod (the runbook's
+  per-node cap, though usage alone would move two), its replacement lands elsewhere, and the
+  evidence carries each node's usage as the descheduler logged it.
+* `utilization-missing` (negative, *missing*): metrics-server is stopped before the round.
+  v0.36.0 in a Job fails closed: its collector keeps no value for a node it could not fetch
+  (metricscollector.go:131-132 "duplicate the previous value": none on a fresh start) and
+  LowNodeUtilization's usage client refuses a node without one ("unable to find node ... in
+  the collected metrics", usageclients.go:212), so the balance extension point fails and
+  nothing is evicted. UIDs stay, no eviction reaches the API server, and the descheduler's own
+  error lines are the evidence of the layer that stopped it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_desched.capabilities import KUBERNETES_METRICS
+from pytest_desched.descheduler.policy import Policy
+from pytest_desched.descheduler.policy.lint_rules import runbook_numbers
+from pytest_desched.descheduler.utilization_log import node_usage, source_errors
+from pytest_desched.experiments.strategies.base import StrategyExperiment, strategy_policy
+from pytest_desched.lab.workloads import Deployment
+
+STRATEGY = "LowNodeUtilization"
+HOT_PODS, HOT_REQUEST_M, HOT_USAGE_M = 4, 100, 800
+LOW, TARGET = 20, 50  # percent of allocatable CPU, by actual usage
+
+
+class _UtilizationBase(StrategyExperiment):
+    """The policy and lab the utilization experiments share; not registered."""
+
+    strategy = STRATEGY
+    metrics_sources = (KUBERNETES_METRICS,)
+    upstream = "test/e2e/e2e_lownodeutilization_kubernetesmetrics_test.go"
+
+    def strategy_args(self) -> dict[str, Any]:
+        return {
+            **self.lab_scope(),
+            "thresholds": {"cpu": LOW},
+            "targetThresholds": {"cpu": TARGET},
+            "metricsUtilization": {"source": KUBERNETES_METRICS},
+        }
+
+    def policy(self) -> Policy:
+        doc = strategy_policy(self.strategy, self.strategy_args(), self.evictor_args()).to_dict()
+        doc["metricsProviders"] = [{"source": KUBERNETES_METRICS}]
+        doc.update(runbook_numbers().caps)  # the runbook's caps: per node 1, namespace 1, total 2
+        return Policy.from_dict(doc, source=f"<{self.name} lab policy>")
+
+    def arrange(self) -> None:
+        self.node = self.workers[0]
+        self.hot = Deployment(
+            "hot",
+            replicas=HOT_PODS,
+            requests={"cpu": f"{HOT_REQUEST_M}m"},
+            usage={"cpu": f"{HOT_USAGE_M}m", "memory": "64Mi"},
+        )
+        self.s1 = self.lab.apply(self.hot, only_on=self.node)
+        self.r.check(
+            "one-node-overused",
+            f"all {HOT_PODS} hot pods ({HOT_USAGE_M}m used, {HOT_REQUEST_M}m requested) on "
+            f"{self.node}",
+            self.s1.by_node() == {self.node: HOT_PODS},
+            f"distribution {self.s1.by_node()}",
+        )
+        used = HOT_PODS * HOT_USAGE_M
+        others = [n for n in self.workers if n != self.node]
+        # What the round will read: metrics-server serving the declared usage (a CPU rate needs
+        # two scrapes, so this waits one --metric-resolution after the pods start).
+        self.served = self.lab.wait_node_usage(
+            {self.node: lambda m: m >= used * 0.9, **{n: (lambda m: m < 300) for n in others}},
+            timeout=90,
+        )
+        self.lab.wait_pod_usage([p.name for p in self.s1.live], timeout=90)
+        self.r.result.notes.append(f"metrics-server served before the round: {self.served}")
+
+    def usage_seen(self, view: Any) -> dict[str, dict[str, Any]]:
+        """Each node's usage as the round's descheduler logged it, filed with the round."""
+        seen = {n: u.to_dict() for n, u in node_usage(view.rnd.logs).items()}
+        view.extra["utilization"] = {
+            "node_usage_logged": seen,
+            "node_usage_served_before": self.served,
+            "metrics_source_errors": source_errors(view.rnd.logs),
+        }
+        return seen
+
+
+class Utilization(_UtilizationBase):
+    """`hot` uses 80% of one node's CPU (requests 10%): LowNodeUtilization on actual usage
+    evicts one pod from it (the per-node cap), and the log shows each node's usage."""
+
+    name = "utilization"
+    title = "utilization-kubernetes-metrics"
+
+    def act(self) -> None:
+        self.v = self.round()
+
+    def assess(self) -> None:
+        v, node = self.v, self.node
+        seen = self.usage_seen(v)
+        hot = seen.get(node, {})
+        self.r.check(
+            "usage-logged-overutilized",
+            f"the descheduler read {node} as overutilized by actual CPU usage (>{TARGET}%)",
+            hot.get("category") == "overutilized"
+            and hot.get("usage_percent", {}).get("cpu", 0) > TARGET,
+            f"logged {seen}",
+        )
+        others = {n: u for n, u in seen.items() if n != node}
+        self.r.check(
+            "usage-logged-underutilized",
+            f"the other nodes read as underutilized (<{LOW}% CPU)",
+            len(others) == len(self.workers) - 1
+            and all(u.get("category") == "underutilized" for u in others.values()),
+            f"logged {others}",
+        )
+        final = self.settle(self.hot)
+        e = self.expect(v)
+        e.eviction_count(1, self.strategy)  # usage alone would move two: the cap holds it to one
+        e.evicted(workload="hot", count=1, strategy=self.strategy)
+        e.replaced(final, workload="hot", count=1, avoid=[node])
+        e.nothing_pending(final)
+
+
+class UtilizationMissing(_UtilizationBase):
+    """metrics-server stopped before the round: the policy fails closed, nothing is evicted,
+    and the descheduler's own error lines say why."""
+
+    name = "utilization-missing"
+    title = "utilization-kubernetes-metrics-missing"
+
+    def act(self) -> None:
+        # optional: the embedded provider's fault injector, only where this experiment runs
+        from pytest_desched.providers.embedded.faults import Faults
+
+        faults = Faults(self.ctx.cluster)
+        with faults.metrics_server_down():
+            self.gone = self.lab.node_usage(self.node)  # None: the source answers nothing
+            self.v = self.round()
+        self.r.result.notes.append(
+            "fault: " + "; ".join(f"{e.fault} {e.action} {e.detail}" for e in faults.events)
+        )
+
+    def assess(self) -> None:
+        v = self.v
+        self.r.check(
+            "source-missing",
+            "metrics.k8s.io served no node usage while the round ran",
+            self.gone is None,
+            f"served {self.gone}",
+        )
+        seen = self.usage_seen(v)
+        errors = v.extra["utilization"]["metrics_source_errors"]
+        self.r.check(
+            "descheduler-says-source-failed",
+            "the descheduler's own log says the metrics fetch failed and the balance "
+            "extension point stopped for want of node metrics",
+            any('"Error fetching metrics"' in e for e in errors)
+            and any("in the collected metrics" in e for e in errors),
+            "\n".join(errors[:4]) or "no such line in the round's log",
+        )
+        self.r.check(
+            "no-node-read-as-idle",
+            "no node was classified (none read as idle without a sample)",
+            not seen,
+            f"logged {seen}",
+        )
+        self.r.assess_nothing_evicted(v, self.s1)
+        self.r.check(
+            "no-eviction-request",
+            "no eviction request reached the API server",
+            not v.refused_by_api,
+            f"audit requests {v.refused_by_api}",
+        )
