@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_desched.lab.values import _fail, _quantity
+from pytest_desched.lab.values import check_quantity, config_error
 
 # kwok v0.8.0 kustomize/metrics/usage/usage-from-annotation.yaml
 USAGE_ANNOTATIONS = {"cpu": "kwok.x-k8s.io/usage-cpu", "memory": "kwok.x-k8s.io/usage-memory"}
@@ -20,11 +20,11 @@ METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 def check_usage(what: str, usage: Any) -> dict[str, str]:
     """`usage` as {resource: quantity}, cpu and memory only; a bad one fails here."""
     if not isinstance(usage, Mapping):
-        raise _fail(what, "usage must be a mapping", "pass e.g. {'cpu': '800m', 'memory': '1Gi'}")
+        raise config_error(what, "usage must be a mapping", "pass e.g. {'cpu': '800m', 'memory': '1Gi'}")
     unknown = sorted(set(usage) - set(USAGE_ANNOTATIONS))
     if unknown:
-        raise _fail(what, f"usage of {unknown}: kwok emulates cpu and memory", "drop them")
-    return {str(k): _quantity(f"{what} usage[{k}]", v) for k, v in usage.items()}
+        raise config_error(what, f"usage of {unknown}: kwok emulates cpu and memory", "drop them")
+    return {str(k): check_quantity(f"{what} usage[{k}]", v) for k, v in usage.items()}
 
 
 def usage_annotations(usage: Mapping[str, str]) -> dict[str, str]:
