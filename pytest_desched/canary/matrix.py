@@ -112,7 +112,8 @@ def run_matrix(
             "cluster the releases would share the pod set. Use --provider embedded (or kind)"
         )
     flag = "--desched-kubernetes"
-    kubes = [choose_kubernetes(load_versions(), k, flag).version for k in kubernetes] or [None]
+    chosen = [choose_kubernetes(load_versions(), k, flag).version for k in kubernetes]
+    kubes: list[str | None] = [*chosen] or [None]
     if len(set(kubes)) != len(kubes):
         raise ConfigError(f"{flag}: a version is given twice; name each once")
     named: list[tuple[str, str, str | None, str | None]] = []
@@ -130,8 +131,8 @@ def run_matrix(
             cfg = track_config(config, name, spec, chart)
             if kube is not None:
                 cfg = cfg.with_(kubernetes=kube)
-                spec = f"{spec} @ {kube}"
-            rows.append((name, spec, chart, DeschedSession(cfg, report=_tag(report, name))))
+            shown = spec if kube is None else f"{spec} @ {kube}"
+            rows.append((name, shown, chart, DeschedSession(cfg, report=_tag(report, name))))
         variants = [v for _, v in exps]
         for name, _, _, session in rows:  # the user's inputs, as each release reads them
             session.inputs  # noqa: B018 (a bad --policy/--values: exit 2 before any cluster)

@@ -20,7 +20,9 @@ METRICS_GROUP, METRICS_VERSION = "metrics.k8s.io", "v1beta1"
 def check_usage(what: str, usage: Any) -> dict[str, str]:
     """`usage` as {resource: quantity}, cpu and memory only; a bad one fails here."""
     if not isinstance(usage, Mapping):
-        raise config_error(what, "usage must be a mapping", "pass e.g. {'cpu': '800m', 'memory': '1Gi'}")
+        raise config_error(
+            what, "usage must be a mapping", "pass e.g. {'cpu': '800m', 'memory': '1Gi'}"
+        )
     unknown = sorted(set(usage) - set(USAGE_ANNOTATIONS))
     if unknown:
         raise config_error(what, f"usage of {unknown}: kwok emulates cpu and memory", "drop them")

@@ -21,7 +21,9 @@ __all__ = ["chart_bug_differences", "name_fixes"]
 
 def _missing(bug: KnownBug, docs: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
     """(resource, verbs) of the bug's rules no rendered ClusterRole grants."""
-    have = set().union(*(rule_perms(d.get("rules")) for d in docs if d.get("kind") == "ClusterRole"))
+    have = set().union(
+        *(rule_perms(d.get("rules")) for d in docs if d.get("kind") == "ClusterRole")
+    )
     out = []
     for group, resource, verbs in bug.rbac:
         lacking = [v for v in verbs if not any(covers(h, (group, resource, "", v)) for h in have)]
