@@ -102,11 +102,19 @@ def render(
 
 
 def emit(
-    out: str, path: str | Path | None = None, say: Callable[[str], None] | None = None
+    out: str,
+    path: str | Path | None = None,
+    say: Callable[[str], None] | None = None,
+    *,
+    scrubbed: bool = False,
 ) -> None:
     """Print `out` to stdout, or write it to `path` (then say so on stderr), secrets scrubbed:
-    a command's result may quote a tool's output, and a token in it (`scrub_secrets`)."""
-    out = scrub_secrets(out)
+    a command's result may quote a tool's output, and a token in it (`scrub_secrets`).
+
+    ``scrubbed``: a markup `out` whose every value the writer scrubbed before escaping it
+    (XML): scrubbing the escaped text would put a raw ``<redacted>`` into its markup."""
+    if not scrubbed:
+        out = scrub_secrets(out)
     if path:
         Path(path).write_text(out if out.endswith("\n") else out + "\n")
         if say:

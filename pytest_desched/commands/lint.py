@@ -1,5 +1,6 @@
 """`desched lint`: the policy that will run, linted; with ``--from RELEASE``, the upgrade's
-migration findings too (canary.lint_from), in the same text, JSON and SARIF output."""
+migration findings too (canary.lint_from), in the same text, JSON, SARIF, GitHub-annotation
+and JUnit output."""
 
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ if TYPE_CHECKING:
     from pytest_desched.tools.candidate import Candidate
     from pytest_desched.tools.toolchain import Toolchain
 
-__all__ = ["add_parser", "cmd_lint"]
+__all__ = ["LINT_FORMATS", "add_parser", "cmd_lint"]
+
+# Written by lint_output itself; yaml and md come from its JSON document. github: one workflow
+# command a finding (inline annotations on a pull request), junit: a CI test report.
+LINT_FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
 def _from_release(args: argparse.Namespace) -> Candidate | None:
@@ -88,6 +93,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from pytest_desched.tools.toolchain import Toolchain
 
     if args.list_rules:
+        if args.output not in out.FORMATS:  # sarif, github, junit describe findings only
+            raise ConfigError(f"--list-rules prints {', '.join(out.FORMATS)}, not -o {args.output}")
         out.emit(list_rules(args.output), args.output_file, say)
         return EXIT_OK
     if not args.files and not args.values:
@@ -176,7 +183,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         old_version = old.version
     findings = chosen.apply(apply_inline(found, [*args.files, *(args.values or ())]))
     fmt = args.output
-    if fmt in ("text", "json", "sarif"):  # the linter's own writers
+    if fmt in LINT_FORMATS:  # the linter's own writers
         text = render(findings, fmt, checker.version, args.fail_on, from_version=old_version)
     else:  # yaml and md from the JSON document
         data = json.loads(
@@ -185,7 +192,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         cols = {"file": "FILE", "line": "LINE", "severity": "SEVERITY", "rule": "RULE"}
         cols |= {"name": "NAME", "path": "PATH", "message": "MESSAGE", "fix": "FIX"}
         text = out.render(data, fmt, md=lambda: out.table(data["findings"], cols, "md"))
-    out.emit(text, args.output_file, say)
+    out.emit(text, args.output_file, say, scrubbed=fmt == "junit")  # junit: scrubbed, then XML
     if args.output_file or fmt != "text":  # the verdict is the text's last line already
         print(verdict(findings, args.fail_on), file=sys.stderr)
     return EXIT_FAILED if failing(findings, args.fail_on) else EXIT_OK
@@ -245,4 +252,4 @@ def add_parser(sub: Any) -> None:
     li.add_argument(
         "--helm", default=None, choices=HELM_MAJORS, help=f"{HELM_HELP} [env DESCHED_HELM]"
     )
-    out.add_output(li, formats=(*out.FORMATS, "sarif"), output_file=True)
+    out.add_output(li, formats=(*out.FORMATS, "sarif", "github", "junit"), output_file=True)

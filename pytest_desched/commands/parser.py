@@ -57,8 +57,8 @@ USAGE = """`desched`: the engine without pytest (tools, up, down, run), for peop
     desched init                                           a starter test, values, CI workflow
     desched completion bash|zsh|fish                       a shell completion script
 
-Every subcommand takes `-o text|json|yaml|md` (lint also sarif): machine-readable output on
-stdout, progress on stderr. Every `--desched-*` option of the plugin is here without its
+Every subcommand takes `-o text|json|yaml|md` (lint also sarif|github|junit): machine-readable
+output on stdout, progress on stderr. Every `--desched-*` option of the plugin is here without its
 prefix (`--provider`, `--keep`, `--artifacts`, ...) on the subcommands it applies to, with the
 same `DESCHED_*` environment variables.
 

@@ -1,5 +1,5 @@
-"""`desched lint`'s rules and output: text, JSON or SARIF 2.1.0, and the one-line verdict of a
-CI gate.
+"""`desched lint`'s rules and output: text, JSON, SARIF 2.1.0, GitHub workflow-command
+annotations or JUnit XML, and the one-line verdict of a CI gate.
 
 ``--fail-on error`` (the default) fails on error findings only, ``--fail-on warning`` on
 warnings too; notes never fail. The verdict (``SAFE`` / ``UNSAFE: 3 findings``) counts the
@@ -11,6 +11,8 @@ a property of the run (``deschedulerVersion``).
 from __future__ import annotations
 
 import json
+import os
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -19,6 +21,7 @@ from urllib.parse import quote
 
 from pytest_desched import __version__
 from pytest_desched.descheduler.policy.rule_table import RULES, Rule, Severity, rule_link
+from pytest_desched.redaction import scrub_secrets
 from pytest_desched.render import printable
 
 if TYPE_CHECKING:
@@ -30,8 +33,12 @@ __all__ = [
     "Rule",
     "Severity",
     "failing",
+    "github_data",
+    "github_property",
     "render",
+    "render_github",
     "render_json",
+    "render_junit",
     "render_sarif",
     "render_text",
     "rule_link",
@@ -176,6 +183,94 @@ def render_sarif(findings: Sequence[Finding], version: str, from_version: str | 
     return json.dumps(log, indent=2)
 
 
+# GitHub's workflow commands (@actions/core toCommandValue/escapeData/escapeProperty): a
+# message escapes %, CR and LF; a property also the ':' and ',' that would end it.
+_GITHUB_LEVEL = {"error": "error", "warning": "warning", "note": "notice"}
+
+
+def github_data(text: str) -> str:
+    """A workflow command's message, escaped as GitHub's toolkit does (then no other control
+    character either): it cannot end the line, so it cannot start a command of its own."""
+    escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(escaped)
+
+
+def github_property(text: str) -> str:
+    """A workflow command's property value (file, title): `github_data` plus ':' and ','."""
+    return github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _repo_path(file: str, root: str | None) -> str:
+    """`file` relative to the checkout (GITHUB_WORKSPACE) when inside it: GitHub places an
+    annotation by the repository path; anything else is left as given."""
+    if not root or not os.path.isabs(file):
+        return file
+    rel = os.path.relpath(file, root)
+    return file if rel == ".." or rel.startswith("../") else rel
+
+
+def render_github(findings: Sequence[Finding], root: str | None = None) -> str:
+    """One ``::error|warning|notice file=F,line=N,title=DLxxx name::message`` line a finding,
+    so each shows inline on the pull request; a finding without a line is placed on its file.
+    ``root``: the checkout (GITHUB_WORKSPACE) that absolute paths are made relative to."""
+    lines = []
+    for f in findings:
+        props = [f"file={github_property(_repo_path(f.file, root))}"]
+        if f.line:
+            props.append(f"line={f.line}")
+        props.append(f"title={github_property(f'{f.rule} {f.name}')}")
+        where = f" ({f.origin})" if f.origin else ""
+        text = f"{f.path}{where}: {f.message}\nfix: {f.fix}"
+        message = github_data(scrub_secrets(text))
+        lines.append(f"::{_GITHUB_LEVEL[f.severity]} {','.join(props)}::{message}")
+    return "\n".join(lines)
+
+
+def render_junit(findings: Sequence[Finding], version: str, fail_on: str = "error") -> str:
+    """JUnit XML (one testsuite, a testcase a finding): the findings that fail the gate at
+    ``fail_on`` are failures, the rest pass with their message as output; no finding is one
+    passing testcase, so a CI test view shows the lint ran. Every value is scrubbed before
+    it is escaped (print it with ``emit(..., scrubbed=True)``: a scrub of the escaped XML
+    would write a raw ``<redacted>`` into it)."""
+
+    def clean(text: str) -> str:
+        return printable(scrub_secrets(text))
+
+    bad = {id(f) for f in failing(findings, fail_on)}
+    suite = ET.Element(
+        "testsuite",
+        name="desched-lint",
+        tests=str(max(len(findings), 1)),
+        failures=str(len(bad)),
+        errors="0",
+        skipped="0",
+    )
+    props = ET.SubElement(suite, "properties")
+    ET.SubElement(props, "property", name="linter", value=__version__)
+    ET.SubElement(props, "property", name="descheduler", value=clean(version))
+    ET.SubElement(props, "property", name="verdict", value=verdict(findings, fail_on))
+    if not findings:
+        ET.SubElement(suite, "testcase", classname="desched-lint", name="no findings")
+    for f in findings:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=clean(f.file),
+            name=clean(f"{f.rule} {f.name} {_where(f)} {f.path}"),
+        )
+        text = clean(f"{_where(f)}: {f.severity} {f.path}: {f.message}") + "\n"
+        text += f"fix: {clean(f.fix)}\ndocs: {rule_link(f.rule)}"
+        if id(f) in bad:
+            failure = ET.SubElement(
+                case, "failure", type=f.severity, message=clean(f"{f.path}: {f.message}")
+            )
+            failure.text = text
+        else:
+            ET.SubElement(case, "system-out").text = text
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, encoding="unicode")
+
+
 def render(
     findings: Sequence[Finding],
     fmt: str,
@@ -187,4 +282,8 @@ def render(
         return render_json(findings, version, fail_on, from_version)
     if fmt == "sarif":
         return render_sarif(findings, version, from_version)
+    if fmt == "github":
+        return render_github(findings, os.environ.get("GITHUB_WORKSPACE"))
+    if fmt == "junit":
+        return render_junit(findings, version, fail_on)
     return render_text(findings, fail_on)
