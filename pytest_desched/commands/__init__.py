@@ -8,7 +8,7 @@ Every subcommand reads the one configuration (config.py: its options and `DESCHE
 
 from __future__ import annotations
 
-from pytest_desched.commands.main import entry, main, tools_entry
+from pytest_desched.commands.main import entry, kubectl_entry, main, tools_entry
 from pytest_desched.commands.parser import parser
 
-__all__ = ["entry", "main", "parser", "tools_entry"]
+__all__ = ["entry", "kubectl_entry", "main", "parser", "tools_entry"]

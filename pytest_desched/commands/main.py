@@ -50,12 +50,13 @@ def _spelling(parser: argparse.ArgumentParser | None) -> Any:
     return spell
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "desched") -> int:
     """Run one subcommand; every outcome is one of errors.py's exit codes and a line, never a
     traceback (unless --debug). SIGINT and SIGTERM unwind the work (its cleanup runs); once
-    the work is over (`interrupts.finishing`) a signal no longer interrupts saying so."""
+    the work is over (`interrupts.finishing`) a signal no longer interrupts saying so.
+    ``prog``: the command's name in its help and usage errors (`kubectl desched`)."""
     interrupts.reset()
-    args = parser().parse_args(argv)
+    args = parser(prog).parse_args(argv)
     spell = _spelling(getattr(args, "parser", None))
     debug = bool(args.debug or os.environ.get("DESCHED_DEBUG"))
     made_before = scratch.made()
@@ -112,7 +113,7 @@ def _exit_now(rc: int) -> NoReturn:
     os._exit(rc)
 
 
-def entry() -> None:
+def entry(prog: str = "desched") -> None:
     """The `desched` console script: `main`, and after a signal an exit without finalization.
 
     After a signal the interpreter's own shutdown (collecting every client, pool and cached
@@ -131,7 +132,7 @@ def entry() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, outside_the_work)
-    done.append(main())
+    done.append(main(prog=prog))
 
     if done[0] == EXIT_INTERRUPTED or interrupts.late_signal():
         _exit_now(done[0])
@@ -143,6 +144,14 @@ def tools_entry() -> None:
     say("note: `desched-tools` is `desched tools`; use that")
     sys.argv[1:1] = ["tools"]
     entry()
+
+
+def kubectl_entry() -> None:
+    """The `kubectl-desched` console script: kubectl runs an executable `kubectl-NAME` on PATH
+    as `kubectl NAME`, passing every argument after NAME (its --context and --kubeconfig
+    included) through; so `kubectl desched snapshot --context prod` is `desched snapshot
+    --context prod`, its help named `kubectl desched`."""
+    entry("kubectl desched")
 
 
 if __name__ == "__main__":

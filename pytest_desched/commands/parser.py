@@ -157,11 +157,18 @@ SUBCOMMANDS = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
-    """The whole `desched` parser: each subcommand module's `add_parser`, in `--help` order."""
+def parser(prog: str = "desched") -> argparse.ArgumentParser:
+    """The whole `desched` parser: each subcommand module's `add_parser`, in `--help` order.
+
+    ``prog``: the name the help and the errors give the command (`kubectl desched` when run
+    as the kubectl plugin; the subcommand list then spells it so too)."""
+    usage = USAGE
+    if prog != "desched":  # each command line renamed, its continuation lines moved with it
+        usage = re.sub(r"(?m)^(\s+)desched ", rf"\1{prog} ", USAGE)
+        usage = re.sub(r"(?m)^(\s{5,})\[", rf"\1{' ' * (len(prog) - 7)}[", usage)
     ap = Parser(
-        prog="desched",
-        description=f"{USAGE}{exit_code_table()}",
+        prog=prog,
+        description=f"{usage}{exit_code_table()}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument(
