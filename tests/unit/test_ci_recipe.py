@@ -354,6 +354,7 @@ def test_the_recipe_gives_only_the_actions_inputs() -> None:
         "provider",
         "descheduler",
         "fail-on",
+        "tests",
         "python-version",
     }
     assert (inputs["fail-on"]["default"], inputs["provider"]["default"]) == ("error", "embedded")
@@ -447,3 +448,51 @@ def test_the_actions_lint_and_summary_steps_run_here(tmp_path: Path) -> None:
     assert any("| DL023 " in r and r.startswith("| deploy/token.yaml ") for r in rows)
     assert token not in linted.stdout + linted.stderr + table
     assert output.read_text() == ""  # neither step sets an output
+
+
+def test_the_experiments_step_runs_your_tests_and_keeps_pytests_exit(tmp_path: Path) -> None:
+    """With `tests`, the step runs pytest on them under the e2e marker, the inputs in the
+    environment; pytest's exit is the step's, its last line goes to the summary. A stand-in
+    pytest (a script on PATH) takes the cluster's place."""
+    bin_dir, temp = tmp_path / "bin", tmp_path / "runner-temp"
+    bin_dir.mkdir()
+    temp.mkdir()
+    fake_pytest = bin_dir / "pytest"
+    fake_pytest.write_text(
+        "#!/bin/bash\n"
+        'printf "%s\\n" "$@" > "$RUNNER_TEMP/argv"\n'
+        'echo "provider=$DESCHED_PROVIDER values=$DESCHED_VALUES" > "$RUNNER_TEMP/env"\n'
+        'echo "FAILED tests/e2e/test_x.py::test_pdb"\n'
+        'echo "==== 1 failed, 2 passed in 9.0s ===="\n'
+        "exit 1\n"
+    )
+    fake_pytest.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    fake = {"GITHUB_ACTION_PATH": str(ROOT)}
+    step = _action_step("Experiments")
+    given = {"tests": "tests/e2e 'tests/e2e/test x.py'", "values": "a.yaml,b.yaml"}
+    env = {**os.environ, **_step_env(step, given, fake), "RUNNER_TEMP": str(temp)}
+    env |= {"GITHUB_STEP_SUMMARY": str(summary), "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}"}
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr  # pytest's: the failed test fails the job
+    assert "FAILED tests/e2e/test_x.py::test_pdb" in proc.stdout  # the log shows it all
+    assert (temp / "argv").read_text().splitlines() == [
+        "-m",
+        "descheduler_e2e",
+        "--junitxml=desched-artifacts/junit.xml",
+        "tests/e2e",
+        "'tests/e2e/test",  # words split, never evaluated: no quote is shell syntax here
+        "x.py'",
+    ]
+    assert (temp / "env").read_text() == "provider=embedded values=a.yaml,b.yaml\n"
+    assert summary.read_text() == (
+        "### pytest -m descheduler_e2e: ==== 1 failed, 2 passed in 9.0s ====\n"
+    )
