@@ -98,3 +98,35 @@ def test_a_replay_runs_at_its_snapshots_kubernetes(desched_settings: Any, tmp_pa
         p: str(f) for p, f in fates.items()
     }
     assert f"Kubernetes {OTHER}" in out.markdown()
+
+
+def test_the_control_plane_upgrade_alone_is_canaried(desched_settings: Any, tmp_path: Path) -> None:
+    """The pinned descheduler on v1.36.3 (baseline) against the same on v1.37.2 (candidate):
+    the runbook's experiments on both, every change named in the verdict."""
+    from pytest_desched.canary.engine import run_canary
+
+    config = desched_settings.with_(
+        run_dir=tmp_path,
+        artifacts=desched_settings.artifacts / "canary-control-plane",
+        provider="embedded",
+        kubernetes=None,
+        candidate_kubernetes=OTHER,
+    )
+    said: list[str] = []
+    rep = run_canary(config, "pinned", report=said.append, static=False)
+    assert rep.baseline.error is None and rep.candidate.error is None, "\n".join(said[-30:])
+    assert rep.baseline.skew["kubernetes"] == load_versions().kubernetes.version
+    assert rep.candidate.skew["kubernetes"] == OTHER and rep.candidate.skew["tested"] is False
+    assert rep.baseline.descheduler_version == rep.candidate.descheduler_version
+    outcomes = {o["experiment"]: (o["baseline"], o["candidate"]) for o in rep.outcomes}
+    moved = outcomes["positive-affinity-migration[pdb-lister-workaround]"]
+    assert moved == ("pass", "pass"), outcomes
+    # Same descheduler, same lab: any per-class change is the control plane's, and the verdict
+    # names it (a trigger) or there is none.
+    changed = [
+        (r.experiment, c.kinds)
+        for r in rep.rounds
+        for c in r.classes
+        if c.kinds != ["replacement-seen"]
+    ]
+    assert rep.ok, (changed, rep.verdict.reasons)
