@@ -39,4 +39,6 @@ def test_kubectl_through_the_fixture_never_touches_user_kubeconfig(
     names = {i["metadata"]["name"] for i in json.loads(out)["items"]}
     assert set(desched_cluster.workers) <= names
     assert not (home / ".kube" / "config").exists()
-    assert desched_cluster.helm("version", "--short").stdout.startswith("v3.")
+    # the Helm the run chose (4 by default, 3 with --desched-helm=3), not another on PATH
+    helm = desched_cluster.toolchain.versions.helm.version
+    assert desched_cluster.helm("version", "--short").stdout.startswith(helm), helm
