@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,3 +76,22 @@ def test_helm_3_renders_what_helm_4_renders(desched_toolchain: Toolchain) -> Non
     r = {m: render_values(files, chart.path, t.path("helm"), env) for m, t in tc.items()}
     assert r["3"].policy_text and r["3"].policy_text == r["4"].policy_text
     assert r["3"].manifests == r["4"].manifests
+
+
+def test_a_canary_on_helm_3(desched_settings: Any, tmp_path: Path) -> None:
+    """The upgrade canary's two tracks, each installed, upgraded and uninstalled by Helm 3:
+    the positive experiment on both, the same verdict Helm 4 gives (no change)."""
+    from pytest_desched.canary.engine import run_canary
+
+    config = desched_settings.with_(
+        run_dir=tmp_path, artifacts=desched_settings.artifacts / "canary-helm3", helm="3"
+    )
+    said: list[str] = []
+    rep = run_canary(config, "pinned", report=said.append, static=False, experiments=["positive"])
+    assert rep.baseline.error is None and rep.candidate.error is None, "\n".join(said[-30:])
+    outcomes = {o["experiment"]: (o["baseline"], o["candidate"]) for o in rep.outcomes}
+    assert outcomes["positive-affinity-migration[pdb-lister-workaround]"] == ("pass", "pass")
+    for track in (rep.baseline, rep.candidate):
+        helms = {r["helm"]["version"] for res in track.results for r in res.records}
+        assert helms == {"v3.21.4"}, helms
+    assert rep.ok, rep.verdict.reasons
