@@ -16,6 +16,8 @@ import pytest
 import yaml
 
 from pytest_desched.replay import kubeapi
+from pytest_desched.replay.capture.format import Snapshot
+from pytest_desched.replay.capture.timeline import Timeline
 
 pytestmark = pytest.mark.desched_selftest
 
@@ -150,8 +152,9 @@ def test_snapshot_and_record_run_under_the_printed_rbac_and_only_read(
         )
         assert rec.returncode == 0, rec.stderr[-3000:]
         events = _audit_events(cluster.audit_log, start, user)
-    assert len(yaml.safe_load((tmp_path / "snap.yaml").read_text())["pods"]) >= 12
-    assert (tmp_path / "rec.yaml").stat().st_size > 0
+    taken = Snapshot.load(tmp_path / "snap.yaml")
+    assert len(taken.pods) >= 12 and taken.header["takenWith"]["readOnly"]
+    Timeline.load(tmp_path / "rec.yaml")  # a window record that loads
     verbs = {e["verb"] for e in events}
     assert verbs <= {"get", "list", "watch"} and {"list", "watch"} <= verbs, sorted(verbs)
     refused = [
