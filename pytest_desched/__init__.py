@@ -22,7 +22,8 @@ __version__ = "0.1.0"
 # Where the project lives: pyproject.toml's [project.urls] say the same (a unit test keeps them
 # equal); links the tool prints (a lint rule's docs, SARIF helpUri) are made from these.
 PROJECT_URL = "https://github.com/pytest-desched/pytest-desched"
-DOCS_URL = f"{PROJECT_URL}/tree/main/docs"
+# the docs site (mkdocs.yml site_url): GitHub Pages of the project's organisation
+DOCS_URL = "https://pytest-desched.github.io/pytest-desched/"
 
 
 def docs_link(page: str, anchor: str = "") -> str:

@@ -2,6 +2,7 @@
 
 desched snapshot --context NAME [--kubeconfig PATH] [--namespace NS ...] [--redact]
                  [--exporter auto|kwokctl|client] --output-file snap.yaml [-o FORMAT]
+desched snapshot --print-rbac [--service-account NS/NAME]
 """
 
 from __future__ import annotations
@@ -31,9 +32,15 @@ def _kwokctl(exporter: str, cache_dir: Path | None) -> Path | None:
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
     """Take a read-only snapshot (no Secrets) and write it to `-o`."""
-    # heavy: the kubernetes client, kept out of `desched` start-up
+    # heavy: the kubernetes client (via the capture package), kept out of `desched` start-up
+    from pytest_desched.replay.capture.rbac import render_rbac
     from pytest_desched.replay.capture.snapshot import take_snapshot
 
+    if args.print_rbac:  # printed, not applied: no cluster needed
+        print(render_rbac(args.service_account), end="")
+        return 0
+    if not args.context:  # required, except to print the RBAC: argparse's own error, exit 2
+        args.parser.error("the following arguments are required: --context")
     if not args.output_file:
         raise ConfigError(
             "desched snapshot needs --output-file FILE (the snapshot is never printed)"
@@ -74,7 +81,11 @@ def add_parser(sub: Any) -> None:
     """Register `snapshot` on the main `desched` subparsers."""
     s = sub.add_parser("snapshot", help="snapshot a cluster read-only (no Secrets) for replay")
     s.set_defaults(parser=s)
-    s.add_argument("--context", required=True, help="kubeconfig context (never assumed)")
+    s.add_argument(
+        "--context",
+        default=None,
+        help="kubeconfig context (never assumed; required but with --print-rbac)",
+    )
     s.add_argument("--kubeconfig", default=None, help="default $KUBECONFIG; never ~/.kube/config")
     s.add_argument("--namespace", action="append", default=None, help="only these (repeatable)")
     s.add_argument("--redact", action="store_true", help="consistent aliases, for sharing")
@@ -86,5 +97,16 @@ def add_parser(sub: Any) -> None:
         "(default: kwokctl when cached and no --namespace, else the client)",
     )
     s.add_argument("--cache-dir", type=Path, default=None, help="where kwokctl is cached")
+    s.add_argument(
+        "--print-rbac",
+        action="store_true",
+        help="print the read-only ClusterRole + binding snapshot and record need, and exit",
+    )
+    s.add_argument(
+        "--service-account",
+        default="desched-reader/desched-snapshot",
+        metavar="NS/NAME",
+        help="the ServiceAccount --print-rbac binds (default desched-reader/desched-snapshot)",
+    )
     add_output(s, output_file=True)  # --output-file: the snapshot
     s.set_defaults(func=cmd_snapshot)
