@@ -139,7 +139,6 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
                 kubernetes_version=self.config.kubernetes,
                 helm=self.config.helm,
             )
-            self.info.setdefault("kubernetes", self.config.kube_choice().evidence())
         return self._toolchain
 
     def toolchain_for(self, version: str | None) -> Toolchain:

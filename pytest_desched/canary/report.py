@@ -103,18 +103,20 @@ class CanaryReport:
             if t.teardown_error
         ]
         lines += [f"- not compared: {r}" for r in self.not_compared]
+        # one Kubernetes for both tracks in the header; per cell when a track has its own
+        kubes = {t.skew.get("kubernetes") for t in (b, c) if t.skew.get("kubernetes")}
         tracks = [
             [
                 t.name,
                 t.descheduler_version,
                 _chart_used(t.chart),
-                _skew(t.skew),
+                _skew(t.skew, named=len(kubes) > 1),
                 f"{t.wall_s:.1f}",
                 f"{t.error or ''}{' teardown: ' + t.teardown_error if t.teardown_error else ''}",
             ]
             for t in (b, c)
         ]
-        kube = b.skew.get("kubernetes") or c.skew.get("kubernetes") or "the cluster"
+        kube = next(iter(kubes)) if len(kubes) == 1 else "the track's cluster"
         heads = ["track", "descheduler", "chart used", f"skew vs Kubernetes {kube}"]
         lines += ["", table(tracks, [*heads, "wall s", "error"], "md")]
         if self.snapshot is not None:
@@ -199,11 +201,14 @@ def _chart_used(chart: dict[str, Any]) -> str:
     )
 
 
-def _skew(skew: dict[str, Any]) -> str:
+def _skew(skew: dict[str, Any], named: bool = False) -> str:
+    """The release against its cluster; `named`: the cluster's version first (the tracks'
+    Kubernetes differ, a control-plane upgrade canaried)."""
     if not skew:
         return "-"
     built = f"compiled for {skew['compiled_for']}: " if skew.get("compiled_for") else ""
-    return built + str(skew.get("note", ""))
+    where = f"Kubernetes {skew['kubernetes']}: " if named and skew.get("kubernetes") else ""
+    return where + built + str(skew.get("note", ""))
 
 
 def _fmt(v: Any) -> str:

@@ -21,7 +21,6 @@ from pytest_desched.errors import ConfigError, WaitTimeout
 from pytest_desched.experiments import REGISTRY, VARIANTS, ExperimentResult, lab_policy, lookup
 from pytest_desched.experiments.catalogue import describe
 from pytest_desched.interrupts import WorkerStop, on_signal
-from pytest_desched.tools.kube_versions import normalise
 from pytest_desched.tools.release import release_skew
 from pytest_desched.tools.versions import load_versions
 
@@ -184,11 +183,11 @@ def describe_release(session: DeschedSession, out: TrackResult) -> None:
     rel = getattr(session, "candidate", None)
     if rel is not None:
         out.candidate = rel.to_dict() if hasattr(rel, "to_dict") else dict(vars(rel))
-    config = getattr(session, "config", None)
-    chosen = getattr(config, "kubernetes", None)  # the track's cluster (--kubernetes), else the pin
-    out.skew = release_skew(
-        rel, normalise(chosen) if chosen else load_versions().kubernetes.version
+    config = getattr(session, "config", None)  # the track's cluster (--kubernetes), else the pin
+    kube = (
+        config.kube_choice().version if config is not None else load_versions().kubernetes.version
     )
+    out.skew = release_skew(rel, kube)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -456,3 +456,28 @@ def test_each_track_is_a_release_with_its_own_chart_and_values(tmp_path) -> None
     assert cand.values == (files["common"], files["new"])
     assert base.parsed_candidate().version == "v0.35.1"
     assert base.baseline is None and cand.baseline_values == ()  # said once, on the track
+
+
+def test_the_track_table_names_each_tracks_kubernetes_when_they_differ() -> None:
+    """A control-plane upgrade canaried: one header version would misname the candidate's."""
+    from pytest_desched.canary.report import CanaryReport
+    from pytest_desched.canary.tracks import TrackResult
+    from pytest_desched.tools.release import skew_from_readme
+
+    readme = "| Descheduler | Supported Kubernetes Version |\n|---|---|\n| v0.36 | v1.36 |\n"
+
+    def track(name: str, kube: str) -> TrackResult:
+        return TrackResult(name, "v0.36.0", skew=skew_from_readme(readme, "v0.36.0", kube))
+
+    same = CanaryReport(
+        track("baseline", "v1.36.3"), track("candidate", "v1.36.3"), [], judge([], [])
+    )
+    assert "skew vs Kubernetes v1.36.3" in same.markdown()
+    assert "Kubernetes v1.36.3: compiled for" not in same.markdown()
+    apart = CanaryReport(
+        track("baseline", "v1.36.3"), track("candidate", "v1.37.2"), [], judge([], [])
+    )
+    md = apart.markdown()
+    assert "skew vs Kubernetes the track's cluster" in md
+    assert "Kubernetes v1.36.3: compiled for v1.36: the Kubernetes minor it is compiled for" in md
+    assert "Kubernetes v1.37.2: compiled for v1.36: cluster 1 minor(s) newer than v1.36" in md

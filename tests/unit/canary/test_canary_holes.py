@@ -5,6 +5,7 @@ change it cannot explain reaches the verdict with its cause."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.tracks import TrackResult, run_track, run_tracks
 from pytest_desched.canary.verdict import changes_of, judge
 from pytest_desched.capabilities import CAPABILITIES
+from pytest_desched.config import build_config
 from pytest_desched.experiments import ExperimentResult
 
 NS = "descheduler-lab"
@@ -125,7 +127,10 @@ class _Session:
     def __init__(self) -> None:
         self.failed = False
         self.timings: dict[str, float] = {}
-        self.config = type("C", (), {"artifacts": "/nonexistent"})()
+        # a real configuration's artifacts aside; its Kubernetes is the pin's
+        self.config = build_config({"--desched-provider": "embedded"}).with_(
+            artifacts=Path("/nonexistent")
+        )
         self.release = type(
             "R", (), {"descheduler_version": "v9", "chart": type("Ch", (), {"evidence": dict})()}
         )()

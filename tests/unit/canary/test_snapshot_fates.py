@@ -14,6 +14,7 @@ from pytest_desched.canary.expectations import load_explanations
 from pytest_desched.canary.fates import compare_fates, track_round
 from pytest_desched.canary.snapshot import judge_snapshot
 from pytest_desched.canary.tracks import TrackResult, run_track
+from pytest_desched.config import build_config
 from pytest_desched.evidence.explain import fate_reason
 from pytest_desched.replay.ledger import (
     NOT_RESTORED,
@@ -212,7 +213,7 @@ def test_a_track_runs_its_work_on_its_own_session() -> None:
             workers=["w1"],
             capabilities=SimpleNamespace(runs_local_binary=False, local_binary_gap="none here"),
         ),
-        config=SimpleNamespace(artifacts=Path("a")),
+        config=build_config({"--desched-provider": "embedded"}).with_(artifacts=Path("a")),
         close=lambda: closed.append(True),
         timings={},
         failed=False,
