@@ -17,7 +17,8 @@ import pytest
 
 from pytest_desched.replay.gen.incidents import label_move
 from pytest_desched.replay.run import replay
-from pytest_desched.tools.kube_versions import served_versions
+from pytest_desched.tools.kube_versions import for_snapshot, served_versions
+from pytest_desched.tools.release import release_skew
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import load_versions
 from tests.commands import DESCHED, child_env, finish, start
@@ -58,7 +59,9 @@ def test_the_runbooks_experiments_at_another_kubernetes(
     # Outside the three minors upstream tests v0.36 on (its README: v1.36, v1.35, v1.34).
     warning = next((ln for ln in err.splitlines() if "WARNING: Kubernetes" in ln), "")
     assert f"WARNING: Kubernetes {OTHER} (--desched-kubernetes" in warning, said
-    assert "1 minor(s) newer than v1.36" in warning and "outside the three minors" in warning
+    skew = release_skew(None, OTHER)  # the product's own reading of v0.36.0's README
+    assert skew["tested"] is False and skew["minors"] == 1, skew
+    assert skew["note"] in warning, (skew, warning)
     assert re.search(rf"Ready kwok workers, server {re.escape(OTHER)}\b", err), said
     summary = json.loads((art / "run-summary.json").read_text())
     assert [(s["variant"], s["outcome"]) for s in summary] == [(VARIANT, "pass")] * 3, summary
@@ -90,8 +93,10 @@ def test_a_replay_runs_at_its_snapshots_kubernetes(desched_settings: Any, tmp_pa
         report=said.append,
     )
     assert out.kubernetes["server"] == OTHER, out.kubernetes
-    assert out.kubernetes["source"] == "nearest served patch to the snapshot's v1.37.0"
-    assert f"Kubernetes {OTHER} (nearest served patch to the snapshot's v1.37.0)" in said
+    chosen = for_snapshot(load_versions(), "v1.37.0", None, "--kubernetes")
+    assert chosen.version == OTHER and "v1.37.0" in chosen.source
+    assert out.kubernetes["source"] == chosen.source
+    assert chosen.line() in said
     fates = out.ledger.fates(0)
     evicted = {p for p, w in inc.expected.items() if w["fate"] == "evicted"}
     assert evicted and evicted == {p for p, f in fates.items() if f.fate == "evicted"}, {
