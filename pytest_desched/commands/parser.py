@@ -49,7 +49,9 @@ USAGE = """`desched`: the engine without pytest (tools, up, down, run), for peop
     desched canary --candidate SPEC [--expect FILE] ...    a candidate against the baseline
     desched matrix RELEASE... [--chart RELEASE=CHART]      experiments on each release, bugs proven
     desched snapshot --context NAME --output-file snap.yaml   a read-only cluster snapshot
+    desched record --context NAME --until 30m --output-file w.jsonl   an incident window
     desched replay snap.yaml [--descheduler V] ...         an incident, replayed, every fate
+    desched fidelity [--experiment NAME ...] ...           dry run against the real run, compared
     desched list                                           the experiments, variants, strategies
     desched explain POD --record FILE                      a pod's fate in every cycle, and why
     desched merge DIR... --out-dir OUT                     N CI shards' evidence as one run

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pytest_desched.errors import ConfigError
+from pytest_desched.errors import EXIT_INFRA, ConfigError
 from pytest_desched.log import say
 from pytest_desched.render import add_output
 
@@ -43,6 +43,16 @@ def cmd_record(args: argparse.Namespace) -> int:
         f"{len(tl.snapshot.nodes)} nodes, {len(tl.snapshot.pods)} pods at the start, "
         f"{len(tl.changes)} changes {verbs}, redacted: {bool(tl.header.get('redacted'))}"
     )
+    refused = (tl.header.get("recorded") or {}).get("watch_refused") or []
+    if refused:
+        # The file is kept (it holds what was seen), but a window with an unwatched resource
+        # would replay as if nothing changed there: no success.
+        say(
+            f"desched record: the server refused {len(refused)} watch(es), so {path} is not the "
+            f"whole window: {refused[0]}; grant get/list/watch on it (desched snapshot "
+            "--print-rbac prints the Role) and record again"
+        )
+        return EXIT_INFRA
     return 0
 
 

@@ -206,6 +206,9 @@ class Watcher(threading.Thread):
             reads,
         )
         self.error: str | None = None
+        # The server's refusal (403, 401, 404 ...): this resource was not watched from then on,
+        # so the window is not whole. A dropped connection is resumed and is not a refusal.
+        self.refused: str | None = None
         self.events = 0
 
     def run(self) -> None:
@@ -237,6 +240,7 @@ class Watcher(threading.Thread):
                     self._relist()
                     continue
                 self.error = f"watch {self.path}: {kubeapi.status_reason(exc)}"
+                self.refused = self.error
                 return
             except Exception as exc:  # the connection dropped: resume from the last version
                 if self.rec.stop.is_set():
@@ -370,6 +374,7 @@ def record(
             "unchanged_dropped": state.dropped_same,
             "before_snapshot_done": held,
             "watch_errors": errors[:10],
+            "watch_refused": [w.refused for w in watchers if w.refused][:10],
             "evictions_from_audit_log": evictions if audit_log is not None else None,
         },
         filtered=dict(state.filtered),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest_desched
@@ -27,3 +28,12 @@ def test_no_command_line_code_outside_commands() -> None:
     tree = ast.parse((ROOT / "cli.py").read_text())
     defined = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
     assert defined == [], [n.name for n in defined]
+
+
+def test_the_help_lists_every_subcommand() -> None:
+    """A subcommand missing from `desched --help` is one nobody finds."""
+    from pytest_desched.commands.parser import SUBCOMMANDS, USAGE
+
+    listed = set(re.findall(r"(?m)^\s+desched (\w+)", USAGE))
+    names = {m.__name__.rsplit(".", 1)[1] for m in SUBCOMMANDS} - {"listing"} | {"list"}
+    assert names - listed == set()

@@ -549,3 +549,38 @@ def test_repeats_keep_their_evidence_under_the_chosen_folder(tmp_path: Path) -> 
     assert [c.artifacts for c in runs] == [tmp_path / f"repeat-{i}" for i in (1, 2, 3)]
     assert len({c.run_dir for c in runs}) == 3
     assert run_config(base, 1, 1) is base
+
+
+@pytest.mark.parametrize("refused", [[], ["watch /api/v1/pods: HTTP 403 Forbidden: no watch"]])
+def test_a_refused_watch_makes_record_exit_3_and_names_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    refused: list[str],
+) -> None:
+    """A window with an unwatched resource would replay as if nothing changed there."""
+    import pytest_desched.replay.capture.record as record_mod
+    from pytest_desched.commands.record import cmd_record
+
+    header = make_header(START, 60, "watch", recorded={"watch_refused": refused})
+    tl = Timeline(header, generate(seed=3, nodes=3, pods=4), [])
+    monkeypatch.setattr(record_mod, "record", lambda *a, **k: tl)
+    args = argparse.Namespace(
+        kubeconfig=None,
+        context="c",
+        until="1m",
+        since=None,
+        namespace=None,
+        redact=False,
+        audit_log=None,
+        snapshot=None,
+        output_file=str(tmp_path / "w.jsonl"),
+    )
+    code = cmd_record(args)
+    assert (tmp_path / "w.jsonl").exists()
+    if refused:
+        assert code == 3
+        err = capsys.readouterr().err
+        assert "/api/v1/pods" in err and "403" in err and "--print-rbac" in err
+    else:
+        assert code == 0
