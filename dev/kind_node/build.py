@@ -402,7 +402,8 @@ class NodeImageBuild:
             (Path(__file__).parent / "iptables-wrapper.sh").read_text(),
             Path(archive.__file__).read_text(),
         )
-        d = self.root / "images" / key
+        # by Kubernetes version: node images of several versions keep their archives side by side
+        d = self.root / "images" / self.kube_version / key
         done = d / "DONE.json"
         if done.is_file():
             return {k: Path(p) for k, p in json.loads(done.read_text()).items()}
