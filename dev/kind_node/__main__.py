@@ -25,6 +25,7 @@ from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.log import tagged
 from pytest_desched.tools.toolchain import Toolchain
+from pytest_desched.tools.versions import load_versions
 
 _report = tagged("kind-node")
 
@@ -61,8 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             if not stop_engine():
                 _report("no dockerd started by this tool is running")
             return 0
-        kube = pins.versions.kubernetes.version if pins else None
-        tc = Toolchain(kubernetes_version=kube)
+        kube = pins.versions.kubernetes.version if pins is not None else None
+        moved = pins is not None and pins.versions != load_versions()  # --kubernetes, not the pin
+        tc = Toolchain(kubernetes_version=kube) if moved else Toolchain()
         if args.step in ("all", "engine"):
             ensure_packages()
             info = ensure_engine(tc.cache_dir)
