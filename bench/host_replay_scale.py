@@ -8,7 +8,8 @@ there (`HostProvider.start`), the snapshot restored through the API exactly as
 down by the run label (`HostProvider.stop`). No descheduler round: this measures the write
 path only (the round is the descheduler's own cost, measured in bench/replay_scale.py).
 
-    python bench/host_replay_scale.py --sizes 100x1000,1000x10000 [--out FILE]
+    python bench/host_replay_scale.py --sizes 100x1000,1000x10000 [--out FILE] [--workers N]
+        [--kubernetes vX.Y.Z] (the kind host's node image, `make kind-image KIND_KUBERNETES=`)
         [--kubeconfig PATH --context NAME [--kwok-image IMAGE]]
         (a host; default: a kind cluster made here, the kwok image built and loaded)
 
@@ -38,13 +39,14 @@ from pytest_desched.providers.base import Cluster
 from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.host.plan import new_run_id, plan_host
 from pytest_desched.replay.host.replay import HostProvider, fingerprint, read_host
+from pytest_desched.replay.rebuild.paced import DEFAULT_WORKERS
 from pytest_desched.replay.rebuild.restore import restore
 from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 from pytest_desched.tools.toolchain import Toolchain
 
 
 def one(
-    cluster: Cluster, image: str, stages: str, nodes: int, pods: int, seed: int
+    cluster: Cluster, image: str, stages: str, nodes: int, pods: int, seed: int, workers: int
 ) -> dict[str, Any]:
     snap = generate(seed=seed, nodes=nodes, pods=pods)
     api = cluster.api_client
@@ -56,7 +58,15 @@ def one(
     provider.start()
     kwok_s = time.monotonic() - t0
     try:
-        res = restore(cluster, plan.snapshot, method="api", runner=False, timeout=3600, report=say)
+        res = restore(
+            cluster,
+            plan.snapshot,
+            method="api",
+            runner=False,
+            timeout=3600,
+            report=say,
+            workers=workers,
+        )
     finally:
         t1 = time.monotonic()
         provider.stop()
@@ -72,6 +82,8 @@ def one(
         "restore_s": round(sum(res.timings.values()), 1),
         "objects_written": written,
         "write_rate_per_s": round(written / writing, 1) if writing else None,
+        "restore_rate_per_s": round(written / sum(res.timings.values()), 1),
+        "pace": res.pace,  # the writer's own count, throttles and where the pod phase went
         "kwok_start_s": round(kwok_s, 1),
         "teardown_s": round(teardown_s, 1),
         "verified": res.verified.get("ok"),
@@ -110,10 +122,16 @@ def main() -> int:
     ap.add_argument("--context", default=None)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument(
+        "--workers", type=int, default=DEFAULT_WORKERS, help="the restore's bound on writes"
+    )
+    ap.add_argument(
+        "--kubernetes", default=None, help="the kind host's Kubernetes (its node image built)"
+    )
+    ap.add_argument(
         "--kwok-image", default=None, help="on the host already (default: built here, loaded)"
     )
     args = ap.parse_args()
-    tc = Toolchain(report=say)
+    tc = Toolchain(report=say, kubernetes_version=args.kubernetes)
     stages = pinned_kwok_stages(tc)
     image = args.kwok_image or build_kwok_image(tc, say)
     prov = None
@@ -135,7 +153,7 @@ def main() -> int:
         for size in args.sizes.split(","):
             n, p = (int(x) for x in size.split("x"))
             say(f"host bench: {n} nodes / {p} pods (load {os.getloadavg()})")
-            out["runs"].append(one(cluster, image, stages, n, p, args.seed))
+            out["runs"].append(one(cluster, image, stages, n, p, args.seed, args.workers))
             say(json.dumps(out["runs"][-1]))
     finally:
         if prov is not None:

@@ -193,13 +193,15 @@ def restore(
         restore_via_api(api, plan, result, timeout, report, pacer)
         timer.lap("api_pods")
         result.notes.append(f"API writes: {pacer.stats.note(pacer.bound)}")
-        result.pace = {
-            "bound": pacer.bound,
-            "writes": pacer.stats.writes,
-            "throttled": pacer.stats.throttled,
-            "waited_s": round(pacer.stats.waited_s, 2),
-            "lowest_concurrency": pacer.stats.lowest_limit,
-        }
+        result.pace.update(
+            {
+                "bound": pacer.bound,
+                "writes": pacer.stats.writes,
+                "throttled": pacer.stats.throttled,
+                "waited_s": round(pacer.stats.waited_s, 2),
+                "lowest_concurrency": pacer.stats.lowest_limit,
+            }
+        )
     result.expected = plan.expected
     daemonsets = {key(d) for d in plan.owners.get("DaemonSet", [])}
     if note := wait_daemonsets(api, daemonsets, timeout):
