@@ -36,10 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.log import say
 from pytest_desched.providers.base import Cluster
+from pytest_desched.replay import kubeapi
 from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.host.plan import new_run_id, plan_host
 from pytest_desched.replay.host.replay import HostProvider, fingerprint, read_host
-from pytest_desched.replay.rebuild.paced import DEFAULT_WORKERS
+from pytest_desched.replay.rebuild.paced import DEFAULT_WORKERS, Pacer, widen_pool
 from pytest_desched.replay.rebuild.restore import restore
 from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 from pytest_desched.tools.toolchain import Toolchain
@@ -92,6 +93,55 @@ def one(
     }
 
 
+def ceiling(cluster: Cluster, per_step: int = 300) -> list[dict[str, Any]]:
+    """The host's own ceiling for small writes: `per_step` ConfigMap creates in a namespace of
+    their own at 1, 4, 16 and 32 at once, with the writer's client CPU (what is left of a
+    write's cost is the server's). The restore cannot write faster than this."""
+    api = cluster.api_client
+    ns = f"desched-bench-ceiling-{os.getpid()}"
+    kubeapi.request(
+        api,
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    )
+    out = []
+    try:
+        for workers in (1, 4, 16, 32):
+            widen_pool(api, workers)
+            pacer = Pacer(workers)
+            t0, c0 = time.monotonic(), time.process_time()
+            pacer.map(
+                lambda i, w=workers: kubeapi.request(
+                    api,
+                    "POST",
+                    f"/api/v1/namespaces/{ns}/configmaps",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": f"w{w}-{i}"},
+                        "data": {"k": "v" * 200},
+                    },
+                ),
+                range(per_step),
+                str,
+            )
+            wall, cpu = time.monotonic() - t0, time.process_time() - c0
+            out.append(
+                {
+                    "workers": workers,
+                    "creates_per_s": round(per_step / wall, 1),
+                    "client_cpu_ms_per_write": round(cpu / per_step * 1000, 2),
+                    "throttled": pacer.stats.throttled,
+                    "load": round(os.getloadavg()[0], 1),
+                }
+            )
+            say(f"host bench ceiling: {out[-1]}")
+    finally:
+        kubeapi.request(api, "DELETE", f"/api/v1/namespaces/{ns}")
+    return out
+
+
 def kind_host(tc: Toolchain, workdir: Path, image: str) -> tuple[Any, Cluster]:
     # heavy: the kind provider, only when no host is given
     from pytest_desched.providers.kind import KindProvider
@@ -125,6 +175,9 @@ def main() -> int:
         "--workers", type=int, default=DEFAULT_WORKERS, help="the restore's bound on writes"
     )
     ap.add_argument(
+        "--ceiling", action="store_true", help="first the host's ceiling for small writes"
+    )
+    ap.add_argument(
         "--kubernetes", default=None, help="the kind host's Kubernetes (its node image built)"
     )
     ap.add_argument(
@@ -150,6 +203,8 @@ def main() -> int:
     out["host_nodes"] = len(fingerprint(cluster.api_client)["nodes"])
     out["runs"] = []
     try:
+        if args.ceiling:
+            out["ceiling"] = ceiling(cluster)
         for size in args.sizes.split(","):
             n, p = (int(x) for x in size.split("x"))
             say(f"host bench: {n} nodes / {p} pods (load {os.getloadavg()})")
