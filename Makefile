@@ -85,8 +85,12 @@ bench: tools
 ## a Docker engine (started on a socket of its own if none answers; on a VM lacking
 ## CAP_SYS_RESOURCE with the `desched-vm` runtime), the node image kindest/node:<pin> and the
 ## descheduler image built here from Debian packages and Go modules, cached by version.
+## KIND_KUBERNETES=vX.Y.Z (a served version, docs/kubernetes-versions.md): the node image at that
+## Kubernetes instead of the pin (kindest/node:vX.Y.Z, cached beside the pinned one), and
+## `make e2e-kind` runs the suite on it (--desched-kubernetes).
+KIND_KUBERNETES ?=
 kind-image: tools
-	$(PY) -m dev.kind_node
+	$(PY) -m dev.kind_node $(if $(KIND_KUBERNETES),--kubernetes $(KIND_KUBERNETES))
 
 ## The runbook's experiments and the project's own e2e suite on real kind. The tool's own
 ## dockerd (started by this target or by `make kind-image` before it) is stopped at the end
@@ -95,8 +99,8 @@ kind-image: tools
 ## running for this target and says so on its last line.
 e2e-kind: tools
 	@engine=$$($(PY) -m dev.kind_node engine --print-env) || exit 1; eval "$$engine"; \
-	rc=0; $(PY) -m dev.kind_node build || rc=$$?; \
-	[ $$rc -ne 0 ] || $(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(PYTEST_ARGS) || rc=$$?; \
+	rc=0; $(PY) -m dev.kind_node build $(if $(KIND_KUBERNETES),--kubernetes $(KIND_KUBERNETES)) || rc=$$?; \
+	[ $$rc -ne 0 ] || $(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(if $(KIND_KUBERNETES),--desched-kubernetes $(KIND_KUBERNETES)) $(PYTEST_ARGS) || rc=$$?; \
 	if [ "$$DESCHED_ENGINE_OWN" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
 	  $(PY) -m dev.kind_node stop-engine; \
 	elif [ "$$DESCHED_ENGINE_OWN" = yes ]; then \

@@ -8,7 +8,8 @@ there (`HostProvider.start`), the snapshot restored through the API exactly as
 down by the run label (`HostProvider.stop`). No descheduler round: this measures the write
 path only (the round is the descheduler's own cost, measured in bench/replay_scale.py).
 
-    python bench/host_replay_scale.py --sizes 100x1000,1000x10000 [--out FILE]
+    python bench/host_replay_scale.py --sizes 100x1000,1000x10000 [--out FILE] [--workers N]
+        [--kubernetes vX.Y.Z] (the kind host's node image, `make kind-image KIND_KUBERNETES=`)
         [--kubeconfig PATH --context NAME [--kwok-image IMAGE]]
         (a host; default: a kind cluster made here, the kwok image built and loaded)
 
@@ -35,16 +36,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dev.kind_node.kwok_image import build_kwok_image
 from pytest_desched.log import say
 from pytest_desched.providers.base import Cluster
+from pytest_desched.replay import kubeapi
 from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.host.plan import new_run_id, plan_host
 from pytest_desched.replay.host.replay import HostProvider, fingerprint, read_host
+from pytest_desched.replay.rebuild.paced import DEFAULT_WORKERS, Pacer, widen_pool
 from pytest_desched.replay.rebuild.restore import restore
 from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 from pytest_desched.tools.toolchain import Toolchain
 
 
 def one(
-    cluster: Cluster, image: str, stages: str, nodes: int, pods: int, seed: int
+    cluster: Cluster, image: str, stages: str, nodes: int, pods: int, seed: int, workers: int
 ) -> dict[str, Any]:
     snap = generate(seed=seed, nodes=nodes, pods=pods)
     api = cluster.api_client
@@ -56,7 +59,15 @@ def one(
     provider.start()
     kwok_s = time.monotonic() - t0
     try:
-        res = restore(cluster, plan.snapshot, method="api", runner=False, timeout=3600, report=say)
+        res = restore(
+            cluster,
+            plan.snapshot,
+            method="api",
+            runner=False,
+            timeout=3600,
+            report=say,
+            workers=workers,
+        )
     finally:
         t1 = time.monotonic()
         provider.stop()
@@ -72,12 +83,63 @@ def one(
         "restore_s": round(sum(res.timings.values()), 1),
         "objects_written": written,
         "write_rate_per_s": round(written / writing, 1) if writing else None,
+        "restore_rate_per_s": round(written / sum(res.timings.values()), 1),
+        "pace": res.pace,  # the writer's own count, throttles and where the pod phase went
         "kwok_start_s": round(kwok_s, 1),
         "teardown_s": round(teardown_s, 1),
         "verified": res.verified.get("ok"),
         "host_untouched": fingerprint(cluster.api_client) == before,
         "load_before_after": os.getloadavg(),
     }
+
+
+def ceiling(cluster: Cluster, per_step: int = 300) -> list[dict[str, Any]]:
+    """The host's own ceiling for small writes: `per_step` ConfigMap creates in a namespace of
+    their own at 1, 4, 16 and 32 at once, with the writer's client CPU (what is left of a
+    write's cost is the server's). The restore cannot write faster than this."""
+    api = cluster.api_client
+    ns = f"desched-bench-ceiling-{os.getpid()}"
+    kubeapi.request(
+        api,
+        "POST",
+        "/api/v1/namespaces",
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+    )
+    out = []
+    try:
+        for workers in (1, 4, 16, 32):
+            widen_pool(api, workers)
+            pacer = Pacer(workers)
+            t0, c0 = time.monotonic(), time.process_time()
+            pacer.map(
+                lambda i, w=workers: kubeapi.request(
+                    api,
+                    "POST",
+                    f"/api/v1/namespaces/{ns}/configmaps",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": f"w{w}-{i}"},
+                        "data": {"k": "v" * 200},
+                    },
+                ),
+                range(per_step),
+                str,
+            )
+            wall, cpu = time.monotonic() - t0, time.process_time() - c0
+            out.append(
+                {
+                    "workers": workers,
+                    "creates_per_s": round(per_step / wall, 1),
+                    "client_cpu_ms_per_write": round(cpu / per_step * 1000, 2),
+                    "throttled": pacer.stats.throttled,
+                    "load": round(os.getloadavg()[0], 1),
+                }
+            )
+            say(f"host bench ceiling: {out[-1]}")
+    finally:
+        kubeapi.request(api, "DELETE", f"/api/v1/namespaces/{ns}")
+    return out
 
 
 def kind_host(tc: Toolchain, workdir: Path, image: str) -> tuple[Any, Cluster]:
@@ -110,10 +172,19 @@ def main() -> int:
     ap.add_argument("--context", default=None)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument(
+        "--workers", type=int, default=DEFAULT_WORKERS, help="the restore's bound on writes"
+    )
+    ap.add_argument(
+        "--ceiling", action="store_true", help="first the host's ceiling for small writes"
+    )
+    ap.add_argument(
+        "--kubernetes", default=None, help="the kind host's Kubernetes (its node image built)"
+    )
+    ap.add_argument(
         "--kwok-image", default=None, help="on the host already (default: built here, loaded)"
     )
     args = ap.parse_args()
-    tc = Toolchain(report=say)
+    tc = Toolchain(report=say, kubernetes_version=args.kubernetes)
     stages = pinned_kwok_stages(tc)
     image = args.kwok_image or build_kwok_image(tc, say)
     prov = None
@@ -132,10 +203,12 @@ def main() -> int:
     out["host_nodes"] = len(fingerprint(cluster.api_client)["nodes"])
     out["runs"] = []
     try:
+        if args.ceiling:
+            out["ceiling"] = ceiling(cluster)
         for size in args.sizes.split(","):
             n, p = (int(x) for x in size.split("x"))
             say(f"host bench: {n} nodes / {p} pods (load {os.getloadavg()})")
-            out["runs"].append(one(cluster, image, stages, n, p, args.seed))
+            out["runs"].append(one(cluster, image, stages, n, p, args.seed, args.workers))
             say(json.dumps(out["runs"][-1]))
     finally:
         if prov is not None:

@@ -1,24 +1,31 @@
-"""`python -m dev.kind_node [all|engine|build]`: kind, run from what is built here.
+"""`python -m dev.kind_node [all|engine|build] [--kubernetes vX.Y.Z]`: kind, run from what is
+built here.
 
 all (default): install missing Debian packages, make sure a Docker engine answers, build
 (or find cached) the node image and the descheduler image, build kind itself.
 engine: only the packages and the engine (`--print-env` for scripts).
 stop-engine: stop the dockerd `engine` started (never any other).
 build: only the images (the engine must answer, DOCKER_HOST set if it is this tool's).
+
+--kubernetes (env KIND_KUBERNETES): the node image at another served Kubernetes than the pin
+(kindest/node:<version>, cached by version beside the pinned one), for `--desched-provider
+kind --desched-kubernetes <version>`; an unserved version exits 2 before anything is built.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from dev.kind_node.binaries import Pins
 from dev.kind_node.build import NodeImageBuild
 from dev.kind_node.engine import ENGINE_HOST, ensure_engine, ensure_packages, stop_engine
 from dev.kind_node.kwok_image import build_kwok_image
-from pytest_desched.errors import ToolError
+from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.log import tagged
 from pytest_desched.tools.toolchain import Toolchain
+from pytest_desched.tools.versions import load_versions
 
 _report = tagged("kind-node")
 
@@ -34,7 +41,20 @@ def main(argv: list[str] | None = None) -> int:
         help="engine: print shell lines for the caller: `export DOCKER_HOST=...` when the "
         "engine is this tool's own, DESCHED_ENGINE_STARTED=yes|no",
     )
+    ap.add_argument(
+        "--kubernetes",
+        default=os.environ.get("KIND_KUBERNETES") or None,
+        help="build/all: the node image at this served Kubernetes version (default: the pin)",
+    )
     args = ap.parse_args(argv)
+    try:
+        pins = Pins.load(args.kubernetes) if args.step in ("all", "build") else None
+    except ConfigError as exc:
+        _report(f"error: {exc}")
+        return 2
+    except ToolError as exc:  # the Kubernetes module could not be read for kubeadm's pins
+        _report(f"error: {exc}")
+        return 1
 
     started = time.monotonic()
     try:
@@ -42,7 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             if not stop_engine():
                 _report("no dockerd started by this tool is running")
             return 0
-        tc = Toolchain()
+        kube = pins.versions.kubernetes.version if pins is not None else None
+        moved = pins is not None and pins.versions != load_versions()  # --kubernetes, not the pin
+        tc = Toolchain(kubernetes_version=kube) if moved else Toolchain()
         if args.step in ("all", "engine"):
             ensure_packages()
             info = ensure_engine(tc.cache_dir)
@@ -59,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"DESCHED_ENGINE_OWN={'yes' if info['host'] == ENGINE_HOST else 'no'}")
         if args.step in ("all", "build"):
             _report(f"kind {tc.path('kind')}")
-            out = NodeImageBuild(tc, Pins.load()).all()
+            assert pins is not None
+            out = NodeImageBuild(tc, pins).all()
             out["kwok_image"] = build_kwok_image(tc, _report)  # a host replay's kwok
             for k, val in out.items():
                 print(f"{k:<20} {val}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,9 @@ from typing import Any
 import yaml
 
 from pytest_desched.errors import ToolError
-from pytest_desched.tools.gobuild import go_env
+from pytest_desched.tools.gobuild import go_env, module_dir
 from pytest_desched.tools.groups import Group, kube_ldflags
+from pytest_desched.tools.kube_versions import at_kubernetes, choose_kubernetes
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import Versions, load_versions
 
@@ -30,14 +32,61 @@ def load_components() -> dict[str, Any]:
     return yaml.safe_load((HERE / "components.yaml").read_text())
 
 
+# kubeadm's own pins of the images it deploys (cmd/kubeadm/app/constants/constants.go):
+# a node image at another Kubernetes gets the etcd, coredns and pause its kubeadm asks for.
+_KUBEADM_CONSTANTS = {
+    "etcd": re.compile(r'^\s*DefaultEtcdVersion\s*=\s*"([^"]+)"', re.M),
+    "coredns": re.compile(r'^\s*CoreDNSVersion\s*=\s*"([^"]+)"', re.M),
+    "pause": re.compile(r'^\s*PauseVersion\s*=\s*"([^"]+)"', re.M),
+}
+
+
+def kubeadm_image_versions(kube_dir: Path) -> dict[str, str]:
+    """{etcd, coredns, pause} as kubeadm of the Kubernetes module at `kube_dir` pins them.
+
+    etcd's is the Go module version (kubeadm's `3.7.0-0` image tag -> `v3.7.0`).
+    """
+    path = kube_dir / "cmd/kubeadm/app/constants/constants.go"
+    src = path.read_text()
+    out = {}
+    for name, pattern in _KUBEADM_CONSTANTS.items():
+        m = pattern.search(src)
+        if not m:
+            raise ToolError(
+                f"{path}: no {pattern.pattern!r}; kubeadm moved its image pins, update "
+                "_KUBEADM_CONSTANTS (dev/kind_node/binaries.py)"
+            )
+        out[name] = m.group(1)
+    out["etcd"] = "v" + out["etcd"].split("-", 1)[0]
+    return out
+
+
+def components_at(components: dict[str, Any], kube_dir: Path) -> dict[str, Any]:
+    """components.yaml with etcd, coredns and pause moved to what kubeadm at `kube_dir` wants."""
+    pins = kubeadm_image_versions(kube_dir)
+    out = dict(components)
+    for name, version in pins.items():
+        out[name] = {**components[name], "version": version}
+    return out
+
+
 @dataclass(frozen=True)
 class Pins:
     versions: Versions
     components: dict[str, Any]
 
     @classmethod
-    def load(cls) -> Pins:
-        return cls(load_versions(), load_components())
+    def load(cls, kubernetes: str | None = None) -> Pins:
+        """The pins; at `kubernetes` (a served version, else ConfigError naming the served
+        ones) the Kubernetes binaries, staging modules, node image tag and kubeadm's etcd,
+        coredns and pause move with it, every other component stays pinned."""
+        versions, components = load_versions(), load_components()
+        choice = choose_kubernetes(versions, kubernetes, "--kubernetes")
+        if choice.pinned:
+            return cls(versions, components)
+        versions = at_kubernetes(versions, choice.version)
+        k = versions.kubernetes
+        return cls(versions, components_at(components, module_dir(k.module, k.version)))
 
     def version(self, name: str) -> str:
         return str(self.components[name]["version"])

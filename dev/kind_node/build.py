@@ -75,6 +75,9 @@ BASE_PACKAGES = [
     "procps",
     "runc",
 ]
+# The components.yaml entries the base root filesystem is made of (not etcd, coredns, pause:
+# those follow the Kubernetes version and live in the preloaded images).
+BASE_COMPONENTS = ("debian", "containerd", "cni_plugins", "crictl")
 IPTABLES_PACKAGES = ["iptables", "conntrack", "nftables"]
 DPKG_EXCLUDES = ["/usr/share/man/*", "/usr/share/doc/*", "/usr/share/locale/*", "/usr/share/info/*"]
 
@@ -197,10 +200,11 @@ class NodeImageBuild:
         (staging / "etc/kubernetes/manifests").mkdir(parents=True, exist_ok=True)
 
     def base_image(self) -> str:
+        # only what the base holds: node images of several Kubernetes versions share one base
         key = self.key(
             "base",
             BASE_PACKAGES,
-            self.pins.components,
+            {k: self.pins.components[k] for k in BASE_COMPONENTS},
             self.pins.versions.kind.version,
             *(self.b("containerd", t) for t in ("containerd", "ctr", "containerd-shim-runc-v2")),
             self.b("crictl"),
@@ -402,7 +406,8 @@ class NodeImageBuild:
             (Path(__file__).parent / "iptables-wrapper.sh").read_text(),
             Path(archive.__file__).read_text(),
         )
-        d = self.root / "images" / key
+        # by Kubernetes version: node images of several versions keep their archives side by side
+        d = self.root / "images" / self.kube_version / key
         done = d / "DONE.json"
         if done.is_file():
             return {k: Path(p) for k, p in json.loads(done.read_text()).items()}

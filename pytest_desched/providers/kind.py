@@ -35,7 +35,7 @@ from pytest_desched.kube import node_labels, node_name, node_ready
 from pytest_desched.proc import run
 from pytest_desched.providers.base import Cluster, Provider, docker_available
 from pytest_desched.providers.existing import CONTROL_PLANE_LABEL, close_clients
-from pytest_desched.tools.kind_runtime import VM_RUNTIME
+from pytest_desched.tools.kind_runtime import VM_RUNTIME, kind_image_command
 from pytest_desched.tools.resources import manifest_path
 
 if TYPE_CHECKING:
@@ -323,7 +323,7 @@ class KindProvider(Provider):
             if not image_present_locally(image):
                 hint = (
                     f"; the node image {image} is not in Docker and could not be pulled: build "
-                    "it offline in a checkout with `make kind-image` (python -m dev.kind_node)"
+                    f"it offline in a checkout with {kind_image_command(versions)}"
                 )
             raise ProviderError(f"creating kind cluster {self.cluster_name}: {exc}{hint}") from exc
         cluster = Cluster(

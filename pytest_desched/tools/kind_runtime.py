@@ -15,11 +15,22 @@ from pytest_desched.tools.gobuild import module_dir
 
 if TYPE_CHECKING:
     from pytest_desched.tools.toolchain import Toolchain
+    from pytest_desched.tools.versions import Versions
 
 # The OCI runtime the builder's dockerd gets on a VM lacking CAP_SYS_RESOURCE (runc minus that
 # capability); the kind provider adapts its node config when the engine's default is this one.
 VM_RUNTIME = "desched-vm"
 KWOK_IMAGE_REPO = "desched.local/kwok"
+
+
+def kind_image_command(versions: Versions) -> str:
+    """How to build the node image of `versions` (the pin, or `at_kubernetes`'s version)."""
+    from pytest_desched.tools.versions import load_versions
+
+    kube = versions.kubernetes.version
+    if kube == load_versions().kubernetes.version:
+        return "`make kind-image` (python -m dev.kind_node)"
+    return f"`make kind-image KIND_KUBERNETES={kube}` (python -m dev.kind_node --kubernetes {kube})"
 
 
 def kwok_image_tag(version: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.kube import WaitTimeout, wait_for
@@ -16,15 +15,19 @@ from pytest_desched.replay.capture.format import (
     controller_of,
     key,
 )
-from pytest_desched.replay.objects import collection_path, object_path
+from pytest_desched.replay.objects import collection_path, object_path, path_of
+from pytest_desched.replay.rebuild.paced import Pacer
 from pytest_desched.replay.rebuild.plan import (
+    BUILTIN_NAMESPACES,
     OWNER_KINDS,
     RestorePlan,
 )
 from pytest_desched.replay.rebuild.writes import (
+    WORKERS,
     RestoreError,
     create,
-    create_all,
+    describe,
+    label_builtin_namespaces,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ def wait_settled(
     timeout: float,
     report: Reporter,
     result: RestoreResult | None = None,
+    pacer: Pacer | None = None,
 ) -> None:
     """Every owner's controller and every PDB has observed the restored state.
 
@@ -144,8 +148,11 @@ def wait_settled(
         before = len(waiting)
         stuck = [w for w in waiting if w[0] in OWNERS and (stalled or w[3] != "not observed yet")]
         body = {"metadata": {"annotations": {SYNC_ANNOTATION: str(attempt)}}}
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(lambda w, b=body: _patch(api, w[0], w[1], w[2], b), stuck))
+
+        def nudge(w: tuple[str, str, str, str], b: dict[str, Any] = body) -> None:
+            _patch(api, w[0], w[1], w[2], b)
+
+        (pacer or Pacer(WORKERS)).map(nudge, stuck, lambda w: f"nudge {w[0]} {w[1]}/{w[2]}")
         nudged += len(stuck)
     if result is not None and nudged:
         result.notes.append(
@@ -154,8 +161,99 @@ def wait_settled(
         )
 
 
+def orphan_body(p: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot pod as the API restore creates it: no UID, no status, no workload owner
+    (its owner, created after it, adopts it), no priority (the Priority admission sets it)."""
+    body = copy.deepcopy(p)
+    body["metadata"].pop("uid", None)
+    body["metadata"].pop("creationTimestamp", None)
+    refs = body["metadata"].pop("ownerReferences", None)
+    if refs and refs[0].get("kind") not in OWNER_KINDS:
+        body["metadata"]["ownerReferences"] = refs
+    body.pop("status", None)
+    body["spec"].pop("priority", None)
+    return body
+
+
+def owner_body(o: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot owner as the API restore creates it: new UID, no status, adopted by its own
+    owner (a Deployment adopts its ReplicaSets) rather than naming it."""
+    body = copy.deepcopy(o)
+    for f in ("uid", "creationTimestamp", "generation"):
+        body["metadata"].pop(f, None)
+    body.pop("status", None)
+    body["metadata"].pop("ownerReferences", None)
+    return body
+
+
+# Workload owners, bottom-up: a Deployment adopts ReplicaSets that already exist.
+CONTROLLER_TIER = ("ReplicaSet", "StatefulSet", "DaemonSet")
+DEPLOYMENT_TIER = ("Deployment",)
+
+
+def object_tiers(plan: RestorePlan) -> list[tuple[str, list[dict[str, Any]]]]:
+    """What the pods need, in the order admission needs it: namespaces; then every object a
+    pod names or is counted by (ServiceAccounts, PriorityClasses, StorageClasses, PVs, PDBs);
+    then the claims, after the classes and volumes they name. Each tier is written
+    concurrently, the next only once the last write of the one before was answered."""
+    api = plan.api
+    return [
+        (
+            "namespaces",
+            [
+                n
+                for n in api.get("namespaces", [])
+                if n["metadata"]["name"] not in BUILTIN_NAMESPACES
+            ],
+        ),
+        (
+            "pod dependencies",
+            [
+                *api.get("serviceAccounts", []),
+                *api.get("priorityClasses", []),
+                *api.get("storageClasses", []),
+                *api.get("persistentVolumes", []),
+                *api.get("podDisruptionBudgets", []),
+            ],
+        ),
+        ("claims", list(api.get("persistentVolumeClaims", []))),
+    ]
+
+
+def workload_tiers(plan: RestorePlan) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Pods, then their workload owners bottom-up (snapshot objects, not yet bodies).
+
+    Through the API the workload owners come *after* their pods on purpose: an owner written
+    first makes pods of its own at once (a quota hold would refuse the restore's pods too), so
+    the pods go in as orphans and each owner adopts its own when it is created. The garbage
+    collector has nothing to collect meanwhile: an orphan names no owner.
+    """
+    return [
+        ("pods", list(plan.pods)),
+        ("workload controllers", [o for k in CONTROLLER_TIER for o in plan.owners.get(k, [])]),
+        ("deployments", [o for k in DEPLOYMENT_TIER for o in plan.owners.get(k, [])]),
+    ]
+
+
+def write_object_tiers(api: Any, plan: RestorePlan, pacer: Pacer, report: Reporter) -> None:
+    """The objects pods need, tier by tier (see object_tiers); the built-in namespaces only
+    get the snapshot's labels."""
+
+    def write(body: dict[str, Any]) -> Any:
+        # a new namespace's `default` ServiceAccount may already be there
+        return create(api, path_of(body), body, tolerate_exists=body["kind"] == "ServiceAccount")
+
+    pacer.tiers(object_tiers(plan), write, describe, report)
+    label_builtin_namespaces(api, plan)
+
+
 def restore_via_api(
-    api: Any, plan: RestorePlan, result: RestoreResult, timeout: float, report: Reporter
+    api: Any,
+    plan: RestorePlan,
+    result: RestoreResult,
+    timeout: float,
+    report: Reporter,
+    pacer: Pacer | None = None,
 ) -> None:
     """Fallback: pods as orphans through the API, then owners (which adopt them), startTimes.
 
@@ -164,32 +262,35 @@ def restore_via_api(
     each pod Running (earlier, kwok's pod-ready stage would overwrite it). Owners come
     bottom-up (ReplicaSets before their Deployments, which adopt them), so no controller
     makes an object the snapshot already has; the wait is for every pod to be adopted.
+    Every write goes through `pacer` (bounded concurrency, the server's 429 honoured).
     """
-    orphans = []
-    for p in plan.pods:
-        body = copy.deepcopy(p)
-        body["metadata"].pop("uid", None)
-        body["metadata"].pop("creationTimestamp", None)
-        refs = body["metadata"].pop("ownerReferences", None)
-        if refs and refs[0].get("kind") not in OWNER_KINDS:
-            body["metadata"]["ownerReferences"] = refs
-        body.pop("status", None)
-        body["spec"].pop("priority", None)  # the Priority admission computes it
-        orphans.append(body)
-    create_all(api, orphans)
+    pacer = pacer or Pacer(WORKERS)
     new_uid: dict[str, str] = {}
-    for kind in ("ReplicaSet", "StatefulSet", "DaemonSet", "Deployment"):
-        for o in plan.owners.get(kind, []):
-            body = copy.deepcopy(o)
-            ns = body["metadata"]["namespace"]
-            for f in ("uid", "creationTimestamp", "generation"):
-                body["metadata"].pop(f, None)
-            body.pop("status", None)
-            body["metadata"].pop("ownerReferences", None)  # adopted by its own owner
-            got = create(api, collection_path(kind, ns), body)
-            if got:
-                new_uid[o["metadata"]["uid"]] = got["metadata"]["uid"]
-                o["metadata"]["uid"] = got["metadata"]["uid"]
+    phases = result.pace.setdefault("phases_s", {})  # where the time goes (bench, docs)
+    lap = [time.monotonic()]
+
+    def mark(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = round(now - lap[0], 2)
+        lap[0] = now
+
+    def write(tier: str, o: dict[str, Any]) -> dict[str, Any] | None:
+        body = orphan_body(o) if tier == "pods" else owner_body(o)
+        got = create(api, path_of(body), body)
+        if got and tier != "pods":
+            new_uid[o["metadata"]["uid"]] = got["metadata"]["uid"]
+        return got
+
+    for tier, objs in workload_tiers(plan):
+
+        def write_one(o: dict[str, Any], t: str = tier) -> dict[str, Any] | None:
+            return write(t, o)
+
+        pacer.tiers([(tier, objs)], write_one, describe, report)
+        mark(tier)
+    for objs in plan.owners.values():
+        for o in objs:
+            o["metadata"]["uid"] = new_uid.get(o["metadata"]["uid"], o["metadata"]["uid"])
     for p in plan.pods:  # the plan speaks the server's UIDs from here on
         for r in p["metadata"].get("ownerReferences") or []:
             r["uid"] = new_uid.get(r["uid"], r["uid"])
@@ -235,9 +336,11 @@ def restore_via_api(
                 content_type="application/merge-patch+json",
             )
 
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        list(pool.map(patch, seen))
-    wait_settled(api, plan, timeout, report, result)
+    mark("adopted and Running")  # the controllers' adoption writes and kwok's status writes
+    pacer.map(patch, seen, lambda p: f"patch status.startTime of pod {key(p)}")
+    mark("startTime patches")
+    wait_settled(api, plan, timeout, report, result, pacer)
+    mark("owners settled")
     for p in kubeapi.list_all(api, collection_path("Pod")):  # the pods' UIDs are the server's
         if key(p) in plan.expected:
             plan.expected[key(p)]["uid"] = p["metadata"]["uid"]

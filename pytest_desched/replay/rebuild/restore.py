@@ -63,11 +63,12 @@ from pytest_desched.replay.capture.format import (
     utc,
 )
 from pytest_desched.replay.objects import collection_path, object_path
-from pytest_desched.replay.rebuild.api_restore import restore_via_api
+from pytest_desched.replay.rebuild.api_restore import restore_via_api, write_object_tiers
 from pytest_desched.replay.rebuild.etcd import Etcd, EtcdError, endpoint_of
 from pytest_desched.replay.rebuild.etcd_restore import (
     restore_via_etcd,
 )
+from pytest_desched.replay.rebuild.paced import DEFAULT_WORKERS, Pacer, widen_pool
 from pytest_desched.replay.rebuild.plan import (
     OWNER_KINDS,
     RUNNER_NODE,
@@ -78,7 +79,6 @@ from pytest_desched.replay.rebuild.plan import (
 from pytest_desched.replay.rebuild.writes import (
     RestoreError,
     create_all,
-    create_namespaces,
     wait_daemonsets,
     wait_nodes_ready,
 )
@@ -105,6 +105,7 @@ class RestoreResult:
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
     written_at: str = ""
     runner_node: str = RUNNER_NODE
+    pace: dict[str, Any] = field(default_factory=dict)  # the api method's writes (rebuild.paced)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -130,6 +131,7 @@ def restore(
     timeout: float = 120,
     report: Reporter = say,
     runner: bool = True,
+    workers: int = DEFAULT_WORKERS,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
@@ -137,7 +139,8 @@ def restore(
     server: slower, and creationTimestamp is then the restore's), `auto` (etcd when the
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
     `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
-    node of the host.
+    node of the host. `workers`: the api method's bound on concurrent writes (rebuild.paced:
+    the server's 429 / Retry-After lowers it and holds every writer).
     """
     if not runner and method != "api":
         raise ConfigError("a restore without the runner node is an api restore (a host's)")
@@ -176,26 +179,29 @@ def restore(
             api, etcd, snap, first, node_uids, now, timeout, result, timer, report
         )
     else:
+        pacer = Pacer(workers)
+        widen_pool(api, workers)
         extra = [runner_node()] if runner else []
-        created = create_all(api, [*extra, *first.api.get("nodes", [])])
+        created = create_all(api, [*extra, *first.api.get("nodes", [])], pacer=pacer)
         node_uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in created if c}
         wait_nodes_ready(api, [RUNNER_NODE] * runner + sorted(snap_nodes), timeout)
         timer.lap("nodes")
         plan = plan_restore(snap, ages=ages, node_uids=node_uids)
         result.shift_s = plan.shift_s
-        create_namespaces(api, plan)
-        create_all(api, plan.api.get("serviceAccounts", []), tolerate_exists=True)
-        for section in (
-            "priorityClasses",
-            "storageClasses",
-            "persistentVolumes",
-            "persistentVolumeClaims",
-            "podDisruptionBudgets",
-        ):
-            create_all(api, plan.api.get(section, []))
+        write_object_tiers(api, plan, pacer, report)
         timer.lap("api_objects")
-        restore_via_api(api, plan, result, timeout, report)
+        restore_via_api(api, plan, result, timeout, report, pacer)
         timer.lap("api_pods")
+        result.notes.append(f"API writes: {pacer.stats.note(pacer.bound)}")
+        result.pace.update(
+            {
+                "bound": pacer.bound,
+                "writes": pacer.stats.writes,
+                "throttled": pacer.stats.throttled,
+                "waited_s": round(pacer.stats.waited_s, 2),
+                "lowest_concurrency": pacer.stats.lowest_limit,
+            }
+        )
     result.expected = plan.expected
     daemonsets = {key(d) for d in plan.owners.get("DaemonSet", [])}
     if note := wait_daemonsets(api, daemonsets, timeout):

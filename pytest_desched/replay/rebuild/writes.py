@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
@@ -14,6 +13,7 @@ from pytest_desched.replay.capture.format import (
     key,
 )
 from pytest_desched.replay.objects import collection_path, object_path, path_of
+from pytest_desched.replay.rebuild.paced import Pacer, throttle_delay
 from pytest_desched.replay.rebuild.plan import (
     BUILTIN_NAMESPACES,
     HOLD_QUOTA,
@@ -22,6 +22,8 @@ from pytest_desched.replay.rebuild.plan import (
 
 if TYPE_CHECKING:
     pass
+
+WORKERS = 8  # a restore into its own embedded cluster; a host's api restore brings a Pacer
 
 
 class RestoreError(ProviderError):
@@ -36,25 +38,41 @@ def create(
     except ApiException as exc:
         if tolerate_exists and exc.status == 409:
             return None
+        if throttle_delay(exc) is not None:
+            raise  # the server's "too many requests": the Pacer waits and retries it
         raise RestoreError(
             f"create {body.get('kind')} {key(body)}: {kubeapi.status_reason(exc)}"
         ) from None
 
 
+def describe(body: dict[str, Any]) -> str:
+    return f"create {body.get('kind')} {key(body)}"
+
+
 def create_all(
-    api: Any, bodies: list[dict[str, Any]], tolerate_exists: bool = False, workers: int = 8
+    api: Any,
+    bodies: list[dict[str, Any]],
+    tolerate_exists: bool = False,
+    pacer: Pacer | None = None,
 ) -> list[dict[str, Any] | None]:
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda b: create(api, path_of(b), b, tolerate_exists), bodies))
+    """Create every body concurrently, at the server's pace (429 / Retry-After honoured)."""
+    pacer = pacer or Pacer(WORKERS)
+    return pacer.map(lambda b: create(api, path_of(b), b, tolerate_exists), bodies, describe)
 
 
 def create_namespaces(api: Any, plan: RestorePlan) -> None:
     """Create the snapshot's namespaces; the built-in ones only get its labels."""
     for ns_body in plan.api.get("namespaces", []):
-        name = ns_body["metadata"]["name"]
-        if name not in BUILTIN_NAMESPACES:
+        if ns_body["metadata"]["name"] not in BUILTIN_NAMESPACES:
             create(api, collection_path("Namespace"), ns_body)
-        elif ns_body["metadata"].get("labels"):
+    label_builtin_namespaces(api, plan)
+
+
+def label_builtin_namespaces(api: Any, plan: RestorePlan) -> None:
+    """The built-in namespaces (never created) get the snapshot's labels."""
+    for ns_body in plan.api.get("namespaces", []):
+        name = ns_body["metadata"]["name"]
+        if name in BUILTIN_NAMESPACES and ns_body["metadata"].get("labels"):
             kubeapi.request(
                 api,
                 "PATCH",
