@@ -135,3 +135,24 @@ def test_the_control_plane_upgrade_alone_is_canaried(desched_settings: Any, tmp_
         if c.kinds != ["replacement-seen"]
     ]
     assert rep.ok, (changed, rep.verdict.reasons)
+    # Both control planes were read while up, and they differ where each binary says so: the
+    # scheduler's written defaults and the API server's default admission plugins.
+    pin = load_versions().kubernetes.version
+    assert rep.control_plane_gaps == [], rep.control_plane_gaps
+    assert (
+        rep.baseline.control_plane["kubernetes"],
+        rep.candidate.control_plane["kubernetes"],
+    ) == (
+        pin,
+        OTHER,
+    )
+    areas = {d.area for d in rep.control_plane}
+    assert {"scheduler", "admission", "feature-gate"} <= areas, rep.control_plane
+    # A change is the control plane's only where its area decides it, with both versions named;
+    # a replacement placed differently and evicted again would be one (a trigger otherwise).
+    for j in rep.verdict.judged:
+        if j.status == "control-plane":
+            assert j.by and j.by.startswith(f"Kubernetes {pin} -> {OTHER}: "), j.to_dict()
+    assert list(rep.final_verdict.notes) == rep.verdict.control_plane
+    saved = json.loads((config.artifacts / "canary.json").read_text())
+    assert saved["control_plane"]["attributed"] == rep.verdict.control_plane
