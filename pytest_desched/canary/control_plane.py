@@ -9,7 +9,8 @@ the two clusters' own readings differ in the area that decides it:
 
 - `scheduler`: the effective default KubeSchedulerConfiguration, as each track's
   kube-scheduler writes it (`--write-config-to`, offline, defaults and feature gates applied):
-  decides where and when a replacement is placed (a pod created in the round).
+  decides where and when a replacement is placed (a pod created in the round), and so an
+  experiment's placement checks (PLACEMENT_CHECKS) failing where they passed.
 - `admission`: the API server's default-enabled admission plugins (`kube-apiserver --help`):
   decides a refusal's status code other than the PDB's 429.
 - `api`: the group versions each cluster serves (discovery) of the groups the release's
@@ -45,6 +46,9 @@ AREAS = ("scheduler", "admission", "api", "feature-gate")
 CALLED_GROUPS = ("", "policy", "events.k8s.io", "scheduling.k8s.io", "metrics.k8s.io")
 PDB_CODE = 429  # the eviction subresource's own refusal, not admission's
 API_CODES = (404, 405)  # not served: the group version or the resource is gone
+# The experiments' checks the scheduler decides: where the replacement landed, and that none
+# is left Pending (experiments/assertions.py ids).
+PLACEMENT_CHECKS = ("replacement-on-target", "no-pending")
 
 _ADMISSION = re.compile(r"default enabled ones \(([^)]*)\)")
 _GATE = re.compile(r"^\s*(?:kube:)?([A-Za-z0-9]+)=true\|false \(([A-Z]+) - default=(true|false)\)")
@@ -157,6 +161,14 @@ def _codes(fates: Mapping[str, int]) -> set[int]:
     return {int(m.group(1)) for k, n in fates.items() if n and (m := _CODE.match(k))}
 
 
+def _said(area: str, diffs: Sequence[KubeDifference], what: str, versions: tuple[str, str]) -> str:
+    """`Kubernetes A -> B: what: the first readings of the area that differ`."""
+    mine = [d for d in diffs if d.area == area]
+    shown = "; ".join(d.words() for d in mine[:3])
+    more = f" (+{len(mine) - 3} more)" if len(mine) > 3 else ""
+    return f"Kubernetes {versions[0]} -> {versions[1]}: {what}: {shown}{more}"
+
+
 def attribute(
     cd: PodClassDiff, diffs: Sequence[KubeDifference], versions: tuple[str, str]
 ) -> str | None:
@@ -165,29 +177,35 @@ def attribute(
     A pod the round's eviction created is placed by the scheduler: its change is attributed
     when the scheduler's defaults differ. A refusal answered with another status code is
     attributed to admission (a code other than 429) or to the served APIs (404/405) when those
-    differ. The first line names both clusters' versions and the differing readings.
+    differ. The line names both clusters' versions and the differing readings.
     """
-    by = {a: [d for d in diffs if d.area == a] for a in AREAS}
-    head = f"Kubernetes {versions[0]} -> {versions[1]}"
-
-    def said(area: str, what: str) -> str:
-        shown = "; ".join(d.words() for d in by[area][:3])
-        more = f" (+{len(by[area]) - 3} more)" if len(by[area]) > 3 else ""
-        return f"{head}: {what}: {shown}{more}"
-
-    if (cd.pods.endswith(CREATED_IN_ROUND) or cd.kinds == ["replacement-seen"]) and by["scheduler"]:
-        return said(
-            "scheduler", "the scheduler places the round's replacement, its defaults differ"
-        )
+    areas = {d.area for d in diffs}
+    replacement = cd.pods.endswith(CREATED_IN_ROUND) or cd.kinds == ["replacement-seen"]
+    if replacement and "scheduler" in areas:
+        what = "the scheduler places the round's replacement, its defaults differ"
+        return _said("scheduler", diffs, what, versions)
     b, c = _codes(cd.baseline), _codes(cd.candidate)
-    if b == c:
-        return None
     moved = b ^ c
-    if moved & set(API_CODES) and by["api"]:
-        return said("api", "an API the release calls is served differently")
-    if moved - {PDB_CODE} - set(API_CODES) and by["admission"]:
-        return said("admission", "the refusal's code changed and admission differs")
+    if moved & set(API_CODES) and "api" in areas:
+        return _said("api", diffs, "an API the release calls is served differently", versions)
+    if moved - {PDB_CODE} - set(API_CODES) and "admission" in areas:
+        return _said(
+            "admission", diffs, "the refusal's code changed and admission differs", versions
+        )
     return None
+
+
+def attribute_outcome(
+    failed: Iterable[str], diffs: Sequence[KubeDifference], versions: tuple[str, str]
+) -> str | None:
+    """Why an experiment's worse outcome is the control plane's: every check it failed on the
+    candidate is one the scheduler decides (PLACEMENT_CHECKS) and the scheduler's defaults
+    differ. A failed check of what the descheduler did (which pod, how many) never is."""
+    ids = set(failed)
+    if not ids or not ids <= set(PLACEMENT_CHECKS) or "scheduler" not in {d.area for d in diffs}:
+        return None
+    what = f"the scheduler decides {', '.join(sorted(ids))}, its defaults differ"
+    return _said("scheduler", diffs, what, versions)
 
 
 def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -244,6 +262,7 @@ __all__ = [
     "KubeDifference",
     "admission_defaults",
     "attribute",
+    "attribute_outcome",
     "differences",
     "flatten",
     "gate_defaults",

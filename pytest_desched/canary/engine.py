@@ -316,7 +316,7 @@ def control_plane_attribution(
     bk, ck = b.control_plane.get("kubernetes"), c.control_plane.get("kubernetes")
     if not (bk and ck) or bk == ck:
         return [], gaps, {}
-    from pytest_desched.canary.control_plane import attribute, differences
+    from pytest_desched.canary.control_plane import attribute, attribute_outcome, differences
 
     diffs = differences(b.control_plane, c.control_plane)
     out: dict[ChangeKey, str] = {}
@@ -325,6 +325,11 @@ def control_plane_attribution(
             if why := attribute(cd, diffs, (bk, ck)):
                 for kind in cd.kinds:
                     out[(rd.experiment, rd.index, kind, cd.pods)] = why
+    for label, r in c.by_label().items():  # an outcome the candidate's placement made worse
+        if r.outcome == "fail" and (
+            why := attribute_outcome([x.id for x in r.failed], diffs, (bk, ck))
+        ):
+            out[(label, NO_ROUND, "outcome-changed", label)] = why
     return diffs, gaps, out
 
 

@@ -16,6 +16,7 @@ from pytest_desched.canary.control_plane import (
     KubeDifference,
     admission_defaults,
     attribute,
+    attribute_outcome,
     differences,
     flatten,
     gate_defaults,
@@ -241,3 +242,33 @@ def test_readings_one_track_could_not_take_are_said_and_attribute_nothing() -> N
     assert (diffs, attributed) == ([], {})
     assert gaps == ["candidate: not read: kubectl api-versions timed out"]
     assert Counter(k[2] for k in attributed) == Counter()
+
+
+def test_a_worse_outcome_is_the_schedulers_only_when_it_failed_placement_checks_alone() -> None:
+    why = attribute_outcome(["replacement-on-target"], SCHED, (V36, V37))
+    assert why is not None and "the scheduler decides replacement-on-target" in why
+    assert attribute_outcome(["replacement-on-target", "no-pending"], SCHED, (V36, V37))
+    # a check of what the descheduler did is its own, beside a placement one or not
+    assert attribute_outcome(["replacement-on-target", "one-evicted"], SCHED, (V36, V37)) is None
+    assert attribute_outcome(["no-pending"], ADM + API, (V36, V37)) is None
+    assert attribute_outcome([], SCHED, (V36, V37)) is None
+
+
+def test_an_outcome_made_worse_by_placement_is_attributed_through_the_engine() -> None:
+    from pytest_desched.experiments.results import Check
+
+    b, c = tracks(V36, V37)
+    [r] = c.results
+    r.outcome = "fail"
+    r.checks = [Check("replacement-on-target", "the replacement landed on the target", False)]
+    rounds, _, changes = compare_tracks(b, c)
+    _, _, attributed = control_plane_attribution(b, c, rounds)
+    verdict = judge(changes, [], attributed)
+    outcome = [j for j in verdict.judged if j.change.kind == "outcome-changed"]
+    assert [(j.status, j.change.subject) for j in outcome] == [("control-plane", r.label)]
+    assert verdict.ok
+    r.checks.append(Check("one-evicted", "exactly one pod evicted", False))
+    rounds, _, changes = compare_tracks(b, c)
+    _, _, attributed = control_plane_attribution(b, c, rounds)
+    verdict = judge(changes, [], attributed)
+    assert not verdict.ok and "outcome-changed" in verdict.reasons[0]
