@@ -109,9 +109,16 @@ e2e-kind: tools
 
 ## The runbook's experiments at other Kubernetes versions than the pin (docs/kubernetes-versions.md),
 ## outside `make test`: each version's control plane is built (and cached) first, ~10-20 min cold.
+## Then the combined upgrade canaried: v0.35.1 on COMBINED_FROM against the pin on the pinned
+## Kubernetes (tests/e2e/test_kubernetes_version_e2e.py, skipped at any other version).
 KUBE_VERSIONS ?= v1.34.4 v1.35.4
+COMBINED_FROM := v1.35.4
 e2e-kubernetes: tools
 	@rc=0; for v in $(KUBE_VERSIONS); do \
 	  echo "== the runbook's experiments at Kubernetes $$v"; \
 	  $(PYTEST) -m "$(E2E_MARK)" -p no:cacheprovider --desched-kubernetes=$$v $(PYTEST_ARGS) || rc=$$?; \
-	done; exit $$rc
+	done; \
+	echo "== the combined upgrade: v0.35.1 on $(COMBINED_FROM) against the pin"; \
+	$(PYTEST) "tests/e2e/test_kubernetes_version_e2e.py::test_the_combined_upgrade_is_canaried" \
+	  -p no:cacheprovider --desched-kubernetes=$(COMBINED_FROM) $(PYTEST_ARGS) || rc=$$?; \
+	exit $$rc

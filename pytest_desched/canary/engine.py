@@ -31,7 +31,7 @@ from pytest_desched.canary.tracks import (
     parse_experiments,
     run_tracks,
 )
-from pytest_desched.canary.verdict import changes_of, judge
+from pytest_desched.canary.verdict import ChangeKey, changes_of, judge
 from pytest_desched.capabilities import capabilities_of
 from pytest_desched.config import DeschedConfig
 from pytest_desched.errors import ConfigError, PolicyError
@@ -304,6 +304,35 @@ def metric_changes(b: TrackResult, c: TrackResult) -> list[tuple[Change, str | N
     ]
 
 
+def control_plane_attribution(
+    b: TrackResult, c: TrackResult, rounds: Sequence[Any]
+) -> tuple[list[Any], list[str], dict[ChangeKey, str]]:
+    """Where the tracks' clusters run different Kubernetes: their readings that differ, what
+    could not be read, and each pod-class change those readings explain (canary.control_plane).
+
+    Same Kubernetes on both tracks (or readings missing): nothing is attributed.
+    """
+    gaps = [f"{t.name}: {t.control_plane['why']}" for t in (b, c) if t.control_plane.get("why")]
+    bk, ck = b.control_plane.get("kubernetes"), c.control_plane.get("kubernetes")
+    if not (bk and ck) or bk == ck:
+        return [], gaps, {}
+    from pytest_desched.canary.control_plane import attribute, attribute_outcome, differences
+
+    diffs = differences(b.control_plane, c.control_plane)
+    out: dict[ChangeKey, str] = {}
+    for rd in rounds:
+        for cd in rd.classes:
+            if why := attribute(cd, diffs, (bk, ck)):
+                for kind in cd.kinds:
+                    out[(rd.experiment, rd.index, kind, cd.pods)] = why
+    for label, r in c.by_label().items():  # an outcome the candidate's placement made worse
+        if r.outcome == "fail" and (
+            why := attribute_outcome([x.id for x in r.failed], diffs, (bk, ck))
+        ):
+            out[(label, NO_ROUND, "outcome-changed", label)] = why
+    return diffs, gaps, out
+
+
 def compare_tracks(
     b: TrackResult, c: TrackResult, comparison: Any = None, behaviour: bool = True
 ) -> tuple[list[Any], list[dict[str, Any]], list[tuple[Change, str | None]]]:
@@ -435,12 +464,18 @@ def run_canary(
         return rep
     mode = "parallel" if parallel else "serial"
     report(f"running {len(exps)} experiment(s) on both tracks ({mode})")
-    b, c = run_tracks(base_s, cand_s, exps, parallel, candidate_overrides)
+    # Each track on its own Kubernetes (a cluster upgrade canaried): read both control planes.
+    kubes = {cfg.kube_choice().version for cfg in (base_cfg, cand_cfg)}
+    b, c = run_tracks(
+        base_s, cand_s, exps, parallel, candidate_overrides, control_plane=len(kubes) > 1
+    )
     if static:
         add_metric_names(comparison, b, c)
     rounds, rows, changes = compare_tracks(b, c, comparison)
-    verdict = judge(changes, explanations)
+    diffs, gaps, attributed = control_plane_attribution(b, c, rounds)
+    verdict = judge(changes, explanations, attributed)
     rep = CanaryReport(b, c, rounds, verdict, comparison, rows, time.monotonic() - t0)
+    rep.control_plane, rep.control_plane_gaps = diffs, gaps
     rep.no_verdict = no_verdict_reasons(b, c)
     rep.regressions = candidate_ran_nothing(b, c)
     if not static:

@@ -24,7 +24,7 @@ from pytest_desched.canary.matrix_report import Matrix, Row
 from pytest_desched.canary.static_run import accept_missing, track_policies
 from pytest_desched.canary.tracks import parse_experiments, run_track
 from pytest_desched.capabilities import capabilities_of
-from pytest_desched.config import DeschedConfig
+from pytest_desched.config import DeschedConfig, check_kubernetes_on
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments import lookup
 from pytest_desched.log import tagged
@@ -66,6 +66,18 @@ def pair_charts(releases: Sequence[str], charts: Sequence[str]) -> list[tuple[st
             raise ConfigError(f"--chart: release {owner!r} has two charts; give it one")
         chart[owner] = item[len(owner) + 1 :].strip()
     return [(r, chart.get(r)) for r in releases]
+
+
+GRID_FLAG = "--kubernetes"  # the matrix's own, repeatable spelling (commands/matrix.py)
+
+
+def check_grid(kubernetes: Sequence[str]) -> list[str]:
+    """Each grid version as served here (normalised), or a ConfigError naming the served
+    ones; a version given twice is refused too."""
+    chosen = [choose_kubernetes(load_versions(), k, GRID_FLAG).version for k in kubernetes]
+    if len(set(chosen)) != len(chosen):
+        raise ConfigError(f"{GRID_FLAG}: a version is given twice; name each once")
+    return chosen
 
 
 def labels_of(exps: Sequence[tuple[str, str]]) -> list[str]:
@@ -111,11 +123,7 @@ def run_matrix(
             "desched matrix runs each release on a cluster of its own; on an existing "
             "cluster the releases would share the pod set. Use --provider embedded (or kind)"
         )
-    flag = "--desched-kubernetes"
-    chosen = [choose_kubernetes(load_versions(), k, flag).version for k in kubernetes]
-    kubes: list[str | None] = [*chosen] or [None]
-    if len(set(kubes)) != len(kubes):
-        raise ConfigError(f"{flag}: a version is given twice; name each once")
+    kubes: list[str | None] = [*check_grid(kubernetes)] or [None]
     named: list[tuple[str, str, str | None, str | None]] = []
     i = 0
     for spec, chart in pairs:  # every release read before any session
@@ -131,6 +139,7 @@ def run_matrix(
             cfg = track_config(config, name, spec, chart)
             if kube is not None:
                 cfg = cfg.with_(kubernetes=kube)
+                check_kubernetes_on(cfg, cfg.provider)  # e.g. a named kind cluster: exit 2
             shown = spec if kube is None else f"{spec} @ {kube}"
             rows.append((name, shown, chart, DeschedSession(cfg, report=_tag(report, name))))
         variants = [v for _, v in exps]

@@ -1,5 +1,9 @@
 """A release matrix, judged: one row a release, each cell an experiment, every known bug proven.
 
+A grid (releases x Kubernetes versions) is the same matrix with a row per release and
+version: the table gains a Kubernetes column, and each bug's proof names the cells (release @
+Kubernetes: experiments) it showed on.
+
 Pure: built from the tracks' results (or a `matrix.json` read back), judged against a
 known-bug registry, rendered as text, Markdown and JSON. Per row and per registered bug the
 registry says whether the release has it (`KnownBug.affected`, a version range) and the run says whether it
@@ -101,6 +105,7 @@ class Row:
     teardown_error: str | None = None
     wall_s: float = 0.0
     artifacts: str = ""
+    kubernetes: str = ""  # the row's cluster (its track's skew reading); "" in an older json
 
     @classmethod
     def of(
@@ -123,6 +128,7 @@ class Row:
             chart=dict(track.chart),
             skew=dict(track.skew),
             cells=cells,
+            kubernetes=str(track.skew.get("kubernetes") or ""),
             error=track.error,
             teardown_error=track.teardown_error,
             wall_s=round(track.wall_s, 1),
@@ -137,6 +143,11 @@ class Row:
     @property
     def ran(self) -> bool:
         return self.error is None and all(c.outcome != NOT_RUN for c in self.cells)
+
+    def at(self, grid: bool) -> str:
+        """The release as a proof names it: its version, and in a grid its Kubernetes."""
+        name = self.version or self.spec
+        return f"{name} @ {self.kubernetes}" if grid and self.kubernetes else name
 
 
 @dataclass(frozen=True)
@@ -263,6 +274,32 @@ class Matrix:
         return [judge_bug(b, row) for b in self.registry]
 
     @property
+    def grid(self) -> bool:
+        """Rows at more than one Kubernetes version: releases x versions."""
+        return len({r.kubernetes for r in self.rows}) > 1
+
+    def cells_shown(self) -> list[str]:
+        """Per bug, the cells it showed on (`release @ Kubernetes: experiment, ...`), or that
+        it showed on none of the cells that exercised it."""
+        out = []
+        for bug in self.registry:
+            where = []
+            for row in self._ordered():
+                f = judge_bug(bug, row)
+                if f.run == SHOWN:
+                    where.append(f"{row.at(self.grid)}: {', '.join(f.cells)}")
+            if where:
+                out.append(f"{short(bug.id)} shows on {len(where)} row(s): " + "; ".join(where))
+            else:
+                out.append(f"{short(bug.id)} shows on no cell")
+        return out
+
+    def _ordered(self) -> list[Row]:
+        return sorted(
+            self.rows, key=lambda r: (_version_key(r.version), _version_key(r.kubernetes))
+        )
+
+    @property
     def disagreements(self) -> list[str]:
         return [
             f"{row.spec}: {f.bug}: {f.note}"
@@ -317,14 +354,14 @@ class Matrix:
         out = []
         for bug in self.registry:
             by_run: dict[str, list[str]] = {SHOWN: [], NOT_SHOWN: [], NOT_EXERCISED: []}
-            rows = sorted(self.rows, key=lambda r: _version_key(r.version))
+            rows = self._ordered()
             for row in rows:
-                by_run[judge_bug(bug, row).run].append(row.version or row.spec)
+                by_run[judge_bug(bug, row).run].append(row.at(self.grid))
             line = f"{bug.id} ({bug.title}): "
             parts = []
             if by_run[SHOWN]:
                 tried = [
-                    v for v in (r.version or r.spec for r in rows) if v not in by_run[NOT_EXERCISED]
+                    v for v in (r.at(self.grid) for r in rows) if v not in by_run[NOT_EXERCISED]
                 ]
                 since = ""  # "from X on": shown on X and every newer release, not before
                 if by_run[SHOWN] == tried and len(tried) > 1:
@@ -345,6 +382,7 @@ class Matrix:
         """One dict a release; experiment columns by position (two variants run under one
         --policy file carry the same label)."""
         headers = {"release": "release", "version": "descheduler", "chart": "chart"}
+        headers |= {"kubernetes": "Kubernetes"} if self.grid else {}
         headers |= {f"e{i}": label for i, label in enumerate(self.labels)}
         headers |= {"bugs": "known bugs (run vs registry)", "wall": "wall s"}
         rows = []
@@ -355,6 +393,7 @@ class Matrix:
                     "release": row.spec,
                     "version": row.version or "-",
                     "chart": row.chart.get("version", "-"),
+                    **({"kubernetes": row.kubernetes or "-"} if self.grid else {}),
                     **{f"e{i}": (shown[i:] or [NOT_RUN])[0] for i in range(len(self.labels))},
                     "bugs": "; ".join(_finding_text(f) for f in self.findings(row)),
                     "wall": row.wall_s,
@@ -373,6 +412,7 @@ class Matrix:
         lines += [table(rows, headers, fmt), ""]
         sections = [
             ("Known bugs, proven from the runs", self.proofs()),
+            ("Known bugs, by cell", self.cells_shown() if self.grid else []),
             ("Disagreements between the registry and the runs", self.disagreements),
             ("Outcomes the registry does not explain", self.unexplained),
             ("Releases that could not run", self.not_run),
@@ -399,6 +439,7 @@ class Matrix:
                 {**asdict(r), "bugs": [asdict(f) for f in self.findings(r)]} for r in self.rows
             ],
             "proofs": self.proofs(),
+            **({"bug_cells": self.cells_shown()} if self.grid else {}),
             "disagreements": self.disagreements,
             "unexplained": self.unexplained,
             "not_run": self.not_run,

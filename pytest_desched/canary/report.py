@@ -44,6 +44,10 @@ class CanaryReport:
     regressions: list[str] = field(default_factory=list)  # the candidate ran no round: FAIL
     not_compared: list[str] = field(default_factory=list)  # what this canary did not compare
     snapshot: Any = None  # canary.fates.SnapshotFates: `desched canary --snapshot`'s pods
+    # The tracks' control planes, where their Kubernetes differ: the readings that differ
+    # (canary.control_plane.KubeDifference) and why any could not be read.
+    control_plane: list[Any] = field(default_factory=list)
+    control_plane_gaps: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -57,12 +61,13 @@ class CanaryReport:
     @property
     def final_verdict(self) -> Verdict:
         """No verdict (exit 3) when nothing could be judged, else pass (0) or fail (1)."""
+        notes = tuple(self.verdict.control_plane)
         if self.broken:
             why = [e for e in (self.baseline.error, self.candidate.error) if e]
-            return Verdict(Outcome.NO_VERDICT, (*why, *self.no_verdict))
+            return Verdict(Outcome.NO_VERDICT, (*why, *self.no_verdict), notes)
         if self.ok:
-            return Verdict(Outcome.PASS)
-        return Verdict(Outcome.FAIL, (*self.regressions, *self.verdict.reasons))
+            return Verdict(Outcome.PASS, (), notes)
+        return Verdict(Outcome.FAIL, (*self.regressions, *self.verdict.reasons), notes)
 
     @property
     def headline(self) -> str:
@@ -82,6 +87,17 @@ class CanaryReport:
             "outcomes": self.outcomes,
             "rounds": [r.to_dict() for r in self.rounds],
             "static": self.static.to_dict() if self.static is not None else None,
+            **(
+                {
+                    "control_plane": {
+                        "differences": [d.to_dict() for d in self.control_plane],
+                        "gaps": self.control_plane_gaps,
+                        "attributed": self.verdict.control_plane,
+                    }
+                }
+                if self.control_plane or self.control_plane_gaps
+                else {}
+            ),
             "wall_s": round(self.wall_s, 2),
             **({"snapshot": self.snapshot.to_dict()} if self.snapshot is not None else {}),
         }
@@ -97,6 +113,9 @@ class CanaryReport:
         lines += [f"- no verdict: {r}" for r in self.no_verdict]
         lines += [f"- regression: {r}" for r in self.regressions]
         lines += [f"- {r}" for r in self.verdict.reasons]
+        lines += [
+            f"- the control plane's, not the descheduler's: {r}" for r in self.verdict.control_plane
+        ]
         lines += [
             f"- the {t.name} track's teardown failed (its results stand): {t.teardown_error}"
             for t in (b, c)
@@ -172,6 +191,18 @@ class CanaryReport:
                 changes.append([where, kind, ch.subject, j.status, j.by or "", ch.detail])
             heads = ["experiment", "kind", "pods / subject", "status", "by", "detail"]
             lines.append(table(changes, heads, "md"))
+        if self.control_plane or self.control_plane_gaps:
+            lines += ["", "## Control plane (the tracks' Kubernetes differ)", ""]
+            lines += [f"- not read: {g}" for g in self.control_plane_gaps]
+            gates = [d for d in self.control_plane if d.area == "feature-gate"]
+            for d in self.control_plane:
+                if d.area != "feature-gate":
+                    lines.append(f"- {d.words()}")
+            if gates:
+                lines.append(
+                    f"- feature-gate defaults: {len(gates)} differ (context only; the "
+                    "scheduler's effective defaults above carry those that change it)"
+                )
         lines += ["", "## Metric families served", ""]
         for t in (b, c):
             names = ", ".join(t.metric_names) if t.metric_names else f"unknown ({t.metrics_why})"

@@ -9,6 +9,7 @@ removes its cluster.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import traceback
@@ -89,6 +90,9 @@ class TrackResult:
     artifacts: str = ""
     # The release against the cluster's Kubernetes (tools.release.skew_from_readme)
     skew: dict[str, Any] = field(default_factory=dict)
+    # The cluster's control-plane readings (canary.control_plane.read_profile), read when the
+    # tracks' Kubernetes differ: what a change may be attributed to instead of the release.
+    control_plane: dict[str, Any] = field(default_factory=dict)
 
     def by_label(self) -> dict[str, ExperimentResult]:
         return {r.label: r for r in self.results}
@@ -109,6 +113,7 @@ class TrackResult:
             "metric_names": self.metric_names,
             "metrics_why": self.metrics_why,
             "skew": self.skew,
+            **({"control_plane": self.control_plane} if self.control_plane else {}),
         }
 
 
@@ -121,13 +126,16 @@ def run_track(
     stopper: WorkerStop | None = None,
     work: Work | None = None,
     metrics: bool = True,
+    control_plane: bool = False,
 ) -> TrackResult:
     """Bring up one cluster, run the experiments in order, tear everything down.
 
     `overrides` (policy path -> value) change this track's policy only, recorded as such:
     how a canary proves it catches a candidate that widens what is evicted. `work` runs
     first, on the same session (the snapshot canary's restore and round). `metrics=False`
-    skips the served-metrics probe (a release matrix compares no metric families).
+    skips the served-metrics probe (a release matrix compares no metric families);
+    `control_plane` reads the cluster's control-plane profile while it is up (the tracks'
+    Kubernetes differ: canary.control_plane).
     """
     out = TrackResult(name, artifacts=str(session.config.artifacts))
     t0 = time.monotonic()
@@ -137,6 +145,8 @@ def run_track(
         out.chart = rel.chart.evidence()
         describe_release(session, out)
         out.workers = list(session.cluster.workers)
+        if control_plane:
+            read_control_plane(session, out)
         if work is not None:
             if cancel.is_set():
                 out.error = CANCELLED
@@ -205,6 +215,18 @@ def first_cause(track: TrackResult) -> str:
     return "; ".join(parts) or "the track did not report"
 
 
+def read_control_plane(session: DeschedSession, out: TrackResult) -> None:
+    """The cluster's control-plane readings, or why they are missing: a reading that fails
+    attributes nothing, it never fails the track."""
+    from pytest_desched.canary.control_plane import read_profile
+
+    with session.phase("control-plane-readings"):
+        try:
+            out.control_plane = read_profile(session)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+            out.control_plane = {"why": f"not read: {exc}"}
+
+
 def probe_metrics(session: DeschedSession, out: TrackResult) -> None:
     """The metric families this track's binary serves, or why they are not known."""
     rel, cluster = session.release, session.cluster
@@ -228,14 +250,22 @@ def run_tracks(
     parallel: bool = True,
     candidate_overrides: Mapping[str, Any] | None = None,
     work: Work | None = None,
+    control_plane: bool = False,
 ) -> tuple[TrackResult, TrackResult]:
     """Both tracks, in parallel by default (the candidate in a worker thread); `work` is
-    each track's own work before its experiments (run_track)."""
+    each track's own work before its experiments, `control_plane` its readings (run_track)."""
     cancel = threading.Event()
+    cp = control_plane
     if not parallel:
-        b = run_track("baseline", baseline, experiments, cancel, work=work)
+        b = run_track("baseline", baseline, experiments, cancel, work=work, control_plane=cp)
         return b, run_track(
-            "candidate", candidate, experiments, cancel, candidate_overrides, work=work
+            "candidate",
+            candidate,
+            experiments,
+            cancel,
+            candidate_overrides,
+            work=work,
+            control_plane=cp,
         )
     box: dict[str, TrackResult] = {}
     stopper = WorkerStop()
@@ -244,7 +274,14 @@ def run_tracks(
         try:
             stopper.bind()
             box["candidate"] = run_track(
-                "candidate", candidate, experiments, cancel, candidate_overrides, stopper, work
+                "candidate",
+                candidate,
+                experiments,
+                cancel,
+                candidate_overrides,
+                stopper,
+                work,
+                control_plane=cp,
             )
         except BaseException as exc:  # nothing leaves this thread unsaid (nor a stop())
             cancel.set()
@@ -254,7 +291,7 @@ def run_tracks(
     t.start()
     try:
         with on_signal(stopper.stop):  # the candidate stops (and cleans up) at once, beside us
-            b = run_track("baseline", baseline, experiments, cancel, work=work)
+            b = run_track("baseline", baseline, experiments, cancel, work=work, control_plane=cp)
         t.join()
     except BaseException:
         cancel.set()

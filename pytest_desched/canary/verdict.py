@@ -8,13 +8,15 @@ file (expectations.py) and a known upstream bug the candidate fixes, proven by i
 present on the baseline's round (of a version the registry lists as affected) and gone from
 a candidate round that completed its cycle and listed pods, with the pods' baseline fates
 exactly the ones the bug causes (known_bugs.KnownBug.fates) and none of them left on the
-candidate's same pods. A baseline round that completed no cycle is no reference: nothing of
+candidate's same pods. When the tracks' Kubernetes differ, a change with neither is attributed
+to the control plane where the clusters' own readings explain it (canary/control_plane.py):
+named, with both versions, and never counted against the descheduler. A baseline round that completed no cycle is no reference: nothing of
 it is compared (the engine's NO VERDICT names it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -170,10 +172,19 @@ def events_lost(b: RoundFigures, c: RoundFigures) -> str | None:
     return None
 
 
+# A change's key for an attribution made apart from its words (experiment, round, kind, subject).
+ChangeKey = tuple[str, int, str, str]
+
+
+def key_of(change: Change) -> ChangeKey:
+    return (change.experiment, change.round, change.kind, change.subject)
+
+
 @dataclass
 class Judged:
     change: Change
-    status: str  # "explained" | "fixed-bug" | "informative" | "unexplained"
+    # "explained" | "fixed-bug" | "informative" | "control-plane" | "unexplained"
+    status: str
     by: str | None = None  # explanation source or bug id
     trigger: bool = False
 
@@ -197,6 +208,15 @@ class CanaryVerdict:
     def unexplained(self) -> list[Judged]:
         return [j for j in self.judged if j.status == "unexplained"]
 
+    @property
+    def control_plane(self) -> list[str]:
+        """Each change attributed to the control plane, in one line (the verdict's notes)."""
+        return [
+            f"{j.change.kind} in {j.change.where}: {j.change.subject}: {j.by}"
+            for j in self.judged
+            if j.status == "control-plane"
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
@@ -207,10 +227,14 @@ class CanaryVerdict:
 
 
 def judge(
-    changes: Sequence[tuple[Change, str | None]], explanations: Sequence[Explanation]
+    changes: Sequence[tuple[Change, str | None]],
+    explanations: Sequence[Explanation],
+    control_plane: Mapping[ChangeKey, str] | None = None,
 ) -> CanaryVerdict:
-    """Explain each change (user's file first, then a proven bug fix); fail on the rest."""
+    """Explain each change (user's file first, then a proven bug fix, then the control plane
+    where `control_plane` attributes it: key_of(change) -> why); fail on the rest."""
     judged: list[Judged] = []
+    attributed = control_plane or {}
     used: set[int] = set()
     for change, bug in changes:
         trigger = change.kind in TRIGGERS
@@ -222,6 +246,8 @@ def judge(
             judged.append(Judged(change, "informative", bug, trigger))
         elif bug is not None:
             judged.append(Judged(change, "fixed-bug", bug, trigger))
+        elif why := attributed.get(key_of(change)):
+            judged.append(Judged(change, "control-plane", why, trigger))
         else:
             judged.append(Judged(change, "unexplained", None, trigger))
     stale = [e for i, e in enumerate(explanations) if i not in used]

@@ -1,12 +1,13 @@
 """`desched matrix`: the runbook's experiments on several releases, one row a release.
 
     desched matrix RELEASE... [--chart RELEASE=CHART ...] [--experiment NAME[VARIANT] ...]
-                   [--values FILE] [--policy FILE] [-o text|json|yaml|md]
+                   [--kubernetes VERSION ...] [--values FILE] [--policy FILE] [-o text|json|yaml|md]
 
 A RELEASE is any form `desched canary --candidate/--baseline` takes (`pinned`,
 `version:vX.Y.Z`, `source:PATH[@LABEL]`, `binary:PATH`, `image:REPO:TAG`). Releases are
 arguments, as experiments are to `desched run` and files to `desched lint`: `--release` is
-the Helm release's name on every subcommand. Exit 0 every row ran and every outcome is
+the Helm release's name on every subcommand. `--kubernetes` more than once makes a grid:
+every release at every version, one cluster per cell. Exit 0 every row ran and every outcome is
 explained by the known-bug registry, 1 a disagreement or an unexplained outcome, 2 bad input
 (before any cluster), 3 a release could not run.
 """
@@ -58,6 +59,19 @@ def add_parser(sub: Any) -> None:
         help="a canary explanation file: its static policy-translation entries accept a "
         "protection a release cannot express (docs/matrix.md)",
     )
+    # Repeatable here (a grid), where every other command takes one: defined before the shared
+    # options, so add_config_options leaves the spelling to it (DESCHED_KUBERNETES still
+    # gives the one version when no --kubernetes is given).
+    p.add_argument(
+        "--kubernetes",
+        action="append",
+        default=None,
+        dest="grid_kubernetes",
+        metavar="VERSION",
+        help="a served Kubernetes release (vX.Y.Z) every release runs at (repeatable: a grid "
+        "of releases x versions, one cluster per cell; default: --desched-kubernetes's "
+        "environment and ini, else the pin) [env DESCHED_KUBERNETES]",
+    )
     add_config_options(p, "matrix")
     out.add_output(p)
 
@@ -67,6 +81,7 @@ def command_line(args: argparse.Namespace) -> str:
     argv = ["desched", "matrix", *args.releases]
     argv += [f"--chart={c}" for c in args.chart]
     argv += [f"--experiment={e}" for e in args.experiment or ()]
+    argv += [f"--kubernetes={k}" for k in getattr(args, "grid_kubernetes", None) or ()]
     argv += [f"--expect={args.expect}"] if args.expect else []
     for flag in ("--desched-values", "--desched-policy", "--desched-provider"):
         for v in _as_list(getattr(args, flag, None)):
@@ -81,11 +96,18 @@ def _as_list(v: Any) -> list[Any]:
 def cmd_matrix(args: argparse.Namespace) -> int:
     # heavy: the kubernetes client, kept out of `desched` start-up
     from pytest_desched.canary.expectations import load_explanations
-    from pytest_desched.canary.matrix import pair_charts, parse_experiments, run_matrix
+    from pytest_desched.canary.matrix import (
+        check_grid,
+        pair_charts,
+        parse_experiments,
+        run_matrix,
+    )
 
     pair_charts(args.releases, args.chart)  # bad input before a run folder is claimed
     parse_experiments(args.experiment)
     load_explanations(args.expect)
+    kubes = list(args.grid_kubernetes or ())
+    check_grid(kubes)
     config = config_from_args(args)
     matrix = run_matrix(
         config,
@@ -95,6 +117,7 @@ def cmd_matrix(args: argparse.Namespace) -> int:
         report=say,
         command=command_line(args),
         expect=args.expect,
+        kubernetes=kubes,
     )
     out.emit(
         out.render(

@@ -30,6 +30,9 @@ class Verdict:
 
     outcome: Outcome
     reasons: tuple[str, ...] = ()
+    # What the verdict names without counting it either way: e.g. a canary's changes the
+    # control plane explains when the tracks' Kubernetes differ (canary/control_plane.py).
+    notes: tuple[str, ...] = ()
     exit_code: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -56,6 +59,7 @@ class Verdict:
         return {
             "outcome": self.outcome.value,
             "reasons": list(self.reasons),
+            **({"notes": list(self.notes)} if self.notes else {}),
             "exit": self.exit_code,
         }
 

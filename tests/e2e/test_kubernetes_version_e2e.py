@@ -135,3 +135,77 @@ def test_the_control_plane_upgrade_alone_is_canaried(desched_settings: Any, tmp_
         if c.kinds != ["replacement-seen"]
     ]
     assert rep.ok, (changed, rep.verdict.reasons)
+    # Both control planes were read while up, and they differ where each binary says so: the
+    # scheduler's written defaults and the API server's default admission plugins.
+    pin = load_versions().kubernetes.version
+    assert rep.control_plane_gaps == [], rep.control_plane_gaps
+    assert (
+        rep.baseline.control_plane["kubernetes"],
+        rep.candidate.control_plane["kubernetes"],
+    ) == (
+        pin,
+        OTHER,
+    )
+    areas = {d.area for d in rep.control_plane}
+    assert {"scheduler", "admission", "feature-gate"} <= areas, rep.control_plane
+    # A change is the control plane's only where its area decides it, with both versions named;
+    # a replacement placed differently and evicted again would be one (a trigger otherwise).
+    for j in rep.verdict.judged:
+        if j.status == "control-plane":
+            assert j.by and j.by.startswith(f"Kubernetes {pin} -> {OTHER}: "), j.to_dict()
+    assert list(rep.final_verdict.notes) == rep.verdict.control_plane
+    saved = json.loads((config.artifacts / "canary.json").read_text())
+    assert saved["control_plane"]["attributed"] == rep.verdict.control_plane
+
+
+# The combined upgrade's starting cluster: built only by `make e2e-kubernetes` (its cold cost
+# is a second extra control plane, docs/kubernetes-versions.md), so `make test` skips this.
+COMBINED_FROM = "v1.35.4"
+
+
+def test_the_combined_upgrade_is_canaried(desched_settings: Any, tmp_path: Path) -> None:
+    """v0.35.1 with its chart on v1.35.4 (baseline) against the pinned v0.36.0 on the pinned
+    v1.36.3 (candidate): the control plane and the descheduler upgraded together. Each track
+    names its own cluster and skew; every change is explained, a proven bug fix, or the
+    control plane's, where its readings differ."""
+    from pytest_desched.canary.engine import run_canary
+    from tests.upstream import release_file
+
+    if desched_settings.kubernetes != COMBINED_FROM:
+        pytest.skip(f"runs at --desched-kubernetes={COMBINED_FROM} (make e2e-kubernetes)")
+    pin = load_versions().kubernetes.version
+    config = desched_settings.with_(
+        run_dir=tmp_path,
+        artifacts=desched_settings.artifacts / "canary-combined-upgrade",
+        provider="embedded",
+        kubernetes=None,
+        baseline_kubernetes=COMBINED_FROM,
+        candidate_kubernetes=pin,
+    )
+    said: list[str] = []
+    rep = run_canary(
+        config,
+        "pinned",
+        baseline="version:v0.35.1",
+        baseline_chart=str(release_file("chart-0.35.1")),
+        report=said.append,
+        static=False,
+    )
+    b, c = rep.baseline, rep.candidate
+    assert b.error is None and c.error is None, "\n".join(said[-30:])
+    assert (b.descheduler_version, c.descheduler_version) == ("v0.35.1", "v0.36.0")
+    # Each release against its own cluster: both inside the minors their READMEs test.
+    assert (b.skew["kubernetes"], c.skew["kubernetes"]) == (COMBINED_FROM, pin)
+    assert b.skew["tested"] is True and c.skew["tested"] is True, (b.skew, c.skew)
+    assert (b.control_plane["kubernetes"], c.control_plane["kubernetes"]) == (COMBINED_FROM, pin)
+    assert rep.control_plane_gaps == [] and rep.control_plane, rep.control_plane_gaps
+    assert not rep.no_verdict, "\n".join(rep.no_verdict)
+    # Every change is named: explained, a bug fix proven, informative, or the control plane's
+    # (with both versions); none is left for the descheduler's verdict to fail on.
+    for j in rep.verdict.judged:
+        if j.status == "control-plane":
+            assert j.by and j.by.startswith(f"Kubernetes {COMBINED_FROM} -> {pin}: ")
+    assert not rep.regressions, "\n".join(rep.regressions)
+    loose = [j.to_dict() for j in rep.verdict.judged if j.status == "unexplained" and not j.trigger]
+    assert loose == [], rep.verdict.reasons
+    assert list(rep.final_verdict.notes) == rep.verdict.control_plane

@@ -240,6 +240,6 @@ def test_a_grid_runs_every_release_at_every_kubernetes(tmp_path: Path, doubles: 
 def test_a_grid_refuses_a_bad_kubernetes_before_any_session(
     tmp_path: Path, doubles: list, kubes: list[str]
 ) -> None:
-    with pytest.raises(ConfigError, match="--desched-kubernetes"):
+    with pytest.raises(ConfigError, match="--kubernetes"):
         m.run_matrix(_config(tmp_path), ["pinned"], experiments=["nodefit"], kubernetes=kubes)
     assert FakeSession.made == []

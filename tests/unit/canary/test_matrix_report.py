@@ -257,3 +257,37 @@ def test_columns_are_positions_not_labels() -> None:
     rows, headers = m.table_rows()
     assert len(headers) == 3 + 2 + 2
     assert rows[0]["e0"].startswith("xfail") and rows[0]["e1"].startswith("pass")
+
+
+def test_a_grid_names_each_rows_kubernetes_and_each_bugs_cells() -> None:
+    """Releases x versions: a Kubernetes column, proofs per `release @ version`, and per bug
+    the cells it showed on (a row where it was exercised and not shown is left out)."""
+    rows = [
+        replace(row(v, result(v, **kw)), kubernetes=k, spec=f"version:{v} @ {k}")
+        for v, kw in (("v0.35.1", {}), ("v0.36.0", {}))
+        for k in ("v1.37.2", "v1.35.4")
+    ]
+    rows[3] = replace(
+        row("v0.36.0", result("v0.36.0", outcome="pass", bug=False)),
+        kubernetes="v1.35.4",
+        spec="version:v0.36.0 @ v1.35.4",
+    )
+    m = _matrix(*rows)
+    assert m.grid and not _matrix(row("v0.36.0", result("v0.36.0"))).grid
+    table, heads = m.table_rows()
+    assert heads["kubernetes"] == "Kubernetes"
+    assert [r["kubernetes"] for r in table] == ["v1.37.2", "v1.35.4", "v1.37.2", "v1.35.4"]
+    assert table[0]["e0"].startswith("xfail (#1882) · stopped-by:evictor")
+    assert table[3]["e0"].startswith("pass · stopped-by:evictor")
+    proof = next(p for p in m.proofs() if p.startswith(B1882.id))
+    assert "exercised, not shown on v0.36.0 @ v1.35.4" in proof, proof
+    assert "shown on v0.35.1 @ v1.35.4, v0.35.1 @ v1.37.2, v0.36.0 @ v1.37.2" in proof, proof
+    line = next(c for c in m.cells_shown() if c.startswith("#1882"))
+    assert line == (
+        f"#1882 shows on 3 row(s): v0.35.1 @ v1.35.4: {NODEFIT}[runbook]; "
+        f"v0.35.1 @ v1.37.2: {NODEFIT}[runbook]; v0.36.0 @ v1.37.2: {NODEFIT}[runbook]"
+    )
+    md = m.render("md")
+    assert "## Known bugs, by cell" in md and line in md and "| Kubernetes " in md
+    again = Matrix.from_dict(json.loads(json.dumps(m.to_dict(), default=str)))
+    assert again.render("md") == md and again.to_dict()["bug_cells"] == m.cells_shown()

@@ -36,6 +36,11 @@ def clean(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
         (["pinned", "--experiment", "nodefit[x]"], "variant 'x' not in"),
         (["pinned", "--values", "missing.yaml"], "--values missing.yaml: no such file"),
         (["pinned", "--workers", "1"], "--workers / DESCHED_WORKERS must be an integer >= 2"),
+        (["pinned", "--kubernetes", "v1.31.0"], "--kubernetes v1.31.0: not served here"),
+        (
+            ["pinned", "--kubernetes", "v1.37.2", "--kubernetes", "1.37.2"],
+            "--kubernetes: a version is given twice",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_leaves_nothing(
@@ -94,3 +99,25 @@ def test_the_matrix_exit_code_is_the_commands(
     )
     assert cli.main(["matrix", "pinned", "--provider", "embedded", "-o", "md"]) == code
     assert capsys.readouterr().out.startswith("# Release matrix")
+
+
+def test_every_kubernetes_reaches_the_grid_in_order(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--kubernetes` more than once is a grid: each version reaches run_matrix (the last one
+    alone did, as a single-valued option, and run_matrix was never given it)."""
+    seen: dict[str, Any] = {}
+    fake = _fake(None)
+
+    def run(config: Any, releases: Any, charts: Any, **kw: Any) -> Matrix:
+        seen.update(kw, config=config)
+        return fake(config, releases, charts, **kw)
+
+    monkeypatch.setattr(engine, "run_matrix", run)
+    argv = ["matrix", "version:v0.35.1", "pinned", "--provider", "embedded"]
+    argv += ["--kubernetes", "v1.35.4", "--kubernetes", "v1.36.3", "--kubernetes", "1.37.2"]
+    assert cli.main([*argv, "-o", "json"]) == 0
+    assert seen["kubernetes"] == ["v1.35.4", "v1.36.3", "1.37.2"]
+    assert seen["config"].kubernetes is None  # each cell sets its own; no run-wide version
+    assert "--kubernetes=v1.35.4 --kubernetes=v1.36.3 --kubernetes=1.37.2" in seen["command"]
+    capsys.readouterr()
