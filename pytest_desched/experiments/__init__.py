@@ -54,6 +54,7 @@ __all__ = [
     "strategies",
     "strategy_policy",
     "utilization",
+    "utilization_legacy",
     "utilization_modes",
 ]
 
@@ -61,5 +62,6 @@ __all__ = [
 from pytest_desched.experiments import (
     loops,
     utilization,
+    utilization_legacy,
     utilization_modes,
 )

@@ -78,3 +78,43 @@ def test_utilization_stale_node_is_read_as_idle(modes_session: DeschedSession) -
         "no-eviction-succeeded",
         "no-eviction-request",
     }, res.message
+
+
+def _logged(res: Any) -> dict[str, Any]:
+    return dict(res.records[-1]["utilization"]["node_usage_logged"])
+
+
+def test_deprecated_form_through_the_chart_reads_nothing(modes_session: DeschedSession) -> None:
+    """chart 0.36.0 grants metrics.k8s.io only for metricsProviders: the old form's every
+    fetch is forbidden, the round fails closed (lint DL029 finds it beforehand)."""
+    res = modes_session.run("utilization-legacy")
+    assert res.outcome == "pass", res.message
+    checks = _checks(res)
+    for cid in ("descheduler-says-forbidden", "no-node-read-as-idle", "uids-unchanged"):
+        assert checks.get(cid), (cid, res.message)
+    policy = res.records[-1]["effective_policy"]
+    assert policy.get("metricsCollector") == {"enabled": True}, policy
+    assert not policy.get("metricsProviders"), policy
+    assert res.evictions == 0
+
+
+def test_deprecated_and_new_metrics_forms_read_the_same_usage(
+    modes_session: DeschedSession,
+) -> None:
+    """The migration in behaviour: with the read granted, v0.36.0 reads the old form as the
+    new one: a round on each classifies every node alike, at the same usage, one eviction."""
+    new = modes_session.run("utilization")
+    old = modes_session.run("utilization-legacy-granted")
+    for res in (new, old):
+        assert res.outcome == "pass", res.message
+        assert res.evictions == 1
+    policy = old.records[-1]["effective_policy"]
+    assert policy.get("metricsCollector") == {"enabled": True}, policy
+    assert not policy.get("metricsProviders"), policy
+    a, b = _logged(new), _logged(old)
+    assert set(a) == set(b) == set(modes_session.cluster.workers), (a, b)
+    assert {n: u["category"] for n, u in a.items()} == {n: u["category"] for n, u in b.items()}
+    for node in a:  # the same source read: each node's CPU share within a few points
+        pa, pb = a[node]["usage_percent"]["cpu"], b[node]["usage_percent"]["cpu"]
+        assert abs(pa - pb) <= 5, (node, a[node], b[node])
+    print(f"new form {a}\nold form {b}")
