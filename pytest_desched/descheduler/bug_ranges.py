@@ -147,7 +147,7 @@ RANGE_STALE_IDLE = VersionRange(
     since_proof=(
         "code: the metrics collector copies NodeMetrics' Usage and never reads its Timestamp "
         "or Window: v0.36.0's pkg/descheduler/metricscollector/metricscollector.go:129-149, "
-        "v0.35.1's :131-151, v0.33.0's :129-148, v0.32.2's :128-147 (the oldest tree here). "
+        "v0.35.1's :129-150, v0.33.0's :127-148, v0.32.2's :126-147 (the oldest tree here). "
         "Runs: v0.36.0 (utilization-stale)"
     ),
 )
