@@ -140,6 +140,8 @@ def run_track(
     out = TrackResult(name, artifacts=str(session.config.artifacts))
     t0 = time.monotonic()
     try:
+        for exp, _ in experiments:  # before the cluster: it starts with the sources they read
+            session.need_metrics(lookup(exp).metrics_sources, exp)
         rel = session.release
         out.descheduler_version = rel.descheduler_version
         out.chart = rel.chart.evidence()

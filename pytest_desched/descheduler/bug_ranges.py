@@ -18,6 +18,7 @@ __all__ = [
     "RANGE_1840",
     "RANGE_1882",
     "RANGE_1917",
+    "RANGE_STALE_IDLE",
     "VersionRange",
     "release_key",
 ]
@@ -136,4 +137,17 @@ CHART_1839 = VersionRange(
         "kubernetes/base/rbac.yaml has it"
     ),
     fixed_proof="chart 0.35.1's templates/clusterrole.yaml:39-41 grants get, watch, list",
+)
+
+
+# Not an upstream issue (none is filed): what the utilization-stale experiment proves.
+RANGE_STALE_IDLE = VersionRange(
+    since="v0.32.2",
+    fixed_in=None,
+    since_proof=(
+        "code: the metrics collector copies NodeMetrics' Usage and never reads its Timestamp "
+        "or Window: v0.36.0's pkg/descheduler/metricscollector/metricscollector.go:129-149, "
+        "v0.35.1's :129-150, v0.33.0's :127-148, v0.32.2's :126-147 (the oldest tree here). "
+        "Runs: v0.36.0 (utilization-stale)"
+    ),
 )

@@ -25,6 +25,7 @@ from pytest_desched.descheduler.bug_ranges import (
     RANGE_1840,
     RANGE_1882,
     RANGE_1917,
+    RANGE_STALE_IDLE,
     VersionRange,
 )
 from pytest_desched.descheduler.decisions import Fate, PodDecision
@@ -422,6 +423,24 @@ def _policy_1840(effective: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _sig_stale_idle(f: RoundFacts) -> str | None:
+    """A node classified underutilized at exactly 0% CPU: a lab node never reads 0 on live
+    metrics (each has its own idle usage, providers/embedded/metrics_server.py NODE_BASELINE),
+    so 0 is the rate metrics-server serves for counters that stopped advancing."""
+    for rec in _json_lines(f.log, "Node has been classified"):
+        pct = rec.get("usagePercentage")
+        if (
+            rec.get("category") == "underutilized"
+            and isinstance(pct, Mapping)
+            and pct.get("cpu") == 0
+        ):
+            return (
+                f"node {_node_name(rec)} classified underutilized at 0% CPU, the reading "
+                "of its frozen counters, taken without its sample time"
+            )
+    return None
+
+
 REGISTRY: tuple[KnownBug, ...] = (
     KnownBug(
         id="descheduler#1882",
@@ -494,6 +513,32 @@ REGISTRY: tuple[KnownBug, ...] = (
         policy_trigger=_policy_1840,
         workaround=(
             "use metricsUtilization from metrics.k8s.io (source KubernetesMetrics) until v0.36.0"
+        ),
+    ),
+    KnownBug(
+        id="desched:stale-read-as-idle",
+        title="a stale Kubernetes Metrics reading is taken as the node's usage (no sample-age check)",
+        link=(
+            "https://github.com/kubernetes-sigs/descheduler/blob/v0.36.0/pkg/descheduler/"
+            "metricscollector/metricscollector.go#L129-L149"
+        ),
+        affected=RANGE_STALE_IDLE,
+        explains={
+            "utilization-kubernetes-metrics-stale": frozenset(
+                {
+                    "stale-node-not-read-as-idle",
+                    "uids-unchanged",
+                    "no-replacement",
+                    "no-eviction-succeeded",
+                    "no-eviction-request",
+                }
+            )
+        },
+        signature=_sig_stale_idle,
+        fix="none upstream (no issue filed)",
+        workaround=(
+            "alert on metrics-server's NodeMetrics timestamp age and suspend the descheduler "
+            "while any node's is older than two resolutions"
         ),
     ),
 )

@@ -54,7 +54,14 @@ __all__ = [
     "strategies",
     "strategy_policy",
     "utilization",
+    "utilization_legacy",
+    "utilization_modes",
 ]
 
 # After the runbook's and the strategies' experiments: `desched list` shows them in this order.
-from pytest_desched.experiments import loops, utilization
+from pytest_desched.experiments import (
+    loops,
+    utilization,
+    utilization_legacy,
+    utilization_modes,
+)

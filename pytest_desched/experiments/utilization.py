@@ -186,3 +186,7 @@ class UtilizationMissing(_UtilizationBase):
             not v.refused_by_api,
             f"audit requests {v.refused_by_api}",
         )
+
+
+# The shared lab and policy, for the other failure modes' experiments (utilization_modes.py).
+UtilizationBase = _UtilizationBase

@@ -34,6 +34,7 @@ from pytest_desched.descheduler.policy.checker import (
     checker_for,
 )
 from pytest_desched.descheduler.policy.lint_metrics import values_token_paths
+from pytest_desched.descheduler.policy.lint_metrics_migration import rbac_findings
 from pytest_desched.descheduler.policy.lint_output import (
     RULES,
     Severity,
@@ -391,6 +392,8 @@ def lint_targets(
         found = policy_findings(t.doc, res, checker.version, bugs, facts)
         if t.rendered is not None and res.accepted:
             found = will_run(t.rendered, res.effective, facts) + found
+        if t.rendered is not None:  # DL029: the chart's RBAC against the metrics it reads
+            found += rbac_findings(t.doc, t.rendered.manifests, t.rendered.chart)
         for rule, path, msg, fix in found:
             out.append(_finding(t, rule, path, msg, fix))
     return out

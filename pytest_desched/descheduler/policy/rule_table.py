@@ -69,6 +69,10 @@ _DL = (
     Rule("DL023", "prometheus-token-in-plain-text", "error", "a Prometheus token in plain text"),
     Rule("DL024", "deprecated-metrics-collector", "warning", "metricsCollector is deprecated"),
     Rule("DL025", "query-without-instance", "warning", "a query whose result names no node"),
+    Rule("DL026", "metrics-forms-combined", "error", "old and new metrics forms together"),
+    Rule("DL027", "metrics-migration-half-done", "warning", "one level on the old metrics form"),
+    Rule("DL028", "metrics-providers-unknown", "error", "metricsProviders on a release before it"),
+    Rule("DL029", "metrics-rbac-missing", "error", "the chart grants no metrics.k8s.io read"),
 )
 
 _REVIEW = "review it before the upgrade; explain it in the canary's --expect if intended"

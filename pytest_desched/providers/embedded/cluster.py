@@ -42,6 +42,7 @@ from pytest_desched.providers.embedded.kubelet import (
     state_dir,
     supervisor_argv,
 )
+from pytest_desched.providers.embedded.metrics_endpoints import write_config as write_metrics_config
 from pytest_desched.providers.embedded.metrics_server import (
     METRICS_SERVER,
     component_patches,
@@ -251,6 +252,8 @@ class EmbeddedProvider(Provider):
         )
         if metrics:  # metrics.k8s.io from kwok's emulated kubelets (metrics_server.py)
             create += kwokctl_args(bins[METRICS_SERVER])
+            # kwok's default Metric and the frozen one (the stale fault: metrics_endpoints.py)
+            create += ["-c", str(write_metrics_config(self.cluster_dir, self.toolchain))]
         # While kwokctl brings the control plane up (mostly waiting), the rest of the
         # bring-up's own work goes on beside it (_beside_kwokctl).
         side = Beside(self._beside_kwokctl, name="desched-bring-up")
