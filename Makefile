@@ -62,8 +62,11 @@ TEST_KUBERNETES := v1.37.2
 test-kubernetes: venv
 	$(VENV)/bin/desched tools --kubernetes $(TEST_KUBERNETES) kube-apiserver kube-controller-manager kube-scheduler kubectl
 
+## Concurrent by default (pytest-xdist, tests/concurrency.py): `auto` picks the workers from the
+## machine's cores and memory (DESCHED_TEST_WORKERS=N overrides); TEST_WORKERS=0 runs one process.
+TEST_WORKERS ?= auto
 test: tools helm3 test-kubernetes actionlint browser
-	$(PYTEST) -p no:cacheprovider $(PYTEST_ARGS)
+	$(PYTEST) -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: venv
 	$(PYTEST) tests/unit -p no:cacheprovider $(PYTEST_ARGS)

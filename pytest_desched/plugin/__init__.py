@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_desched.plugin import fixtures, internal, sharding
+from pytest_desched.plugin import fixtures, internal, sharding, workers
 from pytest_desched.plugin.fixtures import *  # noqa: F403 (pytest finds fixtures by name here)
 from pytest_desched.plugin.options import MARKERS, add_options, check_early, opt
 from pytest_desched.plugin.reporting import (
@@ -42,6 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.is_registered(internal):  # a crash in the plugin exits 70
         config.pluginmanager.register(internal, "desched-internal")
     sharding.configure(config)  # --desched-shard K/N: checked now, its hooks registered
+    workers.configure(config)  # under pytest-xdist: each worker a shard, the controller merges
     state(config)  # the run's Stash entry, read by the fixtures and the summary
 
 

@@ -7,6 +7,8 @@ value is a `pytest.UsageError` before any fixture runs.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -149,7 +151,11 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
         config = build_config(values, run_dir=run_dir, ini=ini)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if not opt(c, "--desched-artifacts"):
+    art = opt(c, "--desched-artifacts")
+    worker = getattr(c, "workerinput", {}).get("workerid")
+    if art and worker:  # each xdist worker its own DIR-gwK; plugin/workers.py merges into DIR
+        config = replace(config, artifacts=Path(f"{str(art).rstrip('/')}-{worker}"))
+    if not art:
         claim(config.artifacts)
     state(c).artifacts = config.artifacts  # the summary prints it
     return config
@@ -157,8 +163,6 @@ def config_from_pytest(c: pytest.Config, tmp_path_factory: pytest.TempPathFactor
 
 def check_input_files(policy: str | None, values: list[str] | None) -> None:
     """The user's --desched-policy / --desched-values: readable YAML mappings (file:line)."""
-    from pathlib import Path
-
     # heavy: descheduler.inputs and its imports, kept out of pytest start-up
     from pytest_desched.descheduler.inputs import read_input
 
@@ -174,7 +178,6 @@ def check_early(c: pytest.Config) -> None:
     validated as the fixtures will (config.build_config, nothing created), then the input
     files' content and the input size limits (DESCHED_MAX_INPUT_BYTES, ..._BULK_BYTES)."""
     import tempfile
-    from pathlib import Path
 
     if c.getoption("help", False):  # --help shows the valid values; it must work
         return

@@ -1,0 +1,84 @@
+"""How the project's own suite runs concurrently: the worker count and which tests stay together.
+
+`make test` runs pytest-xdist with `-n auto --dist loadgroup` (Makefile `TEST_WORKERS`;
+`make test TEST_WORKERS=0` runs one process as before). The suite mostly waits on clusters
+(6-24% of 2 cores busy, issue 54), so a worker per half core is the figure, bounded by the
+memory an embedded cluster needs: every worker brings up its own session cluster and, for a
+test that makes its own, one or two more (kube-apiserver ~290 MB, controller-manager ~100 MB,
+etcd, scheduler, kwok and the stand-in kubelet: ~0.6 GB each), so WORKER_GIB per worker.
+`DESCHED_TEST_WORKERS=N` overrides the count.
+
+Tests stay together on one worker (xdist_group) when they share a module- or class-scoped
+fixture (a module's own cluster or run, built once): split over workers, each worker would
+build it again. `group_shared_fixtures` marks them from the fixtures they use, so a new
+module gets this without doing anything. Tests that must have the machine to themselves
+(none today: the timing bounds hold at the load the workers make, docs/reliability.md) would
+take `@pytest.mark.xdist_group(SERIAL)`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+WORKERS_PER_CORE = 2  # the e2e part waits on clusters; measured in bench/RESULTS.md
+WORKER_GIB = 2.0  # a worker's session cluster, a test's own cluster or two, pytest itself
+MAX_WORKERS = 8
+SERIAL = "serial"  # the one group for tests that need the machine's quiet (none yet)
+_SHARED_SCOPES = ("module", "class", "package")
+
+
+def workers_for(cores: int, available_bytes: int) -> int:
+    """Workers for a machine: WORKERS_PER_CORE a core, at most what the memory holds."""
+    by_memory = int(available_bytes / (WORKER_GIB * 2**30))
+    return max(1, min(cores * WORKERS_PER_CORE, by_memory, MAX_WORKERS))
+
+
+def auto_workers() -> int:
+    """`-n auto`: DESCHED_TEST_WORKERS, else from this machine's cores and available memory."""
+    given = os.environ.get("DESCHED_TEST_WORKERS", "").strip()
+    if given:
+        if not given.isdigit():
+            raise pytest.UsageError(f"DESCHED_TEST_WORKERS={given!r}: give a whole number >= 0")
+        return int(given)
+    import psutil  # a dependency of the plugin already; here only when xdist asks
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return workers_for(cores or 1, psutil.virtual_memory().available)
+
+
+def shared_scope_group(item: pytest.Item) -> str | None:
+    """The group of a test that uses a module/class/package-scoped fixture: its module's path."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for defs in info.name2fixturedefs.values():
+        if any(d.scope in _SHARED_SCOPES for d in defs[-1:]):
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def group_shared_fixtures(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `--dist loadgroup`: keep a module's tests on one worker when they share its
+    fixtures (an explicit xdist_group wins)."""
+    if getattr(config.option, "dist", "no") != "loadgroup":
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = shared_scope_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
+def hide_worker_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pytest run inside a test (`pytester`) is a run of its own, not this worker's: without
+    the worker's variables it names its namespace, cluster and evidence folder as a user's run
+    would."""
+    if "pytester" in request.fixturenames:
+        for name in XDIST_ENV:
+            monkeypatch.delenv(name, raising=False)
