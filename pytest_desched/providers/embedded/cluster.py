@@ -214,6 +214,10 @@ class EmbeddedProvider(Provider):
             check=check,
         )
 
+    def _kwokctl_start(self, *args: str, timeout: float = 120) -> None:
+        """kwokctl without `--kubeconfig` (`start cluster` has no such flag)."""
+        run([str(self.toolchain.path("kwokctl")), *args], env=self._env(), timeout=timeout)
+
     # -- lifecycle --------------------------------------------------------
     def start(self) -> Cluster:
         t0 = time.monotonic()
@@ -266,7 +270,7 @@ class EmbeddedProvider(Provider):
                 self._create(create)
                 if metrics:  # a metrics-server that lost its start-up race, started again
                     restart_metrics_server(
-                        self.cluster_dir, self.cluster_name, self._kwokctl, self.report
+                        self.cluster_dir, self.cluster_name, self._kwokctl_start, self.report
                     )
             finally:
                 self._creating = False
