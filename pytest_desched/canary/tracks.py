@@ -141,7 +141,9 @@ def run_track(
     t0 = time.monotonic()
     try:
         for exp, _ in experiments:  # before the cluster: it starts with the sources they read
-            session.need_metrics(lookup(exp).metrics_sources, exp)
+            cls = REGISTRY.get(exp)
+            if cls is not None and cls.metrics_sources:
+                session.need_metrics(cls.metrics_sources, exp)
         rel = session.release
         out.descheduler_version = rel.descheduler_version
         out.chart = rel.chart.evidence()

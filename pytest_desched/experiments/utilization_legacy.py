@@ -13,7 +13,7 @@ metrics collector (v0.36.0 descheduler.go:341) and picks the same usage client
   Every fetch is forbidden (`Error fetching metrics ... forbidden`), the plugin refuses the
   round for want of node metrics, nothing is evicted. It fails closed, and silently stops
   all balancing: lint DL029 finds it in the values before anything runs.
-* `utilization-legacy-granted`: the same, with the read DL029's fix names granted in the lab
+* `utilization-legacy-rbac`: the same, with the read DL029's fix names granted in the lab
   (a ClusterRole and binding of its own for the descheduler's ServiceAccount, deleted after):
   the round then reads the same usage as `utilization` and evicts the same one pod. The e2e
   test compares the usage the two rounds logged.
@@ -94,7 +94,7 @@ class UtilizationLegacyGranted(Utilization):
     """The deprecated form with the metrics read granted in the lab: the same usage read as
     `utilization`, the same one eviction."""
 
-    name = "utilization-legacy-granted"
+    name = "utilization-legacy-rbac"
     title = "utilization-kubernetes-metrics-legacy-form-granted"
 
     def strategy_args(self) -> dict[str, Any]:

@@ -54,6 +54,7 @@ class UtilizationAbsent(UtilizationBase):
     title = "utilization-kubernetes-metrics-absent"
 
     def act(self) -> None:
+        # optional: the embedded provider's kubelet endpoints, only where this experiment runs
         from pytest_desched.providers.embedded.metrics_endpoints import node_absent
 
         self.absent = self.workers[1]
@@ -137,6 +138,7 @@ class UtilizationStale(UtilizationBase):
         self.s1 = self.lab.snapshot()
 
     def act(self) -> None:
+        # optional: the embedded provider's kubelet endpoints, only where this experiment runs
         from pytest_desched.providers.embedded.metrics_endpoints import node_frozen
 
         self.live = self.round("live")  # the intended behaviour: nothing under 20%, no eviction

@@ -104,7 +104,7 @@ def test_deprecated_and_new_metrics_forms_read_the_same_usage(
     """The migration in behaviour: with the read granted, v0.36.0 reads the old form as the
     new one: a round on each classifies every node alike, at the same usage, one eviction."""
     new = modes_session.run("utilization")
-    old = modes_session.run("utilization-legacy-granted")
+    old = modes_session.run("utilization-legacy-rbac")
     for res in (new, old):
         assert res.outcome == "pass", res.message
         assert res.evictions == 1

@@ -43,6 +43,8 @@ from pytest_desched.providers.embedded.kubelet import (
     supervisor_argv,
 )
 from pytest_desched.providers.embedded.metrics_endpoints import write_config as write_metrics_config
+from pytest_desched.providers.embedded.metrics_restart import restart as restart_metrics_server
+from pytest_desched.providers.embedded.metrics_restart import start_race as metrics_start_race
 from pytest_desched.providers.embedded.metrics_server import (
     METRICS_SERVER,
     component_patches,
@@ -174,6 +176,7 @@ class EmbeddedProvider(Provider):
         self.cluster: Cluster | None = None
         self.kubeconfig_dir = kubeconfig_dir  # e.g. the pytest run's temp dir
         self._created = False
+        self._creating = False  # kwokctl creating it: metrics-server's start-up race spared
         self.timings: dict[str, float] = {}
         self.teardown: dict[str, Any] | None = None  # what stop() found (see stop)
         self._watchdog: Watchdog | None = None
@@ -210,6 +213,10 @@ class EmbeddedProvider(Provider):
             timeout=timeout,
             check=check,
         )
+
+    def _kwokctl_start(self, *args: str, timeout: float = 120) -> None:
+        """kwokctl without `--kubeconfig` (`start cluster` has no such flag)."""
+        run([str(self.toolchain.path("kwokctl")), *args], env=self._env(), timeout=timeout)
 
     # -- lifecycle --------------------------------------------------------
     def start(self) -> Cluster:
@@ -258,7 +265,15 @@ class EmbeddedProvider(Provider):
         # bring-up's own work goes on beside it (_beside_kwokctl).
         side = Beside(self._beside_kwokctl, name="desched-bring-up")
         try:
-            self._create(create)
+            self._creating = metrics
+            try:
+                self._create(create)
+                if metrics:  # a metrics-server that lost its start-up race, started again
+                    restart_metrics_server(
+                        self.cluster_dir, self.cluster_name, self._kwokctl_start, self.report
+                    )
+            finally:
+                self._creating = False
         except BaseException:  # kwokctl's failure (or Ctrl-C) is the one said
             # Not joined: the side may be seconds into importing the API client, and a
             # signal must end the command within 2 s; abandoning it only guarantees that
@@ -334,6 +349,8 @@ class EmbeddedProvider(Provider):
 
     def death_report(self) -> str | None:
         """The error naming a dead component of this cluster, or None (processes.py)."""
+        if self._creating and metrics_start_race(self.cluster_dir):
+            return None  # restarted once kwokctl is done (metrics_restart.py)
         return death_report(self.cluster_dir, self.cluster_name)
 
     def _create(self, create: list[str]) -> None:

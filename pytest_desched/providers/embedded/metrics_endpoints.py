@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from pytest_desched.errors import ProviderError
+from pytest_desched.providers.embedded.metrics_server import resource_metrics_path
 from pytest_desched.tools.gobuild import go_env
 
 if TYPE_CHECKING:
@@ -162,8 +163,6 @@ def _annotate(cluster: Cluster, node: str, ann: Mapping[str, str | None]) -> Non
 @contextlib.contextmanager
 def node_absent(cluster: Cluster, node: str) -> Iterator[str]:
     """`node`'s metrics endpoint not served inside (a 404 at its scrape); restored after."""
-    from pytest_desched.providers.embedded.metrics_server import resource_metrics_path
-
     _annotate(cluster, node, {PATH_ANNOTATION: resource_path(ABSENT_PATH, node)})
     try:
         yield resource_path(ABSENT_PATH, node)
@@ -175,8 +174,6 @@ def node_absent(cluster: Cluster, node: str) -> Iterator[str]:
 def node_frozen(cluster: Cluster, node: str) -> Iterator[dict[str, float]]:
     """`node`'s counters held at what kwok serves now, inside; live again after. Yields
     the frozen values."""
-    from pytest_desched.providers.embedded.metrics_server import resource_metrics_path
-
     now = kubelet_counters(cluster, node)
     _annotate(
         cluster,

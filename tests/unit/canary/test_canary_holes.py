@@ -472,3 +472,20 @@ def test_the_event_probe_stops_the_process_once_every_event_arrived(tmp_path) ->
     assert (n, how) == (3, "3 of 3 delivered by a process that kept running")
     n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: 0, 2, timeout=1)
     assert n == 0 and "0 of 2 delivered" in how
+
+
+def test_a_track_starts_its_cluster_with_the_metrics_sources_its_experiments_read() -> None:
+    """The matrix and the canary run the utilization experiments: each track's session is
+    asked for their sources before its cluster starts (a plain experiment asks nothing)."""
+    asked: list[tuple[tuple[str, ...], str]] = []
+
+    class Asking(_Session):
+        def need_metrics(self, sources: tuple[str, ...], why: str) -> None:
+            asked.append((tuple(sources), why))
+
+    s = Asking()
+    s.close = lambda: None  # type: ignore[method-assign]
+    s.run = lambda exp, variant: ExperimentResult(exp, variant, "pass", records=[rec([])])  # type: ignore[method-assign]
+    exps = [("positive", "runbook"), ("utilization-stale", "runbook")]
+    run_track("baseline", s, exps, threading.Event(), metrics=False)  # type: ignore[arg-type]
+    assert asked == [(("KubernetesMetrics",), "utilization-stale")]
