@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
 
+from pytest_desched.capabilities import KUBERNETES_METRICS
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
@@ -74,6 +75,12 @@ from pytest_desched.replay.rebuild.plan import (
     RestorePlan,
     plan_restore,
     runner_node,
+)
+from pytest_desched.replay.rebuild.usage import annotate, metrics_path_annotation, served_usage
+from pytest_desched.replay.rebuild.usage_live import (
+    drop_provider_baselines,
+    kubelet_endpoint,
+    serve,
 )
 from pytest_desched.replay.rebuild.writes import (
     RestoreError,
@@ -105,6 +112,7 @@ class RestoreResult:
     expected: dict[str, dict[str, Any]] = field(default_factory=dict)
     written_at: str = ""
     runner_node: str = RUNNER_NODE
+    usage: dict[str, Any] = field(default_factory=dict)  # served usage (rebuild/usage.py)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -130,6 +138,7 @@ def restore(
     timeout: float = 120,
     report: Reporter = say,
     runner: bool = True,
+    assume_usage: str | None = None,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
@@ -137,7 +146,9 @@ def restore(
     server: slower, and creationTimestamp is then the restore's), `auto` (etcd when the
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
     `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
-    node of the host.
+    node of the host. On a cluster that serves metrics.k8s.io, the snapshot's recorded usage
+    (or `assume_usage`'s) is served back through it before the restore returns
+    (rebuild/usage.py).
     """
     if not runner and method != "api":
         raise ConfigError("a restore without the runner node is an api restore (a host's)")
@@ -164,6 +175,21 @@ def restore(
     result = RestoreResult(method="etcd" if etcd else "api", ages=ages, shift_s=0.0)
     timer = Timer(result.timings)
     snap_nodes = {n["metadata"]["name"] for n in snap.nodes}
+    served = (
+        served_usage(snap, assume_usage, restored=set(first.expected))
+        if KUBERNETES_METRICS in cluster.metrics_sources
+        else None
+    )
+    kubelet = None
+    if served is not None:
+        annotate(first.pods, served)
+        kubelet = kubelet_endpoint(api, list(cluster.workers))
+        if kubelet is None:
+            raise RestoreError(
+                "usage: no provider worker shows where kwok serves kubelet endpoints "
+                "(status.addresses, daemonEndpoints); metrics-server could scrape no node"
+            )
+        drop_provider_baselines(api, [w for w in cluster.workers if w not in snap_nodes])
     for w in cluster.workers:  # the provider's own workers would be extra nodes
         if w not in snap_nodes:
             try:
@@ -173,15 +199,23 @@ def restore(
                     raise RestoreError(f"delete node {w}: {kubeapi.status_reason(exc)}") from None
     if etcd is not None:
         plan = restore_via_etcd(
-            api, etcd, snap, first, node_uids, now, timeout, result, timer, report
+            api, etcd, snap, first, node_uids, now, timeout, result, timer, report, kubelet
         )
     else:
         extra = [runner_node()] if runner else []
-        created = create_all(api, [*extra, *first.api.get("nodes", [])])
+        nodes = [*extra, *first.api.get("nodes", [])]
+        if served is not None:  # kwok's node-initialize writes the addresses here
+            for n in nodes:
+                n["metadata"].setdefault("annotations", {}).update(
+                    metrics_path_annotation(n["metadata"]["name"])
+                )
+        created = create_all(api, nodes)
         node_uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in created if c}
         wait_nodes_ready(api, [RUNNER_NODE] * runner + sorted(snap_nodes), timeout)
         timer.lap("nodes")
         plan = plan_restore(snap, ages=ages, node_uids=node_uids)
+        if served is not None:
+            annotate(plan.pods, served)
         result.shift_s = plan.shift_s
         create_namespaces(api, plan)
         create_all(api, plan.api.get("serviceAccounts", []), tolerate_exists=True)
@@ -203,6 +237,11 @@ def restore(
     timer.lap("daemonsets")
     result.verified, result.extra_pods = verify(api, plan, result.method)
     timer.lap("verify")
+    if served is not None:
+        image = cluster.toolchain.versions.workload_image
+        result.usage = serve(api, served, image, RUNNER_NODE if runner else None, timeout, report)
+        result.usage["note"] = served.note()
+        timer.lap("usage_served")
     result.skipped, result.deviations = plan.skipped, plan.deviations
     result.notes = plan.notes + result.notes
     result.counts = {
