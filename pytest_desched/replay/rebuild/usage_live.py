@@ -20,9 +20,11 @@ from pytest_desched.replay.rebuild.writes import create_all
 # The provider's own idle-usage pods (providers/embedded/metrics_server.baseline_pod): bound
 # to its workers, which the restore deletes, so they go with them.
 PROVIDER_BASELINE_PREFIX = "node-baseline-"
-# metrics-server serves a CPU rate over two scrapes of kwok's cumulative counter: equal to
-# the annotation up to the counter's rounding; memory is the annotation itself.
-CPU_TOLERANCE_M, CPU_TOLERANCE_SHARE = 10, 0.03
+# metrics-server serves a CPU rate over two scrapes of kwok's cumulative counter, which kwok
+# computes at the moment it answers: on a loaded machine (load 38 on 2 cores) the served rate
+# of a 1030m node moved between 980m and 1110m from scrape to scrape (measured, 102 nodes),
+# and the descheduler reads one such sample. Memory is the annotation itself.
+CPU_TOLERANCE_M, CPU_TOLERANCE_SHARE = 10, 0.10
 MEM_TOLERANCE_B = 1024 * 1024
 
 
@@ -66,7 +68,7 @@ def serve(
     report: Reporter,
 ) -> dict[str, Any]:
     """Create each node's usage pod, then wait until metrics-server serves every node at its
-    planned figure (CPU within 10m or 3%, memory within 1Mi) and every pod with a figure; the
+    planned figure (CPU within 10m or 10%, memory within 1Mi) and every pod with a figure; the
     runner node too (the descheduler's usage client refuses a round with a node it lacks).
     Returns the facts for the restore's result; on timeout fails naming what was missing."""
     if runner is not None:
