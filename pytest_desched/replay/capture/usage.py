@@ -27,9 +27,11 @@ from typing import Any
 
 from pytest_desched.log import Reporter
 
-SOURCE = "metrics.k8s.io/v1beta1"
-NODES_PATH = "/apis/metrics.k8s.io/v1beta1/nodes"
-PODS_PATH = "/apis/metrics.k8s.io/v1beta1/pods"
+USAGE_GROUP, USAGE_VERSION = "metrics.k8s.io", "v1beta1"
+USAGE_RESOURCES = ("nodes", "pods")  # listed, never anything else (rbac.py prints them)
+SOURCE = f"{USAGE_GROUP}/{USAGE_VERSION}"
+NODES_PATH = f"/apis/{SOURCE}/nodes"
+PODS_PATH = f"/apis/{SOURCE}/pods"
 NO_USAGE = "no usage recorded"
 
 
@@ -122,7 +124,7 @@ def read_usage(
         node_items = listed(NODES_PATH, "nodes.metrics.k8s.io")
         pod_items: list[dict[str, Any]] = []
         for ns in namespaces or [""]:
-            path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{ns}/pods" if ns else PODS_PATH
+            path = f"/apis/{SOURCE}/namespaces/{ns}/pods" if ns else PODS_PATH
             pod_items += listed(path, f"pods.metrics.k8s.io{f' in {ns}' if ns else ''}")
     except ApiException as exc:
         why = {
