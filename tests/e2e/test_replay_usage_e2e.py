@@ -148,3 +148,41 @@ def test_metrics_policy_without_usage_is_refused_before_any_cluster(
     assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
     assert len(lines) == 1 and "no usage" in lines[0], proc.stderr[-2000:]
     print(f"refused in {took:.1f}s: {lines[0]}")
+
+
+def test_assumed_usage_is_served_and_named_when_none_was_recorded(
+    desched_settings: Any, tmp_path: Path
+) -> None:
+    """`--assume-usage requests` on the incident with its usage removed: every pod is served
+    at its requests, so no node is over the target and nothing is evicted (the recorded usage
+    is what made the incident), and the ledger says the usage was assumed."""
+    inc = utilization_hotspot(nodes=16)  # 3 hot, 12 cold, 1 in between: small and quick
+    snap = inc.snapshot
+    snap.usage = None
+    snap.header["usage"] = {"recorded": False, "why": "removed by the test"}
+    path = snap.write(tmp_path / "no-usage.yaml")
+    logs: list[str] = []
+
+    def after_round(i: int, rnd: Any, fates: dict[str, Any]) -> dict[str, Any]:
+        logs.append(rnd.logs)
+        return {}
+
+    t0 = time.monotonic()
+    out = replay(
+        path,
+        config=_fresh(desched_settings, tmp_path, "assumed"),
+        after_round=after_round,
+        client=CLIENT,
+        assume_usage="requests",
+    )
+    print(f"assumed-usage replay of {len(snap.nodes)} nodes: {time.monotonic() - t0:.1f}s")
+    assert out.restore["usage"]["origin"] == "assumed: requests", out.restore["usage"]
+    assert any("usage ASSUMED (--assume-usage requests)" in n for n in out.ledger.notes)
+    fates = out.ledger.fates(0)
+    assert not [p for p, f in fates.items() if f.fate == Fate.EVICTED.value]
+    assert out.ledger.rounds[0].total_evicted == 0
+    seen = node_usage(logs[0])
+    # a hot node by requests: 100m agent + 250m checkout + 250m cache + the 1m floor
+    assert seen["node-001"].category == "underutilized", seen["node-001"]
+    assert abs(cpu_m(seen["node-001"].usage["cpu"]) - 601) <= 60, seen["node-001"]
+    assert not [n for n, u in seen.items() if u.category == "overutilized"], seen
