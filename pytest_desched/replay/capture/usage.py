@@ -26,12 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_desched.log import Reporter
+from pytest_desched.replay.objects import KINDS, collection_path
 
-USAGE_GROUP, USAGE_VERSION = "metrics.k8s.io", "v1beta1"
-USAGE_RESOURCES = ("nodes", "pods")  # listed, never anything else (rbac.py prints them)
-SOURCE = f"{USAGE_GROUP}/{USAGE_VERSION}"
-NODES_PATH = f"/apis/{SOURCE}/nodes"
-PODS_PATH = f"/apis/{SOURCE}/pods"
+SOURCE = KINDS["NodeMetrics"].api_version  # metrics.k8s.io/v1beta1
+USAGE_GROUP = KINDS["NodeMetrics"].group
+USAGE_RESOURCES = (KINDS["NodeMetrics"].plural, KINDS["PodMetrics"].plural)  # listed only
+NODES_PATH = collection_path("NodeMetrics")
+PODS_PATH = collection_path("PodMetrics")
 NO_USAGE = "no usage recorded"
 
 
@@ -124,7 +125,7 @@ def read_usage(
         node_items = listed(NODES_PATH, "nodes.metrics.k8s.io")
         pod_items: list[dict[str, Any]] = []
         for ns in namespaces or [""]:
-            path = f"/apis/{SOURCE}/namespaces/{ns}/pods" if ns else PODS_PATH
+            path = collection_path("PodMetrics", ns or None)
             pod_items += listed(path, f"pods.metrics.k8s.io{f' in {ns}' if ns else ''}")
     except ApiException as exc:
         why = {
