@@ -438,7 +438,9 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
             method=o.method,
             timeout=o.restore_timeout,
             report=report,
+            # usage served, waited for only when the policy reads it (~25 s: two scrapes)
             **({"assume_usage": inp.assume_usage} if inp.assume_usage else {}),
+            **({} if inp.metrics_sources else {"wait_usage": False}),
         )
     version = release.descheduler_version
     rows = snapshot_rows(inp.snap, restored)

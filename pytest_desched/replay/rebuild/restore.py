@@ -139,6 +139,7 @@ def restore(
     report: Reporter = say,
     runner: bool = True,
     assume_usage: str | None = None,
+    wait_usage: bool = True,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
@@ -147,8 +148,8 @@ def restore(
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
     `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
     node of the host. On a cluster that serves metrics.k8s.io, the snapshot's recorded usage
-    (or `assume_usage`'s) is served back through it before the restore returns
-    (rebuild/usage.py).
+    (or `assume_usage`'s) is served back through it (rebuild/usage.py), and with
+    `wait_usage` (a policy that reads it) the restore returns once metrics-server serves it.
     """
     if not runner and method != "api":
         raise ConfigError("a restore without the runner node is an api restore (a host's)")
@@ -239,7 +240,9 @@ def restore(
     timer.lap("verify")
     if served is not None:
         image = cluster.toolchain.versions.workload_image
-        result.usage = serve(api, served, image, RUNNER_NODE if runner else None, timeout, report)
+        result.usage = serve(
+            api, served, image, RUNNER_NODE if runner else None, timeout, report, wait_usage
+        )
         result.usage["note"] = served.note()
         timer.lap("usage_served")
     result.skipped, result.deviations = plan.skipped, plan.deviations

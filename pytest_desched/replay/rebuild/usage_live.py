@@ -66,15 +66,27 @@ def serve(
     runner: str | None,
     timeout: float,
     report: Reporter,
+    wait: bool = True,
 ) -> dict[str, Any]:
     """Create each node's usage pod, then wait until metrics-server serves every node at its
     planned figure (CPU within 10m or 10%, memory within 1Mi) and every pod with a figure; the
     runner node too (the descheduler's usage client refuses a round with a node it lacks).
-    Returns the facts for the restore's result; on timeout fails naming what was missing."""
+    Returns the facts for the restore's result; on timeout fails naming what was missing.
+    `wait=False` (a policy that reads no usage): served, not waited for (two scrapes, ~25 s)."""
     if runner is not None:
         served.node_rest.setdefault(runner, (1, 1024 * 1024))
     t0 = time.monotonic()
     create_all(api, served.node_pods(image), tolerate_exists=True)
+    facts: dict[str, Any] = {
+        "origin": served.origin,
+        "pods": len(served.pods),
+        "nodes": len(served.nodes),
+        "pods_without": served.pods_without,
+        "below_sum": served.below_sum,
+    }
+    if not wait:
+        report("usage: served; not waited for (the policy reads no actual utilization)")
+        return {**facts, "served_in_s": None, "waited": False}
     report(
         f"usage: {len(served.pods)} pods and {len(served.nodes)} nodes to serve "
         f"({served.origin}); waiting for metrics-server to scrape them (two scrapes, ~10 s each)"
@@ -128,11 +140,8 @@ def serve(
     waited = round(time.monotonic() - t0, 1)
     report(f"usage: metrics-server serves every node and pod as planned ({waited}s)")
     return {
-        "origin": served.origin,
-        "pods": len(served.pods),
-        "nodes": len(served.nodes),
-        "pods_without": served.pods_without,
-        "below_sum": served.below_sum,
+        **facts,
+        "waited": True,
         "served_in_s": waited,
         "max_node_cpu_deviation_m": dev,
         "nodes_served": {n: {"cpu_m": c, "memory": m} for n, (c, m) in sorted(got.items())},

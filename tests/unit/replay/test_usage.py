@@ -273,3 +273,24 @@ def test_the_utilization_incident_has_100_nodes_usage_and_three_hot_nodes() -> N
     req = served_usage(snap, "requests")
     assert req is not None and all(c * 100 / NODE_CPU_M < TARGET for c, _ in req.nodes.values())
     assert utilization_hotspot().snapshot.dump() == snap.dump()  # same seed, same file
+
+
+def test_usage_not_read_by_the_policy_is_served_without_the_wait(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pytest_desched.replay.rebuild import usage_live
+
+    made: list[dict[str, Any]] = []
+    monkeypatch.setattr(usage_live, "create_all", lambda api, bodies, **kw: made.extend(bodies))
+
+    def never(*a: Any, **kw: Any) -> Any:
+        raise AssertionError("waited for metrics-server although the policy reads no usage")
+
+    monkeypatch.setattr(usage_live, "wait_for", never)
+    served = served_usage(utilization_hotspot(nodes=16).snapshot)
+    assert served is not None
+    said: list[str] = []
+    facts = usage_live.serve(object(), served, "img", "runner", 5, said.append, wait=False)
+    assert facts["waited"] is False and facts["served_in_s"] is None
+    assert {p["spec"]["nodeName"] for p in made} == {*served.nodes, "runner"}
+    assert any("not waited for" in s for s in said)
