@@ -44,6 +44,7 @@ from pytest_desched.descheduler.known_bugs import RoundFacts, signatures
 from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.descheduler.policy.lint import lint_or_refuse
+from pytest_desched.descheduler.policy.lint_metrics import sources_read
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import read_text
 from pytest_desched.log import tagged
@@ -51,10 +52,10 @@ from pytest_desched.outcome.identity import NOT_COMPARABLE
 from pytest_desched.replay.capture.format import Snapshot
 from pytest_desched.replay.capture.timeline import KIND as TIMELINE_KIND
 from pytest_desched.replay.capture.timeline import Timeline
-from pytest_desched.replay.inputs import ReplayInputs, check_inputs
+from pytest_desched.replay.inputs import ReplayInputs, check_inputs, check_usage
 from pytest_desched.replay.rebuild.capacity import check_capacity
 from pytest_desched.replay.rebuild.plan import plan_restore, runner_values
-from pytest_desched.replay.run import Replay, ReplayOptions
+from pytest_desched.replay.run import Replay, ReplayOptions, usage_sources
 
 if TYPE_CHECKING:
     from pytest_desched.config import DeschedConfig
@@ -171,7 +172,14 @@ def run_snapshot_canary(
         base = check_inputs(
             snap, None, policies["baseline"], 1, None, source=source, policy_checked=True
         )
-        inputs = {name: dataclasses.replace(base, policy=p) for name, p in policies.items()}
+        inputs = {}
+        for name, p in policies.items():  # each track's policy and the usage it reads
+            srcs = tuple(sources_read(p.to_dict()))
+            check_usage(snap, Path(source), srcs, None)  # refused without usage, one line
+            inputs[name] = dataclasses.replace(base, policy=p, metrics_sources=srcs)
+        if any(i.serves_usage for i in inputs.values()):  # both tracks alike: same usage
+            for name, sess in sessions.items():
+                sess.need_metrics(usage_sources(inputs[name]), f"snapshot canary {name}")
     except BaseException:
         for s in sessions.values():
             s.close()

@@ -140,11 +140,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
             "--client-qps and --client-burst set the replayed descheduler's API client: they "
             "need a replay on a cluster (a snapshot file or --timeline), not --from-log/--from-record"
         )
+    if args.assume_usage and (not args.snapshot or args.host):
+        raise ConfigError("--assume-usage needs a snapshot file replayed on a fresh cluster")
     say_check_cost(args.snapshot or args.timeline)  # a big file's checks take seconds
     if args.timeline:
         return _timeline_replay(args)
     if args.speed is not None or args.pause_at is not None or args.every is not None:
         raise ConfigError("--speed, --pause-at and --every need --timeline FILE")
+
     if args.from_log or args.from_record:
         if args.from_log:
             text = read_log(args.from_log, "--from-log")
@@ -173,6 +176,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             report=say,
             ages=args.ages,
             client=args.client,
+            assume_usage=args.assume_usage,
         )
 
     return finish_replays(args, one)
@@ -268,6 +272,13 @@ def add_parser(sub: Any) -> None:
         default="shift",
         help="pod timestamps: shift them by the snapshot's age, so ages are as when it was "
         "taken (default), or preserve them as recorded",
+    )
+    r.add_argument(
+        "--assume-usage",
+        choices=("requests",),
+        default=None,
+        help="for a snapshot without recorded usage and a policy on actual utilization: "
+        "state the assumption that each pod uses what it requests (docs/replay.md)",
     )
     r.add_argument("--timeline", default=None, metavar="FILE", help="a `desched record` window")
     r.add_argument("--speed", default=None, help="window seconds per wall second (default 1)")

@@ -60,7 +60,12 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
     line = (
         f"snapshot {path}: {len(snap.nodes)} nodes, {len(snap.pods)} pods, descheduler "
         f"{h.get('descheduler', {}).get('version') or 'not found'}, secrets filtered: "
-        f"{h['filtered'].get('secrets')}, redacted: {h.get('redacted')}"
+        f"{h['filtered'].get('secrets')}, redacted: {h.get('redacted')}, usage: "
+        + (
+            f"{len(snap.usage.get('nodes') or {})} nodes, {len(snap.usage.get('pods') or {})} pods"
+            if snap.usage
+            else "none recorded"
+        )
     )
     if args.output == "text":
         say(line)
@@ -72,6 +77,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             "descheduler": h.get("descheduler", {}).get("version"),
             "secrets_filtered": h["filtered"].get("secrets"),
             "redacted": h.get("redacted"),
+            "usage": h.get("usage"),
         }
         render.emit(render.render(data, args.output, text=lambda: line))
     return 0

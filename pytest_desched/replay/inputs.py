@@ -11,11 +11,13 @@ from typing import Any
 
 from pytest_desched.bounds import check_client_rate, check_cycles
 from pytest_desched.descheduler.policy import Policy
+from pytest_desched.descheduler.policy.lint_metrics import sources_read
 from pytest_desched.errors import ConfigError
 from pytest_desched.replay.capture.format import Snapshot
 from pytest_desched.replay.log_compare import read_log
 from pytest_desched.replay.rebuild.capacity import check_capacity
 from pytest_desched.replay.rebuild.plan import plan_restore
+from pytest_desched.replay.rebuild.usage import check_assumption
 
 CANDIDATE_PREFIXES = ("source:", "binary:", "version:")
 
@@ -35,6 +37,16 @@ class ReplayInputs:
     client: dict[str, float | int] = field(default_factory=dict)
     # a host replay's own namespaces: a pod in any other (the host's, kwok's) is no row
     scope: frozenset[str] | None = None
+    # the metrics sources the policy reads (lint_metrics.sources_read), and the user's stated
+    # assumption for a snapshot without usage (rebuild/usage.py: `requests`)
+    metrics_sources: tuple[str, ...] = ()
+    assume_usage: str | None = None
+
+    @property
+    def serves_usage(self) -> bool:
+        """The replay cluster starts metrics-server: the policy reads actual utilization, the
+        snapshot recorded usage, or the user stated an assumption."""
+        return bool(self.metrics_sources or self.snap.usage or self.assume_usage)
 
 
 def check_inputs(
@@ -48,6 +60,7 @@ def check_inputs(
     client: dict[str, Any] | None = None,
     policy_checked: bool = False,
     capacity: bool = True,
+    assume_usage: str | None = None,
 ) -> ReplayInputs:
     """Everything a replay needs, checked; ConfigError/PolicyError before any change.
 
@@ -91,6 +104,8 @@ def check_inputs(
         )
     if not policy_checked:
         pol.validate(version if version and not candidate else None)
+    sources = tuple(sources_read(pol.to_dict()))
+    check_usage(snap, path, sources, check_assumption(assume_usage))
     return ReplayInputs(
         snap,
         path,
@@ -101,4 +116,19 @@ def check_inputs(
         text,
         snap.descheduler_version or version,
         client_rate,
+        metrics_sources=sources,
+        assume_usage=assume_usage,
+    )
+
+
+def check_usage(snap: Snapshot, path: Path, sources: tuple[str, ...], assume: str | None) -> None:
+    """A policy on actual utilization needs the usage it read: refused (one line, before any
+    cluster) for a snapshot that recorded none, unless the user states an assumption."""
+    if not sources or snap.usage or assume:
+        return
+    why = str((snap.header.get("usage") or {}).get("why") or "taken before usage was recorded")
+    raise ConfigError(
+        f"{path}: the policy reads actual utilization ({', '.join(sources)}) but the snapshot "
+        f"has no usage ({why}); take it where metrics.k8s.io is served, or state an "
+        "assumption: --assume-usage requests"
     )

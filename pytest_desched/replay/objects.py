@@ -53,6 +53,9 @@ KINDS: dict[str, Kind] = {
     "ConfigMap": Kind("v1", "configmaps", True),
     "ClusterRole": Kind("rbac.authorization.k8s.io/v1", "clusterroles", False),
     "ClusterRoleBinding": Kind("rbac.authorization.k8s.io/v1", "clusterrolebindings", False),
+    # what metrics.k8s.io serves: read by a snapshot (capture/usage.py), never restored
+    "NodeMetrics": Kind("metrics.k8s.io/v1beta1", "nodes", False),
+    "PodMetrics": Kind("metrics.k8s.io/v1beta1", "pods", True),
 }
 
 

@@ -16,6 +16,7 @@ from pytest_desched.outcome.fates import Fate
 from pytest_desched.replay.capture.format import Snapshot, controller_of, key, utc
 from pytest_desched.replay.ledger import NOT_RESTORED, PodFate, PodRow
 from pytest_desched.replay.rebuild.plan import RUNNER_NODE
+from pytest_desched.replay.rebuild.usage import NODE_USAGE_NAMESPACE, NODE_USAGE_PREFIX
 
 # A born pod's fate in the rounds before it: not `new`, which marks a replacement (the loop
 # detector reads `new` rows as arrivals after an eviction; a scale-up's pod is none).
@@ -79,6 +80,11 @@ def in_scope(
     )
 
 
+def is_usage_pod(pod: str) -> bool:
+    """A node's own usage pod the replay made (rebuild/usage.py): machinery, never a row."""
+    return pod.startswith(f"{NODE_USAGE_NAMESPACE}/{NODE_USAGE_PREFIX}")
+
+
 def born_rows(
     seen: Iterable[dict[str, Any]],
     decided: Mapping[str, str | None],
@@ -95,6 +101,7 @@ def born_rows(
     live = [p for p in seen if not (p.get("metadata") or {}).get("deletionTimestamp")]
     runner = {key(p) for p in live if (p.get("spec") or {}).get("nodeName") == RUNNER_NODE}
     runner |= {p for p, node in decided.items() if node == RUNNER_NODE}
+    runner |= {p for p in (*map(key, live), *decided) if is_usage_pod(p)}
     by_key = {key(p): p for p in live if (p.get("spec") or {}).get("nodeName")}
     out = []
     for pod in sorted((set(by_key) | set(decided)) - set(known) - runner):
@@ -137,6 +144,8 @@ def left_out(
             why[pod] = "the round's own Job pod"
         elif node == RUNNER_NODE or pod in runner:
             why[pod] = "replay machinery on the runner node"
+        elif is_usage_pod(pod):
+            continue  # replay machinery: a node's own usage beyond its pods (rebuild/usage.py)
         elif scope is not None and pod.split("/", 1)[0] not in scope:
             why[pod] = "outside the replay's namespaces"
         else:

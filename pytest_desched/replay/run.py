@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_desched.bounds import CLIENT_FLAGS
-from pytest_desched.capabilities import capabilities_of
+from pytest_desched.capabilities import KUBERNETES_METRICS, capabilities_of
 from pytest_desched.config import build_config
 from pytest_desched.errors import ConfigError, EvidenceIncomplete, RoundError
 from pytest_desched.log import Reporter, say
@@ -165,6 +165,7 @@ class ReplayOptions:
     source: str | None = None
     dry_run: bool = False
     client: Mapping[str, Any] | None = None
+    assume_usage: str | None = None  # `--assume-usage requests` (rebuild/usage.py)
 
 
 class Replay:
@@ -230,6 +231,7 @@ class Replay:
             o.max_rounds,
             o.source,
             client,
+            assume_usage=o.assume_usage,
             **kw,
         )
 
@@ -260,7 +262,10 @@ class Replay:
         from pytest_desched.session import DeschedSession
 
         # Round pods on the runner node and nowhere else: a chart values layer of every release.
-        with DeschedSession(config, report=self.report, placement=runner_values()) as session:
+        session = DeschedSession(config, report=self.report, placement=runner_values())
+        if inp.serves_usage:  # metrics-server on the replay cluster (rebuild/usage.py)
+            session.need_metrics(usage_sources(inp), "replay")
+        with session:
             announced = session.inputs.policy if self.options.policy is None else None
             if announced is not None:  # the configuration's policy (--values' deschedulerPolicy):
                 inp = replace(inp, policy=announced)  # the session said it runs, so it does
@@ -370,6 +375,7 @@ def replay(
     dry_run: bool = False,
     client: dict[str, Any] | None = None,
     moment: Moment | None = None,
+    assume_usage: str | None = None,
 ) -> ReplayResult:
     """Replay a snapshot; see the module docstring and `ReplayOptions`. Usable without pytest.
 
@@ -390,6 +396,7 @@ def replay(
         source=source,
         dry_run=dry_run,
         client=client,
+        assume_usage=assume_usage,
     )
     return _Hooked(
         snapshot_path,
@@ -415,6 +422,12 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
     timings: dict[str, float] = {}
     if inp.client:  # the user's replay option, never a silent change: recorded below
         release.add_cmd_options({CLIENT_FLAGS[k]: v for k, v in inp.client.items()})
+    if (inp.metrics_sources or inp.assume_usage) and not cluster.metrics_sources:
+        # a session made elsewhere (a snapshot canary's track, a host) without the source
+        raise ConfigError(
+            "the replay's policy reads actual utilization (or usage is assumed) but its "
+            "cluster runs no metrics source; start the session with need_metrics"
+        )
     with session.phase("replay.apply_policy"):
         release.apply_policy(inp.policy, dry_run=o.dry_run)
     with session.phase("replay.restore"):
@@ -425,6 +438,9 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
             method=o.method,
             timeout=o.restore_timeout,
             report=report,
+            # usage served, waited for only when the policy reads it (~25 s: two scrapes)
+            **({"assume_usage": inp.assume_usage} if inp.assume_usage else {}),
+            **({} if inp.metrics_sources else {"wait_usage": False}),
         )
     version = release.descheduler_version
     rows = snapshot_rows(inp.snap, restored)
@@ -432,7 +448,11 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
         "replay",
         version,
         list(rows.values()),
-        notes=[client_note(inp.client), *inp.snap.load_notes],
+        notes=[
+            client_note(inp.client),
+            *([restored.usage["note"]] if getattr(restored, "usage", None) else []),
+            *inp.snap.load_notes,
+        ],
     )
     owner_uid = {pod: facts.get("ownerUid") for pod, facts in restored.expected.items()}
     round_results = []
@@ -558,6 +578,12 @@ def _play(r: Replay, session: Any, inp: ReplayInputs) -> ReplayResult:
         if inp.client
         else {},
     )
+
+
+def usage_sources(inp: ReplayInputs) -> tuple[str, ...]:
+    """The sources the replay cluster starts with: the policy's, and Kubernetes Metrics for
+    recorded or assumed usage (served through metrics.k8s.io)."""
+    return tuple(dict.fromkeys((*inp.metrics_sources, KUBERNETES_METRICS)))
 
 
 def client_note(client: dict[str, Any]) -> str:

@@ -75,6 +75,13 @@ def _sources_read(args: Mapping[str, Any]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def sources_read(doc: Mapping[str, Any]) -> list[str]:
+    """Every metrics source an enabled utilization plugin of `doc` reads (empty: the policy
+    works on requests only): what a replay must serve before its round."""
+    found = [src for _, _, args in _utilization_args(doc) for src in _sources_read(args)]
+    return list(dict.fromkeys(found))
+
+
 def _providers(doc: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     return [(k, _dict(p)) for k, p in enumerate(_list(doc.get("metricsProviders")))]
 

@@ -25,6 +25,7 @@ from pytest_desched.names import DNS_LABEL, PATH_SEGMENT
 from pytest_desched.replay.capture.consistency import header_notes
 from pytest_desched.replay.capture.credentials import note, scrub_credentials
 from pytest_desched.replay.capture.schema import check_shape
+from pytest_desched.replay.capture.usage import problems as usage_problems
 from pytest_desched.replay.objects import KINDS
 
 API_VERSION = "desched.pytest.io/v1alpha1"
@@ -140,6 +141,9 @@ class Snapshot:
     # What loading the file found and changed or doubts (credentials removed, a header its
     # body disagrees with): the replay's ledger carries each line. Never written back.
     load_notes: list[str] = field(default_factory=list)
+    # What metrics.k8s.io served when it was taken (capture/usage.py); None: none recorded
+    # (an older snapshot, or a cluster without the API: header.usage says why).
+    usage: dict[str, Any] | None = None
 
     # -- access ---------------------------------------------------------------------------
     def items(self, section: str) -> list[dict[str, Any]]:
@@ -187,6 +191,7 @@ class Snapshot:
             "header": self.header,
             "policy": self.policy,
             "objects": {s: self.objects[s] for s in SECTIONS if self.objects.get(s)},
+            **({"usage": self.usage} if self.usage else {}),  # absent: none recorded
         }
 
     def dump(self, fmt: str = "auto") -> str:
@@ -237,6 +242,7 @@ class Snapshot:
             header=dict(doc.get("header") or {}),
             policy=doc.get("policy"),
             objects={k: list(v or []) for k, v in objects.items()},
+            usage=doc.get("usage") or None,  # an older snapshot has none: it still loads
         )
         snap.validate(source)
         snap.load_notes += header_notes(snap, source)  # or ConfigError: objects missing
@@ -317,6 +323,8 @@ class Snapshot:
             out.append(f"{len(stray)} pods are bound to nodes the snapshot lacks, e.g. {stray[:3]}")
         if not self.nodes:
             out.append("no nodes: nothing to schedule on (an empty snapshot?)")
+        if self.usage is not None:
+            out.extend(usage_problems(self.usage, {str(n) for n in nodes}))
         version = (self.header.get("descheduler") or {}).get("version")
         if version is not None and not (
             isinstance(version, str) and PATH_SEGMENT.fullmatch(version) and ".." not in version

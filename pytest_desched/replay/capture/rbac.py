@@ -2,7 +2,8 @@
 
 Derived from the tables the capture code reads with, not written out by hand: every section
 in `snapshot.RESOURCES` (listed by the snapshot, listed and watched by record), the one GET of
-the descheduler's policy ConfigMap (`snapshot.read_policy`), and GET /version plus discovery.
+the descheduler's policy ConfigMap (`snapshot.read_policy`), the list of NodeMetrics and
+PodMetrics (`usage.read_usage`), and GET /version plus discovery.
 A new read added to those tables lands in the printed role by itself; the verbs are
 `snapshot.READ_VERBS` and nothing else (tests/e2e/test_rbac_e2e.py proves it from the audit log).
 """
@@ -16,6 +17,7 @@ import yaml
 from pytest_desched.errors import ConfigError
 from pytest_desched.replay.capture.format import SECTIONS
 from pytest_desched.replay.capture.snapshot import READ_VERBS, RESOURCES
+from pytest_desched.replay.capture.usage import USAGE_GROUP, USAGE_RESOURCES
 from pytest_desched.replay.objects import KINDS
 
 ROLE_NAME = "desched-snapshot-reader"
@@ -23,6 +25,8 @@ DEFAULT_SERVICE_ACCOUNT = "desched-reader/desched-snapshot"
 # Reads outside RESOURCES: (group, resource) -> verbs. The policy ConfigMap is read by name.
 POINT_READS: dict[tuple[str, str], tuple[str, ...]] = {
     (KINDS["ConfigMap"].group, KINDS["ConfigMap"].plural): ("get",),
+    # the usage metrics.k8s.io serves (capture/usage.py); without it: "no usage recorded"
+    **{(USAGE_GROUP, res): ("list",) for res in USAGE_RESOURCES},
 }
 # GET /version (the snapshot's header) and discovery (the client and kwokctl's exporter).
 # (RBAC globs over the discovery roots, not API paths: objects.py spells those.)

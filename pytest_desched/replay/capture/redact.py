@@ -387,7 +387,24 @@ def redact_snapshot(snap: Snapshot, aliases: Aliases | None = None) -> Snapshot:
     for section, obj in snap.all_objects():
         out.items(section).append(redact_object(a, section, obj))
     out.policy = redact_policy(a, snap.policy)
+    out.usage = redact_usage(a, snap.usage)
     _redact_header(a, out.header)
+    return out
+
+
+def redact_usage(a: Aliases, usage: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The usage section keyed by the aliases of its nodes and pods (the objects' own)."""
+    if not usage:
+        return usage
+    out = {k: v for k, v in usage.items() if k not in ("nodes", "pods")}
+    out["nodes"] = {
+        alias_name(a, "nodes", n): dict(v) for n, v in (usage.get("nodes") or {}).items()
+    }
+    pods = {}
+    for k, v in (usage.get("pods") or {}).items():
+        ns, _, name = k.partition("/")
+        pods[f"{a.ns(ns)}/{alias_name(a, 'pods', name)}"] = dict(v)
+    out["pods"] = pods
     return out
 
 

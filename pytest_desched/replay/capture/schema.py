@@ -34,6 +34,11 @@ _OBJ = {"type": "object"}
 _STR_MAP = {"type": "object", "additionalProperties": _STR}
 _QTY_MAP = {"type": "object", "additionalProperties": {"type": ["string", "number"]}}
 _LIST_OF_OBJ = {"type": "array", "items": _OBJ}
+_USAGE = {
+    "type": "object",
+    "required": ["cpu", "memory"],
+    "properties": {"cpu": {"type": ["string", "number"]}, "memory": {"type": ["string", "number"]}},
+}
 
 
 def _obj(**props: Any) -> dict[str, Any]:
@@ -106,6 +111,17 @@ SNAPSHOT_SCHEMA: dict[str, Any] = {
                     },
                 },
                 "otherDeschedulers": _LIST_OF_OBJ,
+                "usage": _obj(recorded=_BOOL, why=_STR, nodes=_INT, pods=_INT),
+            },
+        },
+        # what metrics.k8s.io served (capture/usage.py); absent in older snapshots
+        "usage": {
+            "type": ["object", "null"],
+            "properties": {
+                "source": _STR,
+                "takenAt": _STR,
+                "nodes": {"type": "object", "additionalProperties": _USAGE},
+                "pods": {"type": "object", "additionalProperties": _USAGE},
             },
         },
         "objects": {

@@ -45,10 +45,13 @@ from pytest_desched.replay.capture.format import (
     KIND_SECTION,
     SECTIONS,
     Snapshot,
+    key,
     rfc3339,
 )
 from pytest_desched.replay.capture.redact import redact_snapshot
 from pytest_desched.replay.capture.trim import Filtered, keep_container_args, trim
+from pytest_desched.replay.capture.usage import read_usage
+from pytest_desched.replay.capture.usage import summary as usage_summary
 from pytest_desched.replay.objects import KINDS, object_path
 
 # section -> (API path prefix, resource, namespaced): what the snapshot lists, in file order
@@ -502,6 +505,17 @@ def take_snapshot(
             f"scoped to namespaces {ns_list}: pods of other namespaces are missing, so nodes "
             "look emptier than they were (nodeFit and utilization differ)"
         )
+    usage, usage_note = read_usage(
+        api,
+        ns_list,
+        {str(n["metadata"]["name"]) for n in objects.get("nodes", [])},
+        {key(p) for p in objects.get("pods", [])},
+        reads.add,
+        report,
+        rfc3339(dt.datetime.now(dt.UTC)),
+    )
+    if usage_note:
+        notes.append(usage_note)
     header: dict[str, Any] = {
         "takenAt": rfc3339(taken_at),
         "source": {
@@ -528,9 +542,13 @@ def take_snapshot(
         "descheduler": descheduler[0] if descheduler else {},
         "otherDeschedulers": descheduler[1:],
         "redacted": False,
+        "usage": {
+            **usage_summary(usage, len(objects.get("pods", []))),
+            **({"why": usage_note} if usage_note else {}),
+        },
         "notes": notes,
     }
-    snap = Snapshot(header=header, policy=policy, objects=objects)
+    snap = Snapshot(header=header, policy=policy, objects=objects, usage=usage)
     if redact:
         snap = redact_snapshot(snap)
     return snap.validate("the snapshot just taken")

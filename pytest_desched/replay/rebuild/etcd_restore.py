@@ -31,6 +31,7 @@ from pytest_desched.replay.rebuild.plan import (
     running_status,
 )
 from pytest_desched.replay.rebuild.settled import settle
+from pytest_desched.replay.rebuild.usage import metrics_path_annotation
 from pytest_desched.replay.rebuild.writes import (
     RestoreError,
     create_all,
@@ -54,15 +55,19 @@ def restore_via_etcd(
     result: RestoreResult,
     timer: Timer,
     report: Reporter,
+    kubelet: dict[str, Any] | None = None,
 ) -> RestorePlan:
     """Nodes, storage, PDBs, owners and pods into etcd; the few others through the API.
+
+    `kubelet`: where kwok serves every node's kubelet endpoints (a replay that serves usage:
+    `etcd_nodes`), else None.
 
     `plan`: planned with these node UIDs, ages shifted to `now`. Through the API (admitted,
     validated, and the objects admission must know about): namespaces, ServiceAccounts, the
     hold, PriorityClasses, StorageClasses.
     """
     result.shift_s = plan.shift_s
-    etcd.create(etcd_nodes(snap, node_uids, now))
+    etcd.create(etcd_nodes(snap, node_uids, now, kubelet))
     wait_nodes_ready(api, sorted(node_uids), timeout)
     timer.lap("nodes")
     report(f"restore: {len(node_uids)} nodes written into etcd and Ready")
@@ -317,12 +322,20 @@ def write_order(plan: RestorePlan) -> WriteOrder:
     return order
 
 
-def etcd_nodes(snap: Snapshot, uids: dict[str, str], now: dt.datetime) -> list[dict[str, Any]]:
+def etcd_nodes(
+    snap: Snapshot,
+    uids: dict[str, str],
+    now: dt.datetime,
+    kubelet: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Nodes as a kubelet (here kwok) would have registered them, already Ready.
 
     Conditions other than Ready are the snapshot's (kwok rewrites them only at its heartbeat
     stage, after 10 minutes); a node NotReady in the snapshot is written NotReady, and kwok's
-    node-initialize stage makes it Ready (see the deviations).
+    node-initialize stage makes it Ready (see the deviations). With `kubelet` ({address,
+    daemonEndpoints}: kwok's, read off a node it initialized), each node also gets the
+    addresses and the metrics path metrics-server scrapes (kwok's node-initialize stage,
+    which writes them, never runs for a node written Ready).
     """
     stamp = rfc3339(now)
     out = []
@@ -353,6 +366,14 @@ def etcd_nodes(snap: Snapshot, uids: dict[str, str], now: dt.datetime) -> list[d
                 "kubeletVersion": "kwok",
             },
         }
+        if kubelet is not None:
+            name = meta["name"]
+            meta["annotations"].update(metrics_path_annotation(name))
+            status["addresses"] = [
+                {"type": "InternalIP", "address": kubelet["address"]},
+                {"type": "Hostname", "address": name},
+            ]
+            status["daemonEndpoints"] = copy_json(kubelet["daemonEndpoints"])
         spec = {k: v for k, v in (n.get("spec") or {}).items() if k in ("taints", "unschedulable")}
         out.append(
             {"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": spec, "status": status}

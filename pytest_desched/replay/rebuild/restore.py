@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from kubernetes.client.rest import ApiException
 
+from pytest_desched.capabilities import KUBERNETES_METRICS
 from pytest_desched.errors import ConfigError
 from pytest_desched.log import Reporter, say
 from pytest_desched.replay import kubeapi
@@ -75,6 +76,12 @@ from pytest_desched.replay.rebuild.plan import (
     RestorePlan,
     plan_restore,
     runner_node,
+)
+from pytest_desched.replay.rebuild.usage import annotate, metrics_path_annotation, served_usage
+from pytest_desched.replay.rebuild.usage_live import (
+    drop_provider_baselines,
+    kubelet_endpoint,
+    serve,
 )
 from pytest_desched.replay.rebuild.writes import (
     RestoreError,
@@ -106,6 +113,7 @@ class RestoreResult:
     written_at: str = ""
     runner_node: str = RUNNER_NODE
     pace: dict[str, Any] = field(default_factory=dict)  # the api method's writes (rebuild.paced)
+    usage: dict[str, Any] = field(default_factory=dict)  # served usage (rebuild/usage.py)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -132,6 +140,8 @@ def restore(
     report: Reporter = say,
     runner: bool = True,
     workers: int = DEFAULT_WORKERS,
+    assume_usage: str | None = None,
+    wait_usage: bool = True,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
@@ -140,7 +150,10 @@ def restore(
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
     `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
     node of the host. `workers`: the api method's bound on concurrent writes (rebuild.paced:
-    the server's 429 / Retry-After lowers it and holds every writer).
+    the server's 429 / Retry-After lowers it and holds every writer). On a cluster that serves
+    metrics.k8s.io, the snapshot's recorded usage (or `assume_usage`'s) is served back through
+    it (rebuild/usage.py), and with `wait_usage` (a policy that reads it) the restore returns
+    once metrics-server serves it.
     """
     if not runner and method != "api":
         raise ConfigError("a restore without the runner node is an api restore (a host's)")
@@ -167,6 +180,21 @@ def restore(
     result = RestoreResult(method="etcd" if etcd else "api", ages=ages, shift_s=0.0)
     timer = Timer(result.timings)
     snap_nodes = {n["metadata"]["name"] for n in snap.nodes}
+    served = (
+        served_usage(snap, assume_usage, restored=set(first.expected))
+        if KUBERNETES_METRICS in cluster.metrics_sources
+        else None
+    )
+    kubelet = None
+    if served is not None:
+        annotate(first.pods, served)
+        kubelet = kubelet_endpoint(api, list(cluster.workers))
+        if kubelet is None:
+            raise RestoreError(
+                "usage: no provider worker shows where kwok serves kubelet endpoints "
+                "(status.addresses, daemonEndpoints); metrics-server could scrape no node"
+            )
+        drop_provider_baselines(api, [w for w in cluster.workers if w not in snap_nodes])
     for w in cluster.workers:  # the provider's own workers would be extra nodes
         if w not in snap_nodes:
             try:
@@ -176,17 +204,25 @@ def restore(
                     raise RestoreError(f"delete node {w}: {kubeapi.status_reason(exc)}") from None
     if etcd is not None:
         plan = restore_via_etcd(
-            api, etcd, snap, first, node_uids, now, timeout, result, timer, report
+            api, etcd, snap, first, node_uids, now, timeout, result, timer, report, kubelet
         )
     else:
         pacer = Pacer(workers)
         widen_pool(api, workers)
         extra = [runner_node()] if runner else []
-        created = create_all(api, [*extra, *first.api.get("nodes", [])], pacer=pacer)
+        nodes = [*extra, *first.api.get("nodes", [])]
+        if served is not None:  # kwok's node-initialize writes the addresses here
+            for n in nodes:
+                n["metadata"].setdefault("annotations", {}).update(
+                    metrics_path_annotation(n["metadata"]["name"])
+                )
+        created = create_all(api, nodes, pacer=pacer)
         node_uids = {c["metadata"]["name"]: c["metadata"]["uid"] for c in created if c}
         wait_nodes_ready(api, [RUNNER_NODE] * runner + sorted(snap_nodes), timeout)
         timer.lap("nodes")
         plan = plan_restore(snap, ages=ages, node_uids=node_uids)
+        if served is not None:
+            annotate(plan.pods, served)
         result.shift_s = plan.shift_s
         write_object_tiers(api, plan, pacer, report)
         timer.lap("api_objects")
@@ -209,6 +245,13 @@ def restore(
     timer.lap("daemonsets")
     result.verified, result.extra_pods = verify(api, plan, result.method)
     timer.lap("verify")
+    if served is not None:
+        image = cluster.toolchain.versions.workload_image
+        result.usage = serve(
+            api, served, image, RUNNER_NODE if runner else None, timeout, report, wait_usage
+        )
+        result.usage["note"] = served.note()
+        timer.lap("usage_served")
     result.skipped, result.deviations = plan.skipped, plan.deviations
     result.notes = plan.notes + result.notes
     result.counts = {

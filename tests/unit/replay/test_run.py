@@ -18,7 +18,7 @@ from pytest_desched.replay.timeline.run import TimelineReplay
 REPLAY_PARAMS = [
     "snapshot_path", "descheduler", "policy", "rounds", "log", "config", "report", "ages",
     "method", "round_timeout", "restore_timeout", "before_round", "max_rounds", "source",
-    "after_round", "finish", "dry_run", "client", "moment",
+    "after_round", "finish", "dry_run", "client", "moment", "assume_usage",
 ]  # fmt: skip
 
 
