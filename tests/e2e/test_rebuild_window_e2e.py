@@ -1,0 +1,68 @@
+"""The rebuild window on the embedded cluster (issue 50): replacements take time to be Ready.
+
+One cluster for the module (its own, deleted after), with metrics-server for the incident's
+utilization policy. A workload's declared start-up time holds its pods Pending through kwok's
+pod-ready Stage delay; the incident experiments measure the capacity the owner had while its
+replacements started. See docs/utilization.md, "The rebuild window".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_desched.capabilities import KUBERNETES_METRICS
+from pytest_desched.config import DeschedConfig
+from pytest_desched.session import DeschedSession
+
+pytestmark = pytest.mark.desched_selftest
+
+STARTUP_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def window_session(
+    desched_settings: DeschedConfig, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[DeschedSession]:
+    """A session whose embedded cluster serves metrics.k8s.io (its own, deleted after)."""
+    config = desched_settings.with_(run_dir=tmp_path_factory.mktemp("rebuild"))
+    session = DeschedSession(config)
+    session.need_metrics((KUBERNETES_METRICS,), "rebuild-window")  # before the cluster starts
+    with session:
+        yield session
+
+
+def _checks(res: Any) -> dict[str, bool]:
+    return {c.id: c.ok for c in res.checks}
+
+
+def test_declared_startup_holds_pods_pending(window_session: DeschedSession) -> None:
+    """`startup_seconds` on a Deployment: each pod is Ready that long after it appeared, a
+    pod of a workload without it at once; the watch times both (no sleep)."""
+    from pytest_desched.lab import Deployment, Lab
+
+    cluster = window_session.cluster
+    lab = Lab(cluster, "desched-startup-probe")
+    slow, fast = Deployment("slow", replicas=2, startup_seconds=STARTUP_S), Deployment("fast")
+    try:
+        with lab.record() as rec:
+            snap = lab.apply(slow, fast, timeout=60 + STARTUP_S)
+        took: dict[str, float] = {}
+        for p in snap.live:
+            seen = next(e["t"] for e in rec.pod_events if e["uid"] == p.uid)
+            ready = rec.first_ready(p.uid)
+            assert ready is not None, (p.name, rec.pod_events)
+            took[p.name] = ready - seen
+        slow_s = [t for n, t in took.items() if n.startswith("slow-")]
+        fast_s = [t for n, t in took.items() if n.startswith("fast-")]
+        assert len(slow_s) == 2 and len(fast_s) == 1, took
+        # first seen is at the latest its binding; kwok counts from when it saw the pod bound
+        assert all(STARTUP_S - 0.5 <= t <= STARTUP_S + 20 for t in slow_s), took
+        assert all(t < STARTUP_S / 2 for t in fast_s), took
+        pending = {e["name"] for e in rec.pod_events if e["phase"] == "Pending" and e["node"]}
+        assert {p.name for p in snap.of("slow")} <= pending  # bound, and Pending while starting
+        print(f"Ready after first seen: {took}")
+    finally:
+        lab.teardown()
