@@ -121,6 +121,7 @@ def round_figures(record: Mapping[str, Any]) -> RoundFigures:
     f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
     f.version = str((record.get("versions") or {}).get("descheduler") or "")
     f.no_cycle = no_cycle(record)
+    f.availability = dict(record.get("availability") or {})
     ev = record.get("events_delivered") or {}
     if ev:
         # The long-running process's count is the proof where it was measured.
