@@ -49,6 +49,7 @@ __all__ = [
     "nodefit",
     "pdb",
     "positive",
+    "rebuild",
     "require",
     "run_experiment",
     "strategies",
@@ -57,4 +58,4 @@ __all__ = [
 ]
 
 # After the runbook's and the strategies' experiments: `desched list` shows them in this order.
-from pytest_desched.experiments import loops, utilization
+from pytest_desched.experiments import loops, rebuild, utilization

@@ -417,7 +417,11 @@ class Runner:
             return {o: OwnerWindow.from_dict(d) for o, d in view.extra["availability"].items()}
         end = time.monotonic()
         windows = owner_windows(
-            list(view.rec.pod_events), self.lab.desired_replicas(), view.rnd.started, end
+            list(view.rec.pod_events),
+            self.lab.desired_replicas(),
+            view.rnd.started,
+            end,
+            initial=[p.__dict__ for p in view.before.pods],
         )
         view.extra["availability"] = windows_to_dict(windows)
         return windows

@@ -101,17 +101,24 @@ def owner_windows(
     desired: Mapping[str, int],
     start: float,
     end: float,
+    initial: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, OwnerWindow]:
     """Each owner of `desired` over [start, end], from pod watch events (`t`, `type`, `uid`,
     `workload`, `phase`, `ready`, `deleting`; lab/recorder.py's form), in time order.
 
-    Events before `start` set the state the window opens with (the watch begins with every
-    existing pod); a pod first seen after `start` is a replacement.
+    `initial`: the pods as a snapshot taken before the window listed them (same keys, no
+    `t`). The watch's own first events re-list every existing pod, and may arrive after the
+    window opened: a pod of `initial`, or one an event showed before `start`, is never a
+    replacement. A pod first seen after `start` is one.
     """
     if end < start:
         raise ValueError(f"window ends ({end}) before it starts ({start})")
     evs = sorted((e for e in events if e.get("workload") in desired), key=lambda e: e["t"])
     pods: dict[str, _Pod] = {}
+    for e in initial:
+        if e.get("workload") in desired:
+            snap = pods[e["uid"]] = _Pod(str(e["workload"]), first_seen=start)
+            snap.available, snap.pending = _state(e)
     counts = {o: (0, 0) for o in desired}
 
     def count(owner: str) -> tuple[int, int]:

@@ -221,6 +221,17 @@ class RoundFigures:
     form: Literal["log", "runbook"] = "log"
 
     @property
+    def min_available(self) -> str | None:
+        """The owner left with the least of its desired capacity, `web 3/6`, for the report."""
+        if not self.availability:
+            return None
+        o, w = min(
+            self.availability.items(),
+            key=lambda kv: (kv[1].get("min_available", 0) - kv[1].get("desired", 0), kv[0]),
+        )
+        return f"{o} {w.get('min_available')}/{w.get('desired')}"
+
+    @property
     def events(self) -> str | None:
         """`delivered/owed` EvictionFailed events, for the report."""
         if self.events_owed is None:

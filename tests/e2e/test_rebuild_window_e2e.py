@@ -66,3 +66,49 @@ def test_declared_startup_holds_pods_pending(window_session: DeschedSession) -> 
         print(f"Ready after first seen: {took}")
     finally:
         lab.teardown()
+
+
+def _window(res: Any) -> dict[str, Any]:
+    """The last round record's availability of `web` (what the evidence carries)."""
+    return res.records[-1]["availability"]["web"]
+
+
+def test_incident_without_pdb_dips_and_is_measured(window_session: DeschedSession) -> None:
+    """The runbook's incident: every eviction a 201, web below desired for the replacements'
+    start; the record's figures measure it."""
+    from pytest_desched.experiments.rebuild import REPLICAS, STARTUP_S
+
+    res = window_session.run("rebuild-window")
+    assert res.outcome == "pass", res.message
+    checks = _checks(res)
+    for cid in ("evicted-several-at-once", "capacity-dipped", "dip-lasted-the-start"):
+        assert checks.get(cid), (cid, res.message)
+    w = _window(res)
+    assert w["desired"] == REPLICAS and w["min_available"] < REPLICAS, w
+    assert w["below_desired_s"] >= STARTUP_S - 1, w
+    assert w["pending_max"] >= 2 and w["recovered"], w
+    rec = res.records[-1]
+    evicted = {d["name"] for d in rec["decisions"] if d["fate"] == "evicted"}
+    assert len(evicted) == res.evictions >= 2
+    # full before the round; the dip is the evicted replicas, each replaced once
+    assert w["available_before"] == REPLICAS and w["replacements"] == len(evicted), w
+    assert w["min_available"] == REPLICAS - len(evicted), w
+    assert rec["audit"]["available"] and rec["audit"]["by_code"].get("201") == len(evicted)
+    print(f"rebuild window without PDB: evicted {sorted(evicted)}; {w}")
+
+
+def test_incident_with_pdb_is_held_at_min_available(window_session: DeschedSession) -> None:
+    """The same round with PDB minAvailable 5: the API server answers 429, web keeps >= 5."""
+    from pytest_desched.experiments.rebuild import PDB_MIN_AVAILABLE
+
+    res = window_session.run("rebuild-window-pdb")
+    assert res.outcome == "pass", res.message
+    checks = _checks(res)
+    for cid in ("api-server-said-429", "capacity-held-at-min-available", "pdb-healthy"):
+        assert checks.get(cid), (cid, res.message)
+    w = _window(res)
+    assert w["min_available"] >= PDB_MIN_AVAILABLE, w
+    rec = res.records[-1]
+    assert rec["audit"]["by_code"].get("429", 0) >= 1, rec["audit"]
+    assert rec["audit"]["by_code"].get("201") == res.evictions == w["replacements"] == 1, w
+    print(f"rebuild window with PDB: audit {rec['audit']['by_code']}; {w}")

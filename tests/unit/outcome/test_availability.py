@@ -96,3 +96,16 @@ def test_round_figures_and_the_experiment_ledger_carry_it() -> None:
     assert "availability" not in led.to_dict()
     led.rounds[0].availability = figures
     assert led.to_dict()["availability"]["web"]["below_desired_s"] == pytest.approx(15.2)
+
+
+def test_the_watchs_late_first_listing_is_not_a_dip_or_a_replacement() -> None:
+    """The watch re-lists existing pods as ADDED, possibly after the window opened: with the
+    snapshot taken before it, they are neither missing capacity nor replacements."""
+    before = [{k: v for k, v in ev(0, u).items() if k != "t"} for u in "abc"]
+    late = [ev(10.05, u, type="ADDED") for u in "abc"] + incident()[4:]
+    w = owner_windows(late, {"web": 3}, start=10, end=30, initial=before)["web"]
+    assert (w.available_before, w.min_available, w.replacements) == (3, 1, 2)
+    assert w.series[0] == (0.0, 3, 0) and w.below_desired_s == pytest.approx(15.2)
+    # without the snapshot the same events read as a dip at the start, and 5 replacements
+    blind = owner_windows(late, {"web": 3}, start=10, end=30)["web"]
+    assert blind.available_before == 0 and blind.replacements == 5
