@@ -116,7 +116,10 @@ class _RebuildBase(StrategyExperiment):
     def window(self) -> Any:
         """The round's availability of `web`, after it is back to its desired replicas."""
         self.final = self.settle(self.web)
-        return self.r.availability(self.v)["web"]
+        w = self.r.availability(self.v)["web"]
+        # the runbook's evidence field: the slowest replacement's Ready latency
+        self.v.extra["replacement_ready_latency_s"] = w.ready_latency_s
+        return w
 
     def evicted_uids(self) -> dict[str, str]:
         """name -> UID of each web pod the round evicted (log, audit 201, UID gone)."""

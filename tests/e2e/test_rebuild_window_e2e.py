@@ -93,6 +93,8 @@ def test_incident_without_pdb_dips_and_is_measured(window_session: DeschedSessio
     # full before the round; the dip is the evicted replicas, each replaced once
     assert w["available_before"] == REPLICAS and w["replacements"] == len(evicted), w
     assert w["min_available"] == REPLICAS - len(evicted), w
+    # the runbook's evidence field: the slowest replacement took its declared start
+    assert STARTUP_S - 0.5 <= rec["replacement_ready_latency_s"] == w["ready_latency_s"], w
     assert rec["audit"]["available"] and rec["audit"]["by_code"].get("201") == len(evicted)
     print(f"rebuild window without PDB: evicted {sorted(evicted)}; {w}")
 
