@@ -23,7 +23,7 @@ from typing import Any
 from pytest_desched.outcome.availability import OwnerWindow
 from pytest_desched.outcome.ledger import RoundFigures
 
-SLACK_S = 3.0  # seconds either way a time may move without being a change
+SLACK_S = 5.0  # seconds either way a time may move without being a change (loaded machines)
 SLACK_RATIO = 0.5  # ... and this share of the baseline's time
 ROUND = "round"  # the subject of a round-wide figure (Pending, skew)
 

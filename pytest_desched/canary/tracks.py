@@ -132,6 +132,11 @@ def run_track(
     out = TrackResult(name, artifacts=str(session.config.artifacts))
     t0 = time.monotonic()
     try:
+        # heavy: the experiments' registry; a metrics source starts with the cluster or never
+        from pytest_desched.experiments import lookup
+
+        for exp, _ in experiments:
+            session.need_metrics(lookup(exp).metrics_sources, exp)
         rel = session.release
         out.descheduler_version = rel.descheduler_version
         out.chart = rel.chart.evidence()

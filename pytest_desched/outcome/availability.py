@@ -96,6 +96,59 @@ def _state(e: Mapping[str, Any]) -> tuple[bool, bool]:
     return bool(e.get("ready")) and phase == "Running", phase == "Pending"
 
 
+def unseen_deletions(
+    events: Iterable[Mapping[str, Any]], initial: Iterable[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """DELETED events for pods a watch's re-listing shows gone without a DELETED event.
+
+    The round's watch (lab/recorder.py) re-opens its stream every second without a
+    resourceVersion, so each stream starts by listing every pod of its namespace as ADDED
+    and nothing is delivered between streams: a pod evicted and removed in that gap (kwok
+    removes it at once) is never seen going. Each event carries its stream's number
+    (`stream`); a stream's listing is its ADDED events before its first other event. Once a
+    listing is complete (its stream delivered another event, or a later stream began), each
+    pod alive before it and absent from it is gone, at the listing's last event. Events
+    without a stream number are taken as they are.
+    """
+    alive: dict[str, dict[str, Mapping[str, Any]]] = {}  # namespace -> uid -> last event
+    for e in initial:
+        alive.setdefault(str(e.get("namespace", "")), {})[e["uid"]] = e
+    # namespace -> (stream, uids listed, alive before the listing, last t), while listing
+    listing: dict[str, tuple[Any, set[str], set[str], float]] = {}
+    done: set[tuple[str, Any]] = set()  # (namespace, stream) whose listing ended
+    out: list[dict[str, Any]] = []
+
+    def close(ns: str) -> None:
+        stream, listed, before, t = listing.pop(ns)
+        done.add((ns, stream))
+        for uid in sorted((before & set(alive.get(ns, {}))) - listed):
+            gone = alive[ns].pop(uid)
+            out.append({**gone, "t": t, "type": "DELETED", "deleting": True, "unseen": True})
+
+    for e in sorted(events, key=lambda e: e["t"]):
+        ns, uid, stream = str(e.get("namespace", "")), e["uid"], e.get("stream")
+        if stream is not None and (ns, stream) not in done:
+            now = listing.get(ns)
+            if now is not None and now[0] != stream:
+                close(ns)  # a later stream began: the earlier listing was whole
+                now = None
+            if e.get("type") == "ADDED":
+                if now is None:
+                    now = (stream, set(), set(alive.get(ns, {})), e["t"])
+                now[1].add(uid)
+                listing[ns] = (now[0], now[1], now[2], e["t"])
+            elif now is not None:
+                close(ns)
+            else:
+                done.add((ns, stream))  # a stream whose listing was empty: nothing to tell
+        if e.get("type") == "DELETED":
+            alive.get(ns, {}).pop(uid, None)
+        else:
+            alive.setdefault(ns, {})[uid] = e
+    # A listing still open at the end may be one the copy caught halfway: not closed.
+    return out
+
+
 def owner_windows(
     events: Iterable[Mapping[str, Any]],
     desired: Mapping[str, int],
@@ -113,7 +166,11 @@ def owner_windows(
     """
     if end < start:
         raise ValueError(f"window ends ({end}) before it starts ({start})")
-    evs = sorted((e for e in events if e.get("workload") in desired), key=lambda e: e["t"])
+    events, initial = list(events), list(initial)
+    evs = sorted(
+        (e for e in [*events, *unseen_deletions(events, initial)] if e.get("workload") in desired),
+        key=lambda e: (e["t"], e.get("type") != "DELETED"),  # a re-listing's gone pod first
+    )
     pods: dict[str, _Pod] = {}
     for e in initial:
         if e.get("workload") in desired:
@@ -195,4 +252,4 @@ def windows_to_dict(windows: Mapping[str, OwnerWindow]) -> dict[str, dict[str, A
     return {o: w.to_dict() for o, w in sorted(windows.items())}
 
 
-__all__ = ["SERIES_MAX", "OwnerWindow", "owner_windows", "windows_to_dict"]
+__all__ = ["SERIES_MAX", "OwnerWindow", "owner_windows", "unseen_deletions", "windows_to_dict"]

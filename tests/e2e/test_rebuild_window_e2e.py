@@ -114,3 +114,24 @@ def test_incident_with_pdb_is_held_at_min_available(window_session: DeschedSessi
     assert rec["audit"]["by_code"].get("429", 0) >= 1, rec["audit"]
     assert rec["audit"]["by_code"].get("201") == res.evictions == w["replacements"] == 1, w
     print(f"rebuild window with PDB: audit {rec['audit']['by_code']}; {w}")
+
+
+def test_canary_compares_the_rebuild_window_between_tracks(desched_canary: Any) -> None:
+    """A/A canary of the incident with its PDB (v0.36.0 against itself, each track its own
+    cluster with metrics-server): both tracks' round figures carry web's window, the report
+    shows it, and the same release changes none of the compared figures."""
+    from pytest_desched.experiments.rebuild import PDB_MIN_AVAILABLE, REPLICAS
+
+    rep = desched_canary("version:v0.36.0", None, experiments=["rebuild-window-pdb"], static=False)
+    assert rep.baseline.error is None and rep.candidate.error is None, rep.verdict.reasons
+    (rd,) = [r for r in rep.rounds if r.experiment == "rebuild-window-pdb[own-policy]"]
+    assert rd.baseline is not None and rd.candidate is not None
+    for f in (rd.baseline, rd.candidate):
+        web = f.availability["web"]
+        assert web["desired"] == REPLICAS and web["min_available"] >= PDB_MIN_AVAILABLE, web
+        assert f.pdb_refusals >= 1 and f.evictions == 1, f.to_dict()
+    assert rd.baseline.min_available == rd.candidate.min_available == "web 5/6"
+    assert rd.capacity == [], [d.to_dict() for d in rd.capacity]  # within the slack
+    assert rep.ok, rep.verdict.reasons
+    assert "min available" in rep.markdown()
+    print(f"canary: {rd.baseline.availability['web']} / {rd.candidate.availability['web']}")

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from pytest_desched.outcome.availability import OwnerWindow, owner_windows, windows_to_dict
+from pytest_desched.outcome.availability import (
+    OwnerWindow,
+    owner_windows,
+    unseen_deletions,
+    windows_to_dict,
+)
 from pytest_desched.outcome.ledger import Ledger, RoundFigures
 
 
@@ -109,3 +114,37 @@ def test_the_watchs_late_first_listing_is_not_a_dip_or_a_replacement() -> None:
     # without the snapshot the same events read as a dip at the start, and 5 replacements
     blind = owner_windows(late, {"web": 3}, start=10, end=30)["web"]
     assert blind.available_before == 0 and blind.replacements == 5
+
+
+def test_a_pod_removed_between_two_watch_streams_is_gone_at_the_next_listing() -> None:
+    """The recorder's watch re-lists at each stream's start; b was evicted and removed between
+    two streams (no event of it), so stream 2's listing, without b, says it is gone."""
+    events = [{**e, "stream": 1} for e in incident() if not (e["uid"] == "b" and e["t"] == 13)]
+    events = [e for e in events if e["t"] < 13.4]
+    listing = [  # the API server lists by name: a genuine ADDED before it changes nothing
+        ev(13.5, "a2", "Pending", False, type="ADDED"),
+        ev(13.5, "b2", "Pending", False, type="ADDED"),
+        ev(13.5, "c", type="ADDED"),
+        ev(13.5, "z", type="ADDED", workload="other"),
+    ]
+    later = [ev(20.2, "a2"), ev(27.2, "b2")]
+    events += [{**e, "stream": 2} for e in listing + later]
+    gone = unseen_deletions(events)
+    assert [(g["uid"], g["t"], g["type"]) for g in gone] == [("b", 13.5, "DELETED")]
+    w = owner_windows(events, {"web": 3}, start=10, end=30)["web"]
+    assert (w.available_before, w.min_available, w.replacements) == (3, 1, 2)
+    assert w.recovered and w.series[-1] == (17.2, 3, 0)
+    # without stream numbers nothing is inferred: b stays available, 4 of 3 at the end
+    bare = [{k: v for k, v in e.items() if k != "stream"} for e in events]
+    assert owner_windows(bare, {"web": 3}, start=10, end=30)["web"].series[-1][1] == 4
+
+
+def test_new_pods_and_a_half_caught_listing_remove_nothing() -> None:
+    first = [ev(1, "a", type="ADDED", stream=1), ev(2, "n1", type="ADDED", stream=1)]
+    assert unseen_deletions(first) == []  # stream 1's listing: nothing was alive before it
+    half = [*first, ev(3, "n1", type="ADDED", stream=2)]  # the copy ends inside a listing
+    assert unseen_deletions(half) == []
+    closed = [*half, ev(3.2, "n1", stream=2)]  # stream 2's listing ended without a
+    assert [g["uid"] for g in unseen_deletions(closed)] == ["a"]
+    other_ns = [*half, ev(3.1, "q", type="ADDED", stream=2, namespace="lab-b")]
+    assert unseen_deletions(other_ns) == []  # another namespace's stream lists its own pods
