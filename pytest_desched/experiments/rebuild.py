@@ -119,6 +119,7 @@ class _RebuildBase(StrategyExperiment):
         w = self.r.availability(self.v)["web"]
         # the runbook's evidence field: the slowest replacement's Ready latency
         self.v.extra["replacement_ready_latency_s"] = w.ready_latency_s
+        self.r.result.ready_latency_s = w.ready_latency_s
         return w
 
     def evicted_uids(self) -> dict[str, str]:
