@@ -416,9 +416,18 @@ class Runner:
         if "availability" in view.extra:
             return {o: OwnerWindow.from_dict(d) for o, d in view.extra["availability"].items()}
         end = time.monotonic()
+        try:  # the owners' spec: a round whose control plane died still gets its record
+            desired = self.lab.desired_replicas()
+        except Exception as exc:
+            view.extra.setdefault("notes", []).append(
+                f"availability not measured: the owners' desired replicas could not be read "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            )
+            view.extra["availability"] = {}
+            return {}
         windows = owner_windows(
             list(view.rec.pod_events),
-            self.lab.desired_replicas(),
+            desired,
             view.rnd.started,
             end,
             initial=[p.__dict__ for p in view.before.pods],

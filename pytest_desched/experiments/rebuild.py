@@ -116,7 +116,12 @@ class _RebuildBase(StrategyExperiment):
     def window(self) -> Any:
         """The round's availability of `web`, after it is back to its desired replicas."""
         self.final = self.settle(self.web)
-        w = self.r.availability(self.v)["web"]
+        w = self.r.availability(self.v).get("web")
+        if w is None:
+            raise RuntimeError(
+                f"web's availability over round {self.v.rnd.name} was not measured: "
+                f"{self.v.extra.get('notes') or 'no owner figures'}"
+            )
         # the runbook's evidence field: the slowest replacement's Ready latency
         self.v.extra["replacement_ready_latency_s"] = w.ready_latency_s
         self.r.result.ready_latency_s = w.ready_latency_s
