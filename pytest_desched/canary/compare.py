@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pytest_desched.canary.capacity import FigureDiff, capacity_diffs
 from pytest_desched.descheduler.decisions import cycle_gap
 from pytest_desched.evidence.record import lab_namespaces
 from pytest_desched.evidence.timeline import REPLACEMENT_SCHEDULED
@@ -121,6 +122,7 @@ def round_figures(record: Mapping[str, Any]) -> RoundFigures:
     f.metric_names = sorted((record.get("metrics") or {}).get("names") or [])
     f.version = str((record.get("versions") or {}).get("descheduler") or "")
     f.no_cycle = no_cycle(record)
+    f.availability = dict(record.get("availability") or {})
     ev = record.get("events_delivered") or {}
     if ev:
         # The long-running process's count is the proof where it was measured.
@@ -265,15 +267,18 @@ class RoundDiff:
     bugs_new: list[str] = field(default_factory=list)
     # Every pod class of the round, changed or not, in words per track (the report's table).
     words: list[dict[str, str]] = field(default_factory=list)
+    # The rebuild window's figures that differ (canary/capacity.py): capacity, Ready, Pending, skew.
+    capacity: list[FigureDiff] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.classes or self.lost_metrics or self.bugs_fixed or self.bugs_new) or (
-            (self.baseline is None) != (self.candidate is None)
-        )
+        return bool(
+            self.classes or self.lost_metrics or self.bugs_fixed or self.bugs_new or self.capacity
+        ) or ((self.baseline is None) != (self.candidate is None))
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(replace(self, baseline=None, candidate=None))
+        d = asdict(replace(self, baseline=None, candidate=None, capacity=[]))
+        d["capacity"] = [c.to_dict() for c in self.capacity]
         d["baseline"] = self.baseline.to_dict() if self.baseline else None
         d["candidate"] = self.candidate.to_dict() if self.candidate else None
         d["changed"] = self.changed
@@ -315,5 +320,6 @@ def diff_rounds(
                 rd.lost_metrics = sorted(bn - cn)
             bb, cb = set(rd.baseline.known_bugs), set(rd.candidate.known_bugs)
             rd.bugs_fixed, rd.bugs_new = sorted(bb - cb), sorted(cb - bb)
+            rd.capacity = capacity_diffs(rd.baseline, rd.candidate)
         out.append(rd)
     return out

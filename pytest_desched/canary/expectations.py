@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from pytest_desched.canary.capacity import CAPACITY_KINDS, CAPACITY_TRIGGERS
 from pytest_desched.errors import ConfigError
 from pytest_desched.inputs_safe import load_yaml, read_text
 
@@ -49,10 +50,19 @@ KINDS = (
     "events-lost",
     "track-error",
     "static",
+    *CAPACITY_KINDS,
 )
 # The runbook's rollback triggers: the candidate set grows, a fail-closed round becomes
 # continue-evicting, a metric the baseline served is gone, a known bug appears.
-TRIGGERS = ("continue-evicting", "candidate-set-grew", "lost-metric", "bug-new")
+# And the rebuild window's (canary/capacity.py): an owner left with less capacity than the
+# baseline left it at the same number of evictions, a pod left Pending.
+TRIGGERS = (
+    "continue-evicting",
+    "candidate-set-grew",
+    "lost-metric",
+    "bug-new",
+    *CAPACITY_TRIGGERS,
+)
 _FIELDS = {"experiment", "pods", "kind", "reason", "link", "bug", "metric", "path"}
 
 

@@ -25,6 +25,7 @@ FIGURES = (
     ("events", "EvictionFailed events"),
     ("evictions", "evictions"),
     ("ready_latency_s", "ready s"),
+    ("min_available", "min available"),
     ("pending", "Pending"),
     ("final_skew", "skew"),
     ("deciding_layer", "layer"),

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_desched.canary.capacity import CAPACITY_INFORMATIVE
 from pytest_desched.canary.compare import RoundDiff, RoundFigures
 from pytest_desched.canary.expectations import TRIGGERS, Change, Explanation
 from pytest_desched.descheduler.known_bugs import BY_ID, KnownBug
@@ -29,7 +30,13 @@ from pytest_desched.descheduler.known_bugs import BY_ID, KnownBug
 # versions have that one track lost this time, or a replacement pod the round's own eviction
 # created that the descheduler listed and left alone on one track only (compare.py): said,
 # never a failure alone.
-INFORMATIVE = ("bug-fixed", "bug-reached", "bug-intermittent", "replacement-seen")
+INFORMATIVE = (
+    "bug-fixed",
+    "bug-reached",
+    "bug-intermittent",
+    "replacement-seen",
+    *CAPACITY_INFORMATIVE,  # better capacity, or what follows a judged eviction change
+)
 
 
 def _fate_names(counts: dict[str, int]) -> set[str]:
@@ -96,6 +103,8 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
             out.append(
                 (Change(rd.experiment, rd.index, "events-lost", "EvictionFailed", lost), None)
             )
+        for fd in rd.capacity:  # the rebuild window's figures (canary/capacity.py)
+            out.append((Change(rd.experiment, rd.index, fd.kind, fd.subject, fd.detail), None))
         for name in rd.lost_metrics:
             out.append(
                 (

@@ -106,6 +106,9 @@ class RoundRecord:
     # A round on actual utilization (experiments/utilization.py): each node's usage as the
     # descheduler logged it, what metrics-server served before the round, the source's errors.
     utilization: dict[str, Any] | None = None
+    # Each owner's available replicas from the Job's creation until the round was recorded
+    # (outcome/availability.py): min against desired, time below desired, Pending, the series.
+    availability: dict[str, Any] | None = None
 
     @property
     def events_by_reason(self) -> dict[str, list[str]]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_desched.evidence.record import RoundRecord
+from pytest_desched.outcome.availability import OwnerWindow
 
 
 def _disruptions_allowed(pdb: Mapping[str, Any] | None) -> Any:
@@ -84,6 +85,11 @@ def summary_text(record: RoundRecord | Mapping[str, Any]) -> str:
         f"chart: {chart.get('source') or '-'} {chart.get('version') or '-'} "
         f"app={chart.get('app_version') or '-'} digest={(chart.get('digest') or '-')[:19]}",
     ]
+    if windows := r.get("availability") or {}:
+        lines.append(
+            "rebuild window: "
+            + "; ".join(OwnerWindow.from_dict(w).line() for w in windows.values())
+        )
     audit = r.get("audit") or {}
     if audit.get("available"):
         codes = " ".join(f"{c}x{n}" for c, n in sorted((audit.get("by_code") or {}).items()))

@@ -49,6 +49,7 @@ __all__ = [
     "nodefit",
     "pdb",
     "positive",
+    "rebuild",
     "require",
     "run_experiment",
     "strategies",
@@ -61,6 +62,7 @@ __all__ = [
 # After the runbook's and the strategies' experiments: `desched list` shows them in this order.
 from pytest_desched.experiments import (
     loops,
+    rebuild,
     utilization,
     utilization_legacy,
     utilization_modes,

@@ -37,6 +37,7 @@ from pytest_desched.evidence.assemble import (
 from pytest_desched.evidence.timeline import live_policy_lint
 from pytest_desched.evidence.writer import keep_log
 from pytest_desched.lab import POOL_LABEL, POOL_VALUE, Lab, Recorder, Snapshot
+from pytest_desched.outcome.availability import OwnerWindow, owner_windows, windows_to_dict
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -408,6 +409,32 @@ class Runner:
     def stop_recording(self) -> None:
         self._recording.close()
 
+    def availability(self, view: RoundView) -> dict[str, OwnerWindow]:
+        """Each owner's available replicas from the round's Job until now (the rebuild window),
+        from the round's pod watch; filed with the round as `availability`, once: an assess
+        step that reads it first fixes the figures the record carries."""
+        if "availability" in view.extra:
+            return {o: OwnerWindow.from_dict(d) for o, d in view.extra["availability"].items()}
+        end = time.monotonic()
+        try:  # the owners' spec: a round whose control plane died still gets its record
+            desired = self.lab.desired_replicas()
+        except Exception as exc:
+            view.extra.setdefault("notes", []).append(
+                f"availability not measured: the owners' desired replicas could not be read "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            )
+            view.extra["availability"] = {}
+            return {}
+        windows = owner_windows(
+            list(view.rec.pod_events),
+            desired,
+            view.rnd.started,
+            end,
+            initial=[p.__dict__ for p in view.before.pods],
+        )
+        view.extra["availability"] = windows_to_dict(windows)
+        return windows
+
     def pdb_kept_healthy(self, rec: Recorder) -> None:
         """Runbook: the PDB's healthy count never drops below what it wants, at any status seen."""
         breaches = rec.pdb_breaches()
@@ -420,6 +447,7 @@ class Runner:
 
     def record(self, view: RoundView) -> dict[str, Any]:
         """Settle the round, observe the lab, build its record (pure), write and emit it."""
+        self.availability(view)  # the window closes here unless assess closed it
         self.stop_recording()
         rnd, ctx = view.rnd, self.ctx
         rnd.settle(ctx.cluster)  # the Job controller's verdict, batched up to 1 s

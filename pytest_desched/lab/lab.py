@@ -30,12 +30,13 @@ from kubernetes.client.rest import ApiException
 
 from pytest_desched.errors import LabApiError
 from pytest_desched.lab.base import api_message
+from pytest_desched.lab.capacity import CapacitySteps
 from pytest_desched.lab.objects import ObjectSteps
 from pytest_desched.lab.teardown import TeardownSteps
 from pytest_desched.lab.usage import UsageSteps
 
 
-class Lab(ObjectSteps, TeardownSteps, UsageSteps):
+class Lab(ObjectSteps, TeardownSteps, UsageSteps, CapacitySteps):
     """One lab namespace (and any extra ones), the objects and node changes it made."""
 
 

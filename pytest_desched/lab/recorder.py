@@ -166,11 +166,14 @@ def record_lab(
             rec.watches[kind] = w
             last: dict[str, str] = {}  # name -> resourceVersion, as the last event left it
             fn = getattr(list_fn, "__name__", "watch")
+            streams = 0  # each stream opens without a resourceVersion: it starts by listing
             while not stop.is_set():
                 delivered = False
+                streams += 1
                 try:
                     for ev in w.stream(list_fn, ns, timeout_seconds=1, **kw):
                         delivered = True
+                        ev["stream"] = streams  # which listing an ADDED belongs to
                         meta = ev["object"].metadata
                         if ev["type"] == "DELETED":
                             last.pop(meta.name, None)
@@ -194,7 +197,9 @@ def record_lab(
 
     def on_pod(ev: dict[str, Any]) -> None:
         info = PodInfo.of(ev["object"])
-        rec.pod_events.append({"t": time.monotonic(), "type": ev["type"], **info.__dict__})
+        rec.pod_events.append(
+            {"t": time.monotonic(), "type": ev["type"], "stream": ev.get("stream"), **info.__dict__}
+        )
 
     def on_pdb(ev: dict[str, Any]) -> None:
         s = ev["object"].status

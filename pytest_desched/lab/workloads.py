@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 from pytest_desched.lab.budgets import PodDisruptionBudget, PriorityClass
 from pytest_desched.lab.inputs import EVICTABLE_LABEL
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
+from pytest_desched.lab.startup import check_startup, startup_annotations
 from pytest_desched.lab.usage_values import check_usage, usage_annotations
 from pytest_desched.lab.values import (
     DEFAULT_IMAGE,
@@ -56,6 +57,10 @@ class Workload:
     requests: Mapping[str, str] = field(default_factory=dict)
     # Actual usage (cpu, memory) kwok's emulated kubelet reports for each pod (lab/usage.py)
     usage: Mapping[str, str] = field(default_factory=dict)
+    # Seconds each pod takes to become Ready (image pull, cold start; lab/startup.py), plus up
+    # to `startup_jitter_seconds` more, picked per pod: kwok's pod-ready Stage delay.
+    startup_seconds: float = 0
+    startup_jitter_seconds: float = 0
     node_selector: Mapping[str, str] = field(default_factory=dict)
     node_name: str | None = None  # binds without the scheduler (a violation on purpose)
     node_affinity: Mapping[str, Sequence[str]] = field(default_factory=dict)  # key In values
@@ -108,6 +113,14 @@ class Workload:
         if clash:
             raise config_error(
                 what, f"annotations {clash} are set from usage", "declare usage= only"
+            )
+        start = check_startup(what, self.startup_seconds, self.startup_jitter_seconds)
+        object.__setattr__(self, "startup_seconds", start[0])
+        object.__setattr__(self, "startup_jitter_seconds", start[1])
+        clash = sorted(set(startup_annotations(1, 1)) & set(self.annotations))
+        if clash:
+            raise config_error(
+                what, f"annotations {clash} are set from startup_seconds", "declare it only"
             )
         aff: dict[str, tuple[str, ...]] = {}
         if not isinstance(self.node_affinity, Mapping):
@@ -233,10 +246,18 @@ class Workload:
             spec["terminationGracePeriodSeconds"] = self.grace_period
         return spec
 
+    def pod_annotations(self) -> dict[str, str]:
+        """Every pod's annotations: the declared ones, usage and start-up time."""
+        return {
+            **self.annotations,
+            **usage_annotations(self.usage),
+            **startup_annotations(self.startup_seconds, self.startup_jitter_seconds),
+        }
+
     def pod_template(self, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
         meta: dict[str, Any] = {"labels": self.pod_labels()}
-        if self.annotations or self.usage:
-            meta["annotations"] = {**self.annotations, **usage_annotations(self.usage)}
+        if ann := self.pod_annotations():
+            meta["annotations"] = ann
         return {"metadata": meta, "spec": self.pod_spec(image)}
 
     def metadata(self, namespace: str) -> dict[str, Any]:
@@ -451,8 +472,8 @@ class Pod(Workload):
     def manifest(self, namespace: str, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
         meta = self.metadata(namespace)
         meta["labels"] = self.pod_labels()
-        if self.annotations:
-            meta["annotations"] = dict(self.annotations)
+        if ann := self.pod_annotations():
+            meta["annotations"] = ann
         return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": self.pod_spec(image)}
 
     def expected_pods(self) -> int | None:

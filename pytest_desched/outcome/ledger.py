@@ -215,7 +215,21 @@ class RoundFigures:
     events_delivered: int | None = None
     events_owed: int | None = None
     no_cycle: str | None = None  # why the round completed no descheduling cycle
+    # Each owner's capacity over the round's rebuild window (outcome/availability.py's JSON:
+    # owner -> min available, desired, seconds below desired, Pending, slowest Ready, series).
+    availability: dict[str, dict[str, Any]] = field(default_factory=dict)
     form: Literal["log", "runbook"] = "log"
+
+    @property
+    def min_available(self) -> str | None:
+        """The owner left with the least of its desired capacity, `web 3/6`, for the report."""
+        if not self.availability:
+            return None
+        o, w = min(
+            self.availability.items(),
+            key=lambda kv: (kv[1].get("min_available", 0) - kv[1].get("desired", 0), kv[0]),
+        )
+        return f"{o} {w.get('min_available')}/{w.get('desired')}"
 
     @property
     def events(self) -> str | None:
@@ -377,7 +391,12 @@ class Ledger:
                 live_after=p.uid in live,
             )
             fates.append(fate)
-        return cls.of_round(fates, view.rnd.name, bool(view.audit.get("available")))
+        led = cls.of_round(fates, view.rnd.name, bool(view.audit.get("available")))
+        # the round's rebuild window, when the runner has closed it (Runner.availability)
+        led.rounds[0].availability = dict(
+            (getattr(view, "extra", None) or {}).get("availability") or {}
+        )
+        return led
 
     @classmethod
     def of_round(
@@ -423,11 +442,14 @@ class Ledger:
         result). A replay's rows are written by hand (asdict took ~7 s at 10,000 rows x 15
         rounds): a fate holds scalars and `checks` only, and `fates` is a row's last field."""
         if self.source == EXPERIMENT:
-            return {
+            out: dict[str, Any] = {
                 "round": self.round_name,
                 "audit_available": self.audit_available,
                 "pods": [f.experiment_dict() for f in self.pods],
             }
+            if self.rounds and self.rounds[0].availability:
+                out["availability"] = _copy(self.rounds[0].availability)
+            return out
         row_f = [f.name for f in fields(PodRow)]
         rows = [{n: getattr(r, n) for n in row_f} for r in self.rows]
         for d, r in zip(rows, self.rows, strict=True):

@@ -29,7 +29,7 @@ RUNBOOK_FIGURE_KEYS = [
     "candidates", "replacements_listed", "protected", "nodefit", "limited", "pdb_refusals",
     "other_refusals", "evictions", "dry_run", "ready_latency_s", "pending", "final_skew",
     "verdict", "deciding_layer", "known_bugs", "metric_names", "version", "events_delivered",
-    "events_owed", "no_cycle",
+    "events_owed", "no_cycle", "availability",
 ]  # fmt: skip
 
 
