@@ -54,7 +54,8 @@ __all__ = [
     "strategies",
     "strategy_policy",
     "utilization",
+    "utilization_prometheus",
 ]
 
 # After the runbook's and the strategies' experiments: `desched list` shows them in this order.
-from pytest_desched.experiments import loops, utilization
+from pytest_desched.experiments import loops, utilization, utilization_prometheus
