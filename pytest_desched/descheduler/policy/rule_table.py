@@ -69,6 +69,7 @@ _DL = (
     Rule("DL023", "prometheus-token-in-plain-text", "error", "a Prometheus token in plain text"),
     Rule("DL024", "deprecated-metrics-collector", "warning", "metricsCollector is deprecated"),
     Rule("DL025", "query-without-instance", "warning", "a query whose result names no node"),
+    Rule("DL030", "token-secret-unreadable", "warning", "the chart cannot read the token Secret"),
 )
 
 _REVIEW = "review it before the upgrade; explain it in the canary's --expect if intended"
