@@ -29,7 +29,7 @@ no node is classified, nothing is evicted, UIDs stay, and its error line is the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_desched.capabilities import PROMETHEUS
 from pytest_desched.descheduler.policy import Policy
@@ -64,6 +64,11 @@ class PrometheusUtilization(StrategyExperiment):
     metrics_sources = (PROMETHEUS,)
     upstream = "test/e2e/e2e_lownodeutilization_test.go (metricsUtilization)"
 
+    # How the descheduler authenticates to Prometheus: "in-cluster" names no `authToken` (the
+    # pod's ServiceAccount token, read by v0.36.0 before each cycle, reconcileInClusterSAToken)
+    # or "secret" (`authToken.secretReference`: the lab's token in a Secret).
+    token_mode: ClassVar[str] = "in-cluster"
+
     def node_query(self) -> str:
         """The policy's `metricsUtilization.prometheus.query`."""
         return NODE_CPU
@@ -97,17 +102,11 @@ class PrometheusUtilization(StrategyExperiment):
 
     def policy(self) -> Policy:
         doc = strategy_policy(self.strategy, self.strategy_args(), self.evictor_args()).to_dict()
-        doc["metricsProviders"] = [
-            {
-                "source": PROMETHEUS,
-                "prometheus": {
-                    "url": self.source.url,
-                    "authToken": {
-                        "secretReference": {"namespace": self.ctx.namespace, "name": SECRET}
-                    },
-                },
-            }
-        ]
+        prom: dict[str, Any] = {"url": self.source.url}
+        if self.token_mode == "secret":
+            ref = {"namespace": self.ctx.namespace, "name": SECRET}
+            prom["authToken"] = {"secretReference": ref}
+        doc["metricsProviders"] = [{"source": PROMETHEUS, "prometheus": prom}]
         doc.update(runbook_numbers().caps)  # per node 1, per namespace 1, total 2
         return Policy.from_dict(doc, source=f"<{self.name} lab policy>")
 
@@ -152,8 +151,11 @@ class PrometheusUtilization(StrategyExperiment):
         return {k: round(v, 3) for k, v in (seen or {}).items()}
 
     def grant_token(self) -> None:
-        """The token's Secret in the lab namespace and a Role that lets the descheduler's
-        ServiceAccount read it (its informer lists and watches the namespace's Secrets)."""
+        """In "secret" mode: the token's Secret in the lab namespace and a Role that lets the
+        descheduler's ServiceAccount read it (its informer lists and watches the namespace's
+        Secrets). In "in-cluster" mode the front takes the pod's ServiceAccount token."""
+        if self.token_mode != "secret":
+            return
         from kubernetes import client
 
         ns, rel = self.ctx.namespace, self.ctx.release
@@ -374,3 +376,12 @@ class UtilizationPrometheusWrongLabels(PrometheusUtilization):
             f"instances {sorted(answer)}",
         )
         self.assess_failed_closed(self.v, NO_ENTRY, "no sample names the node")
+
+
+class UtilizationPrometheusSecretToken(UtilizationPrometheus):
+    """The positive experiment with the token read through `authToken.secretReference` (the
+    runbook's way): the descheduler should read the Secret, ask Prometheus and move one pod."""
+
+    name = "utilization-prometheus-secret-token"
+    title = "utilization-prometheus-secret-token"
+    token_mode = "secret"

@@ -222,12 +222,19 @@ def can_mount_privately() -> bool:
     return res.returncode == 0
 
 
-def write_sa_volume(kubeconfig: Path, namespace: str, dest: Path) -> None:
+def write_sa_volume(kubeconfig: Path, namespace: str, dest: Path) -> dict[str, str]:
     """The pod's ServiceAccount volume as a kubelet projects it: the pod-bound token, the
-    cluster's CA and the namespace (files 0600, from the kubeconfig sa_kubeconfig wrote)."""
+    cluster's CA and the namespace (files 0600, from the kubeconfig sa_kubeconfig wrote).
+
+    Returns the environment a kubelet gives every container with it, the API server's
+    `KUBERNETES_SERVICE_HOST`/`_PORT` (here its host address): with both, client-go's
+    in-cluster configuration works in the pod, as the descheduler's Prometheus client reads it
+    when the policy names no `authToken` (v0.36.0 reconcileInClusterSAToken)."""
     import base64
+    from urllib.parse import urlsplit
 
     kc = yaml.safe_load(kubeconfig.read_text())
+    server = urlsplit(kc["clusters"][0]["cluster"]["server"])
     dest.mkdir(mode=0o700, parents=True, exist_ok=True)
     files = {
         "token": kc["users"][0]["user"]["token"],
@@ -238,6 +245,10 @@ def write_sa_volume(kubeconfig: Path, namespace: str, dest: Path) -> None:
         fd = os.open(dest / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data if isinstance(data, bytes) else data.encode())
+    return {
+        "KUBERNETES_SERVICE_HOST": server.hostname or "",
+        "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+    }
 
 
 def in_pod_mounts(argv: list[str], sa_dir: Path) -> list[str]:
@@ -298,7 +309,8 @@ def run_pod(
         argv = pod_argv = [str(binary), *args, *local_args]  # pod_argv: what the evidence shows
         if mounts_sa_volume(pod):
             if can_mount_privately():
-                write_sa_volume(kubeconfig, pod.metadata.namespace, work / "serviceaccount")
+                sa = write_sa_volume(kubeconfig, pod.metadata.namespace, work / "serviceaccount")
+                env = {**sa, **env}  # the pod's own env wins, as in a kubelet
                 argv = in_pod_mounts(argv, work / "serviceaccount")
                 notes.append(f"ServiceAccount volume at {SA_MOUNT} (a mount namespace)")
             else:

@@ -21,8 +21,10 @@ NodeUsageFromPrometheusMetrics). This module gives it a real Prometheus to ask:
   upstream README's query name).
 * **The token:** Prometheus' web config knows TLS and basic auth, not bearer tokens, so an
   authenticating front (prometheus_front.py) checks `Authorization: Bearer <token>` and
-  forwards to Prometheus on loopback. The policy's URL is the front's. The token sits in a
-  0600 file of the cluster's folder; the lab puts it in a Secret the policy references.
+  forwards to Prometheus on loopback. The policy's URL is the front's. It takes the lab's
+  token (a 0600 file of the cluster's folder; the lab puts it in a Secret the policy
+  references) or a ServiceAccount token the API server authenticates (TokenReview: the
+  descheduler's in-cluster token, when the policy names no `authToken`).
 
 Every file and process lives in `<cluster>/prometheus/` and names it, so a deletion or the
 reaper stops them with the cluster (processes.py). The pids are not in `<cluster>/pids/`: a
@@ -130,6 +132,7 @@ class PrometheusSource:
     front_port: int
     kwok_port: int
     cores: float
+    apiserver_port: int = 0  # for the front's TokenReviews of ServiceAccount tokens
 
     @property
     def url(self) -> str:
@@ -181,6 +184,7 @@ class PrometheusSource:
             front_port=ports[PORT_FIELDS[1]],
             kwok_port=ports["kwokControllerPort"],
             cores=cores,
+            apiserver_port=ports.get("kubeApiserverPort", 0),
         )
         src.write_files()
         src.start()
@@ -204,6 +208,14 @@ class PrometheusSource:
                 f"--dir={self.folder}",
                 f"--listen={self.front_port}",
                 f"--upstream={self.port}",
+                *(
+                    [
+                        f"--apiserver=https://127.0.0.1:{self.apiserver_port}",
+                        f"--pki={self.folder.parent / 'pki'}",
+                    ]
+                    if self.apiserver_port
+                    else []
+                ),
             ],
         }
 

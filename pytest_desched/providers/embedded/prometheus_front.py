@@ -4,8 +4,10 @@ Prometheus' own web configuration (`--web.config.file`) knows TLS and basic auth
 tokens, while the descheduler's Prometheus client sends `Authorization: Bearer <token>` (the
 token its `authToken.secretReference` Secret holds; v0.36.0 pkg/descheduler/client). In a real
 cluster a proxy beside Prometheus checks it (kube-rbac-proxy, oauth-proxy). This is that
-proxy, kept to its job: a request without the exact token gets 401 and never reaches
-Prometheus; one with it is forwarded to Prometheus on loopback, answer and status unchanged.
+proxy, kept to its job: a request whose token is neither the lab's token (`D/token`) nor a
+ServiceAccount token the API server authenticates (a TokenReview, as kube-rbac-proxy does; the
+descheduler's in-cluster token when the policy names no `authToken`) gets 401 and never
+reaches Prometheus; one with it is forwarded to Prometheus on loopback, answer unchanged.
 
 It runs as a process of the cluster (its command line names the cluster's folder, so a
 deletion or the reaper stops it with the rest). It logs method, path and status only: never
@@ -17,17 +19,69 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import hmac
 import http.client
+import json
+import ssl
 import sys
+import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
 
 
-def handler_for(token: bytes, upstream: int) -> type[BaseHTTPRequestHandler]:
-    """A request handler that checks `token` and forwards to 127.0.0.1:`upstream`."""
+class TokenReviewer:
+    """Ask the API server whether a bearer token is a ServiceAccount's (TokenReview), with the
+    admin client certificate of the cluster's pki/; positive answers kept a minute by digest."""
+
+    def __init__(self, apiserver: str, pki: Path) -> None:
+        host, _, port = apiserver.removeprefix("https://").partition(":")
+        self.host, self.port = host, int(port or 443)
+        self.ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        self.ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        self.cache: dict[str, float] = {}
+        self.lock = threading.Lock()
+
+    def service_account(self, token: bytes) -> bool:
+        key = hashlib.sha256(token).hexdigest()
+        with self.lock:
+            if self.cache.get(key, 0) > time.monotonic():
+                return True
+        body = json.dumps(
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenReview",
+                "spec": {"token": token.decode(errors="replace")},
+            }
+        )
+        conn = http.client.HTTPSConnection(self.host, self.port, context=self.ctx, timeout=10)
+        try:
+            conn.request(
+                "POST",
+                "/apis/authentication.k8s.io/v1/tokenreviews",
+                body=body,
+                headers={"Content-Type": "application/json"},
+            )
+            status = json.loads(conn.getresponse().read()).get("status") or {}
+        except (OSError, ValueError):
+            return False
+        finally:
+            conn.close()
+        user = str((status.get("user") or {}).get("username", ""))
+        ok = bool(status.get("authenticated")) and user.startswith("system:serviceaccount:")
+        if ok:
+            with self.lock:
+                self.cache[key] = time.monotonic() + 60
+        return ok
+
+
+def handler_for(
+    token: bytes, upstream: int, reviewer: TokenReviewer | None = None
+) -> type[BaseHTTPRequestHandler]:
+    """A request handler that checks the token and forwards to 127.0.0.1:`upstream`."""
     expected = b"Bearer " + token
 
     class Front(BaseHTTPRequestHandler):
@@ -39,7 +93,10 @@ def handler_for(token: bytes, upstream: int) -> type[BaseHTTPRequestHandler]:
 
         def _authorized(self) -> bool:
             got = (self.headers.get("Authorization") or "").encode()
-            return hmac.compare_digest(got, expected)
+            if hmac.compare_digest(got, expected):
+                return True
+            bearer = got.removeprefix(b"Bearer ")
+            return reviewer is not None and bearer != got and reviewer.service_account(bearer)
 
         def _forward(self) -> None:
             if not self._authorized():
@@ -92,12 +149,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", type=Path, required=True, help="the cluster's Prometheus folder")
     ap.add_argument("--listen", type=int, required=True)
     ap.add_argument("--upstream", type=int, required=True)
+    ap.add_argument("--apiserver", default="", help="https://HOST:PORT for TokenReviews")
+    ap.add_argument("--pki", type=Path, help="the cluster's pki/ (ca.crt, admin.crt/.key)")
     args = ap.parse_args(argv)
     token = (args.dir / "token").read_bytes().strip()
     if not token:
         sys.stderr.write(f"{args.dir / 'token'} is empty: no token to check\n")
         return 2
-    server = ThreadingHTTPServer(("127.0.0.1", args.listen), handler_for(token, args.upstream))
+    reviewer = TokenReviewer(args.apiserver, args.pki) if args.apiserver and args.pki else None
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", args.listen), handler_for(token, args.upstream, reviewer)
+    )
     server.daemon_threads = True
     sys.stderr.write(f"listening on 127.0.0.1:{args.listen}, forwarding to :{args.upstream}\n")
     sys.stderr.flush()
