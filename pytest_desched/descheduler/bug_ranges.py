@@ -18,6 +18,7 @@ __all__ = [
     "RANGE_1840",
     "RANGE_1882",
     "RANGE_1917",
+    "RANGE_PROM_SECRET_RACE",
     "VersionRange",
     "release_key",
 ]
@@ -117,6 +118,19 @@ RANGE_1840 = VersionRange(
     fixed_proof=(
         "pull request 1862: master 7d2b28bf2's lownodeutilization.go:135 resetUsageClient "
         "reads the client at each extension point"
+    ),
+)
+RANGE_PROM_SECRET_RACE = VersionRange(
+    since="v0.36.0",
+    fixed_in=None,
+    since_proof=(
+        "run: utilization-prometheus-secret-token on v0.36.0 (tests/e2e/test_prometheus_e2e.py, "
+        "2026-12-06): the one-shot cycle began (descheduler.go:235 'Resetting pod evictor "
+        "counters') before 'Starting authentication secret reconciler' (prom_client_controller"
+        ".go:172), and its balance point failed with 'prometheus client not initialized'. Code: "
+        "v0.36.0 pkg/descheduler/descheduler.go:474-476 starts runAuthenticationSecretReconciler "
+        "in a goroutine and runFnc runs the cycle at once; master 7d2b28bf2 the same. Before "
+        "v0.36.0, #1840 stops the process at start instead"
     ),
 )
 RANGE_1839 = VersionRange(

@@ -385,3 +385,7 @@ class UtilizationPrometheusSecretToken(UtilizationPrometheus):
     name = "utilization-prometheus-secret-token"
     title = "utilization-prometheus-secret-token"
     token_mode = "secret"
+    # What v0.36.0's first-cycle race fails (known_bugs "desched:prometheus-secret-first-cycle"):
+    # "usage-logged-overutilized", "usage-logged-underutilized", "evictions:LowNodeUtilization",
+    # "evicted:hot", "replaced:hot"; utilization-prometheus is the variant that shows the
+    # intended behaviour (the in-cluster token, read before the cycle).
