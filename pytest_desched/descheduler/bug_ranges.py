@@ -113,11 +113,18 @@ RANGE_1840 = VersionRange(
         "LowNodeUtilization's New fails on the nil client (pkg/framework/plugins/"
         "nodeutilization/lownodeutilization.go:373); v0.33.0 builds profiles per cycle "
         "(descheduler.go:417), after it. v0.35.1 has the same code (lownodeutilization.go:373, "
-        "no resetUsageClient): the 1.35 cherry-pick (#1866) is in no release tag"
+        "no resetUsageClient): the 1.35 cherry-pick (#1866) is in no release tag. Run: "
+        "v0.35.1, `desched run utilization-prometheus --descheduler v0.35.1` (2026-12-06, a "
+        "Prometheus policy without authToken, the in-cluster token as in #1840's report): the "
+        "round pod exited 1 before any cycle, 'unable to build LowNodeUtilization plugin: "
+        'unable to initialize "LowNodeUtilization" plugin: prometheus client not '
+        "initialized'"
     ),
     fixed_proof=(
         "pull request 1862: master 7d2b28bf2's lownodeutilization.go:135 resetUsageClient "
-        "reads the client at each extension point"
+        "reads the client at each extension point. Run: v0.36.0, the same experiment "
+        "(tests/e2e/test_prometheus_e2e.py) reads Prometheus and evicts one pod; its "
+        "secretReference path has another bug (RANGE_PROM_SECRET_RACE)"
     ),
 )
 RANGE_PROM_SECRET_RACE = VersionRange(
