@@ -113,9 +113,10 @@ RANGE_1840 = VersionRange(
         "LowNodeUtilization's New fails on the nil client (pkg/framework/plugins/"
         "nodeutilization/lownodeutilization.go:373); v0.33.0 builds profiles per cycle "
         "(descheduler.go:417), after it. v0.35.1 has the same code (lownodeutilization.go:373, "
-        "no resetUsageClient): the 1.35 cherry-pick (#1866) is in no release tag. Run: "
-        "v0.35.1, `desched run utilization-prometheus --descheduler v0.35.1` (2026-12-06, a "
-        "Prometheus policy without authToken, the in-cluster token as in #1840's report): the "
+        "no resetUsageClient): the 1.35 cherry-pick (#1866) is in no release tag. Runs "
+        "(2026-12-06, utilization-prometheus: a Prometheus policy without authToken, the "
+        "in-cluster token as in #1840's report): v0.35.1 (`desched run ... --descheduler "
+        "v0.35.1`) and v0.35.0 (`--desched-candidate source:` its tree b49fd27d1): each "
         "round pod exited 1 before any cycle, 'unable to build LowNodeUtilization plugin: "
         'unable to initialize "LowNodeUtilization" plugin: prometheus client not '
         "initialized'"
