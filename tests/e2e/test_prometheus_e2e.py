@@ -108,16 +108,24 @@ def test_a_failing_prometheus_source_evicts_nothing(
 def test_the_secret_token_path_finds_no_client_in_its_one_shot_cycle(
     prom_session: DeschedSession,
 ) -> None:
-    """v0.36.0 with `authToken.secretReference` (the fixed fake token planted in a Secret):
-    the cycle starts before the token reconciler, so it has no Prometheus client. An expected
-    failure excused only by that proven signature; utilization-prometheus is the variant."""
+    """v0.36.0 with `authToken.secretReference` (the fixed fake token planted in a Secret): a
+    race between the one-shot cycle and the token reconciler's first sync (lost in 3 of 4
+    runs here). Lost: no Prometheus client, an expected failure excused only by the proven
+    signature. Won: the experiment's own checks pass (usage read, one eviction). Anything else
+    fails; utilization-prometheus is the variant that never races."""
     res = prom_session.run("utilization-prometheus-secret-token")
-    assert res.outcome == "xfail", res.message
-    proof = res.known_bugs.get("desched:prometheus-secret-first-cycle", "")
-    assert "before the token Secret's reconciler started" in proof, res.known_bugs
-    assert "prometheus client not initialized" in proof
-    assert res.evictions == 0
     assert any("Secret " in n and "prometheusAuthToken" in n for n in res.notes), res.notes
+    assert res.outcome in ("xfail", "pass"), res.message
+    proof = res.known_bugs.get("desched:prometheus-secret-first-cycle", "")
+    if res.outcome == "xfail":
+        assert "before the token Secret's reconciler started" in proof, res.known_bugs
+        assert "prometheus client not initialized" in proof
+        assert res.evictions == 0
+    else:
+        assert not proof, proof
+        assert res.evictions == 1
+        assert res.records[-1]["utilization"]["node_usage_logged"]
+    print(f"secret-token round: {res.outcome}; {proof or 'the client was there in time'}")
 
 
 def test_the_token_appears_nowhere_the_run_wrote(prom_session: DeschedSession) -> None:
