@@ -132,7 +132,7 @@ RANGE_PROM_SECRET_RACE = VersionRange(
     since="v0.36.0",
     fixed_in=None,
     since_proof=(
-        "run: utilization-prometheus-secret-token on v0.36.0 (tests/e2e/test_prometheus_e2e.py, "
+        "run: prometheus-secret-token (title utilization-prometheus-secret-token) on v0.36.0 (tests/e2e/test_prometheus_e2e.py, "
         "2026-12-06): the one-shot cycle began (descheduler.go:235 'Resetting pod evictor "
         "counters') before 'Starting authentication secret reconciler' (prom_client_controller"
         ".go:172), and its balance point failed with 'prometheus client not initialized'. Code: "

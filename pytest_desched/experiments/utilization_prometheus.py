@@ -17,10 +17,10 @@ Metrics one's: four `hot` pods use 800m CPU each (request 100m) on one 4-CPU nod
 * `utilization-prometheus` (positive): the hot node reads ~0.8, the round evicts one pod (the
   per-node cap), the replacement lands elsewhere; the evidence has each node's usage as the
   descheduler logged it, and Prometheus' own answer before the round.
-* `utilization-prometheus-missing`: Prometheus and its front are down at the round.
-* `utilization-prometheus-stale`: Prometheus restarted with nothing to scrape and no rule: its
+* `prometheus-missing`: Prometheus and its front are down at the round.
+* `prometheus-stale`: Prometheus restarted with nothing to scrape and no rule: its
   series exist but their last sample is past the lookback.
-* `utilization-prometheus-wrong-labels`: the policy's query yields `instance` = the scrape
+* `prometheus-wrong-labels`: the policy's query yields `instance` = the scrape
   address (Prometheus' default), not the node name.
 
 v0.36.0 fails closed in each negative case (see descheduler/prometheus_log.py for the lines):
@@ -280,7 +280,7 @@ class UtilizationPrometheusMissing(PrometheusUtilization):
     """Prometheus (and its front) down at the round: the query fails, the policy fails
     closed, nothing is evicted, and the descheduler's own error line says why."""
 
-    name = "utilization-prometheus-missing"
+    name = "prometheus-missing"
     title = "utilization-prometheus-missing"
 
     def act(self) -> None:
@@ -309,7 +309,7 @@ class UtilizationPrometheusStale(PrometheusUtilization):
     """Prometheus ingests nothing any more: its series are there but older than the
     lookback, so the query finds no sample for any node; the policy fails closed."""
 
-    name = "utilization-prometheus-stale"
+    name = "prometheus-stale"
     title = "utilization-prometheus-stale"
 
     def act(self) -> None:
@@ -355,7 +355,7 @@ class UtilizationPrometheusWrongLabels(PrometheusUtilization):
     """The policy's query keeps Prometheus' default `instance` (the scrape address), not the
     node name: no sample names a node, and the policy fails closed."""
 
-    name = "utilization-prometheus-wrong-labels"
+    name = "prometheus-wrong-labels"
     title = "utilization-prometheus-wrong-labels"
 
     def node_query(self) -> str:
@@ -382,7 +382,7 @@ class UtilizationPrometheusSecretToken(UtilizationPrometheus):
     """The positive experiment with the token read through `authToken.secretReference` (the
     runbook's way): the descheduler should read the Secret, ask Prometheus and move one pod."""
 
-    name = "utilization-prometheus-secret-token"
+    name = "prometheus-secret-token"
     title = "utilization-prometheus-secret-token"
     token_mode = "secret"
     # What v0.36.0's first-cycle race fails (known_bugs "desched:prometheus-secret-first-cycle"):

@@ -82,9 +82,9 @@ def test_utilization_prometheus_moves_a_pod_off_the_overused_node(
 @pytest.mark.parametrize(
     "name",
     [
-        "utilization-prometheus-missing",
-        "utilization-prometheus-stale",
-        "utilization-prometheus-wrong-labels",
+        "prometheus-missing",
+        "prometheus-stale",
+        "prometheus-wrong-labels",
     ],
 )
 def test_a_failing_prometheus_source_evicts_nothing(
@@ -113,7 +113,7 @@ def test_the_secret_token_path_finds_no_client_in_its_one_shot_cycle(
     runs here). Lost: no Prometheus client, an expected failure excused only by the proven
     signature. Won: the experiment's own checks pass (usage read, one eviction). Anything else
     fails; utilization-prometheus is the variant that never races."""
-    res = prom_session.run("utilization-prometheus-secret-token")
+    res = prom_session.run("prometheus-secret-token")
     assert any("Secret " in n and "prometheusAuthToken" in n for n in res.notes), res.notes
     assert res.outcome in ("xfail", "pass"), res.message
     proof = res.known_bugs.get("desched:prometheus-secret-first-cycle", "")
