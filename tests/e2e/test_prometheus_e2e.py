@@ -109,7 +109,7 @@ def test_the_secret_token_path_finds_no_client_in_its_one_shot_cycle(
     prom_session: DeschedSession,
 ) -> None:
     """v0.36.0 with `authToken.secretReference` (the fixed fake token planted in a Secret): a
-    race between the one-shot cycle and the token reconciler's first sync (lost in 3 of 5
+    race between the one-shot cycle and the token reconciler's first sync (lost in 4 of 6
     runs here). Lost: no Prometheus client, an expected failure excused only by the proven
     signature. Won: the experiment's own checks pass (usage read, one eviction). Anything else
     fails; utilization-prometheus is the variant that never races."""
