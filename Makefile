@@ -18,6 +18,9 @@ venv: $(VENV)/.installed
 ## Build (or find) every pinned binary: kube-apiserver, kube-controller-manager,
 ## kube-scheduler, kubectl, etcd, kwok, kwokctl, descheduler, helm, and the policy checker
 ## (policycheck: the project's Go helper built against the same descheduler source).
+## The metrics sources of the utilization experiments too: metrics-server and Prometheus
+## (built without its service-discovery plugins; docs/utilization.md#prometheus), so no
+## test builds one.
 tools: venv
 	$(VENV)/bin/desched tools
 

@@ -122,7 +122,7 @@ CAPABILITIES: dict[str, Capabilities] = {
         restores_etcd=True,
         reaps_leftovers=True,
         chooses_kubernetes=True,
-        metrics_sources=(KUBERNETES_METRICS,),
+        metrics_sources=(KUBERNETES_METRICS, PROMETHEUS),
     ),
     "kind": Capabilities(
         "kind",

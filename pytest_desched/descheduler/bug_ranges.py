@@ -19,6 +19,7 @@ __all__ = [
     "RANGE_1882",
     "RANGE_1917",
     "RANGE_STALE_IDLE",
+    "RANGE_PROM_SECRET_RACE",
     "VersionRange",
     "release_key",
 ]
@@ -113,11 +114,32 @@ RANGE_1840 = VersionRange(
         "LowNodeUtilization's New fails on the nil client (pkg/framework/plugins/"
         "nodeutilization/lownodeutilization.go:373); v0.33.0 builds profiles per cycle "
         "(descheduler.go:417), after it. v0.35.1 has the same code (lownodeutilization.go:373, "
-        "no resetUsageClient): the 1.35 cherry-pick (#1866) is in no release tag"
+        "no resetUsageClient): the 1.35 cherry-pick (#1866) is in no release tag. Runs "
+        "(2026-12-06, utilization-prometheus: a Prometheus policy without authToken, the "
+        "in-cluster token as in #1840's report): v0.35.1 (`desched run ... --descheduler "
+        "v0.35.1`) and v0.35.0 (`--desched-candidate source:` its tree b49fd27d1): each "
+        "round pod exited 1 before any cycle, 'unable to build LowNodeUtilization plugin: "
+        'unable to initialize "LowNodeUtilization" plugin: prometheus client not '
+        "initialized'"
     ),
     fixed_proof=(
         "pull request 1862: master 7d2b28bf2's lownodeutilization.go:135 resetUsageClient "
-        "reads the client at each extension point"
+        "reads the client at each extension point. Run: v0.36.0, the same experiment "
+        "(tests/e2e/test_prometheus_e2e.py) reads Prometheus and evicts one pod; its "
+        "secretReference path has another bug (RANGE_PROM_SECRET_RACE)"
+    ),
+)
+RANGE_PROM_SECRET_RACE = VersionRange(
+    since="v0.36.0",
+    fixed_in=None,
+    since_proof=(
+        "run: prometheus-secret-token (title utilization-prometheus-secret-token) on v0.36.0 (tests/e2e/test_prometheus_e2e.py, "
+        "2026-12-06): the one-shot cycle began (descheduler.go:235 'Resetting pod evictor "
+        "counters') before 'Starting authentication secret reconciler' (prom_client_controller"
+        ".go:172), and its balance point failed with 'prometheus client not initialized'. Code: "
+        "v0.36.0 pkg/descheduler/descheduler.go:474-476 starts runAuthenticationSecretReconciler "
+        "in a goroutine and runFnc runs the cycle at once; master 7d2b28bf2 the same. Before "
+        "v0.36.0, #1840 stops the process at start instead"
     ),
 )
 RANGE_1839 = VersionRange(

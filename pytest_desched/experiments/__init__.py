@@ -57,6 +57,7 @@ __all__ = [
     "utilization",
     "utilization_legacy",
     "utilization_modes",
+    "utilization_prometheus",
 ]
 
 # After the runbook's and the strategies' experiments: `desched list` shows them in this order.
@@ -66,4 +67,5 @@ from pytest_desched.experiments import (
     utilization,
     utilization_legacy,
     utilization_modes,
+    utilization_prometheus,
 )

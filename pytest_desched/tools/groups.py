@@ -34,6 +34,9 @@ class Group:
     source_dir: Path | None = None
     # A candidate source tree's key (commit or sha256-...): built inside that tree, not a wrapper.
     tree_key: str = ""
+    # Build tags of the module's own (Prometheus' `remove_all_sd`): part of the pin, so fixed
+    # per version and not in the cache key.
+    tags: tuple[str, ...] = ()
 
     @property
     def source_digest(self) -> str:
@@ -131,6 +134,8 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             {"metrics-server": f"{v.metrics_server.module}/cmd/metrics-server"},
             (f"-X k8s.io/client-go/pkg/version.gitVersion={v.metrics_server.version}",),
         ),
+        # The Prometheus source: its server only, without the service-discovery plugins.
+        "prometheus": prometheus_group(v),
         # The project's own check of its CI recipe (make test), never a lint or cluster need.
         "actionlint": Group(
             "actionlint",
@@ -149,6 +154,28 @@ def build_groups(v: Versions, descheduler_version: str | None = None) -> dict[st
             POLICYCHECK_SOURCE,
         ),
     }
+
+
+def prometheus_group(v: Versions) -> Group:
+    """Prometheus' server at its module tag, with the version its release build stamps
+    (.promu.yml: `github.com/prometheus/common/version.Version`, the VERSION file's 3.MM.P)."""
+    p = v.prometheus
+    release = str(p.extra.get("release") or prometheus_release(p.version))
+    return Group(
+        "prometheus",
+        p.module,
+        p.version,
+        {"prometheus": f"{p.module}/cmd/prometheus"},
+        (f"-X github.com/prometheus/common/version.Version={release}",),
+        tags=tuple(str(t) for t in p.extra.get("tags") or ()),
+    )
+
+
+def prometheus_release(module_version: str) -> str:
+    """`v0.316.0` -> `3.16.0`: Prometheus 3's Go module tags are v0.3MM.P."""
+    minor, patch = module_version.lstrip("v").split(".")[1:3]
+    major, rest = minor[0], minor[1:].lstrip("0") or "0"
+    return f"{major}.{rest}.{patch}"
 
 
 # The helper's package inside a candidate's source tree (copied there at build time).
@@ -210,6 +237,7 @@ TOOL_GROUP = {
     "helm": "helm",
     "kind": "kind",
     "metrics-server": "metrics-server",
+    "prometheus": "prometheus",
     "policycheck": "policycheck",
     "actionlint": "actionlint",
 }

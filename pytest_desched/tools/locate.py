@@ -55,7 +55,18 @@ VERSION_PROBES: dict[str, tuple[list[str], str]] = {
     "policycheck": (["version"], r'GitVersion:"?(v[\w.\-+]+)'),
     "actionlint": (["-version"], r"^(v?[\d.]+)"),
     "metrics-server": (["--version"], r"^(v[\w.\-+]+)"),
+    # "prometheus, version 3.16.0 (...)": the release; the pin is its module tag (v0.316.0)
+    "prometheus": (["--version"], r"prometheus, version ([\d.]+)"),
 }
+
+
+def module_tag_of(tool: str, reported: str) -> str:
+    """The Go module tag a binary's reported version stands for: Prometheus 3.16.0 is
+    github.com/prometheus/prometheus v0.316.0; every other tool reports its tag."""
+    if tool != "prometheus" or not re.fullmatch(r"\d+\.\d+\.\d+", reported):
+        return reported
+    major, minor, patch = reported.split(".")
+    return f"v0.{major}{int(minor):02d}.{patch}"
 
 
 def _norm(version: str) -> str:
@@ -73,7 +84,7 @@ def probe_version(tool: str, path: Path) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = re.search(pattern, out.stdout + out.stderr)
-    return m.group(1) if m else None
+    return module_tag_of(tool, m.group(1)) if m else None
 
 
 def version_matches(found: str | None, wanted: str) -> bool:

@@ -229,7 +229,7 @@ class Toolchain:
             with open(log, "w") as logf:
                 write_wrapper_module(group, src, env, logf, self.versions)
                 # the policy checker fits the module's own API (api_probe), as in a tree
-                tags: tuple[str, ...] = ()
+                tags: tuple[str, ...] = group.tags  # the pin's own (prometheus.tags)
                 if group.source_dir is not None:
                     mod_dir = module_source_dir(group.module, group.version, env)
                     tags = helper_tags(mod_dir) if mod_dir is not None else ()
@@ -256,6 +256,7 @@ class Toolchain:
                     {
                         "module": group.module,
                         "version": group.version,
+                        **({"tags": list(tags)} if tags else {}),
                         "seconds": round(time.monotonic() - started, 1),
                         "go": subprocess.run(
                             ["go", "version"], capture_output=True, text=True, env=env

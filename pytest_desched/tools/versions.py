@@ -33,6 +33,7 @@ class Versions:
     helm: Component  # the Helm a run uses: Helm 4 as pinned, or Helm 3 (`with_helm("3")`)
     kind: Component
     metrics_server: Component  # metrics.k8s.io for policies on actual utilization
+    prometheus: Component  # the Prometheus source of policies on actual utilization
     actionlint: Component  # the project's own check of its CI recipe, not a cluster tool
     chart_name: str
     chart_version: str
@@ -80,6 +81,7 @@ class Versions:
             self.helm,
             self.kind,
             self.metrics_server,
+            self.prometheus,
             self.actionlint,
         ]
 
@@ -93,7 +95,7 @@ class Versions:
 
 _REQUIRED = (
     *("kubernetes", "etcd", "kwok", "descheduler", "helm", "kind", "metrics-server"),
-    "actionlint",
+    *("prometheus", "actionlint"),
     *("chart", "workload"),
 )
 
@@ -126,6 +128,7 @@ def parse_versions(data: dict[str, Any]) -> Versions:
         helm=comp("helm"),
         kind=comp("kind"),
         metrics_server=comp("metrics-server"),
+        prometheus=comp("prometheus"),
         actionlint=comp("actionlint"),
         chart_name=str(chart["name"]),
         chart_version=str(chart["version"]),

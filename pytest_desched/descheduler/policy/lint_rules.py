@@ -22,6 +22,7 @@ from pytest_desched.descheduler.known_bugs import KnownBug
 from pytest_desched.descheduler.policy.checker import CheckResult, DeschedulerFacts
 from pytest_desched.descheduler.policy.lint_metrics import metrics_findings
 from pytest_desched.descheduler.policy.lint_metrics_migration import migration_findings
+from pytest_desched.descheduler.policy.lint_prometheus import secret_findings
 from pytest_desched.descheduler.policy.safety import credential_problems, template_problems
 from pytest_desched.tools.resources import manifest_path
 
@@ -304,6 +305,7 @@ def policy_findings(
                     )
     out += metrics_findings(doc)  # static: read as written, whether or not it is accepted
     out += migration_findings(doc, version)  # the metricsCollector -> metricsProviders move
+    out += secret_findings(doc)  # DL030: the token Secret the chart's RBAC cannot read
     if not res.accepted:
         fix = "fix the field the descheduler names; nothing of this policy would run"
         out.insert(

@@ -73,6 +73,7 @@ _DL = (
     Rule("DL027", "metrics-migration-half-done", "warning", "one level on the old metrics form"),
     Rule("DL028", "metrics-providers-unknown", "error", "metricsProviders on a release before it"),
     Rule("DL029", "metrics-rbac-missing", "error", "the chart grants no metrics.k8s.io read"),
+    Rule("DL030", "token-secret-unreadable", "warning", "the chart cannot read the token Secret"),
 )
 
 _REVIEW = "review it before the upgrade; explain it in the canary's --expect if intended"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.capabilities import CAPABILITIES, KUBERNETES_METRICS
+from pytest_desched.capabilities import CAPABILITIES, KUBERNETES_METRICS, PROMETHEUS
 from pytest_desched.errors import CommandError, ProviderError
 from pytest_desched.kube import (
     LIVENESS_CHECKS,
@@ -73,6 +73,8 @@ from pytest_desched.providers.embedded.processes import (
     remove_cluster,
     running,
 )
+from pytest_desched.providers.embedded.prometheus import PORT_FIELDS as PROMETHEUS_PORTS
+from pytest_desched.providers.embedded.prometheus import PrometheusSource
 from pytest_desched.providers.embedded.watchdog import Watchdog
 from pytest_desched.tools.toolchain import Toolchain
 from pytest_desched.tools.versions import descheduler_image
@@ -222,8 +224,12 @@ class EmbeddedProvider(Provider):
     def start(self) -> Cluster:
         t0 = time.monotonic()
         reap_stale(self.toolchain, self.root, self.report)
-        metrics = KUBERNETES_METRICS in self.metrics_sources
+        # Prometheus scrapes the emulated kubelet endpoints kwokctl's metrics wiring adds
+        # (prometheus.py), so a cluster with it runs that wiring, metrics-server included.
+        prom = PROMETHEUS in self.metrics_sources
+        metrics = prom or KUBERNETES_METRICS in self.metrics_sources
         tools = [*CONTROL_PLANE_TOOLS, "kwokctl", *([METRICS_SERVER, "kubectl"] * metrics)]
+        tools += ["prometheus"] * prom
         bins = self.toolchain.ensure(tools)  # what kwokctl needs
         options = kwokctl_options(self.toolchain) if metrics else {}
         self.timings["tools_s"] = time.monotonic() - t0
@@ -239,7 +245,7 @@ class EmbeddedProvider(Provider):
             self.root,
             self.cluster_name,
             {**this_process(), "created": time.time()},
-            (*PORT_FIELDS, *[METRICS_SERVER_PORT] * metrics),
+            (*PORT_FIELDS, *[METRICS_SERVER_PORT] * metrics, *PROMETHEUS_PORTS * prom),
         )
         # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
         # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
@@ -249,7 +255,8 @@ class EmbeddedProvider(Provider):
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
         self.cluster_dir.mkdir(parents=True, exist_ok=True)
         patches = component_patches() if metrics else None
-        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(self.ports, options, patches))
+        kwokctl_ports = {k: v for k, v in self.ports.items() if k not in PROMETHEUS_PORTS}
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(kwokctl_ports, options, patches))
         create = kwokctl_create_args(
             self.cluster_name,
             bins,
@@ -282,6 +289,11 @@ class EmbeddedProvider(Provider):
             raise
         kubelet = side.join()  # the side's own error raises here
         self.timings["control_plane_s"] = time.monotonic() - t1
+        prometheus = None
+        if prom:  # started now, ready while the nodes come up (it discovers them itself)
+            prometheus = PrometheusSource.start_for(
+                self.cluster_dir, bins["prometheus"], self.ports, float(self.node_spec.cpu)
+            )
 
         if self.kubeconfig_dir is not None:
             self.kubeconfig_dir.mkdir(parents=True, exist_ok=True)
@@ -323,6 +335,9 @@ class EmbeddedProvider(Provider):
         except WaitTimeout as exc:  # say which component let the nodes down, not only that
             raise ProviderError(f"{exc}\n{self.component_report('kwok-controller')}") from None
         self._wait_kubelet(kubelet)
+        if prometheus is not None:  # started beside the nodes: what it adds is the rest
+            self.timings["prometheus_wait_s"] = prometheus.wait_ready(self.wait_timeout)
+            cluster.info["prometheus_url"] = prometheus.url
         self.timings["nodes_s"] = time.monotonic() - t2
         self.timings["bring_up_s"] = time.monotonic() - t1
         cluster.info["bring_up_s"] = round(self.timings["bring_up_s"], 2)

@@ -10,7 +10,9 @@ which the real Job controller decides the Job's outcome.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -193,6 +195,80 @@ def sa_kubeconfig(cluster: Cluster, pod: Any, path: Path, ttl: int = 600) -> Non
         yaml.safe_dump(kc, fh)
 
 
+# Where a kubelet mounts a pod's projected ServiceAccount volume (token, ca.crt, namespace).
+# The descheduler reads the CA from there whatever its kubeconfig says when it makes its
+# Prometheus client (v0.36.0 pkg/descheduler/client CreatePrometheusClient: K8sPodCAFilePath).
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def mounts_sa_volume(pod: Any) -> bool:
+    """Whether the pod's container mounts its ServiceAccount volume (automount: the API
+    server's ServiceAccount admission adds it to every pod that does not opt out)."""
+    c = pod.spec.containers[0]
+    return any((m.mount_path or "").rstrip("/") == SA_MOUNT for m in c.volume_mounts or [])
+
+
+@functools.cache
+def can_mount_privately() -> bool:
+    """Whether a process here can get a mount namespace of its own (root, unshare present)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    try:
+        res = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "true"], timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
+
+
+def write_sa_volume(kubeconfig: Path, namespace: str, dest: Path) -> dict[str, str]:
+    """The pod's ServiceAccount volume as a kubelet projects it: the pod-bound token, the
+    cluster's CA and the namespace (files 0600, from the kubeconfig sa_kubeconfig wrote).
+
+    Returns the environment a kubelet gives every container with it, the API server's
+    `KUBERNETES_SERVICE_HOST`/`_PORT` (here its host address): with both, client-go's
+    in-cluster configuration works in the pod, as the descheduler's Prometheus client reads it
+    when the policy names no `authToken` (v0.36.0 reconcileInClusterSAToken)."""
+    import base64
+    from urllib.parse import urlsplit
+
+    kc = yaml.safe_load(kubeconfig.read_text())
+    server = urlsplit(kc["clusters"][0]["cluster"]["server"])
+    dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+    files = {
+        "token": kc["users"][0]["user"]["token"],
+        "ca.crt": base64.b64decode(kc["clusters"][0]["cluster"]["certificate-authority-data"]),
+        "namespace": namespace,
+    }
+    for name, data in files.items():
+        fd = os.open(dest / name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data if isinstance(data, bytes) else data.encode())
+    return {
+        "KUBERNETES_SERVICE_HOST": server.hostname or "",
+        "KUBERNETES_SERVICE_PORT": str(server.port or 443),
+    }
+
+
+def in_pod_mounts(argv: list[str], sa_dir: Path) -> list[str]:
+    """`argv` run in a mount namespace of its own where `SA_MOUNT` holds `sa_dir`, as in the
+    pod (the same pid: unshare and sh exec; the host's mounts are untouched).
+
+    A tmpfs over /run (what /var/run names) holds the mount point: the host's /run is not
+    written to, and a round process needs nothing of it.
+    """
+    run_dir = str(Path("/var/run").resolve())
+    target = run_dir + SA_MOUNT[len("/var/run") :]
+    script = (
+        f"mount -t tmpfs -o mode=0755,size=1m desched-pod-run {shlex.quote(run_dir)} && "
+        f"mkdir -p {shlex.quote(target)} && "
+        f"mount --bind {shlex.quote(str(sa_dir))} {shlex.quote(target)} && "
+        'exec "$@"'
+    )
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
+
+
 def run_pod(
     cluster: Cluster,
     pod: Any,
@@ -230,7 +306,15 @@ def run_pod(
         for e in c.env or []:
             if e.value is not None:
                 env[e.name] = e.value
-        argv = [str(binary), *args, *local_args]
+        argv = pod_argv = [str(binary), *args, *local_args]  # pod_argv: what the evidence shows
+        if mounts_sa_volume(pod):
+            if can_mount_privately():
+                sa = write_sa_volume(kubeconfig, pod.metadata.namespace, work / "serviceaccount")
+                env = {**sa, **env}  # the pod's own env wins, as in a kubelet
+                argv = in_pod_mounts(argv, work / "serviceaccount")
+                notes.append(f"ServiceAccount volume at {SA_MOUNT} (a mount namespace)")
+            else:
+                notes.append(f"no ServiceAccount volume at {SA_MOUNT}: no mount namespace here")
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"{pod.metadata.name}.log"
         write_running(cluster, pod, started)
@@ -260,7 +344,7 @@ def run_pod(
             a
             if not a.startswith("--client-connection-kubeconfig")
             else "--client-connection-kubeconfig=<pod SA token>"
-            for a in argv
+            for a in pod_argv
         ]
         why = publish_logs(cluster, pod, log, started, log_dir)
         if why:

@@ -142,3 +142,28 @@ def test_queries_that_cannot_name_nodes(query: str, names_no_node: bool) -> None
     assert (query_names_no_node(query) is not None) is names_no_node
     doc = policy({"metricsUtilization": {"source": "Prometheus", "prometheus": {"query": query}}})
     assert ("DL025" in rules(doc)) is names_no_node
+
+
+def test_a_token_secret_reference_names_the_rbac_the_chart_lacks() -> None:
+    """DL030: the chart's ClusterRole grants no secrets; the finding names the namespace the
+    informer lists (kube-system called out) and never a value (a reference has none)."""
+    from pytest_desched.descheduler.policy.lint_prometheus import secret_findings
+
+    def doc(ns: str, name: str = "prom-token") -> dict:
+        ref = {"secretReference": {"namespace": ns, "name": name}}
+        top = {
+            "metricsProviders": [
+                {"source": "Prometheus", "prometheus": {"url": "http://p", "authToken": ref}}
+            ]
+        }
+        return policy({"metricsUtilization": {"source": "Prometheus"}}, top)
+
+    [hit] = secret_findings(doc("monitoring"))
+    assert hit[0] == "DL030" and hit[1].endswith("authToken.secretReference")
+    assert "monitoring/prom-token" in hit[2] and "Role in monitoring" in hit[3]
+    assert "system components" in secret_findings(doc("kube-system"))[0][2]
+    assert secret_findings(doc("", "x")) == []  # refused at start: another finding's job
+    assert (
+        secret_findings(policy({}, {"metricsProviders": [{"source": "KubernetesMetrics"}]})) == []
+    )
+    assert "DL030" in RULES

@@ -21,12 +21,12 @@ from pytest_desched.providers.embedded.ports import (
 )
 
 
-def test_only_the_embedded_provider_starts_kubernetes_metrics() -> None:
-    assert CAPABILITIES["embedded"].metrics_refusal(KUBERNETES_METRICS) is None
-    for provider in ("kind", "existing"):
-        why = CAPABILITIES[provider].metrics_refusal(KUBERNETES_METRICS)
-        assert why and provider in why and "--desched-provider embedded" in why
-    assert CAPABILITIES["embedded"].metrics_refusal(PROMETHEUS)  # not wired yet: said, not faked
+def test_only_the_embedded_provider_starts_a_metrics_source() -> None:
+    for source in (KUBERNETES_METRICS, PROMETHEUS):
+        assert CAPABILITIES["embedded"].metrics_refusal(source) is None
+        for provider in ("kind", "existing"):
+            why = CAPABILITIES[provider].metrics_refusal(source)
+            assert why and provider in why and "--desched-provider embedded" in why
 
 
 def test_a_provider_refuses_a_source_it_cannot_start(tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.errors import ConfigError, ToolError
-from pytest_desched.tools.gobuild import go_env, wrapper_gomod
-from pytest_desched.tools.groups import TOOL_GROUP, build_groups
+from pytest_desched.tools.gobuild import go_build_cmd, go_env, wrapper_gomod
+from pytest_desched.tools.groups import TOOL_GROUP, build_groups, prometheus_release
 from pytest_desched.tools.locate import (
     VERSION_PROBES,
     default_cache_dir,
+    module_tag_of,
     probe_version,
     select_binary,
     version_matches,
@@ -179,6 +180,13 @@ OUTPUTS = {
     "policycheck": ('policycheck GitVersion:"v0.36.0"', "v0.36.0"),
     # cmd/metrics-server/app/start.go prints client-go's gitVersion alone (the build's -X)
     "metrics-server": ("v0.8.0\n", "v0.8.0"),
+    # cmd/prometheus prints the release (its VERSION file); the pin is the module's tag
+    "prometheus": (
+        "prometheus, version 3.16.0 (branch: , revision: unknown)\n  build user:       \n"
+        "  go version:       go1.26.8\n  platform:         linux/amd64\n  tags:             "
+        "remove_all_sd",
+        "v0.316.0",
+    ),
     "actionlint": (
         "v1.7.12\ninstalled by building from source\nbuilt with go1.26.8 compiler for linux/amd64",
         "v1.7.12",
@@ -371,6 +379,27 @@ def test_metrics_server_is_pinned_and_built_by_plain_tools(tmp_path: Path) -> No
     tc.sources = dict.fromkeys(TOOL_GROUP, "cache")
     list(provide(tc))
     assert "metrics-server" in asked
+
+
+def test_prometheus_is_pinned_lean_and_built_by_plain_tools(tmp_path: Path) -> None:
+    """Prometheus (issue 50's Prometheus source) is built from its Go module at v0.316.0
+    (Prometheus 3.16.0), without the service-discovery plugins, with the release where
+    `--version` reads it, and `desched tools` (make test's prerequisite) builds it."""
+    g = build_groups(V)["prometheus"]
+    assert (g.module, g.version) == ("github.com/prometheus/prometheus", "v0.316.0")
+    assert g.packages == {"prometheus": "github.com/prometheus/prometheus/cmd/prometheus"}
+    assert "-X github.com/prometheus/common/version.Version=3.16.0" in g.ldflags
+    assert g.tags == ("remove_all_sd",)
+    cmd = go_build_cmd(g, tmp_path, g.tags)
+    assert cmd[cmd.index("-tags") + 1] == "remove_all_sd"
+    assert prometheus_release("v0.316.0") == "3.16.0"
+    assert module_tag_of("prometheus", "3.16.0") == "v0.316.0"
+    tc = Toolchain(cache_dir=tmp_path, use_path=False)
+    asked: list[str] = []
+    tc.path = lambda tool: asked.append(tool) or tmp_path / tool  # type: ignore[method-assign]
+    tc.sources = dict.fromkeys(TOOL_GROUP, "cache")
+    list(provide(tc))
+    assert "prometheus" in asked
 
 
 def test_build_groups_follow_the_pins() -> None:

@@ -1,0 +1,391 @@
+"""The runbook's rule for actual utilization, on a real Prometheus source (issue 50).
+
+The runbook: "a metrics source that is missing, stale or selected by the wrong labels must
+make the policy fail closed or skip the round, never read a node as idle. The Prometheus token
+is read through `secretReference`, never in plain text in values or logs."
+
+Every experiment here runs LowNodeUtilization with `metricsUtilization: {source: Prometheus,
+prometheus: {query}}` and thresholds on `MetricResource` (the one resource a Prometheus query
+yields, v0.36.0 nodeutilization validatePrometheusMetricsUtilization), and the top-level
+`metricsProviders: [{source: Prometheus, prometheus: {url, authToken: {secretReference}}}]`.
+The embedded cluster's Prometheus (providers/embedded/prometheus.py) scrapes kwok's emulated
+kubelets and records `instance:node_cpu:rate:sum`; the URL is its authenticating front, the
+token sits in a Secret of the lab namespace, and a Role there lets the descheduler's
+ServiceAccount read it (the chart's ClusterRole grants no Secret). The lab is the Kubernetes
+Metrics one's: four `hot` pods use 800m CPU each (request 100m) on one 4-CPU node.
+
+* `utilization-prometheus` (positive): the hot node reads ~0.8, the round evicts one pod (the
+  per-node cap), the replacement lands elsewhere; the evidence has each node's usage as the
+  descheduler logged it, and Prometheus' own answer before the round.
+* `prometheus-missing`: Prometheus and its front are down at the round.
+* `prometheus-stale`: Prometheus restarted with nothing to scrape and no rule: its
+  series exist but their last sample is past the lookback.
+* `prometheus-wrong-labels`: the policy's query yields `instance` = the scrape
+  address (Prometheus' default), not the node name.
+
+v0.36.0 fails closed in each negative case (see descheduler/prometheus_log.py for the lines):
+no node is classified, nothing is evicted, UIDs stay, and its error line is the evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pytest_desched.capabilities import PROMETHEUS
+from pytest_desched.descheduler.policy import Policy
+from pytest_desched.descheduler.policy.lint_rules import runbook_numbers
+from pytest_desched.descheduler.prometheus_log import (
+    NO_ENTRY,
+    QUERY_FAILED,
+    prometheus_errors,
+    says,
+)
+from pytest_desched.descheduler.utilization_log import node_usage
+from pytest_desched.errors import ConfigError
+from pytest_desched.experiments.strategies.base import StrategyExperiment, strategy_policy
+from pytest_desched.experiments.utilization import HOT_PODS, HOT_REQUEST_M, HOT_USAGE_M
+from pytest_desched.kube import wait_for
+from pytest_desched.lab.workloads import Deployment
+
+STRATEGY = "LowNodeUtilization"
+METRIC = "MetricResource"  # the resource name of a Prometheus query's value (nodeutilization.go)
+LOW, TARGET = 20, 50  # percent of a node's CPU, as the query's 0..1 value times 100
+SECRET = "prometheus-token"  # in the lab namespace: gone with it
+ROLE = "desched-read-prometheus-token"
+# The recording rule the policy reads (prometheus.NODE_CPU; not imported: the experiments
+# are listed without the provider's modules).
+NODE_CPU = "instance:node_cpu:rate:sum"
+
+
+class PrometheusUtilization(StrategyExperiment):
+    """The Prometheus policy, lab and token every experiment here shares; not registered."""
+
+    strategy = STRATEGY
+    metrics_sources = (PROMETHEUS,)
+    upstream = "test/e2e/e2e_lownodeutilization_test.go (metricsUtilization)"
+
+    # How the descheduler authenticates to Prometheus: "in-cluster" names no `authToken` (the
+    # pod's ServiceAccount token, read by v0.36.0 before each cycle, reconcileInClusterSAToken)
+    # or "secret" (`authToken.secretReference`: the lab's token in a Secret).
+    token_mode: ClassVar[str] = "in-cluster"
+
+    def node_query(self) -> str:
+        """The policy's `metricsUtilization.prometheus.query`."""
+        return NODE_CPU
+
+    # -- the source ------------------------------------------------------------------------
+    @property
+    def source(self) -> Any:
+        """The cluster's Prometheus (the embedded provider's; an error names the way out)."""
+        # optional: the embedded provider's Prometheus, only where these experiments run
+        from pytest_desched.providers.embedded.prometheus import PrometheusSource
+
+        workdir = self.ctx.cluster.workdir
+        if workdir is None:
+            raise ConfigError(
+                f"{self.name}: the cluster has no Prometheus of this run's; use "
+                "--desched-provider embedded"
+            )
+        return PrometheusSource.of(workdir)
+
+    # -- the policy ------------------------------------------------------------------------
+    def strategy_args(self) -> dict[str, Any]:
+        return {
+            **self.lab_scope(),
+            "thresholds": {METRIC: LOW},
+            "targetThresholds": {METRIC: TARGET},
+            "metricsUtilization": {
+                "source": PROMETHEUS,
+                "prometheus": {"query": self.node_query()},
+            },
+        }
+
+    def policy(self) -> Policy:
+        doc = strategy_policy(self.strategy, self.strategy_args(), self.evictor_args()).to_dict()
+        prom: dict[str, Any] = {"url": self.source.url}
+        if self.token_mode == "secret":
+            ref = {"namespace": self.ctx.namespace, "name": SECRET}
+            prom["authToken"] = {"secretReference": ref}
+        doc["metricsProviders"] = [{"source": PROMETHEUS, "prometheus": prom}]
+        doc.update(runbook_numbers().caps)  # per node 1, per namespace 1, total 2
+        return Policy.from_dict(doc, source=f"<{self.name} lab policy>")
+
+    # -- the lab ---------------------------------------------------------------------------
+    def arrange(self) -> None:
+        self.node = self.workers[0]
+        self.hot = Deployment(
+            "hot",
+            replicas=HOT_PODS,
+            requests={"cpu": f"{HOT_REQUEST_M}m"},
+            usage={"cpu": f"{HOT_USAGE_M}m", "memory": "64Mi"},
+        )
+        self.s1 = self.lab.apply(self.hot, only_on=self.node)
+        self.r.check(
+            "one-node-overused",
+            f"all {HOT_PODS} hot pods ({HOT_USAGE_M}m used, {HOT_REQUEST_M}m requested) on "
+            f"{self.node}",
+            self.s1.by_node() == {self.node: HOT_PODS},
+            f"distribution {self.s1.by_node()}",
+        )
+        self.served = self.wait_served()
+        self.r.result.notes.append(f"Prometheus {NODE_CPU} before the round: {self.served}")
+
+    def wait_served(self, timeout: float = 120) -> dict[str, float]:
+        """Until Prometheus' rule serves the declared usage for every worker (the hot node at
+        least 90% of its pods' use, the others under 0.2): what the round will read."""
+        src, node = self.source, self.node
+        used = HOT_PODS * HOT_USAGE_M / 1000 / src.cores * 0.9
+
+        def ok(seen: dict[str, float] | None) -> bool:
+            if not seen or any(w not in seen for w in self.workers):
+                return False
+            return seen[node] >= used and all(seen[w] < 0.2 for w in self.workers if w != node)
+
+        seen = wait_for(
+            f"Prometheus to serve {NODE_CPU} with {node} busy and the others idle",
+            lambda: src.node_usage(NODE_CPU),
+            ok,
+            timeout=timeout,
+            max_interval=1.0,
+        )
+        return {k: round(v, 3) for k, v in (seen or {}).items()}
+
+    def grant_token(self) -> None:
+        """In "secret" mode: the token's Secret in the lab namespace and a Role that lets the
+        descheduler's ServiceAccount read it (its informer lists and watches the namespace's
+        Secrets). In "in-cluster" mode the front takes the pod's ServiceAccount token."""
+        if self.token_mode != "secret":
+            return
+        from kubernetes import client
+
+        ns, rel = self.ctx.namespace, self.ctx.release
+        cj = self.ctx.cluster.batch.read_namespaced_cron_job(rel.cronjob_name, rel.namespace)
+        sa = cj.spec.job_template.spec.template.spec.service_account_name or "default"
+        core = self.ctx.cluster.core
+        core.create_namespaced_secret(
+            ns,
+            client.V1Secret(
+                metadata=client.V1ObjectMeta(name=SECRET),
+                type="Opaque",
+                string_data={"prometheusAuthToken": self.source.token()},
+            ),
+        )
+        rbac = client.RbacAuthorizationV1Api(self.ctx.cluster.api_client)
+        rbac.create_namespaced_role(
+            ns,
+            client.V1Role(
+                metadata=client.V1ObjectMeta(name=ROLE),
+                rules=[
+                    client.V1PolicyRule(
+                        api_groups=[""], resources=["secrets"], verbs=["get", "list", "watch"]
+                    )
+                ],
+            ),
+        )
+        rbac.create_namespaced_role_binding(
+            ns,
+            client.V1RoleBinding(
+                metadata=client.V1ObjectMeta(name=ROLE),
+                role_ref=client.V1RoleRef(
+                    api_group="rbac.authorization.k8s.io", kind="Role", name=ROLE
+                ),
+                subjects=[
+                    client.RbacV1Subject(kind="ServiceAccount", name=sa, namespace=rel.namespace)
+                ],
+            ),
+        )
+        self.r.result.notes.append(
+            f"token: Secret {ns}/{SECRET} (key prometheusAuthToken), readable by "
+            f"{rel.namespace}/{sa} through Role {ns}/{ROLE}"
+        )
+
+    def usage_seen(self, view: Any) -> dict[str, dict[str, Any]]:
+        """Each node's usage as the round's descheduler logged it, filed with the round."""
+        seen = {n: u.to_dict() for n, u in node_usage(view.rnd.logs).items()}
+        view.extra["utilization"] = {
+            "source": PROMETHEUS,
+            "query": self.node_query(),
+            "node_usage_logged": seen,
+            "node_usage_served_before": self.served,
+            "metrics_source_errors": prometheus_errors(view.rnd.logs),
+        }
+        return seen
+
+    def assess_failed_closed(self, v: Any, marker: str, why: str) -> None:
+        """The negative experiments' checks: the descheduler's own line, no node read, no
+        eviction, UIDs unchanged, no eviction request at the API server."""
+        seen = self.usage_seen(v)
+        errors = v.extra["utilization"]["metrics_source_errors"]
+        self.r.check(
+            "descheduler-says-source-failed",
+            f"the descheduler's own log says the Prometheus source failed ({why})",
+            says(errors, marker),
+            "\n".join(errors[:4]) or "no such line in the round's log",
+        )
+        self.r.check(
+            "no-node-read-as-idle",
+            "no node was classified (none read as idle without a sample)",
+            not seen,
+            f"logged {seen}",
+        )
+        self.r.assess_nothing_evicted(v, self.s1)
+        self.r.check(
+            "no-eviction-request",
+            "no eviction request reached the API server",
+            not v.refused_by_api,
+            f"audit requests {v.refused_by_api}",
+        )
+
+
+class UtilizationPrometheus(PrometheusUtilization):
+    """`hot` uses 80% of one node's CPU (requests 10%): LowNodeUtilization on Prometheus'
+    `instance:node_cpu:rate:sum` evicts one pod from it (the per-node cap), and the log shows
+    each node's usage."""
+
+    name = "utilization-prometheus"
+    title = "utilization-prometheus"
+
+    def act(self) -> None:
+        self.grant_token()
+        self.v = self.round()
+
+    def assess(self) -> None:
+        v, node = self.v, self.node
+        seen = self.usage_seen(v)
+        hot = seen.get(node, {})
+        self.r.check(
+            "usage-logged-overutilized",
+            f"the descheduler read {node} as overutilized by Prometheus (>{TARGET}%)",
+            hot.get("category") == "overutilized"
+            and hot.get("usage_percent", {}).get(METRIC, 0) > TARGET,
+            f"logged {seen}; errors {v.extra['utilization']['metrics_source_errors'][:2]}",
+        )
+        others = {n: u for n, u in seen.items() if n != node}
+        self.r.check(
+            "usage-logged-underutilized",
+            f"the other nodes read as underutilized (<{LOW}%)",
+            len(others) == len(self.workers) - 1
+            and all(u.get("category") == "underutilized" for u in others.values()),
+            f"logged {others}",
+        )
+        final = self.settle(self.hot)
+        e = self.expect(v)
+        e.eviction_count(1, self.strategy)
+        e.evicted(workload="hot", count=1, strategy=self.strategy)
+        e.replaced(final, workload="hot", count=1, avoid=[node])
+        e.nothing_pending(final)
+
+
+class UtilizationPrometheusMissing(PrometheusUtilization):
+    """Prometheus (and its front) down at the round: the query fails, the policy fails
+    closed, nothing is evicted, and the descheduler's own error line says why."""
+
+    name = "prometheus-missing"
+    title = "utilization-prometheus-missing"
+
+    def act(self) -> None:
+        self.grant_token()
+        src = self.source
+        stopped = src.stop()
+        try:
+            self.gone = src.node_usage(NODE_CPU)  # None: nothing answers
+            self.v = self.round()
+        finally:
+            src.start()
+            src.wait_ready()
+        self.r.result.notes.append(f"fault: Prometheus and its front killed (pids {stopped})")
+
+    def assess(self) -> None:
+        self.r.check(
+            "source-missing",
+            "Prometheus answered nothing while the round ran",
+            self.gone is None,
+            f"served {self.gone}",
+        )
+        self.assess_failed_closed(self.v, QUERY_FAILED, "the query could not be made")
+
+
+class UtilizationPrometheusStale(PrometheusUtilization):
+    """Prometheus ingests nothing any more: its series are there but older than the
+    lookback, so the query finds no sample for any node; the policy fails closed."""
+
+    name = "prometheus-stale"
+    title = "utilization-prometheus-stale"
+
+    def act(self) -> None:
+        # optional: the embedded provider's Prometheus, only where these experiments run
+        from pytest_desched.providers.embedded.prometheus import LOOKBACK_S
+        from pytest_desched.providers.embedded.prometheus import PROMETHEUS as PROCESS
+
+        self.grant_token()
+        src = self.source
+        # Killed (no staleness markers, as a crashed or wedged ingest leaves none) and started
+        # again on the same storage with nothing to scrape and no rule to evaluate.
+        src.stop((PROCESS,))
+        src.write_files(ingest=False, token=src.token())
+        src.start((PROCESS,))
+        try:
+            src.wait_ready()
+            kept = f"last_over_time({NODE_CPU}[10m])"
+            self.stale = wait_for(
+                f"every node's {NODE_CPU} past the {LOOKBACK_S:.0f}s lookback, its series kept",
+                lambda: (src.node_usage(NODE_CPU), src.node_usage(kept)),
+                lambda s: s[0] == {} and bool(s[1]) and all(w in s[1] for w in self.workers),
+                timeout=LOOKBACK_S * 4,
+            )
+            self.v = self.round()
+        finally:
+            src.stop((PROCESS,))
+            src.write_files(ingest=True, token=src.token())
+            src.start((PROCESS,))
+            src.wait_ready()
+
+    def assess(self) -> None:
+        now, kept = self.stale
+        self.r.check(
+            "source-stale",
+            "the series exist (last_over_time over 10m) but none is within the lookback",
+            now == {} and bool(kept),
+            f"now {now}; last values {kept}",
+        )
+        self.assess_failed_closed(self.v, NO_ENTRY, "no sample for a node")
+
+
+class UtilizationPrometheusWrongLabels(PrometheusUtilization):
+    """The policy's query keeps Prometheus' default `instance` (the scrape address), not the
+    node name: no sample names a node, and the policy fails closed."""
+
+    name = "prometheus-wrong-labels"
+    title = "utilization-prometheus-wrong-labels"
+
+    def node_query(self) -> str:
+        """Each node's CPU fraction straight from the scrape: `instance` is kwok's address."""
+        return f"rate(node_cpu_usage_seconds_total[10s]) / {self.source.cores:g}"
+
+    def act(self) -> None:
+        self.grant_token()
+        self.answer = self.source.node_usage(self.node_query())
+        self.v = self.round()
+
+    def assess(self) -> None:
+        answer = self.answer or {}
+        self.r.check(
+            "instance-is-not-a-node",
+            "the query answers, but no sample's instance is a node name",
+            bool(answer) and not set(answer) & set(self.workers),
+            f"instances {sorted(answer)}",
+        )
+        self.assess_failed_closed(self.v, NO_ENTRY, "no sample names the node")
+
+
+class UtilizationPrometheusSecretToken(UtilizationPrometheus):
+    """The positive experiment with the token read through `authToken.secretReference` (the
+    runbook's way): the descheduler should read the Secret, ask Prometheus and move one pod."""
+
+    name = "prometheus-secret-token"
+    title = "utilization-prometheus-secret-token"
+    token_mode = "secret"
+    # What v0.36.0's first-cycle race fails (known_bugs "desched:prometheus-secret-first-cycle"):
+    # "usage-logged-overutilized", "usage-logged-underutilized", "evictions:LowNodeUtilization",
+    # "evicted:hot", "replaced:hot"; utilization-prometheus is the variant that shows the
+    # intended behaviour (the in-cluster token, read before the cycle).
