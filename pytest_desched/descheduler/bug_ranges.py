@@ -18,8 +18,8 @@ __all__ = [
     "RANGE_1840",
     "RANGE_1882",
     "RANGE_1917",
-    "RANGE_STALE_IDLE",
     "RANGE_PROM_SECRET_RACE",
+    "RANGE_STALE_IDLE",
     "VersionRange",
     "release_key",
 ]

@@ -26,8 +26,8 @@ from pytest_desched.descheduler.bug_ranges import (
     RANGE_1840,
     RANGE_1882,
     RANGE_1917,
-    RANGE_STALE_IDLE,
     RANGE_PROM_SECRET_RACE,
+    RANGE_STALE_IDLE,
     VersionRange,
 )
 from pytest_desched.descheduler.decisions import Fate, PodDecision
