@@ -1,0 +1,80 @@
+"""The suite's own concurrency (tests/concurrency.py): the worker count a machine gets, and the
+tests that stay on one worker because they share a module-scoped fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.concurrency import auto_workers, workers_for
+
+pytest_plugins = ["pytester"]
+GIB = 2**30
+
+
+@pytest.mark.parametrize(
+    ("cores", "gib", "want"),
+    [
+        (2, 22, 4),  # the development VM: two workers a core
+        (2, 5, 2),  # memory for two workers' clusters only
+        (2, 1, 1),  # never none
+        (64, 512, 8),  # capped
+        (1, 24, 2),
+    ],
+)
+def test_workers_for_a_machine(cores: int, gib: int, want: int) -> None:
+    assert workers_for(cores, gib * GIB) == want
+
+
+def test_the_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DESCHED_TEST_WORKERS", "3")
+    assert auto_workers() == 3
+    monkeypatch.setenv("DESCHED_TEST_WORKERS", "many")
+    with pytest.raises(pytest.UsageError, match="DESCHED_TEST_WORKERS"):
+        auto_workers()
+
+
+SHARED = """
+import os
+import pytest
+
+@pytest.fixture(scope="module")
+def built():
+    return os.getpid()
+
+@pytest.mark.parametrize("i", range(4))
+def test_shared(i, built):
+    assert built == os.getpid()
+
+@pytest.mark.parametrize("i", range(4))
+def test_alone(i):
+    pass
+"""
+
+
+def test_module_fixture_tests_stay_on_one_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under loadgroup a module's tests that share its module-scoped fixture run on one
+    worker (the fixture built once); the others spread. Read from xdist's own report."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parents[2]))  # tests.concurrency
+    pytester.makepyfile(test_mod=SHARED)
+    pytester.makeconftest(
+        "from tests.concurrency import group_shared_fixtures\n"
+        "import pytest\n"
+        "@pytest.hookimpl(tryfirst=True)\n"
+        "def pytest_collection_modifyitems(config, items):\n"
+        "    group_shared_fixtures(config, items)\n"
+    )
+    res = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", "-v"
+    )
+    assert res.ret == 0, res.stdout.str()
+    out = res.stdout.str()
+    shared = [ln for ln in out.splitlines() if "PASSED" in ln and "test_shared" in ln]
+    assert len(shared) == 4, out
+    assert all("@test_mod.py" in ln for ln in shared), shared  # the group: the module's path
+    assert len({ln.split("]", 1)[0] for ln in shared}) == 1, shared  # one worker ([gwN])
+    alone = [ln for ln in out.splitlines() if "PASSED" in ln and "test_alone" in ln]
+    assert len(alone) == 4 and not any("@" in ln for ln in alone), alone
