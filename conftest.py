@@ -5,9 +5,17 @@ The suite's concurrency (pytest-xdist in `make test`) is decided here: tests/con
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.concurrency import auto_workers, group_shared_fixtures, hide_worker_env
+from tests.concurrency import (
+    SERIAL,
+    auto_workers,
+    group_shared_fixtures,
+    hide_worker_env,
+    machine_lock,
+)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -25,3 +33,17 @@ def _inner_runs_are_no_workers(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hide_worker_env(request, monkeypatch)
+
+
+@pytest.fixture(autouse=True)
+def _machine_lock(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """Under xdist: a `serial` test runs while no other test of this run does."""
+    if not hasattr(request.config, "workerinput"):
+        yield
+        return
+    # the workers' basetemps (popen-gwN) share their parent: one folder for the run
+    folder = tmp_path_factory.getbasetemp().parent / "machine-lock"
+    with machine_lock(folder, request.node.get_closest_marker(SERIAL) is not None):
+        yield

@@ -11,21 +11,29 @@ etcd, scheduler, kwok and the stand-in kubelet: ~0.6 GB each), so WORKER_GIB per
 Tests stay together on one worker (xdist_group) when they share a module- or class-scoped
 fixture (a module's own cluster or run, built once): split over workers, each worker would
 build it again. `group_shared_fixtures` marks them from the fixtures they use, so a new
-module gets this without doing anything. Tests that must have the machine to themselves
-(none today: the timing bounds hold at the load the workers make, docs/reliability.md) would
-take `@pytest.mark.xdist_group(SERIAL)`.
+module gets this without doing anything.
+
+Tests that must have the machine to themselves are marked `@pytest.mark.serial`: those whose
+assertion is a wall-clock bound (signal to exit, a watchdog's delay, a cycle budget), which
+other workers' clusters would stretch. They go into one group (one worker, one after
+another) and each holds the run's lock exclusively while every other test holds it shared
+(`machine_lock`): while a serial test runs, no other test of this run does.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 WORKERS_PER_CORE = 2  # the e2e part waits on clusters; measured in bench/RESULTS.md
 WORKER_GIB = 2.0  # a worker's session cluster, a test's own cluster or two, pytest itself
 MAX_WORKERS = 8
-SERIAL = "serial"  # the one group for tests that need the machine's quiet (none yet)
+SERIAL = "serial"  # the marker, and the one group, of tests that need the machine's quiet
 _SHARED_SCOPES = ("module", "class", "package")
 
 
@@ -62,9 +70,16 @@ def shared_scope_group(item: pytest.Item) -> str | None:
 def group_shared_fixtures(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `--dist loadgroup`: keep a module's tests on one worker when they share its
     fixtures (an explicit xdist_group wins)."""
-    if getattr(config.option, "dist", "no") != "loadgroup":
+    # a worker sees `loadgroup` (xdist sets it there and `dist` to "no"), the controller `dist`
+    if not (
+        getattr(config.option, "loadgroup", False)
+        or getattr(config.option, "dist", "no") == "loadgroup"
+    ):
         return
     for item in items:
+        if item.get_closest_marker(SERIAL) is not None:
+            item.add_marker(pytest.mark.xdist_group(SERIAL))
+            continue
         if item.get_closest_marker("xdist_group") is not None:
             continue
         group = shared_scope_group(item)
@@ -82,3 +97,27 @@ def hide_worker_env(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPa
     if "pytester" in request.fixturenames:
         for name in XDIST_ENV:
             monkeypatch.delenv(name, raising=False)
+
+
+@contextmanager
+def machine_lock(folder: Path, exclusive: bool) -> Iterator[None]:
+    """Hold the run's machine lock: shared for a test, exclusive for a `serial` one.
+
+    Two flock files in a folder every worker of the run shares: `gate` first, so a serial
+    test waiting for its turn stops new tests from starting (flock itself would let shared
+    holders overtake it forever), then `machine` for as long as the test runs.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    with open(folder / "gate", "a+") as gate, open(folder / "machine", "a+") as machine:
+        fcntl.flock(gate, mode)
+        try:
+            fcntl.flock(machine, mode)
+        finally:
+            if not exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(machine, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)

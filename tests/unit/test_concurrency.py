@@ -3,11 +3,12 @@ tests that stay on one worker because they share a module-scoped fixture."""
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 
 import pytest
 
-from tests.concurrency import auto_workers, workers_for
+from tests.concurrency import auto_workers, machine_lock, workers_for
 
 pytest_plugins = ["pytester"]
 GIB = 2**30
@@ -78,3 +79,29 @@ def test_module_fixture_tests_stay_on_one_worker(
     assert len({ln.split("]", 1)[0] for ln in shared}) == 1, shared  # one worker ([gwN])
     alone = [ln for ln in out.splitlines() if "PASSED" in ln and "test_alone" in ln]
     assert len(alone) == 4 and not any("@" in ln for ln in alone), alone
+
+
+def _can(folder: Path, name: str, mode: int) -> bool:
+    """Whether another holder could take `name`'s lock in `mode` right now (non-blocking)."""
+    with open(folder / name, "a+") as f:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(f, fcntl.LOCK_UN)
+        return True
+
+
+def test_a_serial_test_excludes_every_other(tmp_path: Path) -> None:
+    with machine_lock(tmp_path, exclusive=True):
+        assert not _can(tmp_path, "machine", fcntl.LOCK_SH)  # no test runs beside it
+        assert not _can(tmp_path, "gate", fcntl.LOCK_SH)  # and none starts
+    assert _can(tmp_path, "machine", fcntl.LOCK_EX) and _can(tmp_path, "gate", fcntl.LOCK_EX)
+
+
+def test_tests_share_and_a_waiting_serial_one_stops_new_ones(tmp_path: Path) -> None:
+    with machine_lock(tmp_path, exclusive=False):
+        assert _can(tmp_path, "machine", fcntl.LOCK_SH)  # other tests run beside it
+        assert not _can(tmp_path, "machine", fcntl.LOCK_EX)  # a serial one waits for it
+        assert _can(tmp_path, "gate", fcntl.LOCK_EX)  # ... holding the gate meanwhile
+    assert _can(tmp_path, "machine", fcntl.LOCK_EX)
