@@ -6,15 +6,17 @@ The suite's concurrency (pytest-xdist in `make test`) is decided here: tests/con
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from tests.concurrency import (
     SERIAL,
     auto_workers,
-    group_shared_fixtures,
     hide_worker_env,
     machine_lock,
+    make_scheduler,
+    write_groups,
 )
 
 
@@ -23,9 +25,14 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return auto_workers()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist names a grouped test `id@group`
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return make_scheduler(config, log)
+
+
+@pytest.hookimpl(trylast=True)  # after every other plugin changed the selection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    group_shared_fixtures(config, items)
+    write_groups(config, items)
 
 
 @pytest.fixture(autouse=True)
