@@ -6,6 +6,7 @@ The suite's concurrency (pytest-xdist in `make test`) is decided here: tests/con
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,15 +43,14 @@ def _inner_runs_are_no_workers(
     hide_worker_env(request, monkeypatch)
 
 
-@pytest.fixture(autouse=True)
-def _machine_lock(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[None]:
-    """Under xdist: a `serial` test runs while no other test of this run does."""
-    if not hasattr(request.config, "workerinput"):
-        yield
-        return
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    """Under xdist: a `serial` test runs while no other test of this run does, set-up and
+    teardown included (a module's or the session's fixtures start inside a test's protocol)."""
+    basetemp = getattr(item.config.option, "basetemp", None)
+    if not hasattr(item.config, "workerinput") or not basetemp:
+        return (yield)
     # the workers' basetemps (popen-gwN) share their parent: one folder for the run
-    folder = tmp_path_factory.getbasetemp().parent / "machine-lock"
-    with machine_lock(folder, request.node.get_closest_marker(SERIAL) is not None):
-        yield
+    folder = Path(basetemp).parent / "machine-lock"
+    with machine_lock(folder, item.get_closest_marker(SERIAL) is not None):
+        return (yield)

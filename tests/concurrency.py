@@ -17,7 +17,8 @@ Tests that must have the machine to themselves are marked `@pytest.mark.serial`:
 assertion is a wall-clock bound (signal to exit, a watchdog's delay, a cycle budget), which
 other workers' clusters would stretch. They form one group (one worker, one after another)
 and each holds the run's lock exclusively while every other test holds it shared
-(`machine_lock`): while a serial test runs, no other test of this run does.
+(`machine_lock`, around each test's whole protocol: set-up, call, teardown): while a
+serial test runs, no other test of this run does.
 """
 
 from __future__ import annotations

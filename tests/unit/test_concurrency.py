@@ -107,3 +107,62 @@ def test_tests_share_and_a_waiting_serial_one_stops_new_ones(tmp_path: Path) -> 
         assert not _can(tmp_path, "machine", fcntl.LOCK_EX)  # a serial one waits for it
         assert _can(tmp_path, "gate", fcntl.LOCK_EX)  # ... holding the gate meanwhile
     assert _can(tmp_path, "machine", fcntl.LOCK_EX)
+
+
+TIMED = """
+import time
+from pathlib import Path
+
+import pytest
+
+LOG = Path({log!r})
+
+
+def _run(name):
+    start = time.monotonic()
+    deadline = start + 1.5
+    while time.monotonic() < deadline:  # busy on purpose: an interval others must not share
+        pass
+    with LOG.open("a") as f:
+        f.write(f"{{name}} {{start}} {{time.monotonic()}}\\n")
+
+
+@pytest.mark.serial
+def test_serial():
+    _run("serial")
+
+
+@pytest.mark.parametrize("i", range(3))
+def test_other(i):
+    _run(f"other{{i}}")
+"""
+
+
+def test_no_test_runs_beside_a_serial_one(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The root conftest's lock under two workers: the serial test's interval overlaps no
+    other test's (the others may overlap each other)."""
+    root = Path(__file__).parents[2]
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    log = tmp_path / "intervals.txt"
+    pytester.makepyfile(test_timed=TIMED.format(log=str(log)))
+    pytester.makeconftest(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('root_conftest', {str(root / 'conftest.py')!r})\n"
+        "mod = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(mod)\n"
+        "pytest_runtest_protocol = mod.pytest_runtest_protocol\n"
+        "pytest_xdist_make_scheduler = mod.pytest_xdist_make_scheduler\n"
+        "pytest_collection_modifyitems = mod.pytest_collection_modifyitems\n"
+    )
+    pytester.makeini("[pytest]\nmarkers =\n    serial: x\n")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup")
+    assert res.ret == 0, res.stdout.str()
+    spans = {
+        n: (float(a), float(b)) for n, a, b in (ln.split() for ln in log.read_text().splitlines())
+    }
+    assert len(spans) == 4, spans
+    s0, s1 = spans.pop("serial")
+    for name, (a, b) in spans.items():
+        assert b <= s0 or a >= s1, f"{name} ran {a:.2f}-{b:.2f} beside serial {s0:.2f}-{s1:.2f}"

@@ -20,9 +20,18 @@ import pytest
 @pytest.mark.parametrize("i", range(6))
 def test_step(i, desched_settings):
     assert desched_settings.artifacts.name.startswith("{prefix}")
+    # evidence of its own (an empty folder is released at the end: nothing to merge)
+    (desched_settings.artifacts / f"note-{{i}}.txt").write_text("seen")
     assert i != {fail}
 """
 TESTS = [f"test_suite.py::test_step[{i}]" for i in range(6)]
+
+
+@pytest.fixture(autouse=True)
+def default_evidence_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runs here choose their evidence folder as a user's would (tests/unit/conftest.py
+    points DESCHED_ARTIFACTS at a temp folder for every other unit test)."""
+    monkeypatch.delenv("DESCHED_ARTIFACTS", raising=False)
 
 
 def run_workers(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
@@ -65,6 +74,8 @@ def test_default_folders_merge_and_latest_points_at_the_merge(pytester: pytest.P
     assert len(runs) == 1, runs  # the merged run only: the workers' folders are inside it
     assert (root / "latest").resolve() == runs[0].resolve()
     assert (runs[0] / "run-summary.json").is_file()
+    notes = sorted(p.name for p in runs[0].glob("shard-*/note-*.txt"))
+    assert notes == [f"note-{i}.txt" for i in range(6)]  # every worker's evidence, once
 
 
 def test_a_unit_only_run_leaves_no_folder(pytester: pytest.Pytester) -> None:
