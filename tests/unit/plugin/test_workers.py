@@ -21,6 +21,7 @@ import pytest
 def test_step(i, desched_settings):
     assert desched_settings.artifacts.name.startswith("{prefix}")
     # evidence of its own (an empty folder is released at the end: nothing to merge)
+    desched_settings.artifacts.mkdir(parents=True, exist_ok=True)  # a named one is not made
     (desched_settings.artifacts / f"note-{{i}}.txt").write_text("seen")
     assert i != {fail}
 """
