@@ -19,6 +19,7 @@ from pytest_desched.errors import ExperimentFailed
 pytestmark = pytest.mark.desched_selftest
 
 
+@pytest.mark.serial  # its 60 s bound is wall-clock: no other test of the run beside it
 def test_positive_over_five_cycles_moves_every_pod_once_and_no_loop(desched_experiment, capsys):
     t0 = time.monotonic()
     res = desched_experiment("positive", variant="pdb-lister-workaround", cycles=5, no_loop=True)

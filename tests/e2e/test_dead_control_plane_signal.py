@@ -33,7 +33,9 @@ from tests.e2e.inner_run import start_inner
 from tests.e2e.test_interrupt import INNER, _embedded_inner_cluster, _live_cmdlines
 from tests.e2e.test_signal_matrix import SIGNAL_TO_EXIT_BOUND_S
 
-pytestmark = pytest.mark.desched_selftest
+# serial: the bounds here are wall-clock seconds, measured with no other test of the run
+# beside them (tests/concurrency.py; other workers' clusters would stretch them)
+pytestmark = [pytest.mark.desched_selftest, pytest.mark.serial]
 # From a component's death to the run's exit naming it: a wait checks every 0.5 s, but a
 # request already in flight to a dead etcd runs to its read timeout (kube.READ_TIMEOUT_S),
 # and the cluster's deletion follows.

@@ -21,7 +21,9 @@ import pytest
 from pytest_desched.kube import wait_for
 from tests.e2e.commands import Cmd, cluster_processes, round_running, up_dirs_of, wait_point
 
-pytestmark = pytest.mark.desched_selftest
+# serial: the bounds here are wall-clock seconds, measured with no other test of the run
+# beside them (tests/concurrency.py; other workers' clusters would stretch them)
+pytestmark = [pytest.mark.desched_selftest, pytest.mark.serial]
 
 WATCHDOG_BOUND_S = 10.0  # measured: see docs/reliability.md
 
