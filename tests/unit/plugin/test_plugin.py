@@ -107,7 +107,7 @@ def test_report_header_mentions_provider_and_pins(
             f"desched pins: kubernetes {v.kubernetes.version}, etcd {v.etcd.version}, "
             f"kwok {v.kwok.version}, descheduler {v.descheduler.version}, "
             f"helm {v.helm.version}, kind {v.kind.version}, "
-            f"metrics-server {v.metrics_server.version}, "
+            f"metrics-server {v.metrics_server.version}, prometheus {v.prometheus.version}, "
             f"chart {v.chart_name}-{v.chart_version}, image {v.descheduler_image}",
         ]
     )
