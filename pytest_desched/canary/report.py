@@ -105,8 +105,13 @@ class CanaryReport:
 
     def markdown(self) -> str:
         b, c = self.baseline, self.candidate
+        bk, ck = (t.skew.get("kubernetes") for t in (b, c))
+        # a cluster upgrade canaried: the title names each track's Kubernetes
+        on = (
+            (f" on Kubernetes {bk}", f" on Kubernetes {ck}") if bk and ck and bk != ck else ("", "")
+        )
         lines = [
-            f"# Upgrade canary: {b.descheduler_version} -> {c.descheduler_version}",
+            f"# Upgrade canary: {b.descheduler_version}{on[0]} -> {c.descheduler_version}{on[1]}",
             "",
             f"**Verdict: {self.headline}**",
             "",

@@ -158,6 +158,38 @@ def test_the_control_plane_upgrade_alone_is_canaried(desched_settings: Any, tmp_
     assert saved["control_plane"]["attributed"] == rep.verdict.control_plane
 
 
+def test_a_grid_of_one_release_at_two_kubernetes(
+    tmp_path: Path, desched_toolchain: Toolchain
+) -> None:
+    """`desched matrix pinned --kubernetes PIN --kubernetes OTHER`: both versions reach the
+    command (the option is repeatable on matrix), one cluster per cell, each cell's records at
+    its own server version, #1882 shown on both cells."""
+    pin = load_versions().kubernetes.version
+    (tmp_path / "tmp").mkdir()
+    art = tmp_path / "artifacts"
+    argv = ["matrix", "pinned", "--experiment", "nodefit[runbook]", "--provider", "embedded"]
+    argv += ["--kubernetes", pin, "--kubernetes", OTHER, "--artifacts", str(art), "-o", "json"]
+    proc = start([str(DESCHED), *argv], child_env(tmp_path / "tmp", desched_toolchain.cache_dir))
+    out, err = finish(proc, 1800)
+    said = f"$ desched {' '.join(argv)} -> {proc.returncode}\n{out[-3000:]}\n{err[-4000:]}"
+    assert proc.returncode == 0, said
+    doc = json.loads(out)
+    rows = [(r["spec"], r["kubernetes"], r["cells"][0]["outcome"]) for r in doc["releases"]]
+    assert rows == [(f"pinned @ {pin}", pin, "xfail"), (f"pinned @ {OTHER}", OTHER, "xfail")]
+    assert f"--kubernetes={pin} --kubernetes={OTHER}" in doc["command"]
+    line = next(c for c in doc["bug_cells"] if c.startswith("#1882"))
+    assert line == (
+        f"#1882 shows on 2 row(s): v0.36.0 @ {pin}: negative-nodefit[runbook]; "
+        f"v0.36.0 @ {OTHER}: negative-nodefit[runbook]"
+    ), doc["bug_cells"]
+    for r in doc["releases"]:  # the cell's own cluster, as its round records name it
+        records = [
+            json.loads(p.read_text()) for p in Path(r["artifacts"]).rglob("descheduler-*.json")
+        ]
+        kubes = {x["versions"]["kubernetes"] for x in records if "versions" in x}
+        assert kubes == {r["kubernetes"]}, (r["spec"], kubes)
+
+
 # The combined upgrade's starting cluster: built only by `make e2e-kubernetes` (its cold cost
 # is a second extra control plane, docs/kubernetes-versions.md), so `make test` skips this.
 COMBINED_FROM = "v1.35.4"

@@ -219,7 +219,9 @@ def test_the_control_planes_change_is_named_and_not_counted_against_the_deschedu
     assert (v.outcome, v.exit_code) == ("pass", 0)
     assert len(v.notes) == 1 and f"Kubernetes {V36} -> {V37}" in v.notes[0]
     assert v.to_dict()["notes"] == list(v.notes)
+    rep.baseline.skew, rep.candidate.skew = {"kubernetes": V36}, {"kubernetes": V37}
     md = rep.markdown()
+    assert md.startswith(f"# Upgrade canary:  on Kubernetes {V36} ->  on Kubernetes {V37}\n")
     assert "the control plane's, not the descheduler's: candidate-set-grew" in md
     assert "## Control plane (the tracks' Kubernetes differ)" in md
     assert "- admission JobValidation: enabled -> absent" in md
