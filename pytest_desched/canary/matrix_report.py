@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
+from pytest_desched.descheduler.known_bugs import ANY_EXPERIMENT, REGISTRY, KnownBug
+from pytest_desched.descheduler.policy.release_fields import NON_SAFETY_FIELDS
 from pytest_desched.outcome.verdict import Outcome, Verdict
 from pytest_desched.render import table
 
@@ -101,6 +102,8 @@ class Row:
     teardown_error: str | None = None
     wall_s: float = 0.0
     artifacts: str = ""
+    # Policy fields the release has none for and runs without (release_fields.NON_SAFETY_FIELDS)
+    runs_without: list[str] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -111,6 +114,7 @@ class Row:
         track: Any,
         planned: Sequence[str],
         registry: Sequence[KnownBug] = REGISTRY,
+        runs_without: Sequence[str] | None = None,
     ) -> Row:
         """From a TrackResult; an experiment the track did not reach is a `not run` cell."""
         cells = [Cell.of(r, registry) for r in track.results]
@@ -127,6 +131,7 @@ class Row:
             teardown_error=track.teardown_error,
             wall_s=round(track.wall_s, 1),
             artifacts=track.artifacts,
+            runs_without=list(runs_without or []),
         )
 
     @classmethod
@@ -164,7 +169,7 @@ def exercised_by(bug: KnownBug, cell: Cell) -> bool:
     """The cell ran what the bug breaks (an experiment it explains, with a policy that
     triggers it where the bug says what does) and completed its rounds."""
     if (
-        cell.experiment not in bug.explains
+        not bug.explains_checks(cell.experiment)
         or cell.rounds == 0
         or cell.outcome in (NOT_RUN, "error")
     ):
@@ -186,7 +191,9 @@ def judge_bug(bug: KnownBug, row: Row) -> BugFinding:
         return BugFinding(bug.id, says, SHOWN, shown, False, note)
     tried = tuple(c.label for c in row.cells if exercised_by(bug, c))
     if not tried:
-        what = sorted(bug.explains) or ["none (not an experiment's bug)"]
+        what = [e if e != ANY_EXPERIMENT else "any" for e in sorted(bug.explains)] or [
+            "none (not an experiment's bug)"
+        ]
         return BugFinding(
             bug.id,
             says,
@@ -353,7 +360,8 @@ class Matrix:
             rows.append(
                 {
                     "release": row.spec,
-                    "version": row.version or "-",
+                    "version": (row.version or "-")
+                    + (f" (without {', '.join(row.runs_without)})" if row.runs_without else ""),
                     "chart": row.chart.get("version", "-"),
                     **{f"e{i}": (shown[i:] or [NOT_RUN])[0] for i in range(len(self.labels))},
                     "bugs": "; ".join(_finding_text(f) for f in self.findings(row)),
@@ -376,6 +384,15 @@ class Matrix:
             ("Disagreements between the registry and the runs", self.disagreements),
             ("Outcomes the registry does not explain", self.unexplained),
             ("Releases that could not run", self.not_run),
+            (
+                "Policy fields a release has none for (it ran without them)",
+                [
+                    f"{r.spec} ({r.version}): {', '.join(r.runs_without)}: "
+                    + "; ".join(f"{f}: {NON_SAFETY_FIELDS.get(f, '')}" for f in r.runs_without)
+                    for r in self.rows
+                    if r.runs_without
+                ],
+            ),
             (
                 "Evidence",
                 [f"{r.spec}: {r.artifacts} (skew: {r.skew.get('note', '-')})" for r in self.rows],

@@ -21,6 +21,7 @@ import yaml
 from pytest_desched.descheduler.known_bugs import KnownBug
 from pytest_desched.descheduler.policy.checker import CheckResult, DeschedulerFacts
 from pytest_desched.descheduler.policy.lint_metrics import metrics_findings
+from pytest_desched.descheduler.policy.model import notifies_eviction_failures
 from pytest_desched.descheduler.policy.safety import credential_problems, template_problems
 from pytest_desched.tools.resources import manifest_path
 
@@ -331,7 +332,7 @@ def policy_findings(
                     f"set {cap}: {runbook.caps[cap]} (the runbook's value)",
                 )
             )
-    if not eff.get("evictionFailureEventNotification"):
+    if not notifies_eviction_failures(eff):
         out.append(
             (
                 "DL010",

@@ -257,3 +257,17 @@ def test_columns_are_positions_not_labels() -> None:
     rows, headers = m.table_rows()
     assert len(headers) == 3 + 2 + 2
     assert rows[0]["e0"].startswith("xfail") and rows[0]["e1"].startswith("pass")
+
+
+def test_a_row_says_which_policy_fields_its_release_ran_without() -> None:
+    """v0.32.2 has no gracePeriodSeconds (release_fields.NON_SAFETY_FIELDS): its row runs
+    without it and says so, in the table and with the consequence below it."""
+    r = row("v0.32.2", result("v0.32.2", "pass", bug=False))
+    r.runs_without = ["gracePeriodSeconds"]
+    md = _matrix(r).render("md")
+    assert "v0.32.2 (without gracePeriodSeconds)" in md
+    assert "## Policy fields a release has none for (it ran without them)" in md
+    assert "terminationGracePeriodSeconds" in md
+    assert "without" not in _matrix(row("v0.36.0", result("v0.36.0", "pass", bug=False))).render(
+        "md"
+    )
