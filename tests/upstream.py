@@ -118,3 +118,31 @@ def release_file(name: str) -> Path:
     if not _verified(path, snap.sha256):
         pytest.fail(f"{path} is not the file its README names (sha256)", pytrace=False)
     return path
+
+
+def build(names: list[str]) -> int:
+    """`make test-releases`: each named release tree's descheduler and policy checker, built
+    (or found cached by commit) before the first test, like every other tool; a tree that is
+    not there is said, and the tests that need it skip or fail on their own."""
+    import subprocess
+    import sys
+
+    desched = Path(sys.executable).with_name("desched")
+    for name in names:
+        path = upstream_dir() / RELEASES[name].file
+        if not path.is_file():
+            print(
+                f"make test-releases: {path} is absent: the tests that need it say so",
+                file=sys.stderr,
+            )
+            continue
+        cmd = [str(desched), "tools", "--candidate", f"source:{path}", "descheduler", "policycheck"]
+        if (rc := subprocess.run(cmd, check=False).returncode) != 0:
+            return rc
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(build(sys.argv[1:]))

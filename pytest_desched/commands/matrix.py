@@ -1,7 +1,8 @@
 """`desched matrix`: the runbook's experiments on several releases, one row a release.
 
     desched matrix RELEASE... [--chart RELEASE=CHART ...] [--experiment NAME[VARIANT] ...]
-                   [--values FILE] [--policy FILE] [-o text|json|yaml|md]
+                   [--values FILE] [--policy FILE] [--round-timeout SECONDS]
+                   [-o text|json|yaml|md]
 
 A RELEASE is any form `desched canary --candidate/--baseline` takes (`pinned`,
 `version:vX.Y.Z`, `source:PATH[@LABEL]`, `binary:PATH`, `image:REPO:TAG`). Releases are
@@ -58,8 +59,26 @@ def add_parser(sub: Any) -> None:
         help="a canary explanation file: its static policy-translation entries accept a "
         "protection a release cannot express (docs/matrix.md)",
     )
+    p.add_argument(
+        "--round-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop a round's Job after this long and read it (default 120; a release that "
+        "hangs at start, #1839, costs this per round)",
+    )
     add_config_options(p, "matrix")
     out.add_output(p)
+
+
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{raw!r}: a number of seconds above 0")
+    return value
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -68,6 +87,7 @@ def command_line(args: argparse.Namespace) -> str:
     argv += [f"--chart={c}" for c in args.chart]
     argv += [f"--experiment={e}" for e in args.experiment or ()]
     argv += [f"--expect={args.expect}"] if args.expect else []
+    argv += [f"--round-timeout={args.round_timeout:g}"] if args.round_timeout else []
     for flag in ("--desched-values", "--desched-policy", "--desched-provider"):
         for v in _as_list(getattr(args, flag, None)):
             argv.append(f"--{flag.removeprefix('--desched-')}={v}")
@@ -87,6 +107,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     parse_experiments(args.experiment)
     load_explanations(args.expect)
     config = config_from_args(args)
+    if args.round_timeout:
+        config = config.with_(round_timeout=args.round_timeout)
     matrix = run_matrix(
         config,
         args.releases,
