@@ -98,6 +98,16 @@ RELEASES = {
         "",
         "4217bcd1dc7fb088eae26b4c6c04c5fd5c6e7bdae27aed6876141e83fdbee2ed",
     ),
+    "v0.32.2": Snapshot(
+        "descheduler-v0.32.2-a6e0ebff1.tar.gz",
+        "a6e0ebff10692013f230f57cd122ac088d69619b",
+        "3b8db17eb4fba29807e26d48d03bf5d4415920d311d92c1f95516f4b6f8808c2",
+    ),
+    "chart-0.32.2": Snapshot(
+        "descheduler-chart-0.32.2.tgz",
+        "",
+        "2c43e9cbd9fe8bd38f737a0010a30152fbfb1736936b101bc4d95632162757a0",
+    ),
     "chart-0.35.1": Snapshot(
         "descheduler-chart-0.35.1.tgz",
         "",
