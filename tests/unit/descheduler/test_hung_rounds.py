@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 
 from pytest_desched.canary.compare import diff_rounds, no_cycle
-from pytest_desched.canary.matrix_report import NOT_SHOWN, SHOWN, Cell, Row, judge_bug
+from pytest_desched.canary.matrix_report import (
+    NOT_EXERCISED,
+    NOT_SHOWN,
+    SHOWN,
+    Cell,
+    Row,
+    judge_bug,
+)
 from pytest_desched.canary.verdict import changes_of
 from pytest_desched.descheduler.known_bugs import (
     BY_ID,
@@ -174,3 +181,37 @@ def test_a_deleted_pods_process_is_ended(tmp_path: Any) -> None:
     late: list[str] = []
     stop_on_delete(done, stop, late)
     assert late == []
+
+
+def test_a_stopped_round_exercises_no_other_bug() -> None:
+    """v0.35.0's runbook rounds hang on #1839: they never reach PodsWithoutPDB, so the row says
+    #1882 'not exercised' (the 2026-12-06 matrix said 'not shown, registry: yes' before this)."""
+    from pytest_desched.experiments.results import ExperimentResult
+
+    res = ExperimentResult("negative-nodefit", "runbook", outcome="xfail", blocking_layer="rbac")
+    res.signatures_seen = {BUG: "refused"}
+    res.classification = {"bug": BUG}
+    policy = {
+        "profiles": [
+            {
+                "name": "p",
+                "plugins": {"deschedule": {"enabled": ["RemovePodsViolatingNodeAffinity"]}},
+                "pluginConfig": [
+                    {
+                        "name": "DefaultEvictor",
+                        "args": {"podProtections": {"extraEnabled": ["PodsWithoutPDB"]}},
+                    }
+                ],
+            }
+        ]
+    }
+    res.records.append({"effective_policy": policy, "job": {"timed_out": "timed out after 60s"}})
+    cell = Cell.of(res)
+    assert cell.rounds == 0 and "descheduler#1882" in cell.triggers
+    row = _row("v0.35.0", "0.35.0", cell)
+    assert judge_bug(BY_ID["descheduler#1882"], row).run == NOT_EXERCISED
+    assert judge_bug(BY_ID[BUG], row).run == SHOWN
+    res.records[0]["job"] = {"exit_code": 0}  # a round that ran: it exercised #1882
+    assert judge_bug(BY_ID["descheduler#1882"], _row("v0.35.0", "0.35.0", Cell.of(res))).run != (
+        NOT_EXERCISED
+    )
