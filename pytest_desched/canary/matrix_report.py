@@ -345,7 +345,8 @@ class Matrix:
                 parts.append(f"exercised, not shown on {', '.join(by_run[NOT_SHOWN])}")
             if by_run[NOT_EXERCISED]:
                 parts.append(f"not exercised on {', '.join(by_run[NOT_EXERCISED])}")
-            parts.append(f"registry: {bug.affected}")
+            chart = f"; in charts {bug.chart_range}" if bug.chart_range else ""
+            parts.append(f"registry: {bug.affected}{chart}")
             out.append(line + "; ".join(parts))
         return out
 
