@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # No reruns: a test that fails once fails the run (a rerun would hide a flaky check).
 
-.PHONY: venv tools helm3 actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes test-kubernetes
+.PHONY: venv tools helm3 test-releases actionlint wheel-lint browser e2e test unit lint typecheck bench clean-clusters kind-image e2e-kind e2e-kubernetes test-kubernetes
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,10 +65,18 @@ TEST_KUBERNETES := v1.37.2
 test-kubernetes: venv
 	$(VENV)/bin/desched tools --kubernetes $(TEST_KUBERNETES) kube-apiserver kube-controller-manager kube-scheduler kubectl
 
+## The release trees `make test` runs as releases (tests/e2e/test_canary_upgrade_e2e.py: the
+## v0.35.0 -> v0.35.1 canary on the embedded cluster): each tree's descheduler and policy
+## checker from ../shared/upstream, built once before the first test, cached by commit
+## (docs/known-bugs.md: their cold cost).
+TEST_RELEASES := v0.35.0 v0.35.1
+test-releases: venv
+	$(PY) -m tests.upstream $(TEST_RELEASES)
+
 ## Concurrent by default (pytest-xdist, tests/concurrency.py): `auto` picks the workers from the
 ## machine's cores and memory (DESCHED_TEST_WORKERS=N overrides); TEST_WORKERS=0 runs one process.
 TEST_WORKERS ?= auto
-test: tools helm3 test-kubernetes actionlint browser
+test: tools helm3 test-kubernetes actionlint browser test-releases
 	$(PYTEST) -p no:cacheprovider -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 unit: venv

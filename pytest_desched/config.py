@@ -443,6 +443,10 @@ class DeschedConfig:
     allow_existing: bool = False
     kind_cluster: str | None = None  # a kind cluster the user has: used, never created/deleted
     run_dir: Path = field(default_factory=scratch.make)  # removed at the end (scratch)
+    # How long one round's Job may run before it is stopped and read (rounds.stop_round); a
+    # library setting (the fixtures' `round_timeout=`), no option: tests of a release that hangs
+    # (#1839) need not wait the default.
+    round_timeout: float = 120.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> DeschedConfig:

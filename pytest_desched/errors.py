@@ -122,6 +122,12 @@ class RoundError(DeschedError, RuntimeError):
     """A round could not be started or read; nothing about evictions is implied."""
 
 
+class RoundHung(RoundError):
+    """A round did not finish within its timeout; it was stopped (its Job deleted with its pods)
+    and read. Raised by the experiment runner to end an experiment's steps: the round ran no
+    cycle, so no later step has anything to act on or check (drive() records and classifies)."""
+
+
 class RoundFailed(RoundError):
     """A round's pod exited non-zero: the round is over, and this carries the descheduler's words.
 

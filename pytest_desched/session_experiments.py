@@ -158,6 +158,7 @@ class SessionExperiments(SessionState):
             replicas=replicas,
             log_dir=self.config.run_dir / "round-logs",  # raw; redacted copies go to evidence
             evidence=self.evidence,
+            round_timeout=self.config.round_timeout,
             keep_lab=False,
             policy_label=label,
             inputs=self.inputs.evidence(),

@@ -98,6 +98,16 @@ RELEASES = {
         "",
         "4217bcd1dc7fb088eae26b4c6c04c5fd5c6e7bdae27aed6876141e83fdbee2ed",
     ),
+    "v0.32.2": Snapshot(
+        "descheduler-v0.32.2-a6e0ebff1.tar.gz",
+        "a6e0ebff10692013f230f57cd122ac088d69619b",
+        "3b8db17eb4fba29807e26d48d03bf5d4415920d311d92c1f95516f4b6f8808c2",
+    ),
+    "chart-0.32.2": Snapshot(
+        "descheduler-chart-0.32.2.tgz",
+        "",
+        "2c43e9cbd9fe8bd38f737a0010a30152fbfb1736936b101bc4d95632162757a0",
+    ),
     "chart-0.35.1": Snapshot(
         "descheduler-chart-0.35.1.tgz",
         "",
@@ -118,3 +128,31 @@ def release_file(name: str) -> Path:
     if not _verified(path, snap.sha256):
         pytest.fail(f"{path} is not the file its README names (sha256)", pytrace=False)
     return path
+
+
+def build(names: list[str]) -> int:
+    """`make test-releases`: each named release tree's descheduler and policy checker, built
+    (or found cached by commit) before the first test, like every other tool; a tree that is
+    not there is said, and the tests that need it skip or fail on their own."""
+    import subprocess
+    import sys
+
+    desched = Path(sys.executable).with_name("desched")
+    for name in names:
+        path = upstream_dir() / RELEASES[name].file
+        if not path.is_file():
+            print(
+                f"make test-releases: {path} is absent: the tests that need it say so",
+                file=sys.stderr,
+            )
+            continue
+        cmd = [str(desched), "tools", "--candidate", f"source:{path}", "descheduler", "policycheck"]
+        if (rc := subprocess.run(cmd, check=False).returncode) != 0:
+            return rc
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(build(sys.argv[1:]))

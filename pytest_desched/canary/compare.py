@@ -140,6 +140,14 @@ def no_cycle(record: Mapping[str, Any]) -> str | None:
     verdict = str(record.get("verdict") or "")
     skipped = (verdict.partition(":")[2] or "skipped") if verdict.startswith("skipped:") else None
     job = record.get("job") or {}
+    if job.get("timed_out"):  # stopped at its timeout: say what stopped it, from its own log
+        cause = "; ".join(f"{b}: {ev}" for b, ev in (record.get("known_bugs") or {}).items())
+        return (
+            f"it did not finish and was stopped ({job['timed_out']}; deciding layer "
+            f"{record.get('deciding_layer') or 'unknown'}"
+            + (f"; {cause}" if cause else "; no known bug's signature in its log")
+            + ")"
+        )
     return cycle_gap(skipped, job.get("succeeded"), job.get("exit_code"))
 
 

@@ -134,6 +134,7 @@ def run_matrix(
             label = rel.version if kube is None else f"{rel.version}-k8s-{kube}"
             named.append((row_name(i, label), spec, chart, kube))
     rows: list[tuple[str, str, str | None, DeschedSession]] = []
+    without: dict[str, list[str]] = {}
     try:
         for name, spec, chart, kube in named:
             cfg = track_config(config, name, spec, chart)
@@ -147,7 +148,10 @@ def run_matrix(
             session.inputs  # noqa: B018 (a bad --policy/--values: exit 2 before any cluster)
             # each variant's policy in the release's own fields, by its own checker
             accept_missing(session, name, explanations)
-            track_policies(session, variants, f"matrix release {name}")
+            readings = track_policies(session, variants, f"matrix release {name}")
+            # the non-safety fields it has none for (release_fields.NON_SAFETY_FIELDS): said
+            # on its row, never silently
+            without[name] = sorted({f for r in readings.values() for f in r.dropped})
     except BaseException:
         for *_, session in rows:
             session.close()
@@ -162,7 +166,7 @@ def run_matrix(
             for *_, later in rows[n + 1 :]:
                 later.close()
             raise
-        done.append(Row.of(name, spec, chart, track, planned))
+        done.append(Row.of(name, spec, chart, track, planned, runs_without=without.get(name)))
     matrix = Matrix(
         done,
         [  # a column is named as the runs named it (a --policy file names the variant)

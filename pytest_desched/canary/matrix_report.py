@@ -23,7 +23,8 @@ from typing import Any
 
 import yaml
 
-from pytest_desched.descheduler.known_bugs import REGISTRY, KnownBug
+from pytest_desched.descheduler.known_bugs import ANY_EXPERIMENT, REGISTRY, KnownBug
+from pytest_desched.descheduler.policy.release_fields import NON_SAFETY_FIELDS
 from pytest_desched.outcome.verdict import Outcome, Verdict
 from pytest_desched.render import table
 
@@ -44,7 +45,7 @@ class Cell:
     bug: str | None = None  # the known bug an xfail names
     seen: dict[str, str] = field(default_factory=dict)  # bug id -> signature evidence
     triggers: dict[str, str] = field(default_factory=dict)  # bug id -> why its policy triggers it
-    rounds: int = 0
+    rounds: int = 0  # rounds that ran (not stopped at their timeout)
     message: str = ""
 
     @classmethod
@@ -66,7 +67,9 @@ class Cell:
             bug=(result.classification or {}).get("bug"),
             seen=seen,
             triggers=triggers,
-            rounds=len(result.records),
+            # rounds that ran their cycle: one stopped at its timeout (job.timed_out, a hang
+            # such as #1839) exercised nothing another bug needs
+            rounds=sum(1 for r in result.records if not (r.get("job") or {}).get("timed_out")),
             message=(result.message or result.error or "").strip(),
         )
 
@@ -106,6 +109,8 @@ class Row:
     wall_s: float = 0.0
     artifacts: str = ""
     kubernetes: str = ""  # the row's cluster (its track's skew reading); "" in an older json
+    # Policy fields the release has none for and runs without (release_fields.NON_SAFETY_FIELDS)
+    runs_without: list[str] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -116,6 +121,7 @@ class Row:
         track: Any,
         planned: Sequence[str],
         registry: Sequence[KnownBug] = REGISTRY,
+        runs_without: Sequence[str] | None = None,
     ) -> Row:
         """From a TrackResult; an experiment the track did not reach is a `not run` cell."""
         cells = [Cell.of(r, registry) for r in track.results]
@@ -133,6 +139,7 @@ class Row:
             teardown_error=track.teardown_error,
             wall_s=round(track.wall_s, 1),
             artifacts=track.artifacts,
+            runs_without=list(runs_without or []),
         )
 
     @classmethod
@@ -175,7 +182,7 @@ def exercised_by(bug: KnownBug, cell: Cell) -> bool:
     """The cell ran what the bug breaks (an experiment it explains, with a policy that
     triggers it where the bug says what does) and completed its rounds."""
     if (
-        cell.experiment not in bug.explains
+        not bug.explains_checks(cell.experiment)
         or cell.rounds == 0
         or cell.outcome in (NOT_RUN, "error")
     ):
@@ -197,7 +204,9 @@ def judge_bug(bug: KnownBug, row: Row) -> BugFinding:
         return BugFinding(bug.id, says, SHOWN, shown, False, note)
     tried = tuple(c.label for c in row.cells if exercised_by(bug, c))
     if not tried:
-        what = sorted(bug.explains) or ["none (not an experiment's bug)"]
+        what = [e if e != ANY_EXPERIMENT else "any" for e in sorted(bug.explains)] or [
+            "none (not an experiment's bug)"
+        ]
         return BugFinding(
             bug.id,
             says,
@@ -373,7 +382,8 @@ class Matrix:
                 parts.append(f"exercised, not shown on {', '.join(by_run[NOT_SHOWN])}")
             if by_run[NOT_EXERCISED]:
                 parts.append(f"not exercised on {', '.join(by_run[NOT_EXERCISED])}")
-            parts.append(f"registry: {bug.affected}")
+            chart = f"; in charts {bug.chart_range}" if bug.chart_range else ""
+            parts.append(f"registry: {bug.affected}{chart}")
             out.append(line + "; ".join(parts))
         return out
 
@@ -391,7 +401,8 @@ class Matrix:
             rows.append(
                 {
                     "release": row.spec,
-                    "version": row.version or "-",
+                    "version": (row.version or "-")
+                    + (f" (without {', '.join(row.runs_without)})" if row.runs_without else ""),
                     "chart": row.chart.get("version", "-"),
                     **({"kubernetes": row.kubernetes or "-"} if self.grid else {}),
                     **{f"e{i}": (shown[i:] or [NOT_RUN])[0] for i in range(len(self.labels))},
@@ -416,6 +427,15 @@ class Matrix:
             ("Disagreements between the registry and the runs", self.disagreements),
             ("Outcomes the registry does not explain", self.unexplained),
             ("Releases that could not run", self.not_run),
+            (
+                "Policy fields a release has none for (it ran without them)",
+                [
+                    f"{r.spec} ({r.version}) ran without "
+                    + "; ".join(f"{f}: {NON_SAFETY_FIELDS.get(f, '')}" for f in r.runs_without)
+                    for r in self.rows
+                    if r.runs_without
+                ],
+            ),
             (
                 "Evidence",
                 [f"{r.spec}: {r.artifacts} (skew: {r.skew.get('note', '-')})" for r in self.rows],

@@ -73,7 +73,19 @@ def changes_of(rounds: Iterable[RoundDiff]) -> list[tuple[Change, str | None]]:
             )
             continue
         if rd.baseline.no_cycle:
-            continue  # no reference to compare against: the engine's NO VERDICT names it
+            # no reference to compare against: the engine's NO VERDICT names it; a hang the
+            # baseline's log proves (a bug that `stops_at` a layer) and the candidate's
+            # completed cycle does not show is that bug's fix, said as such
+            for bug_id in rd.bugs_fixed:
+                bug = BY_ID.get(bug_id)
+                if bug is not None and bug.stops_at and rd.candidate.no_cycle is None:
+                    hang = (
+                        f"the baseline's round never finished (stopped at its timeout, deciding "
+                        f"layer {bug.stops_at}: {bug.title}); the candidate's round completed "
+                        "its cycle without the signature"
+                    )
+                    out.append((Change(rd.experiment, rd.index, "bug-fixed", bug_id, hang), bug_id))
+            continue
         fixed: list[KnownBug] = []
         unproven: dict[str, str] = {}  # bug id -> why its absence on the candidate proves nothing
         for bug_id in rd.bugs_fixed:

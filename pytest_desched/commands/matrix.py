@@ -1,7 +1,8 @@
 """`desched matrix`: the runbook's experiments on several releases, one row a release.
 
     desched matrix RELEASE... [--chart RELEASE=CHART ...] [--experiment NAME[VARIANT] ...]
-                   [--kubernetes VERSION ...] [--values FILE] [--policy FILE] [-o text|json|yaml|md]
+                   [--kubernetes VERSION ...] [--values FILE] [--policy FILE]
+                   [--round-timeout SECONDS] [-o text|json|yaml|md]
 
 A RELEASE is any form `desched canary --candidate/--baseline` takes (`pinned`,
 `version:vX.Y.Z`, `source:PATH[@LABEL]`, `binary:PATH`, `image:REPO:TAG`). Releases are
@@ -72,8 +73,26 @@ def add_parser(sub: Any) -> None:
         "of releases x versions, one cluster per cell; default: --desched-kubernetes's "
         "environment and ini, else the pin) [env DESCHED_KUBERNETES]",
     )
+    p.add_argument(
+        "--round-timeout",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="stop a round's Job after this long and read it (default 120; a release that "
+        "hangs at start, #1839, costs this per round)",
+    )
     add_config_options(p, "matrix")
     out.add_output(p)
+
+
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{raw!r}: a number of seconds above 0")
+    return value
 
 
 def command_line(args: argparse.Namespace) -> str:
@@ -83,6 +102,7 @@ def command_line(args: argparse.Namespace) -> str:
     argv += [f"--experiment={e}" for e in args.experiment or ()]
     argv += [f"--kubernetes={k}" for k in getattr(args, "grid_kubernetes", None) or ()]
     argv += [f"--expect={args.expect}"] if args.expect else []
+    argv += [f"--round-timeout={args.round_timeout:g}"] if args.round_timeout else []
     for flag in ("--desched-values", "--desched-policy", "--desched-provider"):
         for v in _as_list(getattr(args, flag, None)):
             argv.append(f"--{flag.removeprefix('--desched-')}={v}")
@@ -109,6 +129,8 @@ def cmd_matrix(args: argparse.Namespace) -> int:
     kubes = list(args.grid_kubernetes or ())
     check_grid(kubes)
     config = config_from_args(args)
+    if args.round_timeout:
+        config = config.with_(round_timeout=args.round_timeout)
     matrix = run_matrix(
         config,
         args.releases,

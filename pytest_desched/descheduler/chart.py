@@ -418,14 +418,13 @@ class Release:
         lint: dict[str, Any] = {}
         applied: dict[str, Any] | None = None
         if policy is not None:
-            policy = Policy.coerce(policy).validate()
+            # Validated by the release's own checker: a policy in its own fields
+            # (release_fields: v0.32's EvictionFailureEventNotification) is not the pin's.
+            version = self.policycheck_version or self.descheduler_version
+            tc = self.toolchain or getattr(self.cluster, "toolchain", None)
+            policy = Policy.coerce(policy).validate(version if tc is not None else None, tc)
             # The descheduler's own verdict (policycheck, same version) and the runbook lint.
-            findings, res = lint_or_refuse(
-                policy.to_dict(),
-                policy.source,
-                self.policycheck_version or self.descheduler_version,
-                self.toolchain or getattr(self.cluster, "toolchain", None),
-            )
+            findings, res = lint_or_refuse(policy.to_dict(), policy.source, version, tc)
             lint = {
                 "effective_policy": res.effective,
                 "lint": [f"{f.rule} {f.name}: {f.path}: {f.message}" for f in findings],

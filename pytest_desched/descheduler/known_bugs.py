@@ -32,8 +32,15 @@ from pytest_desched.descheduler.bug_ranges import (
 )
 from pytest_desched.descheduler.decisions import Fate, PodDecision
 from pytest_desched.descheduler.node_selector import count_selected
+from pytest_desched.descheduler.policy.model import notifies_eviction_failures
 
 Outcome = Literal["pass", "xfail", "fail"]
+
+# `KnownBug.explains` key for a bug that breaks every experiment alike (a round that hangs).
+ANY_EXPERIMENT = "*"
+# The check a round that did not finish within its timeout fails (experiments/framework.py):
+# the only one a hang bug explains, since a round that ran no cycle gives nothing else to check.
+ROUND_FINISHED = "round-finished"
 
 
 # Log evidence keys (klog JSON, v0.36.0): the reflector start line names the informer's type.
@@ -111,6 +118,13 @@ class KnownBug:
     # absence is the bug ((apiGroup, resource, verbs) each), for the canary's RBAC comparison.
     chart_range: VersionRange | None = None
     rbac: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    # A bug that keeps a round from finishing (its descheduler waits forever): the deciding
+    # layer a timed-out round whose log shows the signature is stopped by (hang_cause).
+    stops_at: str | None = None
+
+    def explains_checks(self, experiment: str) -> frozenset[str]:
+        """The checks the bug can make fail in `experiment` (ANY_EXPERIMENT: in every one)."""
+        return self.explains.get(experiment, self.explains.get(ANY_EXPERIMENT, frozenset()))
 
     def applies_to(self, version: str) -> bool:
         """An affected release, or a build derived from one (`v0.36.0-g7d2b28bf2`).
@@ -124,7 +138,7 @@ class KnownBug:
         return (
             self.applies_to(facts.descheduler_version)
             and bool(facts.failed_checks)
-            and (facts.failed_checks <= self.explains.get(facts.experiment, frozenset()))
+            and (facts.failed_checks <= self.explains_checks(facts.experiment))
         )
 
     def describe(self) -> str:
@@ -321,7 +335,7 @@ def _last_ts(log: str, needles: tuple[str, ...] | None = None) -> float | None:
 
 def _sig_1687(f: RoundFacts) -> str | None:
     """Refusals proven by the API server, events missing, and the process exited at once."""
-    if f.mounted_policy.get("evictionFailureEventNotification") is not True:
+    if notifies_eviction_failures(f.mounted_policy) is not True:
         return None  # without the notification no event is owed: not this bug
     if f.refused_by_api <= 0 or f.events_delivered >= f.refused_by_api:
         return None
@@ -371,15 +385,42 @@ def _policy_1882(effective: Mapping[str, Any]) -> str | None:
 
 # The signature of a forbidden PVC list, as the reflector logs it (upstream #1839, #1845).
 PVC_FORBIDDEN = "persistentvolumeclaims is forbidden"
+PVC_LIST_REFUSED = "failed to list *v1.PersistentVolumeClaim"  # not the watch-list fallback
+PVC_TYPE = '"*v1.PersistentVolumeClaim"'
+PVC_SYNCED = '"msg":"Caches populated"'
 PROM_NOT_INITIALIZED = "prometheus client not initialized"
 
 
 def _sig_1839(f: RoundFacts) -> str | None:
-    """The descheduler's informer was refused the PVC list by the API server (its RBAC)."""
-    for line in f.log.splitlines():
-        if PVC_FORBIDDEN in line:
-            return f"the descheduler's log: {line.strip()[:300]}"
-    return None
+    """The descheduler's informer was refused the PVC list by the API server (its RBAC), and
+    its PersistentVolumeClaim cache never synced (the start waits for it: no cycle).
+
+    client-go's reflector logs each refused list ("Failed to watch ... failed to list
+    *v1.PersistentVolumeClaim: persistentvolumeclaims is forbidden ... cannot list") and
+    retries with backoff; "Caches populated" for the type would mean it synced after all.
+    """
+    lines = [ln for ln in f.log.splitlines() if PVC_FORBIDDEN in ln]
+    if not lines:
+        return None
+    if any(PVC_SYNCED in ln and PVC_TYPE in ln for ln in f.log.splitlines()):
+        return None  # refused once, then listed: the cache synced, no wait came of it
+    refused = [ln for ln in lines if PVC_LIST_REFUSED in ln] or lines
+    return (
+        f"the descheduler's log: the PersistentVolumeClaim list refused {len(refused)} "
+        f"time(s) and that cache never synced; first: {_err_of(refused[0])[:300]}"
+    )
+
+
+def _err_of(line: str) -> str:
+    """A klog JSON line's `err` (what the API server answered), else the line itself."""
+    import json
+
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return line.strip()
+    err = obj.get("err") if isinstance(obj, dict) else None
+    return str(err) if err else line.strip()
 
 
 def _sig_1840(f: RoundFacts) -> str | None:
@@ -526,8 +567,10 @@ REGISTRY: tuple[KnownBug, ...] = (
         affected=RANGE_1839,
         chart_range=CHART_1839,
         # The informer never syncs: the descheduler waits at start and runs no cycle, whatever
-        # the experiment; the canary's static comparison names it (an RBAC rule it widens).
-        explains={},
+        # the experiment, until the round's timeout stops it (rounds.stop_round); the canary's
+        # static comparison names it too (an RBAC rule the fix widens).
+        explains={ANY_EXPERIMENT: frozenset({ROUND_FINISHED})},
+        stops_at="rbac",
         signature=_sig_1839,
         fix="chart 0.35.1 (https://github.com/kubernetes-sigs/descheduler/pull/1836; also #1845)",
         policy_trigger=_policy_1839,
@@ -600,6 +643,17 @@ REGISTRY: tuple[KnownBug, ...] = (
 BY_ID = {b.id: b for b in REGISTRY}
 
 
+def hang_cause(
+    facts: RoundFacts, registry: tuple[KnownBug, ...] = REGISTRY
+) -> tuple[KnownBug, str] | None:
+    """The registered bug (and its proof) that explains why a timed-out round never finished:
+    one that `stops_at` a layer and whose signature the round's log so far shows."""
+    for bug in registry:
+        if bug.stops_at and (ev := bug.signature(facts)):
+            return bug, ev
+    return None
+
+
 def classify(facts: RoundFacts, registry: tuple[KnownBug, ...] = REGISTRY) -> Classification:
     """pass / xfail (one bug explains every failed check and its signature is proven) / fail."""
     present = signatures(facts, registry)  # each signature evaluated once
@@ -623,7 +677,7 @@ def tolerated(
         if (
             bug.mode == "tolerate"
             and bug.applies_to(facts.descheduler_version)
-            and check in bug.explains.get(facts.experiment, frozenset())
+            and check in bug.explains_checks(facts.experiment)
             and (ev := bug.signature(facts))
         ):
             return bug, ev

@@ -82,6 +82,10 @@ class Round:
     audit_requests: list[EvictionRequest] | None = None
     audit_wait_s: float | None = None  # after the Job finished, until the window was complete
     audit_complete: bool | None = None  # False: fewer requests than the log proves were sent
+    # Why the round did not finish within its timeout (the wait's last state); None: it did.
+    # A timed-out round is stopped (its Job deleted with its pods, the process ended) and
+    # read like any other: its log so far is `logs` (known_bugs.hang_cause names a cause).
+    timed_out: str | None = None
     # Watching the Job for its verdict since the round ended (start_settling), so the wait in
     # settle() overlaps whatever the caller does meanwhile (assess, checks).
     settling: threading.Thread | None = field(default=None, repr=False, compare=False)
@@ -92,8 +96,13 @@ class Round:
 
     @property
     def settled(self) -> bool:
-        """The Job controller has decided: Complete or Failed."""
-        return self.conditions.get("Complete") == "True" or self.conditions.get("Failed") == "True"
+        """The Job controller has decided: Complete or Failed (a timed-out round's Job is gone:
+        there is nothing left to decide)."""
+        return (
+            self.timed_out is not None
+            or self.conditions.get("Complete") == "True"
+            or self.conditions.get("Failed") == "True"
+        )
 
     def start_settling(self, cluster: Cluster, timeout: float = 30) -> None:
         """Start waiting for the Job controller's verdict in the background (see settle).
@@ -278,18 +287,27 @@ def run_round(
     with api_unavailable(cluster, f"creating round Job {ns}/{name} (it may or may not exist)"):
         job = cluster.batch.create_namespaced_job(ns, manifest)
     pod_runs: list[PodRun] = []
+    timed_out: str | None = None
     # A failure from here on leaves a started round behind: the emergency stop keeps it.
     with api_unavailable(cluster, f"waiting for round Job {ns}/{name} (it may still be running)"):
-        if runner is not None and binary is not None:
-            pod_runs = runner.run(cluster, name, ns, binary, log_dir, timeout, not wait_job)
-            logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
-        else:
-            wait_job_finished(cluster, name, ns, timeout)
-            logs = read_job_logs(cluster, name, ns)
+        try:
+            if runner is not None and binary is not None:
+                pod_runs = runner.run(cluster, name, ns, binary, log_dir, timeout, not wait_job)
+                logs = "\n".join(r.log.rstrip("\n") for r in pod_runs) + "\n"
+            else:
+                wait_job_finished(cluster, name, ns, timeout)
+                logs = read_job_logs(cluster, name, ns)
+        except WaitTimeout as exc:
+            timed_out = str(exc).split("; logs so far:", 1)[0]
+            pod_runs, logs = stop_round(cluster, name, ns, log_dir)
         ended = time.monotonic()
-        job = cluster.batch.read_namespaced_job(name, ns)
-        exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, ns)
-    conds = {c.type: c.status for c in job.status.conditions or []}
+        if timed_out is None:
+            job = cluster.batch.read_namespaced_job(name, ns)
+            exit_code = pod_runs[-1].exit_code if pod_runs else _exit_code(cluster, name, ns)
+            conds = {c.type: c.status for c in job.status.conditions or []}
+        else:  # the Job is gone (stop_round): its conditions were never decided
+            exit_code = pod_runs[-1].exit_code if pod_runs else None
+            conds = {}
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     log_path.write_text(logs)
@@ -309,7 +327,7 @@ def run_round(
     rnd = Round(
         name=name,
         namespace=release.namespace,
-        job_uid=job.metadata.uid,
+        job_uid=job.metadata.uid,  # as created (a timed-out round's Job is deleted since)
         succeeded=conds.get("Complete") == "True",
         exit_code=exit_code,
         logs=logs,
@@ -324,10 +342,54 @@ def run_round(
         audit_requests=audit_requests,
         audit_wait_s=audit_wait_s,
         audit_complete=audit_complete,
+        timed_out=timed_out,
     )
     if not wait_job:  # the caller settles it later: its wait starts now (Round.settle)
         rnd.start_settling(cluster)
     return rnd
+
+
+STOP_TIMEOUT_S = 60.0  # a stopped round's pods gone and its process ended, under load
+
+
+def stop_round(
+    cluster: Cluster, name: str, namespace: str, log_dir: Path, timeout: float = STOP_TIMEOUT_S
+) -> tuple[list[PodRun], str]:
+    """Stop a round that outlived its timeout, and keep what it said: (its pods' runs, its log).
+
+    The runbook's emergency stop for one Job: the Job is deleted with its pods (propagation
+    Background), so no process of it outlives the round; the wait ends when every pod is gone
+    and, where the provider's JobRunner runs them, its runs have ended (their logs so far are
+    in the runs). With a real kubelet, the log is read before the deletion.
+    """
+    from kubernetes import client
+
+    runner = cluster.job_runner
+    pods = _job_pods(cluster, name, namespace)
+    logs = "" if runner is not None else read_job_logs(cluster, name, namespace)
+    with contextlib.suppress(Exception):  # gone already: the wait below says what is left
+        cluster.batch.delete_namespaced_job(
+            name, namespace, body=client.V1DeleteOptions(propagation_policy="Background")
+        )
+    uids = {p.metadata.uid for p in pods}
+    wait_for(
+        f"the pods of the stopped round Job {namespace}/{name} to be gone",
+        lambda: [p.metadata.name for p in _job_pods_any(cluster, name, namespace)
+                 if p.metadata.uid in uids],
+        lambda left: not left,
+        timeout,
+    )  # fmt: skip
+    runs: list[PodRun] = []
+    if runner is not None:
+        started = [p for p in pods if (p.status.phase if p.status else None) == "Running"]
+        runs = runner.stopped(cluster, [p.metadata.uid for p in started], log_dir, timeout)
+        logs = "\n".join(r.log.rstrip("\n") for r in runs) + "\n"
+    return runs, logs
+
+
+def _job_pods_any(cluster: Cluster, name: str, namespace: str) -> list[Any]:
+    """Every pod labelled with the Job's name (its own are all of them once it is deleted)."""
+    return cluster.core.list_namespaced_pod(namespace, label_selector=f"job-name={name}").items
 
 
 def wait_job_finished(cluster: Cluster, name: str, namespace: str, timeout: float) -> None:

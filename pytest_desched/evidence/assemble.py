@@ -113,6 +113,8 @@ def build_round_record(outcome: RoundOutcome, obs: LabObservation, run: RunFacts
             "service_account": rnd.service_account,
             "executor": rnd.executor,
             "run_label": run.run_label,
+            # stopped at its timeout (rounds.stop_round): its Job was deleted, no cycle ran
+            **({"timed_out": rnd.timed_out} if rnd.timed_out else {}),
         },
         started_s=round(rnd.started - run.t0, 3),
         ended_s=round(rnd.ended - run.t0, 3),

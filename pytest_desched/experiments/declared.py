@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from pytest_desched import interrupts
 from pytest_desched.descheduler.cleanup import emergency_stop
-from pytest_desched.errors import ControlPlaneDied, ProviderError
+from pytest_desched.errors import ControlPlaneDied, ProviderError, RoundHung
 from pytest_desched.experiments.cycles import run_cycles
 from pytest_desched.experiments.framework import ExperimentContext, Runner
 from pytest_desched.experiments.results import ExperimentResult
@@ -151,11 +151,17 @@ def drive(
         ("record", lambda: [r.record(view) for view in r.views]),
         ("classify", r.finish),
     ]
+    hung = False  # a round did not finish (RoundHung): only recording and classifying remain
     try:
         try:
             for step, fn in steps:
-                with r.timed(step):
-                    fn()
+                if hung and step not in ("record", "classify"):
+                    continue
+                try:
+                    with r.timed(step):
+                        fn()
+                except RoundHung:
+                    hung = True
         except Exception as exc:  # a step raised: an error, never an expected failure
             if interrupts.interrupted():  # a signal landed inside a library call, which
                 # wrapped it (pydantic: "ValidationError ... KeyboardInterrupt"): it unwinds

@@ -18,16 +18,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_desched.descheduler.decisions import Fate, PodDecision, decide
+from pytest_desched.descheduler.decisions import Fate, PodDecision, RoundVerdict, decide
 from pytest_desched.descheduler.known_bugs import (
     BY_ID,
+    ROUND_FINISHED,
     Classification,
     RoundFacts,
     classify,
+    hang_cause,
 )
 from pytest_desched.descheduler.node_selector import node_facts
 from pytest_desched.descheduler.policy import Policy, digest_of_rendered, load_default
 from pytest_desched.descheduler.rounds import RUN_ID, RUN_LABEL, Round
+from pytest_desched.errors import RoundHung
 from pytest_desched.evidence.assemble import (
     LabObservation,
     RoundOutcome,
@@ -38,6 +41,7 @@ from pytest_desched.evidence.timeline import live_policy_lint
 from pytest_desched.evidence.writer import keep_log
 from pytest_desched.lab import POOL_LABEL, POOL_VALUE, Lab, Recorder, Snapshot
 from pytest_desched.outcome.availability import OwnerWindow, owner_windows, windows_to_dict
+from pytest_desched.outcome.fates import Layer
 
 if TYPE_CHECKING:
     from pytest_desched.descheduler.chart import Release
@@ -202,6 +206,7 @@ class Runner:
         self.lab = ctx.lab()
         self._recording = ExitStack()
         self.facts: RoundFacts | None = None  # the last round's, for known-bug classification
+        self.hang_verdict: RoundVerdict | None = None  # what stopped a timed-out round (hung)
         self.views: list[RoundView] = []
         self.rollout_baseline: RolloutBaseline | None = None  # set by arrange_violation
 
@@ -363,7 +368,33 @@ class Runner:
             lab_pods_running=frozenset(p.name for p in before.live if p.phase == "Running"),
             **nodes,
         )
+        if rnd.timed_out is not None:
+            self.hung(rnd)
         return view
+
+    def hung(self, rnd: Round) -> None:
+        """A round that did not finish in time (stopped: rounds.stop_round) ran no cycle to
+        check: its one check fails, naming the registered cause its log shows, if any, and
+        RoundHung ends the experiment's steps (drive() still records and classifies it)."""
+        assert self.facts is not None
+        cause = hang_cause(self.facts)
+        why = f"{rnd.timed_out}; the Job was deleted with its pods and its process ended"
+        layer = cause[0].stops_at if cause is not None else None
+        if cause is not None and layer:
+            bug, evidence = cause
+            why += f"; {bug.id} ({bug.title}): {evidence}"
+            self.hang_verdict = RoundVerdict(f"stopped-by:{layer}", Layer(layer))
+        else:
+            self.hang_verdict = RoundVerdict("timed-out")
+        self.result.blocking_layer = self.hang_verdict.label
+        self.result.verdict = self.hang_verdict.verdict
+        self.check(
+            ROUND_FINISHED,
+            f"round {rnd.name} finished within {self.ctx.round_timeout:.0f}s",
+            False,
+            why,
+        )
+        raise RoundHung(f"round {rnd.name} did not finish: {why}")
 
     def _audit(
         self, rnd: Round, decisions: list[PodDecision], before: Snapshot
@@ -451,12 +482,13 @@ class Runner:
         self.stop_recording()
         rnd, ctx = view.rnd, self.ctx
         rnd.settle(ctx.cluster)  # the Job controller's verdict, batched up to 1 s
-        self.check(
-            "job-completed",
-            f"round {rnd.name} Job completed",
-            rnd.succeeded,
-            f"exit {rnd.exit_code}, {rnd.conditions}",
-        )
+        if rnd.timed_out is None:  # a timed-out round failed ROUND_FINISHED instead
+            self.check(
+                "job-completed",
+                f"round {rnd.name} Job completed",
+                rnd.succeeded,
+                f"exit {rnd.exit_code}, {rnd.conditions}",
+            )
         self.check(
             "watches-complete",
             "the pod and PDB watches ran without errors for the whole round",
@@ -467,6 +499,8 @@ class Runner:
         if ctx.evidence is not None:  # the audit copy of the log, redacted like the record
             log_path = str(ctx.evidence.write_log(self.label, rnd.name, rnd.logs))
         decided = decide(view.decisions, rnd.result.skipped, view.replacement)
+        if rnd.timed_out is not None and self.hang_verdict is not None:
+            decided = self.hang_verdict  # no cycle ran: what stopped it is the hang's cause
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
         if self.facts is not None:  # every known-bug signature the round shows, as evidence
             self.result.note_signatures(self.facts)
@@ -480,6 +514,9 @@ class Runner:
             log_path,
         )
         record = build_round_record(outcome, self.observe(view.rec), self.run_facts())
+        if rnd.timed_out is not None and self.hang_verdict is not None:  # no cycle: its cause
+            verdict, label = self.hang_verdict.verdict, self.hang_verdict.label
+            record = replace(record, verdict=verdict, deciding_layer=label)
         d = record.to_dict()
         self.result.records.append(d)
         if ctx.evidence is not None:

@@ -14,6 +14,7 @@ import yaml
 from pytest_desched.descheduler.decisions import Fate, Layer
 from pytest_desched.descheduler.event_probe import delivered_when_outliving
 from pytest_desched.descheduler.known_bugs import tolerated
+from pytest_desched.descheduler.policy.model import notifies_eviction_failures
 from pytest_desched.experiments.declared import Experiment
 from pytest_desched.experiments.framework import decisions_table
 from pytest_desched.experiments.results import Check
@@ -79,12 +80,13 @@ class NegativePDB(Experiment):
         r, v = self.r, self.v
         # Runbook: check the *mounted* policy, not the intended one, before expecting events.
         mounted = yaml.safe_load(self.ctx.release.live_policy_yaml()) or {}
-        notify = mounted.get("evictionFailureEventNotification") is True
+        setting = notifies_eviction_failures(mounted)  # as the release spells it
+        notify = setting is True
         r.check(
             "notification-mounted",
             "evictionFailureEventNotification is in the mounted policy",
             notify,
-            f"mounted={mounted.get('evictionFailureEventNotification')!r}",
+            f"mounted={setting!r}",
         )
         owed = len(refused)
         uids = {p.uid for p in self.s1.pods if p.key in refused}  # "ns/name" keys

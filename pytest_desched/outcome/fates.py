@@ -86,6 +86,10 @@ class Layer(StrEnum):
     DRY_RUN = "dry-run"  # fake client: nothing reached the API server
     CONTROLLER = "controller"  # evicted, but the owner created no replacement
     SCHEDULER = "scheduler"  # evicted and replaced, but the replacement stayed Pending
+    # The descheduler's identity: a list its ClusterRole does not grant, an informer that never
+    # syncs, no cycle (a round stopped at its timeout, known_bugs.hang_cause; not in CHAIN:
+    # no pod's fate reaches it)
+    RBAC = "rbac"
 
 
 # The runbook's chain in order. A pod reaches a later link only by passing the earlier ones,

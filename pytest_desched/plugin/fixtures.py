@@ -291,7 +291,8 @@ def desched_canary(
     """Run an upgrade canary: `desched_canary("source:PATH", expect=FILE)` -> CanaryReport.
 
     `baseline=SPEC, baseline_chart=CHART` start from another release than the pin;
-    `values=[...]` (both tracks), `baseline_values=` / `candidate_values=` as the options.
+    `values=[...]` (both tracks), `baseline_values=` / `candidate_values=` as the options;
+    `round_timeout=` seconds before a round's Job is stopped and read (default 120).
     `snapshot=FILE` canaries on that snapshot instead of the lab (`desched canary --snapshot`).
 
     Each call brings up its own two clusters (baseline and candidate) and removes them; the
@@ -312,7 +313,9 @@ def desched_canary(
         run_dir = Path(tempfile.mkdtemp(prefix="canary-", dir=desched_settings.run_dir))
         name = f"canary-{request.node.name}-{count[0]}".replace("/", "_")
         # values=, baseline_values=, candidate_values=: Helm values files, as the options
-        files = {k: tuple(map(Path, kw.pop(k))) for k in _VALUES_KW if k in kw}
+        files: dict[str, Any] = {k: tuple(map(Path, kw.pop(k))) for k in _VALUES_KW if k in kw}
+        if "round_timeout" in kw:  # each round's Job stopped and read after this (seconds)
+            files["round_timeout"] = float(kw.pop("round_timeout"))
         config = desched_settings.with_(
             run_dir=run_dir, artifacts=desched_settings.artifacts / name, **files
         )

@@ -80,6 +80,13 @@ class JobRunner(Protocol):
         until_exit: bool = False,
     ) -> list[PodRun]: ...
 
+    def stopped(
+        self, cluster: Cluster, uids: list[str], log_dir: Path, timeout: float = 60
+    ) -> list[PodRun]:
+        """The runs of these pods once their processes ended after the pods were deleted
+        (a round stopped at its timeout: descheduler.rounds.stop_round), logs so far kept."""
+        ...
+
 
 @dataclass
 class PodRun:

@@ -317,3 +317,83 @@ def test_canary_v0350_to_v0351_names_1839_as_a_trigger(
     )
     pvc = [j for j in again.verdict.judged if "persistentvolumeclaims" in j.change.detail]
     assert pvc and all(j.status == "explained" for j in pvc), again.verdict.reasons
+
+
+# The experiment the behaviour canary of v0.35.0 runs: one round, no eviction on either track
+# (the #1882 workaround keeps v0.35.1's PodsWithoutPDB out of the way); the runbook's policy,
+# PodsWithPVC among its protections. ROUND_TIMEOUT_1839: how long the baseline's hung round
+# runs before it is stopped (the default 120 s proves nothing more; the candidate's round
+# takes a few seconds, well under it at load 20).
+EXPERIMENT_1839 = "nodefit[pdb-lister-workaround]"  # its results' label: LABEL_1839
+LABEL_1839 = "negative-nodefit[pdb-lister-workaround]"
+ROUND_TIMEOUT_1839 = 30.0
+
+
+@pytest.mark.usefixtures("embedded_tracks")
+def test_canary_v0350_to_v0351_runs_and_names_1839(desched_canary: Canary) -> None:
+    """v0.35.0 -> v0.35.1, each from its own tree with the chart it shipped, on the embedded
+    cluster, the runbook's policy (PodsWithPVC protected). The baseline's descheduler waits
+    for a PersistentVolumeClaim informer chart 0.35.0's ClusterRole cannot list (#1839): its
+    round is stopped at the timeout (Job deleted, process ended) and read: an expected
+    failure on #1839, deciding layer rbac, the forbidden list in its own log. The candidate
+    completes its cycle; the canary names #1839 three ways: the static trigger (chart 0.35.1
+    widens the ClusterRole: #1839's fix), the baseline's NO VERDICT reason and a bug-fixed
+    change."""
+    tree0, tree1 = release_file("v0.35.0"), release_file("v0.35.1")
+    chart0, chart1 = release_file("chart-0.35.0"), release_file("chart-0.35.1")
+    rep = desched_canary(
+        f"source:{tree1}",
+        str(chart1),
+        baseline=f"source:{tree0}",
+        baseline_chart=str(chart0),
+        experiments=[EXPERIMENT_1839],
+        round_timeout=ROUND_TIMEOUT_1839,
+    )
+    b, c = rep.baseline, rep.candidate
+    assert b.error is None and c.error is None, (b.error, c.error)
+    assert (b.descheduler_version, c.descheduler_version) == ("v0.35.0", "v0.35.1")
+    assert (b.chart["version"], c.chart["version"]) == ("0.35.0", "0.35.1")
+    # -- the baseline: stopped at its timeout, read, explained by #1839 at the RBAC layer
+    base = b.by_label()[LABEL_1839]
+    assert base.outcome == "xfail", base.message
+    assert base.classification["bug"] == "descheduler#1839", base.classification
+    assert base.blocking_layer == "rbac" and base.verdict == "stopped-by:rbac"
+    assert [ch.id for ch in base.failed] == ["round-finished"], base.message
+    assert "persistentvolumeclaims is forbidden" in base.signatures_seen["descheduler#1839"]
+    (rnd,) = base.rounds
+    assert (
+        rnd.timed_out is not None and f"timed out after {ROUND_TIMEOUT_1839:.0f}s" in rnd.timed_out
+    ), rnd.timed_out
+    assert rnd.duration_s < ROUND_TIMEOUT_1839 + 60, rnd.duration_s  # stopped, not left running
+    # its process ended when its pod was deleted (a run is read only after its process exits)
+    (run,) = rnd.pod_runs
+    assert any(n.startswith("stopped: its pod was deleted") for n in run.notes), run.notes
+    # v0.35.0 shuts down cleanly on SIGTERM (exit 0); 137 if it had to be killed
+    assert run.exit_code in (0, 128 + 15, 128 + 9), run.exit_code
+    assert not rnd.succeeded  # its Job was deleted, never Complete
+    assert "persistentvolumeclaims is forbidden" in run.log
+    assert '"msg":"Evicted pod"' not in run.log and "Number of evictions" not in run.log
+    (record,) = base.records
+    assert record["job"]["timed_out"] == rnd.timed_out
+    assert record["deciding_layer"] == "rbac", record["deciding_layer"]
+    # -- the candidate: chart 0.35.1 grants the list; its cycle completes
+    cand = c.by_label()[LABEL_1839]
+    assert cand.outcome == "pass", cand.message
+    assert "descheduler#1839" not in cand.signatures_seen
+    assert all(r.timed_out is None and r.succeeded for r in cand.rounds)
+    # -- the canary names #1839: static trigger, the baseline's no-verdict reason, bug-fixed
+    widened = [
+        d
+        for d in rep.static.differences
+        if d.rule == "DR001" and "persistentvolumeclaims" in d.path
+    ]
+    assert len(widened) == 1 and widened[0].severity == "rollback", rep.static.markdown()
+    assert "it is the fix of descheduler#1839" in widened[0].message
+    triggers = [j for j in rep.verdict.unexplained if "persistentvolumeclaims" in j.change.subject]
+    assert triggers, rep.verdict.reasons
+    (why,) = rep.no_verdict
+    assert why.startswith(LABEL_1839) and "descheduler#1839" in why, why
+    assert "deciding layer rbac" in why, why
+    fixed = [j.change for j in rep.verdict.judged if j.change.kind == "bug-fixed"]
+    assert [f.subject for f in fixed] == ["descheduler#1839"], rep.verdict.reasons
+    assert not rep.ok

@@ -91,3 +91,51 @@ def test_lint_from_v0351_lists_the_migration_findings_with_codes(tmp_path: Path)
     text = lint(tmp_path, *base, "--select", "DP004,DM004")
     said = set(re.findall(r" (?:error|warning|note) (D[A-Z]\d{3}) ", text.stdout))
     assert said == {"DP004", "DM004"}, text.stdout
+
+
+PVC_VALUES = """\
+# protecting PVC pods, as the runbook does
+deschedulerPolicy:
+  profiles:
+    - name: default
+      pluginConfig:
+        - name: DefaultEvictor
+          args:
+            podProtections:
+              extraEnabled: [PodsWithPVC]
+        - name: RemoveDuplicates
+      plugins:
+        balance:
+          enabled: [RemoveDuplicates]
+"""
+
+
+# (release tree, the chart it shipped, exit, the error findings): the trees whose descheduler
+# and policy checker `make test` already builds (make test-releases; v0.33.0's canary test).
+# v0.32.2 and master 7d2b28bf2 were run by hand (docs/lint.md): their checkers are minutes
+# cold, which this test would add to the cold CI path for no new code path.
+FROM_TREES = [
+    ("v0.33.0", "chart-0.33.0", 1, {"rules[persistentvolumeclaims]"}),
+    ("v0.35.0", "chart-0.35.0", 1, {"rules[persistentvolumeclaims]"}),
+    ("v0.35.1", "chart-0.35.1", 0, set()),
+]
+
+
+@pytest.mark.parametrize(("tree", "chart", "code", "errors"), FROM_TREES, ids=lambda v: str(v))
+def test_lint_from_each_release_tree_reads_it_as_its_own_release(
+    tmp_path: Path, tree: str, chart: str, code: int, errors: set[str]
+) -> None:
+    """No @LABEL: the tree is read as its release from its own markers, with the chart it
+    shipped; the PVC rule chart 0.36.0 adds is the one error (a wider ClusterRole) for
+    charts without it, named as #1839's fix where v0.35.0 needs it."""
+    (tmp_path / "values.yaml").write_text(PVC_VALUES)
+    argv = ["values.yaml", "--from", f"source:{release_file(tree)}"]
+    res = lint(tmp_path, *argv, "--from-chart", str(release_file(chart)), "-o", "json")
+    assert res.returncode == code, res.stderr
+    doc = json.loads(res.stdout)
+    assert (doc["descheduler"], doc["from"]) == ("v0.36.0", tree)
+    wrong = [f for f in doc["findings"] if f["severity"] == "error"]
+    assert {f["path"].rsplit(" ", 1)[-1] for f in wrong} == errors, wrong
+    assert all(f["rule"] == "DR001" for f in wrong)
+    if tree == "v0.35.0":
+        assert "it is the fix of descheduler#1839" in wrong[0]["message"]

@@ -23,6 +23,7 @@ from pytest_desched.descheduler.policy.checker import CheckResult, DeschedulerFa
 from pytest_desched.descheduler.policy.lint_metrics import metrics_findings
 from pytest_desched.descheduler.policy.lint_metrics_migration import migration_findings
 from pytest_desched.descheduler.policy.lint_prometheus import secret_findings
+from pytest_desched.descheduler.policy.model import notifies_eviction_failures
 from pytest_desched.descheduler.policy.safety import credential_problems, template_problems
 from pytest_desched.tools.resources import manifest_path
 
@@ -335,7 +336,7 @@ def policy_findings(
                     f"set {cap}: {runbook.caps[cap]} (the runbook's value)",
                 )
             )
-    if not eff.get("evictionFailureEventNotification"):
+    if not notifies_eviction_failures(eff):
         out.append(
             (
                 "DL010",

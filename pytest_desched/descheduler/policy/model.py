@@ -49,10 +49,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_POLICY_FILE",
+    "EVENT_NOTIFICATION_KEYS",
     "Policy",
     "canonical_json",
     "digest_of_rendered",
     "load_default",
+    "notifies_eviction_failures",
 ]
 
 DEFAULT_POLICY_FILE = "policy-safe-rebalance.yaml"
@@ -109,6 +111,18 @@ def digest_of_rendered(policy_yaml_text: str) -> str:
 
 
 # ---------------------------------------------------------------------------------- policy ---
+
+
+# evictionFailureEventNotification as each release spells it: v0.33 on with its JSON tag, v0.32
+# by its Go field name (v0.32.2's pkg/api/v1alpha2/types.go:46 has no JSON tag; the policy
+# decoder is case-sensitive). release_fields renames it for a release that spells it so.
+EVENT_NOTIFICATION_KEYS = ("evictionFailureEventNotification", "EvictionFailureEventNotification")
+
+
+def notifies_eviction_failures(doc: Mapping[str, Any]) -> Any:
+    """The policy document's event-notification setting in whichever spelling it carries
+    (None: unset)."""
+    return next((doc[k] for k in EVENT_NOTIFICATION_KEYS if k in doc), None)
 
 
 class Policy:
@@ -333,7 +347,7 @@ class Policy:
     @property
     def event_notification(self) -> bool:
         """evictionFailureEventNotification; false when unset (types.go default)."""
-        return bool(self._doc.get("evictionFailureEventNotification", False))
+        return notifies_eviction_failures(self._doc) is True
 
     @property
     def limits(self) -> dict[str, int | None]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_desched.tools.toolchain import Toolchain
 
 __all__ = [
+    "NON_SAFETY_FIELDS",
     "PROTECTIONS_FIELD",
     "WHY_PREFIX",
     "ReleaseReading",
@@ -115,6 +116,55 @@ class ReleaseReading:
     policy: Policy
     version: str
     lost: tuple[str, ...] = ()  # missing_key(name) of each accepted, inexpressible protection
+    # Top-level fields the release has no field for and that carry no safety
+    # (NON_SAFETY_FIELDS): the release runs without them, said with each one's consequence.
+    dropped: tuple[str, ...] = ()
+
+
+# Top-level policy fields that protect no pod and cap no eviction: a release with no field for
+# one runs the policy without it, each drop a recorded override saying what it changes. Every
+# other field the release lacks (the eviction caps, nodeSelector, profiles and their
+# protections) is refused by the release's own checker as before: a safety field is never
+# dropped. evictionFailureEventNotification is renamed, not dropped, where the release spells
+# it otherwise (model.EVENT_NOTIFICATION_KEYS: v0.32's Go field name).
+NON_SAFETY_FIELDS: dict[str, str] = {
+    "gracePeriodSeconds": (
+        "the eviction's DeleteOptions carry no grace period: each evicted pod gets its own "
+        "terminationGracePeriodSeconds (the lab's pods: 30 s, the runbook's value)"
+    ),
+    "evictionFailureEventNotification": (
+        "no EvictionFailed event for a refused eviction: the descheduler's log and the audit "
+        "log are the evidence (the negative-pdb experiment's event checks then fail)"
+    ),
+}
+
+
+def _top_level(
+    policy: Policy, fields: Sequence[str], version: str
+) -> tuple[Policy, tuple[str, ...]]:
+    """`policy`'s top-level fields in the release's spelling; the NON_SAFETY_FIELDS it has no
+    field for removed (each a recorded override with its consequence). Any other unknown
+    field is left for the release's checker to refuse."""
+    known = set(fields)
+    out, dropped = policy, []
+    for key, value in policy.to_dict().items():
+        if key in known or key in ("apiVersion", "kind"):
+            continue
+        spelled = next((f for f in known if f.lower() == key.lower()), None)
+        if spelled is not None:
+            why = (
+                f"{WHY_PREFIX}descheduler {version} spells {key} as {spelled} (its policy "
+                "checker's top-level fields): the same setting"
+            )
+            out = out.override(key, None, why=why).override(spelled, value, why=why)
+        elif key in NON_SAFETY_FIELDS:
+            why = (
+                f"{WHY_PREFIX}descheduler {version} has no {key} (its policy checker's "
+                f"top-level fields); it runs without it: {NON_SAFETY_FIELDS[key]}"
+            )
+            out = out.override(key, None, why=why)
+            dropped.append(key)
+    return out, tuple(dropped)
 
 
 def read_for_release(
@@ -132,8 +182,10 @@ def read_for_release(
     """
     checker = checker_for(version, toolchain)
     facts = checker.facts()
+    policy, dropped = _top_level(policy, facts.top_level_fields, checker.version)
     if has_pod_protections(facts):
-        return ReleaseReading(policy.validate(version, toolchain), checker.version)
+        validated = policy.validate(version, toolchain)
+        return ReleaseReading(validated, checker.version, dropped=dropped)
     fields = facts.plugins[facts.default_evictor].arg_fields
     defaults = facts_for().default_pod_protections  # the release the policy was written for
     accepted = dict(accepted or {})
@@ -170,7 +222,7 @@ def read_for_release(
         out = out.override(f"{where}.{PROTECTIONS_FIELD}", None, why=why)
         lost_all += [missing_key(p) for p in lost]
     validated = out.validate(version, toolchain)
-    return ReleaseReading(validated, checker.version, tuple(dict.fromkeys(lost_all)))
+    return ReleaseReading(validated, checker.version, tuple(dict.fromkeys(lost_all)), dropped)
 
 
 def policy_for_release(

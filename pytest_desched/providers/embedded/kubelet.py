@@ -153,6 +153,8 @@ class Supervisor:
     def __init__(self, cluster: Cluster, cluster_dir: Path, log: Callable[[str], None]) -> None:
         self.cluster, self.cluster_dir, self.log = cluster, cluster_dir, log
         self.seen: set[str] = set()
+        # uid -> set when the pod is deleted while its process runs (run_pod ends it then)
+        self.stops: dict[str, threading.Event] = {}
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
 
@@ -161,9 +163,14 @@ class Supervisor:
         action, detail = classify(pod, read_images(self.cluster_dir))
         uid = pod.metadata.uid
         with self.lock:
+            if pod.metadata.deletion_timestamp is not None and uid in self.stops:
+                self.stops[uid].set()  # a kubelet ends a deleted pod's container
+                return "stop"
             if action == "skip" or uid in self.seen:
                 return "skip"
             self.seen.add(uid)
+            if action == "run":
+                self.stops[uid] = threading.Event()
         if action == "refuse":
             self.refuse(pod, detail)
             return "refuse"
@@ -234,6 +241,7 @@ class Supervisor:
                 state_dir(self.cluster_dir) / "logs",
                 timeout=float(deadline),
                 on_finished=finished,
+                stop=self.stops.get(pod.metadata.uid),
             )
             self.log(f"{ns}/{name} exited {run.exit_code}")
         except Exception as exc:  # the pod must end either way, never stay Running
@@ -285,6 +293,8 @@ class Supervisor:
                     rv = obj.metadata.resource_version
                     if ev["type"] in ("ADDED", "MODIFIED"):
                         self.handle(obj)
+                    elif ev["type"] == "DELETED" and obj.metadata.uid in self.stops:
+                        self.stops[obj.metadata.uid].set()  # removed before we saw it marked
             except ApiException as exc:
                 rv = None  # 410 Gone and friends: list again
                 if exc.status != 410:
@@ -423,6 +433,30 @@ def wait_runs(
     return sorted(runs.values(), key=lambda r: r.started)
 
 
+def stopped_runs(cluster: Cluster, uids: list[str], log_dir: Path, timeout: float) -> list[PodRun]:
+    """The runs of deleted pods, once the supervised kubelet ended their processes (it writes a
+    run's facts only after its process exited: a run read here has no process left)."""
+    cdir = cluster.workdir
+    assert cdir is not None, "the embedded cluster has a directory"
+    runs = wait_for(
+        f"the stand-in kubelet to end the processes of {len(uids)} deleted pod(s)",
+        lambda: {uid: read_facts(cdir, uid) for uid in uids},
+        lambda got: all(r is not None for r in got.values()),
+        timeout,
+        describe=lambda got: f"ended: {sorted(u for u, r in got.items() if r is not None)}",
+        max_interval=LOCAL_PROBE_S * 10,
+    )
+    out = [r for r in runs.values() if r is not None]
+    for run in out:
+        if run.log_path is not None and run.log_path.is_file():
+            log_dir.mkdir(parents=True, exist_ok=True)
+            copy = log_dir / run.log_path.name
+            if copy.resolve() != run.log_path.resolve():
+                shutil.copyfile(run.log_path, copy)
+            run.log_path = copy
+    return sorted(out, key=lambda r: r.started)
+
+
 class StandInKubelet:
     """The embedded cluster's JobRunner (providers.base): the supervised kubelet's runs."""
 
@@ -433,6 +467,11 @@ class StandInKubelet:
     def register(self, cluster: Cluster, image: str, binary: Path) -> None:
         assert cluster.workdir is not None
         register_image(cluster.workdir, image, binary)
+
+    def stopped(
+        self, cluster: Cluster, uids: list[str], log_dir: Path, timeout: float = 60
+    ) -> list[PodRun]:
+        return stopped_runs(cluster, uids, log_dir, timeout)
 
     def run(
         self,

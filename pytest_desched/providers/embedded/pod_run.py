@@ -9,6 +9,7 @@ which the real Job controller decides the Job's outcome.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import os
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -276,11 +278,15 @@ def run_pod(
     log_dir: Path,
     timeout: float = 300,
     on_finished: Callable[[PodRun], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> PodRun:
     """Run the real descheduler for `pod` and write its terminated status back to the pod.
 
     `on_finished` sees the run before the pod's status says it ended, so whoever waits for
     that status can rely on what the hook wrote (the supervised kubelet's facts file).
+    `stop` is set when the pod is deleted (its Job was, e.g. a round stopped at its timeout):
+    the process is ended as a kubelet ends a deleted pod's container (SIGTERM, then SIGKILL
+    after STOP_GRACE_S), its log so far kept, and the status write to the gone pod skipped.
     """
     c = pod.spec.containers[0]
     # Under the cluster's own dir when it has one: a killed run's token file goes with the reaped cluster.
@@ -328,6 +334,9 @@ def run_pod(
                 start_new_session=True,
                 text=True,
             )
+            stopper = threading.Thread(target=stop_on_delete, args=(proc, stop, notes), daemon=True)
+            if stop is not None:
+                stopper.start()
             with MetricsPoller(port, proc, log_path) as poller:
                 try:
                     rc = proc.wait(timeout=timeout)
@@ -365,7 +374,11 @@ def run_pod(
         )
         if on_finished is not None:
             on_finished(run)
-        until_api_answers(lambda: write_terminated(cluster, pod, rc, log, started, finished))
+        try:
+            until_api_answers(lambda: write_terminated(cluster, pod, rc, log, started, finished))
+        except Exception as exc:
+            if not (stop is not None and stop.is_set() and getattr(exc, "status", None) == 404):
+                raise  # a deleted pod has no status to write: that one is expected
         return run
     except BaseException:
         if proc is not None and proc.poll() is None:
@@ -373,7 +386,32 @@ def run_pod(
             proc.wait()
         raise
     finally:
+        if stop is not None:
+            stop.set()  # releases the stopper thread (the process has ended)
         shutil.rmtree(work, ignore_errors=True)  # the token file goes with it
+
+
+STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL for a deleted pod's process (a kubelet's is the pod's)
+
+
+def stop_on_delete(
+    proc: subprocess.Popen[str], stop: threading.Event | None, notes: list[str]
+) -> None:
+    """End `proc` once `stop` is set while it runs (its pod was deleted), as a kubelet would."""
+    if stop is None:
+        return
+    stop.wait()
+    if proc.poll() is not None:
+        return  # it ended on its own; `stop` was set only to release this thread
+    notes.append("stopped: its pod was deleted (SIGTERM)")
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        notes.append(f"killed {STOP_GRACE_S:.0f}s after SIGTERM")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 LOGS_SERVED_S = 5.0  # kwok's watch of a new Logs object, under load

@@ -291,3 +291,17 @@ def test_a_grid_names_each_rows_kubernetes_and_each_bugs_cells() -> None:
     assert "## Known bugs, by cell" in md and line in md and "| Kubernetes " in md
     again = Matrix.from_dict(json.loads(json.dumps(m.to_dict(), default=str)))
     assert again.render("md") == md and again.to_dict()["bug_cells"] == m.cells_shown()
+
+
+def test_a_row_says_which_policy_fields_its_release_ran_without() -> None:
+    """v0.32.2 has no gracePeriodSeconds (release_fields.NON_SAFETY_FIELDS): its row runs
+    without it and says so, in the table and with the consequence below it."""
+    r = row("v0.32.2", result("v0.32.2", "pass", bug=False))
+    r.runs_without = ["gracePeriodSeconds"]
+    md = _matrix(r).render("md")
+    assert "v0.32.2 (without gracePeriodSeconds)" in md
+    assert "## Policy fields a release has none for (it ran without them)" in md
+    assert "terminationGracePeriodSeconds" in md
+    assert "without" not in _matrix(row("v0.36.0", result("v0.36.0", "pass", bug=False))).render(
+        "md"
+    )

@@ -121,3 +121,25 @@ def test_every_kubernetes_reaches_the_grid_in_order(
     assert seen["config"].kubernetes is None  # each cell sets its own; no run-wide version
     assert "--kubernetes=v1.35.4 --kubernetes=v1.36.3 --kubernetes=1.37.2" in seen["command"]
     capsys.readouterr()
+
+
+def test_round_timeout_reaches_every_row_and_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--round-timeout: each row's rounds are stopped and read after it (a release that hangs
+    at start, #1839, costs it per round); a bad value is one line, exit 2."""
+    seen: dict[str, Any] = {}
+
+    def run(config: Any, releases: Any, charts: Any, **kw: Any) -> Matrix:
+        seen["timeout"] = config.round_timeout
+        return _fake(None)(config, releases, charts, **kw)
+
+    monkeypatch.setattr(engine, "run_matrix", run)
+    argv = ["matrix", "pinned", "--round-timeout", "45", "--provider", "embedded", "-o", "json"]
+    assert cli.main(argv) == 0
+    assert seen["timeout"] == 45.0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["command"] == "desched matrix pinned --round-timeout=45 --provider=embedded"
+    with pytest.raises(SystemExit) as ei:
+        cli.parser().parse_args(["matrix", "pinned", "--round-timeout", "-1"])
+    assert ei.value.code == 2

@@ -156,3 +156,71 @@ def test_the_boolean_mapping_is_v0360s_legacy_reading() -> None:
         for neg, name, prot in found
     }
     assert mapping == DEPRECATED_EVICTOR_BOOLEANS
+
+
+# v0.32.2's top-level policy fields, as its own policy checker describes them (built from
+# ../shared/upstream/descheduler-v0.32.2-a6e0ebff1.tar.gz): no gracePeriodSeconds, and
+# EvictionFailureEventNotification by its Go field name (types.go:46 has no JSON tag).
+V032_TOP_LEVEL = (
+    "kind",
+    "apiVersion",
+    "profiles",
+    "nodeSelector",
+    "maxNoOfPodsToEvictPerNode",
+    "maxNoOfPodsToEvictPerNamespace",
+    "maxNoOfPodsToEvictTotal",
+    "EvictionFailureEventNotification",
+    "metricsCollector",
+)
+
+
+@pytest.fixture
+def v032(monkeypatch: pytest.MonkeyPatch, old_release: list[str | None]) -> list[str | None]:
+    checker = _Checker(V033_ARGS)  # v0.32.2's DefaultEvictor args are v0.33.0's
+    checker._facts = replace(checker._facts, version="v0.32.2", top_level_fields=V032_TOP_LEVEL)
+    checker.version = "v0.32.2"
+    monkeypatch.setattr(rf, "checker_for", lambda version, toolchain=None: checker)
+    return old_release
+
+
+def test_v032_runs_without_the_grace_period_and_spells_the_notification_its_way(
+    v032: list[str | None],
+) -> None:
+    accepted = {rf.missing_key("PodsWithResourceClaims"): "no resource claims in the lab"}
+    reading = rf.read_for_release(lab_policy("runbook"), "v0.32.2", accepted=accepted)
+    doc = reading.policy.to_dict()
+    assert reading.dropped == ("gracePeriodSeconds",)
+    assert "gracePeriodSeconds" not in doc
+    # renamed, not dropped: the same setting in the release's own spelling
+    assert doc["EvictionFailureEventNotification"] is True
+    assert "evictionFailureEventNotification" not in doc
+    # the safety fields are untouched
+    caps = (
+        "maxNoOfPodsToEvictPerNode",
+        "maxNoOfPodsToEvictPerNamespace",
+        "maxNoOfPodsToEvictTotal",
+    )
+    assert {k: doc[k] for k in caps} == dict(zip(caps, (1, 1, 2), strict=True))
+    whys = {o["path"]: o["why"] for o in reading.policy.overrides if rf.is_release_reading(o)}
+    assert "runs without it" in whys["gracePeriodSeconds"]
+    assert "terminationGracePeriodSeconds" in whys["gracePeriodSeconds"]
+    assert (
+        "spells evictionFailureEventNotification as EvictionFailureEventNotification"
+        in (whys["EvictionFailureEventNotification"])
+    )
+    assert v032[-1] == "v0.32.2"  # validated by the release's own checker
+
+
+def test_a_safety_field_the_release_lacks_is_never_dropped(
+    v032: list[str | None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release without maxNoOfPodsToEvictTotal: the field stays for its own checker to
+    refuse (DL002, exit 2 in the matrix), never silently removed."""
+    checker = rf.checker_for("v0.32.2")
+    fields = tuple(f for f in V032_TOP_LEVEL if f != "maxNoOfPodsToEvictTotal")
+    checker._facts = replace(checker._facts, top_level_fields=fields)  # type: ignore[attr-defined]
+    accepted = {rf.missing_key("PodsWithResourceClaims"): "no resource claims in the lab"}
+    reading = rf.read_for_release(lab_policy("runbook"), "v0.32.2", accepted=accepted)
+    assert reading.policy.to_dict()["maxNoOfPodsToEvictTotal"] == 2
+    assert "maxNoOfPodsToEvictTotal" not in reading.dropped
+    assert set(rf.NON_SAFETY_FIELDS) == {"gracePeriodSeconds", "evictionFailureEventNotification"}

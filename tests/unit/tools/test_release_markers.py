@@ -63,9 +63,32 @@ def test_each_release_tree_is_read_as_its_own_release(tmp_path: Path, release: s
         assert f"says {markers[0]}" in c.label_from
 
 
+# master 7d2b28bf2 (a snapshot, no tag): every marker names v0.36.0, its top directory a commit
+MASTER = ("descheduler-7d2b28bf2", "v0.36.0", "v0.36.0", "v0.36.0", "0.36.0")
+
+
+@pytest.mark.parametrize("release", [*sorted(TREES), "master"])
+def test_the_markers_above_are_the_real_trees(release: str) -> None:
+    """The cases are the real trees' markers, read by the product's own reader from
+    ../shared/upstream (a tree there that changed would otherwise leave these cases stale)."""
+    from pytest_desched.tools.source_tree import source_info
+    from tests.upstream import release_file, tarball
+
+    path = tarball("master") if release == "master" else release_file(release)
+    prefix, manifests, readme, guide, chart = MASTER if release == "master" else TREES[release]
+    m = source_info(path).markers
+    assert (m.top_dir, m.manifests, m.readme, m.user_guide, m.chart_app_version) == (
+        prefix,
+        (manifests,),
+        readme,
+        guide,
+        chart,
+    )
+
+
 def test_master_snapshot_gets_a_build_label_and_says_why(tmp_path: Path) -> None:
-    files = release_tree("v0.36.0", "v0.36.0", "v0.36.0", "0.36.0")
-    tgz = make_tarball(tmp_path / "master.tar.gz", files, prefix="descheduler-7d2b28bf2")
+    prefix, *markers = MASTER
+    tgz = make_tarball(tmp_path / "master.tar.gz", release_tree(*markers), prefix=prefix)
     c = parse_candidate(f"source:{tgz}")
     assert c.version == "v0.36.0-g7d2b28bf2"
     assert "already bumped to 0.36.0: a build past that release" in c.label_from
