@@ -132,6 +132,7 @@ def restore(
     report: Reporter = say,
     runner: bool = True,
     workers: int = DEFAULT_WORKERS,
+    owners_first: bool = False,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
@@ -140,7 +141,9 @@ def restore(
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
     `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
     node of the host. `workers`: the api method's bound on concurrent writes (rebuild.paced:
-    the server's 429 / Retry-After lowers it and holds every writer).
+    the server's 429 / Retry-After lowers it and holds every writer). `owners_first` (api):
+    owners, then pods naming them, under an admission hold on the workload controllers
+    (rebuild.admission_hold) instead of pods adopted by their controllers.
     """
     if not runner and method != "api":
         raise ConfigError("a restore without the runner node is an api restore (a host's)")
@@ -190,7 +193,7 @@ def restore(
         result.shift_s = plan.shift_s
         write_object_tiers(api, plan, pacer, report)
         timer.lap("api_objects")
-        restore_via_api(api, plan, result, timeout, report, pacer)
+        restore_via_api(api, plan, result, timeout, report, pacer, owners_first)
         timer.lap("api_pods")
         result.notes.append(f"API writes: {pacer.stats.note(pacer.bound)}")
         result.pace.update(
