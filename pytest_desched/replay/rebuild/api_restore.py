@@ -294,9 +294,18 @@ def _write_held(
         | {p["metadata"]["namespace"] for p in plan.pods}
     )
     name = admission_hold.hold_name(namespaces)
-    admission_hold.place(
-        api, name, namespaces, {"app.kubernetes.io/managed-by": "desched"}, timeout
-    )
+    # the host replay's run label (on every namespace it restores), so its teardown finds a
+    # hold a killed restore left
+    labels = {"app.kubernetes.io/managed-by": "desched"}
+    for ns in plan.api.get("namespaces", []):
+        labels.update(
+            {
+                k: v
+                for k, v in (ns["metadata"].get("labels") or {}).items()
+                if k.startswith("desched.pytest.io/")
+            }
+        )
+    admission_hold.place(api, name, namespaces, labels, timeout)
     mark("hold in force")
     server_uid: dict[tuple[str, str, str], str] = {}
     try:
