@@ -47,7 +47,14 @@ from pytest_desched.tools.toolchain import Toolchain
 
 
 def one(
-    cluster: Cluster, image: str, stages: str, nodes: int, pods: int, seed: int, workers: int
+    cluster: Cluster,
+    image: str,
+    stages: str,
+    nodes: int,
+    pods: int,
+    seed: int,
+    workers: int,
+    owners_first: bool = False,
 ) -> dict[str, Any]:
     snap = generate(seed=seed, nodes=nodes, pods=pods)
     api = cluster.api_client
@@ -67,6 +74,7 @@ def one(
             timeout=3600,
             report=say,
             workers=workers,
+            owners_first=owners_first,
         )
     finally:
         t1 = time.monotonic()
@@ -77,6 +85,7 @@ def one(
     return {
         "nodes": nodes,
         "pods": pods,
+        "owners_first": owners_first,
         "restored_pods": res.counts.get("pods"),
         "counts": res.counts,
         "timings_s": res.timings,
@@ -175,6 +184,11 @@ def main() -> int:
         "--workers", type=int, default=DEFAULT_WORKERS, help="the restore's bound on writes"
     )
     ap.add_argument(
+        "--owners-first",
+        action="store_true",
+        help="owners, then pods naming them, under the admission hold (no adoption)",
+    )
+    ap.add_argument(
         "--ceiling", action="store_true", help="first the host's ceiling for small writes"
     )
     ap.add_argument(
@@ -208,7 +222,9 @@ def main() -> int:
         for size in args.sizes.split(","):
             n, p = (int(x) for x in size.split("x"))
             say(f"host bench: {n} nodes / {p} pods (load {os.getloadavg()})")
-            out["runs"].append(one(cluster, image, stages, n, p, args.seed, args.workers))
+            out["runs"].append(
+                one(cluster, image, stages, n, p, args.seed, args.workers, args.owners_first)
+            )
             say(json.dumps(out["runs"][-1]))
     finally:
         if prov is not None:

@@ -22,9 +22,11 @@ def request(
     query: list[tuple[str, Any]] | None = None,
     content_type: str = "application/json",
     timeout: float | None = 60,
+    headers: dict[str, str] | None = None,
 ) -> Any:
-    """One request; the decoded JSON answer (None for an empty body)."""
-    headers = {"Accept": "application/json"}
+    """One request; the decoded JSON answer (None for an empty body). `headers`: extra ones
+    (an `Impersonate-User` for a dry-run probe)."""
+    headers = {"Accept": "application/json", **(headers or {})}
     if body is not None:
         headers["Content-Type"] = content_type
     m, url, hdrs, payload, post = api.param_serialize(

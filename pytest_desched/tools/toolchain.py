@@ -42,6 +42,7 @@ from pytest_desched.tools.gobuild import (
 from pytest_desched.tools.groups import (
     HELM_ENV,
     ON_REQUEST,
+    POLICYCHECK_SOURCE,
     POLICYCHECK_TREE_DIR,
     TOOL_GROUP,
     Group,
@@ -57,6 +58,17 @@ from pytest_desched.tools.locate import (
     version_matches,
 )
 from pytest_desched.tools.versions import Versions, load_versions
+
+
+def checker_tags(group: Group, env: dict[str, str]) -> tuple[str, ...]:
+    """Build tags fitting the policy checker to its descheduler module's API (api_probe), as
+    in a tree; every other group keeps its pinned tags (Prometheus' `remove_all_sd`), the
+    project's own kindnetd (a source_dir against client-go) included: probing client-go for
+    the descheduler's API refused the kind build."""
+    if group.source_dir != POLICYCHECK_SOURCE:
+        return group.tags
+    mod_dir = module_source_dir(group.module, group.version, env)
+    return helper_tags(mod_dir) if mod_dir is not None else ()
 
 
 class Toolchain:
@@ -228,11 +240,8 @@ class Toolchain:
             )
             with open(log, "w") as logf:
                 write_wrapper_module(group, src, env, logf, self.versions)
-                # the policy checker fits the module's own API (api_probe), as in a tree
-                tags: tuple[str, ...] = group.tags  # the pin's own (prometheus.tags)
-                if group.source_dir is not None:
-                    mod_dir = module_source_dir(group.module, group.version, env)
-                    tags = helper_tags(mod_dir) if mod_dir is not None else ()
+                # the pin's own tags (prometheus.tags); the checker's fit its module's API
+                tags = checker_tags(group, env)
                 tmp = out_dir.with_name(out_dir.name + f".tmp{os.getpid()}")
                 tmp.mkdir(parents=True, exist_ok=True)
                 cmd = go_build_cmd(group, tmp, tags)

@@ -96,3 +96,22 @@ def test_the_kind_providers_hint_names_the_version_to_build() -> None:
     assert "make kind-image KIND_KUBERNETES=v1.37.2" in kind_image_command(
         at_kubernetes(v, "v1.37.2")
     )
+
+
+def test_only_the_policy_checker_is_probed_for_the_descheduler_api(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kindnetd is a source_dir group against client-go: probing it for the descheduler's API
+    refused the whole kind build (`func NewProfile` missing in client-go)."""
+    from pytest_desched.tools import toolchain
+    from pytest_desched.tools.groups import build_groups
+
+    def never(*a: object) -> None:
+        raise AssertionError("probed")
+
+    monkeypatch.setattr(toolchain, "module_source_dir", never)
+    kindnetd = node_groups(Pins.load())["kindnetd"]
+    assert kindnetd.source_dir is not None
+    assert toolchain.checker_tags(kindnetd, {}) == ()
+    with pytest.raises(AssertionError, match="probed"):  # the checker still is
+        toolchain.checker_tags(build_groups(load_versions())["policycheck"], {})

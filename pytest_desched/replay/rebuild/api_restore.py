@@ -16,6 +16,7 @@ from pytest_desched.replay.capture.format import (
     key,
 )
 from pytest_desched.replay.objects import collection_path, object_path, path_of
+from pytest_desched.replay.rebuild import admission_hold
 from pytest_desched.replay.rebuild.paced import Pacer
 from pytest_desched.replay.rebuild.plan import (
     BUILTIN_NAMESPACES,
@@ -191,6 +192,37 @@ CONTROLLER_TIER = ("ReplicaSet", "StatefulSet", "DaemonSet")
 DEPLOYMENT_TIER = ("Deployment",)
 
 
+def owned_body(o: dict[str, Any], server_uid: dict[tuple[str, str, str], str]) -> dict[str, Any]:
+    """A snapshot owner or pod as the held restore creates it: naming its owner by the UID the
+    server gave that owner (`server_uid`: (kind, namespace, name) -> UID), written before it."""
+    body = orphan_body(o) if o["kind"] == "Pod" else owner_body(o)
+    ns = o["metadata"].get("namespace") or ""
+    refs = []
+    for r in o["metadata"].get("ownerReferences") or []:
+        if r.get("kind") in OWNER_KINDS:
+            uid = server_uid.get((str(r["kind"]), ns, str(r.get("name"))))
+            if uid is not None:  # an owner the snapshot lacks: left to adoption, as before
+                refs.append({**r, "uid": uid})
+        elif o["kind"] == "Pod":
+            refs.append(r)  # kept by orphan_body as well (a kind the replay cannot create)
+    if refs:
+        body["metadata"]["ownerReferences"] = refs
+    else:
+        body["metadata"].pop("ownerReferences", None)
+    return body
+
+
+def held_tiers(plan: RestorePlan) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Owners before pods, top-down, for a restore under the admission hold: Deployments, then
+    the ReplicaSets (naming their Deployment), StatefulSets and DaemonSets, then the pods
+    (naming their owner)."""
+    return [
+        ("deployments", [o for k in DEPLOYMENT_TIER for o in plan.owners.get(k, [])]),
+        ("workload controllers", [o for k in CONTROLLER_TIER for o in plan.owners.get(k, [])]),
+        ("pods", list(plan.pods)),
+    ]
+
+
 def object_tiers(plan: RestorePlan) -> list[tuple[str, list[dict[str, Any]]]]:
     """What the pods need, in the order admission needs it: namespaces; then every object a
     pod names or is counted by (ServiceAccounts, PriorityClasses, StorageClasses, PVs, PDBs);
@@ -247,6 +279,66 @@ def write_object_tiers(api: Any, plan: RestorePlan, pacer: Pacer, report: Report
     label_builtin_namespaces(api, plan)
 
 
+def _write_held(
+    api: Any,
+    plan: RestorePlan,
+    pacer: Pacer,
+    timeout: float,
+    report: Reporter,
+    new_uid: dict[str, str],
+    mark: Any,
+) -> None:
+    """The owners, then the pods naming them, with the controllers' creates held."""
+    namespaces = sorted(
+        {o["metadata"]["namespace"] for objs in plan.owners.values() for o in objs}
+        | {p["metadata"]["namespace"] for p in plan.pods}
+    )
+    name = admission_hold.hold_name(namespaces)
+    # the host replay's run label (on every namespace it restores), so its teardown finds a
+    # hold a killed restore left
+    labels = {"app.kubernetes.io/managed-by": "desched"}
+    for ns in plan.api.get("namespaces", []):
+        labels.update(
+            {
+                k: v
+                for k, v in (ns["metadata"].get("labels") or {}).items()
+                if k.startswith("desched.pytest.io/")
+            }
+        )
+    admission_hold.place(api, name, namespaces, labels, timeout)
+    mark("hold in force")
+    server_uid: dict[tuple[str, str, str], str] = {}
+    try:
+        for tier, objs in held_tiers(plan):
+
+            def write_one(o: dict[str, Any]) -> dict[str, Any] | None:
+                got = create(api, path_of(o), owned_body(o, server_uid))
+                if got and o["kind"] != "Pod":
+                    m = o["metadata"]
+                    new_uid[m["uid"]] = got["metadata"]["uid"]
+                    server_uid[(o["kind"], m["namespace"], m["name"])] = got["metadata"]["uid"]
+                return got
+
+            if tier == "pods":
+                made = [
+                    key(p)
+                    for p in kubeapi.list_all(api, collection_path("Pod"))
+                    if p["metadata"]["namespace"] in set(namespaces)
+                ]
+                if made:  # a controller wrote pods under the hold: it acts as the restore
+                    raise RestoreError(
+                        f"the admission hold did not hold the workload controllers: {len(made)} "
+                        f"pods were made under it (e.g. {made[:3]}); the controller manager "
+                        "acts as the restore's own user (no --use-service-account-credentials): "
+                        "restore without owners_first"
+                    )
+            pacer.tiers([(tier, objs)], write_one, describe, report)
+            mark(tier)
+    finally:
+        admission_hold.lift(api, name, namespaces, timeout)
+    mark("hold lifted")
+
+
 def restore_via_api(
     api: Any,
     plan: RestorePlan,
@@ -254,8 +346,13 @@ def restore_via_api(
     timeout: float,
     report: Reporter,
     pacer: Pacer | None = None,
+    owners_first: bool = False,
 ) -> None:
     """Fallback: pods as orphans through the API, then owners (which adopt them), startTimes.
+
+    `owners_first`: under an admission hold on the workload controllers (rebuild.admission_hold)
+    the owners go first and every pod names its owner: no adoption PATCH per pod by a
+    controller (kube-controller-manager's client limit, 20/s a controller by default).
 
     Slower, and the API server sets creationTimestamp (PodLifeTime then sees restore-time
     ages); status.startTime is patched through the status subresource once kwok has marked
@@ -281,13 +378,16 @@ def restore_via_api(
             new_uid[o["metadata"]["uid"]] = got["metadata"]["uid"]
         return got
 
-    for tier, objs in workload_tiers(plan):
+    if owners_first:
+        _write_held(api, plan, pacer, timeout, report, new_uid, mark)
+    else:
+        for tier, objs in workload_tiers(plan):
 
-        def write_one(o: dict[str, Any], t: str = tier) -> dict[str, Any] | None:
-            return write(t, o)
+            def write_one(o: dict[str, Any], t: str = tier) -> dict[str, Any] | None:
+                return write(t, o)
 
-        pacer.tiers([(tier, objs)], write_one, describe, report)
-        mark(tier)
+            pacer.tiers([(tier, objs)], write_one, describe, report)
+            mark(tier)
     for objs in plan.owners.values():
         for o in objs:
             o["metadata"]["uid"] = new_uid.get(o["metadata"]["uid"], o["metadata"]["uid"])

@@ -142,6 +142,7 @@ def restore(
     workers: int = DEFAULT_WORKERS,
     assume_usage: str | None = None,
     wait_usage: bool = True,
+    owners_first: bool = False,
 ) -> RestoreResult:
     """Restore `snap` onto `cluster` (a fresh embedded cluster); see the module docstring.
 
@@ -150,10 +151,12 @@ def restore(
     cluster's etcd answers). Raises ConfigError before any change on a bad snapshot.
     `runner=False` (a host replay, `api` only): no runner node, the round pod runs on a real
     node of the host. `workers`: the api method's bound on concurrent writes (rebuild.paced:
-    the server's 429 / Retry-After lowers it and holds every writer). On a cluster that serves
-    metrics.k8s.io, the snapshot's recorded usage (or `assume_usage`'s) is served back through
-    it (rebuild/usage.py), and with `wait_usage` (a policy that reads it) the restore returns
-    once metrics-server serves it.
+    the server's 429 / Retry-After lowers it and holds every writer). `owners_first` (api):
+    owners, then pods naming them, under an admission hold on the workload controllers
+    (rebuild.admission_hold) instead of pods adopted by their controllers. On a cluster that
+    serves metrics.k8s.io, the snapshot's recorded usage (or `assume_usage`'s) is served back
+    through it (rebuild/usage.py), and with `wait_usage` (a policy that reads it) the restore
+    returns once metrics-server serves it.
     """
     if not runner and method != "api":
         raise ConfigError("a restore without the runner node is an api restore (a host's)")
@@ -226,7 +229,7 @@ def restore(
         result.shift_s = plan.shift_s
         write_object_tiers(api, plan, pacer, report)
         timer.lap("api_objects")
-        restore_via_api(api, plan, result, timeout, report, pacer)
+        restore_via_api(api, plan, result, timeout, report, pacer, owners_first)
         timer.lap("api_pods")
         result.notes.append(f"API writes: {pacer.stats.note(pacer.bound)}")
         result.pace.update(

@@ -119,3 +119,27 @@ def test_every_kwok_object_carries_the_run_label_and_is_torn_down() -> None:
     paths = {p for _, p, _ in STEPS}
     assert any(p.endswith("/clusterroles") for p in paths)
     assert any(p.endswith("/clusterrolebindings") for p in paths)
+
+
+def test_an_admission_hold_a_killed_restore_left_goes_first(host: FakeHost) -> None:
+    """An owners-first restore killed under its hold leaves a policy and binding carrying the
+    run label: the teardown deletes them before anything else; another run's stays."""
+    api = "/apis/admissionregistration.k8s.io/v1"
+    host.store[f"{api}/validatingadmissionpolicybindings"] = [
+        _obj("desched-replay-hold-aaa", {RUN_LABEL: "run1"}),
+        _obj("desched-replay-hold-bbb", {RUN_LABEL: "run2"}),
+    ]
+    host.store[f"{api}/validatingadmissionpolicies"] = [
+        _obj("desched-replay-hold-aaa", {RUN_LABEL: "run1"}),
+        _obj("host-policy"),
+    ]
+    teardown(None, "run1", report=lambda s: None, timeout=1)
+    assert host.deleted[:2] == [
+        f"{api}/validatingadmissionpolicybindings/desched-replay-hold-aaa",
+        f"{api}/validatingadmissionpolicies/desched-replay-hold-aaa",
+    ]
+    left = {o["metadata"]["name"] for o in host.store[f"{api}/validatingadmissionpolicies"]}
+    assert left == {"host-policy"}
+    assert [
+        o["metadata"]["name"] for o in host.store[f"{api}/validatingadmissionpolicybindings"]
+    ] == ["desched-replay-hold-bbb"]
