@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.compare import diff_rounds, no_cycle, node_roles
+from pytest_desched.canary.control_plane import attribute, attribute_outcome, differences
 from pytest_desched.canary.expectations import NO_ROUND, Change, load_explanations
 from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.static_run import (
@@ -316,8 +317,6 @@ def control_plane_attribution(
     bk, ck = b.control_plane.get("kubernetes"), c.control_plane.get("kubernetes")
     if not (bk and ck) or bk == ck:
         return [], gaps, {}
-    from pytest_desched.canary.control_plane import attribute, attribute_outcome, differences
-
     diffs = differences(b.control_plane, c.control_plane)
     out: dict[ChangeKey, str] = {}
     for rd in rounds:

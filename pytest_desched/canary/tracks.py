@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.canary.control_plane import read_profile
 from pytest_desched.descheduler.metric_probe import served_metric_names
 from pytest_desched.errors import ConfigError, WaitTimeout
 from pytest_desched.experiments import REGISTRY, VARIANTS, ExperimentResult, lab_policy, lookup
@@ -222,8 +223,6 @@ def first_cause(track: TrackResult) -> str:
 def read_control_plane(session: DeschedSession, out: TrackResult) -> None:
     """The cluster's control-plane readings, or why they are missing: a reading that fails
     attributes nothing, it never fails the track."""
-    from pytest_desched.canary.control_plane import read_profile
-
     with session.phase("control-plane-readings"):
         try:
             out.control_plane = read_profile(session)

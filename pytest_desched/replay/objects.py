@@ -56,6 +56,14 @@ KINDS: dict[str, Kind] = {
     # what metrics.k8s.io serves: read by a snapshot (capture/usage.py), never restored
     "NodeMetrics": Kind("metrics.k8s.io/v1beta1", "nodes", False),
     "PodMetrics": Kind("metrics.k8s.io/v1beta1", "pods", True),
+    # an owners-first restore's admission hold (rebuild/admission_hold.py) and who it exempts
+    "ValidatingAdmissionPolicy": Kind(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicies", False
+    ),
+    "ValidatingAdmissionPolicyBinding": Kind(
+        "admissionregistration.k8s.io/v1", "validatingadmissionpolicybindings", False
+    ),
+    "SelfSubjectReview": Kind("authentication.k8s.io/v1", "selfsubjectreviews", False),
 }
 
 

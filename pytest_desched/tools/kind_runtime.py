@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_desched.tools.gobuild import module_dir
+from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
     from pytest_desched.tools.toolchain import Toolchain
@@ -25,8 +26,6 @@ KWOK_IMAGE_REPO = "desched.local/kwok"
 
 def kind_image_command(versions: Versions) -> str:
     """How to build the node image of `versions` (the pin, or `at_kubernetes`'s version)."""
-    from pytest_desched.tools.versions import load_versions
-
     kube = versions.kubernetes.version
     if kube == load_versions().kubernetes.version:
         return "`make kind-image` (python -m dev.kind_node)"

@@ -129,7 +129,11 @@ def _config(argv: list[str]) -> Any:
     return config_from_args(args)
 
 
-def test_options_map_onto_the_plugin_config(cache: Path, tmp_path: Path) -> None:
+def test_options_map_onto_the_plugin_config(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the lab namespace gains the xdist worker's id under `make test` (config.py); not here
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     c = _config(
         [
             "run",

@@ -216,8 +216,9 @@ def test_context_refuses_an_invalid_policy_before_any_change(session: DeschedSes
 def test_context_defaults_come_from_the_config_and_workers(session: DeschedSession) -> None:
     ctx = session.context()
     assert isinstance(ctx, ExperimentContext)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # the config's namespace per xdist worker
     assert (ctx.namespace, ctx.source, ctx.target, ctx.replicas) == (
-        "descheduler-lab",
+        f"descheduler-lab-{worker}" if worker else "descheduler-lab",
         "w-1",
         "w-2",
         3,

@@ -31,13 +31,15 @@ def _role(o: dict[str, Any]) -> str | None:
     return ((o.get("metadata") or {}).get("labels") or {}).get(ROLE_LABEL)
 
 
-_HOLD_API = "/apis/admissionregistration.k8s.io/v1"
-
 STEPS: list[Step] = [
     # an admission hold a killed owners-first restore left (rebuild/admission_hold.py): first,
     # so nothing of the host is held a moment longer
-    ("admission hold bindings", f"{_HOLD_API}/validatingadmissionpolicybindings", lambda o: True),
-    ("admission holds", f"{_HOLD_API}/validatingadmissionpolicies", lambda o: True),
+    (
+        "admission hold bindings",
+        collection_path("ValidatingAdmissionPolicyBinding"),
+        lambda o: True,
+    ),
+    ("admission holds", collection_path("ValidatingAdmissionPolicy"), lambda o: True),
     ("namespaces", collection_path("Namespace"), lambda o: _role(o) != "kwok"),
     ("nodes", collection_path("Node"), lambda o: True),
     ("persistentvolumes", collection_path("PersistentVolume"), lambda o: True),

@@ -24,12 +24,11 @@ from kubernetes.client.rest import ApiException
 
 from pytest_desched.kube import wait_for
 from pytest_desched.replay import kubeapi
-from pytest_desched.replay.objects import collection_path
+from pytest_desched.replay.objects import collection_path, object_path
 from pytest_desched.replay.rebuild.writes import RestoreError
 
 VAP = "ValidatingAdmissionPolicy"
 VAP_BINDING = "ValidatingAdmissionPolicyBinding"
-VAP_GROUP = "/apis/admissionregistration.k8s.io/v1"
 # kube-controller-manager's workload controllers (`--use-service-account-credentials`, as
 # kubeadm and kind run it) and the controller manager's own user (without that flag): the
 # hold refuses everyone but the restore's own user; these name the probe and the refusal.
@@ -138,7 +137,7 @@ def whoami(api: Any) -> str:
     review = kubeapi.request(
         api,
         "POST",
-        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        collection_path("SelfSubjectReview"),
         {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
     )
     return str(((review.get("status") or {}).get("userInfo") or {}).get("username") or "")
@@ -159,8 +158,8 @@ def place(
             f"{writer or 'an unnamed user'}; restore without owners_first"
         )
     policy, binding = hold_objects(name, namespaces, labels, writer)
-    kubeapi.request(api, "POST", f"{VAP_GROUP}/validatingadmissionpolicies", policy)
-    kubeapi.request(api, "POST", f"{VAP_GROUP}/validatingadmissionpolicybindings", binding)
+    kubeapi.request(api, "POST", collection_path(VAP), policy)
+    kubeapi.request(api, "POST", collection_path(VAP_BINDING), binding)
     wait_for(
         f"the admission hold {name} in force in {len(namespaces)} namespaces",
         lambda: [ns for ns in namespaces if not refused_for_controller(api, ns)],
@@ -174,8 +173,8 @@ def place(
 def lift(api: Any, name: str, namespaces: list[str], timeout: float) -> None:
     """Delete the hold and wait until the controllers' pods are admitted again everywhere."""
     for path in (
-        f"{VAP_GROUP}/validatingadmissionpolicybindings/{name}",
-        f"{VAP_GROUP}/validatingadmissionpolicies/{name}",
+        object_path(VAP_BINDING, None, name),
+        object_path(VAP, None, name),
     ):
         try:
             kubeapi.request(api, "DELETE", path)

@@ -415,7 +415,7 @@ def test_release_work_files_and_diff_hold_no_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Defence in depth: were validation bypassed, no file and no returned diff has it."""
-    monkeypatch.setattr(Policy, "validate", lambda self: self)
+    monkeypatch.setattr(Policy, "validate", lambda self, *a, **k: self)
     from pytest_desched.descheduler import chart as release_mod  # where apply_policy finds it
     from pytest_desched.descheduler.policy.checker import CheckResult
 

@@ -82,6 +82,7 @@ def view(monkeypatch: pytest.MonkeyPatch) -> Any:
         audit_wait_s=0.0,
         user=USER,
         logs="",
+        timed_out=None,
     )
     monkeypatch.setattr(framework, "run_round", lambda *a, **kw: rnd)
     monkeypatch.setattr(framework, "runbook_job_name", lambda cluster, ns, name: name)
