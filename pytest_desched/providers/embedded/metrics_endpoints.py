@@ -119,11 +119,30 @@ def kwok_module_dir(toolchain: Toolchain) -> Path:
     return d
 
 
+def same_descriptors(metric: dict[str, Any], default: dict[str, Any]) -> dict[str, Any]:
+    """`metric` with each series' help as `default` spells it for the same name.
+
+    kwok registers every Metric's series in one registry per node: a second descriptor of
+    the same name with another help string is refused ("a previously registered descriptor
+    ... has different label names or a different help string"), and whichever Metric a node
+    registered first wins, so the other path served no node series for it (seen: the
+    resource path of two nodes out of three without node_cpu_usage_seconds_total)."""
+    helps = {m["name"]: m.get("help") for m in default["spec"]["metrics"]}
+    for m in metric["spec"]["metrics"]:
+        if m["name"] in helps:
+            if helps[m["name"]] is None:
+                m.pop("help", None)
+            else:
+                m["help"] = helps[m["name"]]
+    return metric
+
+
 def write_config(cluster_dir: Path, toolchain: Toolchain) -> Path:
     """The kwokctl configuration with kwok's default Metric and the frozen one."""
     default = yaml.safe_load((kwok_module_dir(toolchain) / DEFAULT_METRIC).read_text())
+    frozen = same_descriptors(frozen_metric(), default)
     out = cluster_dir / CONFIG_FILE
-    out.write_text(yaml.safe_dump_all([default, frozen_metric()], sort_keys=False))
+    out.write_text(yaml.safe_dump_all([default, frozen], sort_keys=False))
     return out
 
 

@@ -182,3 +182,27 @@ def test_baseline_pods_wait_for_kube_systems_service_account() -> None:
 
     with pytest.raises(ApiException):
         metrics_server.create_baseline_pods(Broken(), ["w-1"], "pause", timeout=5)
+
+
+def test_the_frozen_metric_registers_the_default_metrics_descriptors() -> None:
+    """kwok keeps one registry per node: a frozen series whose help differs from the resource
+    path's refuses the other registration, and that node's resource path then serves no node
+    CPU (seen in a concurrent run: two nodes out of three without node_cpu_usage_seconds_total)."""
+    from pytest_desched.providers.embedded.metrics_endpoints import frozen_metric, same_descriptors
+
+    default = {
+        "spec": {
+            "metrics": [
+                {"name": "scrape_error", "dimension": "node", "help": "[ALPHA] 1 if error\n"},
+                {"name": "node_cpu_usage_seconds_total", "dimension": "node", "help": "[A] cpu\n"},
+                {"name": "node_memory_working_set_bytes", "dimension": "node"},
+            ]
+        }
+    }
+    frozen = same_descriptors(frozen_metric(), default)
+    by_name = {m["name"]: m for m in default["spec"]["metrics"]}
+    shared = [m for m in frozen["spec"]["metrics"] if m["name"] in by_name]
+    assert {m["name"] for m in shared} == set(by_name)
+    for m in shared:
+        assert m.get("help") == by_name[m["name"]].get("help"), m["name"]
+        assert m["dimension"] == by_name[m["name"]]["dimension"]
