@@ -6,6 +6,7 @@ The suite's concurrency (pytest-xdist in `make test`) is decided here: tests/con
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,16 @@ def _inner_runs_are_no_workers(
     hide_worker_env(request, monkeypatch)
 
 
+# The exclusive lock a run of consecutive `serial` tests holds from the first to the last:
+# each release would let the other workers start tests, and each take would wait for all of
+# them to finish again (one drain of the machine per serial test, not per serial run).
+_SERIAL_HELD: list[ExitStack] = []
+
+
+def _serial(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker(SERIAL) is not None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     """Under xdist: a `serial` test runs while no other test of this run does, set-up and
@@ -52,5 +63,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
     # the workers' basetemps (popen-gwN) share their parent: one folder for the run
     folder = Path(basetemp).parent / "machine-lock"
-    with machine_lock(folder, item.get_closest_marker(SERIAL) is not None):
+    if not _serial(item):
+        with machine_lock(folder, False):
+            return (yield)
+    if not _SERIAL_HELD:
+        stack = ExitStack()
+        stack.enter_context(machine_lock(folder, True))
+        _SERIAL_HELD.append(stack)
+    try:
         return (yield)
+    finally:
+        if not _serial(nextitem):  # the last of this run of serial tests: the machine is free
+            _SERIAL_HELD.pop().close()

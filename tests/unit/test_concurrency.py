@@ -132,6 +132,11 @@ def test_serial():
     _run("serial")
 
 
+@pytest.mark.serial
+def test_serial_next():  # consecutive serial tests hold the machine from the first to the last
+    _run("serial_next")
+
+
 @pytest.mark.parametrize("i", range(3))
 def test_other(i):
     _run(f"other{{i}}")
@@ -162,7 +167,8 @@ def test_no_test_runs_beside_a_serial_one(
     spans = {
         n: (float(a), float(b)) for n, a, b in (ln.split() for ln in log.read_text().splitlines())
     }
-    assert len(spans) == 4, spans
-    s0, s1 = spans.pop("serial")
+    assert len(spans) == 5, spans
+    serial = [spans.pop("serial"), spans.pop("serial_next")]
     for name, (a, b) in spans.items():
-        assert b <= s0 or a >= s1, f"{name} ran {a:.2f}-{b:.2f} beside serial {s0:.2f}-{s1:.2f}"
+        for s0, s1 in serial:
+            assert b <= s0 or a >= s1, f"{name} ran {a:.2f}-{b:.2f} beside serial {s0:.2f}-{s1:.2f}"
