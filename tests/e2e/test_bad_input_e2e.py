@@ -68,7 +68,9 @@ def test_policy_the_descheduler_refuses_fails_the_round_at_once(
     from pytest_desched.descheduler import chart as release_mod  # where apply_policy finds it
     from pytest_desched.descheduler.policy.checker import CheckResult
 
-    monkeypatch.setattr(Policy, "validate", lambda self: self)  # validate asks policycheck too
+    monkeypatch.setattr(
+        Policy, "validate", lambda self, *a, **k: self
+    )  # validate asks policycheck too
     monkeypatch.setattr(release_mod, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     desched_release.apply_policy(_lnu_policy(), dry_run=False)
     monkeypatch.undo()
@@ -97,7 +99,7 @@ def test_uint_cap_beyond_64_bits_still_fails_fast_if_validation_is_bypassed(
     from pytest_desched.descheduler.policy.checker import CheckResult
 
     bad = load_default().override("maxNoOfPodsToEvictTotal", 2**64, why="test")
-    monkeypatch.setattr(Policy, "validate", lambda self: self)
+    monkeypatch.setattr(Policy, "validate", lambda self, *a, **k: self)
     monkeypatch.setattr(release_mod, "lint_or_refuse", lambda *a: ([], CheckResult("", True)))
     desched_release.apply_policy(bad, dry_run=False)
     monkeypatch.undo()
