@@ -18,6 +18,7 @@ __all__ = [
     "RANGE_1840",
     "RANGE_1882",
     "RANGE_1917",
+    "RANGE_LONG_LIVED_STALE",
     "RANGE_PROM_SECRET_RACE",
     "RANGE_STALE_IDLE",
     "VersionRange",
@@ -171,5 +172,20 @@ RANGE_STALE_IDLE = VersionRange(
         "or Window: v0.36.0's pkg/descheduler/metricscollector/metricscollector.go:129-149, "
         "v0.35.1's :129-150, v0.33.0's :127-148, v0.32.2's :126-147 (the oldest tree here). "
         "Runs: v0.36.0 (utilization-stale)"
+    ),
+)
+
+
+# Not an upstream issue (none is filed): what the utilization-long-lived-missing experiment
+# proves. Since the collector exists (its oldest tree here keeps a failed node's value too).
+RANGE_LONG_LIVED_STALE = VersionRange(
+    since="v0.32.2",
+    fixed_in=None,
+    since_proof=(
+        "code: a failed NodeMetrics fetch is skipped and the node's previous value kept, "
+        '"duplicate the previous value": v0.36.0 and v0.35.1 pkg/descheduler/metricscollector/'
+        "metricscollector.go:131-133 (the same file), v0.33.0 :129-131, v0.32.2 :128-130; the "
+        "collector is started once per process (descheduler.go bootstrapDescheduler), so a "
+        "long-lived process keeps it across cycles. Runs: v0.36.0 (utilization-long-lived-missing)"
     ),
 )

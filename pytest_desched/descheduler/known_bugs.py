@@ -26,6 +26,7 @@ from pytest_desched.descheduler.bug_ranges import (
     RANGE_1840,
     RANGE_1882,
     RANGE_1917,
+    RANGE_LONG_LIVED_STALE,
     RANGE_PROM_SECRET_RACE,
     RANGE_STALE_IDLE,
     VersionRange,
@@ -33,6 +34,7 @@ from pytest_desched.descheduler.bug_ranges import (
 from pytest_desched.descheduler.decisions import Fate, PodDecision
 from pytest_desched.descheduler.node_selector import count_selected
 from pytest_desched.descheduler.policy.model import notifies_eviction_failures
+from pytest_desched.descheduler.utilization_log import classified_on_failed_fetch, cycles
 
 Outcome = Literal["pass", "xfail", "fail"]
 
@@ -508,6 +510,23 @@ def _sig_stale_idle(f: RoundFacts) -> str | None:
     return None
 
 
+def _sig_long_lived_stale(f: RoundFacts) -> str | None:
+    """A later cycle of one process that classified nodes, every one of them with the
+    collector's last fetch failed before the cycle: read on the value kept from an earlier
+    collect. A one-shot round's log has one cycle, so it never shows this."""
+    for cyc in cycles(f.log)[1:]:
+        nodes = classified_on_failed_fetch(cyc)
+        if nodes and len(nodes) == len(cyc.classified):
+            got = {n: cyc.classified[n].category for n in nodes}
+            return (
+                f"cycle {cyc.number} of a long-lived process classified {got} although the "
+                'collector\'s last fetch of each had failed ("Error fetching metrics" within '
+                f"one collect period before the cycle), and evicted {len(cyc.evicted)}: "
+                "usage kept from before the outage"
+            )
+    return None
+
+
 # Checks the secret-token race makes fail (the positive experiment's, literal in its module).
 PROM_SECRET_RACE_CHECKS = frozenset(
     {
@@ -618,6 +637,34 @@ REGISTRY: tuple[KnownBug, ...] = (
         workaround=(
             "alert on metrics-server's NodeMetrics timestamp age and suspend the descheduler "
             "while any node's is older than two resolutions"
+        ),
+    ),
+    KnownBug(
+        id="desched:long-lived-keeps-pre-outage-usage",
+        title=(
+            "a long-lived descheduler keeps classifying nodes on the last usage it fetched "
+            "while metrics.k8s.io answers nothing: nodes read as idle on a missing source"
+        ),
+        link=(
+            "https://github.com/kubernetes-sigs/descheduler/blob/v0.36.0/pkg/descheduler/"
+            "metricscollector/metricscollector.go#L131-L133"
+        ),
+        affected=RANGE_LONG_LIVED_STALE,
+        explains={
+            # Only the classification: with the whole source down each candidate pod's usage
+            # is fetched live (usageclients.go:169) and the pod skipped on its error
+            # (nodeutilization.go:312-318), so the cycle evicts nothing; an eviction in it
+            # is no part of this cause and fails.
+            "utilization-kubernetes-metrics-long-lived-missing": frozenset(
+                {"ll-outage-cycle-classifies-nothing"}
+            )
+        },
+        signature=_sig_long_lived_stale,
+        fix="none upstream (no issue filed)",
+        workaround=(
+            "run the descheduler as the runbook's Job (a fresh collector fails closed), or "
+            "alert on metrics-server's availability and suspend a long-lived descheduler while "
+            "metrics.k8s.io is unavailable"
         ),
     ),
     KnownBug(

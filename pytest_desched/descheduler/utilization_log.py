@@ -103,3 +103,118 @@ def source_errors(text: str) -> list[str]:
         if msg == FETCH_ERROR or (msg == BALANCE_FAILED and NO_NODE_METRICS in err):
             out.append(line.strip())
     return out
+
+
+# -- a long-lived descheduler's log: one process, many cycles (--descheduling-interval) -------
+# descheduler.go logs CYCLE_START (V3, :235) as each runDeschedulerLoop begins and CYCLE_END
+# (V1, :252) as it ends; the metrics collector runs every COLLECT_PERIOD_S between and during
+# cycles (metricscollector.go:63-66) and logs FETCH_ERROR per node whose fetch failed.
+CYCLE_START = "Resetting pod evictor counters"
+CYCLE_END = "Number of evictions/requests"
+EVICTED = "Evicted pod"
+COLLECT_PERIOD_S = 5.0
+# A collect's own fetches take milliseconds; this much of the period is left for them.
+COLLECT_SLACK_S = 0.5
+
+
+@dataclass(frozen=True)
+class Cycle:
+    """One descheduling cycle of a long-lived process, as its own log tells it."""
+
+    number: int  # 1-based, in log order
+    start_ms: float  # the log's `ts` (ms since the epoch) of CYCLE_START
+    end_ms: float | None  # of CYCLE_END; None: the process was stopped inside the cycle
+    classified: dict[str, NodeUsage] = field(default_factory=dict)
+    evicted: tuple[str, ...] = ()  # "namespace/name" of each "Evicted pod" line
+    errors: tuple[str, ...] = ()  # the source's error lines inside the cycle (source_errors)
+    # node -> `ts` of the newest FETCH_ERROR for it logged before this cycle began
+    last_fetch_error_ms: dict[str, float] = field(default_factory=dict)
+
+    def fetch_failed_last(self, node: str) -> bool:
+        """The collector's last fetch of `node` before the cycle failed: its newest error is
+        less than one collect period (minus the fetches' own time) before the cycle began, so
+        no later collect ran in between (a successful fetch logs nothing)."""
+        at = self.last_fetch_error_ms.get(node)
+        window = (COLLECT_PERIOD_S - COLLECT_SLACK_S) * 1000
+        return at is not None and 0 <= self.start_ms - at < window
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cycle": self.number,
+            "start_ms": self.start_ms,
+            "end_ms": self.end_ms,
+            "classified": {n: u.to_dict() for n, u in self.classified.items()},
+            "evicted": list(self.evicted),
+            "errors": list(self.errors),
+            "last_fetch_error_ms": self.last_fetch_error_ms,
+        }
+
+
+def cycles(text: str) -> list[Cycle]:
+    """Split a long-lived process's log into its cycles (a one-shot log is one cycle)."""
+    out: list[Cycle] = []
+    last_error: dict[str, float] = {}
+    cur: dict[str, Any] | None = None
+
+    def close(end_ms: float | None) -> None:
+        assert cur is not None
+        body = "\n".join(cur["lines"])
+        out.append(
+            Cycle(
+                number=len(out) + 1,
+                start_ms=cur["start"],
+                end_ms=end_ms,
+                classified=node_usage(body),
+                evicted=tuple(cur["evicted"]),
+                errors=tuple(e for e in source_errors(body) if FETCH_ERROR not in e),
+                last_fetch_error_ms=cur["errors_before"],
+            )
+        )
+
+    for line in text.splitlines():
+        start = line.find("{")
+        try:
+            rec = json.loads(line[start:]) if start >= 0 else None
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict):
+            continue
+        msg, ts = rec.get("msg"), rec.get("ts")
+        ts = float(ts) if isinstance(ts, int | float) else None
+        if msg == FETCH_ERROR and ts is not None:
+            last_error[_node_name(rec.get("node"))] = ts
+        if msg == CYCLE_START and ts is not None:
+            if cur is not None:  # a start without an end: the previous cycle was cut short
+                close(None)
+            cur = {"start": ts, "lines": [], "evicted": [], "errors_before": dict(last_error)}
+            continue
+        if cur is None:
+            continue
+        cur["lines"].append(line)
+        if msg == EVICTED:
+            pod = rec.get("pod")
+            if isinstance(pod, dict):
+                cur["evicted"].append(f"{pod.get('namespace', '')}/{pod.get('name', '')}")
+        if msg == CYCLE_END:
+            close(ts)
+            cur = None
+    if cur is not None:
+        close(None)
+    return out
+
+
+def classified_on_failed_fetch(cyc: Cycle) -> list[str]:
+    """The nodes `cyc` classified although the collector's last fetch of each had failed:
+    read on a value kept from before ("duplicate the previous value", metricscollector.go)."""
+    return sorted(n for n in cyc.classified if cyc.fetch_failed_last(n))
+
+
+def fetch_errors_since(text: str, since_ms: float) -> dict[str, float]:
+    """Node -> `ts` of the first FETCH_ERROR for it at or after `since_ms` (wall-clock ms)."""
+    out: dict[str, float] = {}
+    for rec in _records(text):
+        ts = rec.get("ts")
+        if rec.get("msg") != FETCH_ERROR or not isinstance(ts, int | float) or ts < since_ms:
+            continue
+        out.setdefault(_node_name(rec.get("node")), float(ts))
+    return out

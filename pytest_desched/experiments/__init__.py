@@ -56,6 +56,7 @@ __all__ = [
     "strategy_policy",
     "utilization",
     "utilization_legacy",
+    "utilization_long_lived",
     "utilization_modes",
     "utilization_prometheus",
 ]
@@ -66,6 +67,7 @@ from pytest_desched.experiments import (
     rebuild,
     utilization,
     utilization_legacy,
+    utilization_long_lived,
     utilization_modes,
     utilization_prometheus,
 )

@@ -473,6 +473,15 @@ class StandInKubelet:
     ) -> list[PodRun]:
         return stopped_runs(cluster, uids, log_dir, timeout)
 
+    def live_log(self, cluster: Cluster, pod_name: str) -> str | None:
+        """What a running pod's process has written so far (None: not started): a
+        long-lived descheduler's cycles are read while it runs (descheduler/long_lived.py)."""
+        assert cluster.workdir is not None
+        try:
+            return (state_dir(cluster.workdir) / "logs" / f"{pod_name}.log").read_text()
+        except OSError:
+            return None
+
     def run(
         self,
         cluster: Cluster,

@@ -1,0 +1,265 @@
+"""A long-lived descheduler's pure parts: its multi-cycle log split into cycles, the stale-cycle
+signature (known_bugs `desched:long-lived-keeps-pre-outage-usage`), and the mode's refusals.
+
+The lines follow v0.36.0's JSON log: CYCLE_START (descheduler.go:235), CYCLE_END (:252), the
+collector's "Error fetching metrics" (metricscollector.go:131) between and inside cycles.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_desched.descheduler.known_bugs import BY_ID, RoundFacts, classify
+from pytest_desched.descheduler.long_lived import (
+    INTERVAL_ARG,
+    LongLivedMode,
+    LongLivedResult,
+    interval_job,
+)
+from pytest_desched.descheduler.utilization_log import (
+    classified_on_failed_fetch,
+    cycles,
+    fetch_errors_since,
+)
+from pytest_desched.errors import InputError
+from pytest_desched.providers.audit_log import EvictionRequest
+
+BUG = "desched:long-lived-keeps-pre-outage-usage"
+EXPERIMENT = "utilization-kubernetes-metrics-long-lived-missing"
+T0 = 1_796_575_880_000.0
+
+
+def _l(ts: float, msg: str, **rec: object) -> str:
+    return json.dumps({"ts": T0 + ts, "caller": "x.go:1", "msg": msg, "v": 0, **rec})
+
+
+def _classified(ts: float, node: str, category: str, cpu: float) -> str:
+    return _l(
+        ts,
+        "Node has been classified",
+        category=category,
+        node={"name": node},
+        usage={"cpu": f"{int(cpu * 40)}m"},
+        usagePercentage={"cpu": cpu},
+    )
+
+
+def _evicted(ts: float, pod: str) -> str:
+    return _l(ts, "Evicted pod", pod={"name": pod, "namespace": "descheduler-lab"})
+
+
+def _cycle(ts: float, *body: str, end: bool = True) -> list[str]:
+    out = [_l(ts, "Resetting pod evictor counters"), *body]
+    if end:
+        out.append(_l(ts + 100, "Number of evictions/requests", totalEvicted=0))
+    return out
+
+
+def _fetch_error(ts: float, node: str) -> str:
+    return _l(ts, "Error fetching metrics", node=node, err="the server is currently unable")
+
+
+LIVE = [
+    _classified(1010, "w-1", "overutilized", 81.2),
+    _classified(1011, "w-2", "underutilized", 1.3),
+    _evicted(1050, "hot-a"),
+]
+# The outage from 20 s: the collector (every 5 s) fails for both nodes at 22 s and 27 s.
+OUTAGE_ERRORS = [_fetch_error(t, n) for t in (22_000, 27_000) for n in ("w-1", "w-2")]
+STALE = [
+    _classified(31_010, "w-1", "overutilized", 79.0),
+    _classified(31_011, "w-2", "underutilized", 2.0),
+    _evicted(31_050, "hot-b"),
+]
+FAILS_OPEN = "\n".join(
+    [
+        _l(0, "Starting metrics collector"),
+        *_cycle(1000, *LIVE),
+        *OUTAGE_ERRORS,
+        *_cycle(31_000, *STALE),
+    ]
+)
+FAILS_CLOSED = "\n".join(
+    [
+        *_cycle(1000, *LIVE),
+        *OUTAGE_ERRORS,
+        *_cycle(
+            31_000,
+            _l(
+                31_010,
+                "running balance extension point failed with error",
+                err='unable to find node "w-1" in the collected metrics',
+            ),
+        ),
+    ]
+)
+
+
+def test_cycles_split_a_long_lived_log() -> None:
+    cs = cycles(FAILS_OPEN)
+    assert [c.number for c in cs] == [1, 2]
+    assert cs[0].start_ms == T0 + 1000 and cs[0].end_ms == T0 + 1100
+    assert {n: u.category for n, u in cs[0].classified.items()} == {
+        "w-1": "overutilized",
+        "w-2": "underutilized",
+    }
+    assert cs[0].evicted == ("descheduler-lab/hot-a",)
+    assert cs[1].evicted == ("descheduler-lab/hot-b",)
+    assert cs[1].classified["w-1"].percent == {"cpu": 79.0}
+    # the newest error per node before cycle 2 began: the 27 s collect
+    assert cs[1].last_fetch_error_ms == {"w-1": T0 + 27_000, "w-2": T0 + 27_000}
+    assert cs[0].last_fetch_error_ms == {}
+
+
+def test_a_one_shot_log_is_one_cycle() -> None:
+    data = Path(__file__).parents[1] / "data" / "descheduler-v0.36.0"
+    cs = cycles((data / "utilization-kubernetes-metrics.log").read_text())
+    assert len(cs) == 1 and cs[0].end_ms is not None
+    assert len(cs[0].evicted) == 1 and set(cs[0].classified) == {
+        "d23a-worker-1",
+        "d23a-worker-2",
+        "d23a-worker-3",
+    }
+
+
+def test_a_cycle_cut_short_has_no_end() -> None:
+    text = "\n".join([*_cycle(1000, *LIVE), *_cycle(31_000, STALE[0], end=False)])
+    cs = cycles(text)
+    assert [c.end_ms for c in cs] == [T0 + 1100, None]
+
+
+def test_classified_on_failed_fetch_needs_the_last_collect_to_have_failed() -> None:
+    stale = cycles(FAILS_OPEN)[1]
+    assert classified_on_failed_fetch(stale) == ["w-1", "w-2"]
+    # the newest error 6 s before the cycle: a later collect ran (and succeeded, silently)
+    old = "\n".join(
+        [
+            *_cycle(1000, *LIVE),
+            _fetch_error(25_000, "w-1"),
+            _fetch_error(25_000, "w-2"),
+            *_cycle(31_000, *STALE),
+        ]
+    )
+    assert classified_on_failed_fetch(cycles(old)[1]) == []
+
+
+def test_fetch_errors_since_the_outage() -> None:
+    assert fetch_errors_since(FAILS_OPEN, T0 + 20_000) == {"w-1": T0 + 22_000, "w-2": T0 + 22_000}
+    assert fetch_errors_since(FAILS_OPEN, T0 + 30_000) == {}
+
+
+def _facts(log: str, version: str = "v0.36.0", failed: frozenset[str] = frozenset()) -> RoundFacts:
+    return RoundFacts(EXPERIMENT, version, failed, log=log)
+
+
+STALE_CHECKS = frozenset({"ll-outage-cycle-classifies-nothing"})
+ALL_OUTAGE_CHECKS = frozenset(
+    {
+        "ll-outage-cycle-classifies-nothing",
+        "ll-outage-cycle-evicts-nothing",
+        "ll-outage-cycle-no-eviction-request",
+    }
+)
+
+
+def test_signature_is_proven_only_by_a_later_cycle_on_failed_fetches() -> None:
+    bug = BY_ID[BUG]
+    ev = bug.signature(_facts(FAILS_OPEN))
+    assert ev is not None and "cycle 2" in ev and "evicted 1" in ev
+    assert bug.signature(_facts(FAILS_CLOSED)) is None
+    data = Path(__file__).parents[1] / "data" / "descheduler-v0.36.0"
+    one_shot = (data / "utilization-kubernetes-metrics.log").read_text()
+    assert bug.signature(_facts(one_shot)) is None  # a Job's one cycle never shows it
+
+
+def test_it_excuses_only_the_outage_cycle_checks() -> None:
+    got = classify(_facts(FAILS_OPEN, failed=STALE_CHECKS))
+    assert got.outcome == "xfail" and got.bug is not None and got.bug.id == BUG
+    # a failed Job-round or first-cycle check, or an eviction in the outage cycle (v0.36.0
+    # evicts none: the pods' usage is fetched live), is never excused by it
+    for other in (
+        "job-no-node-read-as-idle",
+        "ll-first-cycle-reads-usage",
+        "uids-unchanged",
+        *sorted(ALL_OUTAGE_CHECKS - STALE_CHECKS),
+    ):
+        got = classify(_facts(FAILS_OPEN, failed=STALE_CHECKS | {other}))
+        assert got.outcome == "fail", other
+    # without its proof (the release failed closed) the same failures are not excused
+    assert classify(_facts(FAILS_CLOSED, failed=STALE_CHECKS)).outcome == "fail"
+
+
+@pytest.mark.parametrize(
+    ("interval", "cycles_", "field"),
+    [
+        (0, 3, "interval_s"),  # one-shot: not long-lived
+        (5, 3, "interval_s"),  # closer than two collector periods
+        (121, 3, "interval_s"),
+        (30, 1, "max_cycles"),  # a plain Job round
+        (30, 7, "max_cycles"),  # unbounded evictions
+        (True, 3, "interval_s"),
+        ("30", 3, "interval_s"),
+    ],
+)
+def test_mode_refuses_unsafe_values(interval: object, cycles_: object, field: str) -> None:
+    with pytest.raises(InputError) as exc:
+        LongLivedMode(interval, cycles_)  # type: ignore[arg-type]
+    assert exc.value.field == field and ".." in exc.value.fix
+
+
+def _manifest(*args: str) -> dict[str, object]:
+    return {
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"args": ["--policy-config-file=/p.yaml", *args]}]}
+            }
+        }
+    }
+
+
+def test_interval_job_adds_the_interval_and_deadline_and_keeps_dry_run() -> None:
+    mode = LongLivedMode(30, 4)
+    for dry in ("--dry-run=true", "--dry-run=false"):
+        m = _manifest(dry, "--v=4")
+        interval_job(m, mode)
+        spec = m["spec"]
+        assert isinstance(spec, dict)
+        pod = spec["template"]["spec"]
+        assert pod["containers"][0]["args"] == [
+            "--policy-config-file=/p.yaml",
+            dry,
+            "--v=4",
+            f"{INTERVAL_ARG}=30s",
+        ]
+        assert spec["activeDeadlineSeconds"] == pod["activeDeadlineSeconds"] == 60 + 30 * 4
+        assert spec["backoffLimit"] == 0
+
+
+@pytest.mark.parametrize(
+    "arg", ["--descheduling-interval=5m", "--leader-elect=true", "--leader-elect"]
+)
+def test_interval_job_refuses_a_template_that_is_something_else(arg: str) -> None:
+    m = _manifest("--dry-run=true", arg)
+    with pytest.raises(InputError, match="cmdOptions"):
+        interval_job(m, LongLivedMode(30, 4))
+
+
+def test_requests_are_attributed_to_their_cycle() -> None:
+    from datetime import UTC, datetime
+
+    cs = cycles(FAILS_OPEN)
+
+    def req(ms: float, pod: str) -> EvictionRequest:
+        at = datetime.fromtimestamp((T0 + ms) / 1000, tz=UTC)
+        return EvictionRequest("descheduler-lab", pod, 201, "u", pod, at)
+
+    res = LongLivedResult(
+        "n", "uid", FAILS_OPEN, Path("x"), cs, [req(1050, "hot-a"), req(31_050, "hot-b")], [], 1.0
+    )
+    assert [r.pod for r in res.requests_in(cs[0]) or []] == ["hot-a"]
+    assert [r.pod for r in res.requests_in(cs[1]) or []] == ["hot-b"]
+    none = LongLivedResult("n", "uid", FAILS_OPEN, Path("x"), cs, None, [], 1.0)
+    assert none.requests_in(cs[0]) is None
