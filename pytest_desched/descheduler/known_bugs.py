@@ -511,13 +511,13 @@ def _sig_stale_idle(f: RoundFacts) -> str | None:
 
 
 def _sig_long_lived_stale(f: RoundFacts) -> str | None:
-    """A later cycle of one process that classified nodes, every one of them with the
-    collector's last fetch failed before the cycle: read on the value kept from an earlier
-    collect. A one-shot round's log has one cycle, so it never shows this."""
+    """A later cycle of one process that classified a node whose last fetch by the
+    collector had failed before the cycle: read on the value kept from an earlier collect.
+    A one-shot round's log has one cycle, so it never shows this."""
     for cyc in cycles(f.log)[1:]:
         nodes = classified_on_failed_fetch(cyc)
-        if nodes and len(nodes) == len(cyc.classified):
-            got = {n: cyc.classified[n].category for n in nodes}
+        if nodes:
+            got = {n: f"{cyc.classified[n].category} {cyc.classified[n].percent}" for n in nodes}
             return (
                 f"cycle {cyc.number} of a long-lived process classified {got} although the "
                 'collector\'s last fetch of each had failed ("Error fetching metrics" within '
@@ -657,7 +657,17 @@ REGISTRY: tuple[KnownBug, ...] = (
             # is no part of this cause and fails.
             "utilization-kubernetes-metrics-long-lived-missing": frozenset(
                 {"ll-outage-cycle-classifies-nothing"}
-            )
+            ),
+            # With one node's metrics missing the other nodes' pods have live usage, so the
+            # node read on its kept value lets the cycle run on and evict, where a fresh
+            # collector refuses the whole cycle (usageclients.go:212).
+            "utilization-kubernetes-metrics-long-lived-absent": frozenset(
+                {
+                    "ll-outage-cycle-classifies-nothing",
+                    "ll-outage-cycle-evicts-nothing",
+                    "ll-outage-cycle-no-eviction-request",
+                }
+            ),
         },
         signature=_sig_long_lived_stale,
         fix="none upstream (no issue filed)",

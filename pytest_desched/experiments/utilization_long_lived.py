@@ -21,11 +21,19 @@ node, thresholds 20% / 50%, the runbook's caps), in one experiment:
 3. the process is stopped (its Job deleted, the stand-in kubelet ends it, its log kept), and a
    plain Job round runs under the same outage: the intended behaviour, never excused (the
    source's error lines, nothing classified, nothing evicted).
+
+v0.36.0 classifies on the kept values there but evicts nothing: each candidate pod's usage
+is fetched live (usageclients.go:169) and skipped on its error (nodeutilization.go:312-318).
+`utilization-long-lived-absent` takes one node's metrics away instead (the node cycle 1's
+replacement landed on: 21% declared), so the hot node's pods keep live usage: v0.36.0 reads
+the node at its kept 1% as idle and evicts, which the same cause excuses there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -38,8 +46,14 @@ from pytest_desched.descheduler.utilization_log import (
     classified_on_failed_fetch,
     fetch_errors_since,
 )
-from pytest_desched.experiments.utilization import TARGET, UtilizationBase
+from pytest_desched.experiments.utilization import (
+    HOT_USAGE_M,
+    LOW,
+    TARGET,
+    UtilizationBase,
+)
 from pytest_desched.kube import wait_for
+from pytest_desched.lab.workloads import Deployment
 
 INTERVAL_S = 30  # room, under load, to stop metrics-server between cycle 1 and cycle 2
 MAX_CYCLES = 4  # cycle 1 live, then up to 3 for the first one wholly inside the outage
@@ -57,43 +71,59 @@ def _cycle_line(c: Cycle) -> str:
     return f"cycle {c.number}: classified {got}, evicted {list(c.evicted)}"
 
 
-class UtilizationLongLivedMissing(UtilizationBase):
-    """A long-lived descheduler whose metrics source goes away after a good first cycle:
-    the next cycle must classify nothing and evict nothing; a plain Job round under the same
-    outage fails closed."""
+class _LongLivedOutage(UtilizationBase):
+    """The long-lived flow; a subclass names its outage and what the source serves in it."""
 
-    name = "utilization-long-lived-missing"
-    title = "utilization-kubernetes-metrics-long-lived-missing"
     mode = LongLivedMode(INTERVAL_S, MAX_CYCLES)
 
-    def act(self) -> None:
-        # optional: the embedded provider's fault injector, only where this experiment runs
-        from pytest_desched.providers.embedded.faults import Faults
+    # -- what a subclass says about its outage ----------------------------------------------
+    def first_categories(self) -> dict[str, str]:
+        """What cycle 1 must read each node as, on live metrics."""
+        return {n: ("overutilized" if n == self.node else "underutilized") for n in self.workers}
 
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        raise NotImplementedError
+        yield
+
+    def missing(self) -> list[str]:
+        """The nodes whose metrics the outage takes away."""
+        raise NotImplementedError
+
+    def check_source(self) -> None:
+        raise NotImplementedError
+
+    def check_outage_classification(self, out: Cycle) -> None:
+        raise NotImplementedError
+
+    def check_job_round_lines(self, errors: list[str], seen: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # -- the flow --------------------------------------------------------------------------
+    def act(self) -> None:
         ctx = self.ctx
         name = f"descheduler-{self.name}" + (f"-{ctx.lane}" if ctx.lane else "")
         self.s_before = self.lab.snapshot()
-        faults = Faults(ctx.cluster)
         with long_lived(ctx.cluster, ctx.release, name[:52], self.mode, ctx.log_dir) as run:
-            first = run.wait_cycles(
+            self.first = run.wait_cycles(
                 "its first cycle to end",
                 lambda cs: bool(cs) and cs[0].end_ms is not None,
                 timeout=self.mode.deadline_s,
             )[0]
-            self.settle(self.hot)  # cycle 1's replacement Ready: the lab is still before the outage
-            with faults.metrics_server_down():
+            # cycle 1's replacement Ready: the lab is still as it was before the outage
+            self.s_first = self.settle(self.hot)
+            with self.outage():
                 stopped_ms = time.time() * 1000  # the log's `ts` is wall-clock ms
-                self.gone = self.lab.node_usage(self.node)
-                # the collector's next fetch of every node fails (it runs every 5 s)
-                failed_at = self._fetch_errors_for_all(run, stopped_ms)
+                self.served_during = {n: self.lab.node_usage(n) for n in self.workers}
+                failed_at = self._fetch_errors_for(run, stopped_ms, self.missing())
                 self.s_outage = self.lab.snapshot()
                 cs = run.wait_cycles(
-                    "a cycle that began after every node's fetch failed, to end",
+                    "a cycle that began after the outage's fetches failed, to end",
                     lambda cs: any(c.start_ms > failed_at and c.end_ms for c in cs),
                     timeout=self.mode.deadline_s,
                 )
                 self.outage_cycle = next(c for c in cs if c.start_ms > failed_at and c.end_ms)
-                self.gone_after = {n: self.lab.node_usage(n) for n in self.workers}
+                self.served_after = {n: self.lab.node_usage(n) for n in self.workers}
                 self.ll: LongLivedResult = run.stop()
                 self.ll_log = (
                     ctx.evidence.write_log(self.r.label, self.ll.name, self.ll.logs)
@@ -102,10 +132,6 @@ class UtilizationLongLivedMissing(UtilizationBase):
                 )
                 self.s_after = self.lab.snapshot()
                 self.job = self.round("job")  # the runbook's Job, same outage: fails closed
-        self.first = first
-        self.r.result.notes.append(
-            "fault: " + "; ".join(f"{e.fault} {e.action} {e.detail}" for e in faults.events)
-        )
         self.r.result.notes.append(
             f"long-lived {self.ll.name} (--descheduling-interval={INTERVAL_S}s, job uid "
             f"{self.ll.job_uid}, {self.ll.duration_s}s, log {self.ll_log}): "
@@ -116,34 +142,28 @@ class UtilizationLongLivedMissing(UtilizationBase):
             # cause may excuse are its outage cycle's; the Job round's are never excused.
             self.r.facts = replace(self.r.facts, log=self.ll.logs)
 
-    def _fetch_errors_for_all(self, run: Any, since_ms: float) -> float:
-        """The log `ts` by which the collector had logged a failed fetch for every node."""
+    def _fetch_errors_for(self, run: Any, since_ms: float, nodes: list[str]) -> float:
+        """The log `ts` by which the collector had logged a failed fetch of each of `nodes`."""
         since = wait_for(
-            "the long-lived descheduler's collector to log a failed fetch of every node",
+            f"the long-lived descheduler's collector to log a failed fetch of {nodes}",
             lambda: fetch_errors_since(run.log_so_far(), since_ms),
-            lambda errs: set(self.workers) <= set(errs),
-            timeout=30,
+            lambda errs: set(nodes) <= set(errs),
+            timeout=60,
             max_interval=0.5,
             describe=str,
         )
-        return max(since[n] for n in self.workers)
+        return max(since[n] for n in nodes)
 
     def assess(self) -> None:
         first, out, ll = self.first, self.outage_cycle, self.ll
+        want = self.first_categories()
+        got = {n: u.category for n, u in first.classified.items()}
         hot = first.classified.get(self.node)
         self.r.check(
             "ll-first-cycle-reads-usage",
-            f"cycle 1 of the long-lived process read {self.node} as overutilized (>{TARGET}% "
-            "CPU) and the other nodes as underutilized, from live metrics",
-            hot is not None
-            and hot.category == "overutilized"
-            and hot.percent.get("cpu", 0) > TARGET
-            and all(
-                first.classified.get(n) is not None
-                and first.classified[n].category == "underutilized"
-                for n in self.workers
-                if n != self.node
-            ),
+            f"cycle 1 of the long-lived process read the nodes from live metrics as {want}, "
+            f"{self.node} over {TARGET}% CPU",
+            got == want and hot is not None and hot.percent.get("cpu", 0) > TARGET,
             _cycle_line(first),
         )
         self.r.check(
@@ -154,27 +174,16 @@ class UtilizationLongLivedMissing(UtilizationBase):
             and self._codes(first) in (None, [201]),
             f"{_cycle_line(first)}; audit codes {self._codes(first)}",
         )
-        self.r.check(
-            "ll-source-missing",
-            "metrics.k8s.io served no node usage during the outage, before and after its cycle",
-            self.gone is None and all(v is None for v in self.gone_after.values()),
-            f"served at the stop {self.gone}, after the cycle {self.gone_after}",
-        )
-        failed = classified_on_failed_fetch(out)
+        self.check_source()
+        missing = self.missing()
         self.r.check(
             "ll-collector-fetch-failed",
-            f"before cycle {out.number} the collector's last fetch of every node failed "
+            f"before cycle {out.number} the collector's last fetch of {missing} failed "
             f'("{FETCH_ERROR}" within one collect period)',
-            all(out.fetch_failed_last(n) for n in self.workers),
+            all(out.fetch_failed_last(n) for n in missing),
             f"cycle start {out.start_ms}, newest fetch error per node {out.last_fetch_error_ms}",
         )
-        self.r.check(
-            STALE_CYCLE_CHECKS[0],
-            f"cycle {out.number}, inside the outage, classified no node (a missing source "
-            "fails closed or skips the cycle)",
-            not out.classified,
-            _cycle_line(out) + (f"; classified on a failed fetch: {failed}" if failed else ""),
-        )
+        self.check_outage_classification(out)
         gone = sorted(self.s_outage.uids - self.s_after.uids)
         self.r.check(
             STALE_CYCLE_CHECKS[1],
@@ -197,9 +206,19 @@ class UtilizationLongLivedMissing(UtilizationBase):
             why is None and ll.log_path.is_file(),
             why or str(ll.log_path),
         )
-        self._assess_job_round()
+        # The intended behaviour under the same outage: the runbook's Job fails closed.
+        v = self.job
+        seen = self.usage_seen(v)
+        self.check_job_round_lines(v.extra["utilization"]["metrics_source_errors"], seen)
+        self.r.assess_nothing_evicted(v, self.s_after)
+        self.r.check(
+            "no-eviction-request",
+            "no eviction request of the Job round reached the API server",
+            not v.refused_by_api,
+            f"audit requests {v.refused_by_api}",
+        )
         # filed with the Job round's record (the long-lived process has no round of its own)
-        self.job.extra["utilization"]["long_lived"] = {
+        v.extra["utilization"]["long_lived"] = {
             "job": ll.name,
             "job_uid": ll.job_uid,
             "interval_s": INTERVAL_S,
@@ -207,6 +226,7 @@ class UtilizationLongLivedMissing(UtilizationBase):
             "duration_s": ll.duration_s,
             "cycles": [c.to_dict() for c in ll.cycles],
             "outage_cycle": out.number,
+            "missing": missing,
         }
 
     def _codes(self, cyc: Cycle) -> list[int] | None:
@@ -215,11 +235,51 @@ class UtilizationLongLivedMissing(UtilizationBase):
             return None
         return [r.code for r in reqs if r.is_eviction and r.code is not None]
 
-    def _assess_job_round(self) -> None:
-        """The intended behaviour under the same outage: the runbook's Job fails closed."""
-        v = self.job
-        seen = self.usage_seen(v)
-        errors = v.extra["utilization"]["metrics_source_errors"]
+
+class UtilizationLongLivedMissing(_LongLivedOutage):
+    """A long-lived descheduler whose metrics source goes away after a good first cycle:
+    the next cycle must classify nothing and evict nothing; a plain Job round under the same
+    outage fails closed."""
+
+    name = "utilization-long-lived-missing"
+    title = "utilization-kubernetes-metrics-long-lived-missing"
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        # optional: the embedded provider's fault injector, only where this experiment runs
+        from pytest_desched.providers.embedded.faults import Faults
+
+        faults = Faults(self.ctx.cluster)
+        try:
+            with faults.metrics_server_down():
+                yield
+        finally:
+            self.r.result.notes.append(
+                "fault: " + "; ".join(f"{e.fault} {e.action} {e.detail}" for e in faults.events)
+            )
+
+    def missing(self) -> list[str]:
+        return list(self.workers)
+
+    def check_source(self) -> None:
+        self.r.check(
+            "ll-source-missing",
+            "metrics.k8s.io served no node usage during the outage, before and after its cycle",
+            all(v is None for v in [*self.served_during.values(), *self.served_after.values()]),
+            f"served at the stop {self.served_during}, after the cycle {self.served_after}",
+        )
+
+    def check_outage_classification(self, out: Cycle) -> None:
+        failed = classified_on_failed_fetch(out)
+        self.r.check(
+            STALE_CYCLE_CHECKS[0],
+            f"cycle {out.number}, inside the outage, classified no node (a missing source "
+            "fails closed or skips the cycle)",
+            not out.classified,
+            _cycle_line(out) + (f"; classified on a failed fetch: {failed}" if failed else ""),
+        )
+
+    def check_job_round_lines(self, errors: list[str], seen: dict[str, Any]) -> None:
         self.r.check(
             "job-says-source-failed",
             "the Job round's own log says the fetch failed and the balance extension point "
@@ -229,15 +289,108 @@ class UtilizationLongLivedMissing(UtilizationBase):
             "\n".join(errors[:4]) or "no such line in the round's log",
         )
         self.r.check(
-            "job-no-node-read-as-idle",
-            "the Job round classified no node",
-            not seen,
-            f"logged {seen}",
+            "job-no-node-read-as-idle", "the Job round classified no node", not seen, f"{seen}"
         )
-        self.r.assess_nothing_evicted(v, self.s_after)
+
+
+BUSY_REQUEST_M = 1500  # the busy node's pods: large requests keep cycle 1's replacement off it
+
+
+class UtilizationLongLivedAbsent(_LongLivedOutage):
+    """A long-lived descheduler, and after a good first cycle one node's metrics endpoint
+    fails: the node that took cycle 1's replacement (21% declared: not idle) must not be
+    read on its kept pre-outage usage (1%: idle), and the cycle must evict nothing."""
+
+    name = "utilization-long-lived-absent"
+    title = "utilization-kubernetes-metrics-long-lived-absent"
+
+    def arrange(self) -> None:
+        super().arrange()  # hot: 4 x 800m on workers[0]; the other two idle
+        self.busy_node = self.workers[2]
+        self.busy = Deployment(
+            "busy",
+            replicas=2,
+            requests={"cpu": f"{BUSY_REQUEST_M}m"},
+            usage={"cpu": f"{HOT_USAGE_M}m", "memory": "64Mi"},
+        )
+        self.lab.apply(self.busy, only_on=self.busy_node)
+        want = 2 * HOT_USAGE_M  # 41% with the node's own 50m: appropriately utilized
+        self.lab.wait_node_usage({self.busy_node: lambda m: m >= want * 0.9}, timeout=90)
+
+    def first_categories(self) -> dict[str, str]:
+        idle = self.workers[1]
+        return {self.node: "overutilized", idle: "underutilized", self.busy_node: "appropriate"}
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        # optional: the embedded provider's kubelet endpoints, only where this experiment runs
+        from pytest_desched.providers.embedded.metrics_endpoints import node_absent
+
+        new = [p for p in self.s_first.of("hot") if p.uid not in self.s_before.uids]
+        self.absent = new[0].node if len(new) == 1 and new[0].node else self.workers[1]
+        self.absent_pods = [p.name for p in self.s_first.live if p.node == self.absent]
+        with node_absent(self.ctx.cluster, self.absent) as path:
+            self.r.result.notes.append(f"fault: {self.absent}'s metrics endpoint {path}: 404")
+            wait_for(  # metrics-server drops the node at its next scrape; the others stay
+                f"metrics-server to drop {self.absent} and keep serving the others",
+                lambda: {n: self.lab.node_usage(n) for n in self.workers},
+                lambda s: (
+                    s[self.absent] is None
+                    and all(v is not None for n, v in s.items() if n != self.absent)
+                ),
+                timeout=60,
+                max_interval=1.0,
+                describe=str,
+            )
+            yield
+
+    def missing(self) -> list[str]:
+        return [self.absent]
+
+    def check_source(self) -> None:
+        absent = self.absent
+        after = {n: u for n, u in self.served_after.items() if u is not None}
         self.r.check(
-            "no-eviction-request",
-            "no eviction request of the Job round reached the API server",
-            not v.refused_by_api,
-            f"audit requests {v.refused_by_api}",
+            "ll-source-absent-node",
+            f"metrics.k8s.io served every node but {absent} during the outage",
+            self.served_during[absent] is None
+            and absent not in after
+            and len(after) == len(self.workers) - 1,
+            f"served at the fault {self.served_during}, after the cycle {self.served_after}",
+        )
+        hot_pods = [n for n in self.absent_pods if n.startswith("hot-")]
+        self.r.check(
+            "ll-absent-node-not-idle",
+            f"{absent} is the node cycle 1's replacement landed on: it runs a hot pod "
+            f"({HOT_USAGE_M}m declared: over {LOW}% of its CPU, not idle)",
+            absent == self.workers[1] and len(hot_pods) == 1,
+            f"absent {absent}, lab pods there {self.absent_pods}",
+        )
+
+    def check_outage_classification(self, out: Cycle) -> None:
+        absent = self.absent
+        got = out.classified.get(absent)
+        self.r.check(
+            STALE_CYCLE_CHECKS[0],
+            f"cycle {out.number}, with {absent}'s metrics missing, did not classify {absent} "
+            "(a missing source fails closed or skips the cycle)",
+            got is None,
+            _cycle_line(out),
+        )
+
+    def check_job_round_lines(self, errors: list[str], seen: dict[str, Any]) -> None:
+        named = [e for e in errors if self.absent in e]
+        self.r.check(
+            "job-says-node-missing",
+            f"the Job round's own log says {self.absent}'s fetch failed and the balance "
+            "extension point stopped for want of its metrics",
+            any(f'"{FETCH_ERROR}"' in e for e in named)
+            and any(NO_NODE_METRICS in e for e in named),
+            "\n".join(errors[:4]) or "no such line in the round's log",
+        )
+        self.r.check(
+            "job-no-node-read-as-idle",
+            f"the Job round did not classify {self.absent}",
+            self.absent not in seen,
+            f"{seen}",
         )

@@ -263,3 +263,24 @@ def test_requests_are_attributed_to_their_cycle() -> None:
     assert [r.pod for r in res.requests_in(cs[1]) or []] == ["hot-b"]
     none = LongLivedResult("n", "uid", FAILS_OPEN, Path("x"), cs, None, [], 1.0)
     assert none.requests_in(cs[0]) is None
+
+
+def test_one_absent_node_read_on_its_kept_value_proves_it_and_excuses_the_eviction() -> None:
+    """utilization-long-lived-absent: only w-2's fetch fails; the cycle classifies it (kept
+    1%) beside w-1 (live) and evicts: the signature names w-2 alone."""
+    text = "\n".join(
+        [
+            *_cycle(1000, *LIVE),
+            _fetch_error(27_000, "w-2"),
+            *_cycle(31_000, *STALE),
+        ]
+    )
+    cyc = cycles(text)[1]
+    assert classified_on_failed_fetch(cyc) == ["w-2"]
+    ev = BY_ID[BUG].signature(_facts(text))
+    assert ev is not None and "w-2" in ev and "w-1" not in ev and "evicted 1" in ev
+    absent = "utilization-kubernetes-metrics-long-lived-absent"
+    got = classify(RoundFacts(absent, "v0.36.0", ALL_OUTAGE_CHECKS, log=text))
+    assert got.outcome == "xfail"
+    # the missing-source experiment's eviction checks are not this cause's to excuse
+    assert classify(_facts(text, failed=ALL_OUTAGE_CHECKS)).outcome == "fail"
