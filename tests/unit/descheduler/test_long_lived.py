@@ -284,3 +284,46 @@ def test_one_absent_node_read_on_its_kept_value_proves_it_and_excuses_the_evicti
     assert got.outcome == "xfail"
     # the missing-source experiment's eviction checks are not this cause's to excuse
     assert classify(_facts(text, failed=ALL_OUTAGE_CHECKS)).outcome == "fail"
+
+
+class _Batch:
+    def __init__(self) -> None:
+        self.created: list[object] = []
+
+    def create_namespaced_job(self, ns: str, body: object) -> object:
+        self.created.append(body)
+        raise AssertionError("no Job may be created here")
+
+
+def _cluster(runner: object) -> object:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(provider="kind", job_runner=runner, batch=_Batch())
+
+
+def test_start_refuses_a_provider_that_cannot_show_a_running_log_before_any_change() -> None:
+    from types import SimpleNamespace
+
+    from pytest_desched.descheduler.long_lived import start
+
+    release = SimpleNamespace(namespace="kube-system")  # never read: refused first
+    for runner in (None, SimpleNamespace(name="x", pod_annotations={})):
+        cluster = _cluster(runner)
+        with pytest.raises(InputError, match="--provider embedded"):
+            start(cluster, release, "n", LongLivedMode(30, 4), Path("x"))  # type: ignore[arg-type]
+        assert cluster.batch.created == []  # type: ignore[attr-defined]
+
+
+def test_start_refuses_a_cronjob_that_is_not_suspended() -> None:
+    from types import SimpleNamespace
+
+    from pytest_desched.descheduler.long_lived import start
+    from pytest_desched.errors import RoundError
+
+    cj = SimpleNamespace(spec=SimpleNamespace(suspend=False), metadata=SimpleNamespace(name="d"))
+    release = SimpleNamespace(namespace="kube-system", live_cronjob=lambda: cj)
+    runner = SimpleNamespace(name="embedded", pod_annotations={}, live_log=lambda *a: "")
+    cluster = _cluster(runner)
+    with pytest.raises(RoundError, match="not suspended"):
+        start(cluster, release, "n", LongLivedMode(30, 4), Path("x"))  # type: ignore[arg-type]
+    assert cluster.batch.created == []  # type: ignore[attr-defined]
