@@ -517,7 +517,10 @@ def _sig_long_lived_stale(f: RoundFacts) -> str | None:
     for cyc in cycles(f.log)[1:]:
         nodes = classified_on_failed_fetch(cyc)
         if nodes:
-            got = {n: f"{cyc.classified[n].category} {cyc.classified[n].percent}" for n in nodes}
+            got = {
+                n: f"{cyc.classified[n].category} at {cyc.classified[n].percent.get('cpu')}% CPU"
+                for n in nodes
+            }
             return (
                 f"cycle {cyc.number} of a long-lived process classified {got} although the "
                 'collector\'s last fetch of each had failed ("Error fetching metrics" within '

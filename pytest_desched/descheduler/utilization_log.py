@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 CLASSIFIED = "Node has been classified"
@@ -129,14 +129,22 @@ class Cycle:
     errors: tuple[str, ...] = ()  # the source's error lines inside the cycle (source_errors)
     # node -> `ts` of the newest FETCH_ERROR for it logged before this cycle began
     last_fetch_error_ms: dict[str, float] = field(default_factory=dict)
+    # node -> `ts` of the first FETCH_ERROR for it logged after this cycle began
+    next_fetch_error_ms: dict[str, float] = field(default_factory=dict)
 
     def fetch_failed_last(self, node: str) -> bool:
-        """The collector's last fetch of `node` before the cycle failed: its newest error is
-        less than one collect period (minus the fetches' own time) before the cycle began, so
-        no later collect ran in between (a successful fetch logs nothing)."""
-        at = self.last_fetch_error_ms.get(node)
-        window = (COLLECT_PERIOD_S - COLLECT_SLACK_S) * 1000
-        return at is not None and 0 <= self.start_ms - at < window
+        """The node's value at the cycle is the one kept over a failed fetch (a successful
+        fetch logs nothing). Either its newest error is less than one collect period (minus
+        the fetches' own time) before the cycle began, so no later collect ran in between; or
+        the collects just before and just after the start both failed (their errors less
+        than a period and its slack apart: consecutive collects, none between them)."""
+        prev = self.last_fetch_error_ms.get(node)
+        if prev is None or prev > self.start_ms:
+            return False
+        if self.start_ms - prev < (COLLECT_PERIOD_S - COLLECT_SLACK_S) * 1000:
+            return True
+        nxt = self.next_fetch_error_ms.get(node)
+        return nxt is not None and nxt - prev < (COLLECT_PERIOD_S + COLLECT_SLACK_S) * 1000
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -147,11 +155,34 @@ class Cycle:
             "evicted": list(self.evicted),
             "errors": list(self.errors),
             "last_fetch_error_ms": self.last_fetch_error_ms,
+            "next_fetch_error_ms": self.next_fetch_error_ms,
         }
 
 
 def cycles(text: str) -> list[Cycle]:
     """Split a long-lived process's log into its cycles (a one-shot log is one cycle)."""
+    out = _cycles(text)
+    errors = sorted(fetch_errors(text), key=lambda e: e[1])
+    for i, c in enumerate(out):
+        nxt: dict[str, float] = {}
+        for node, ts in errors:
+            if ts > c.start_ms:
+                nxt.setdefault(node, ts)
+        out[i] = replace(c, next_fetch_error_ms=nxt)
+    return out
+
+
+def fetch_errors(text: str) -> list[tuple[str, float]]:
+    """(node, `ts`) of every FETCH_ERROR line, in log order."""
+    out = []
+    for rec in _records(text):
+        ts = rec.get("ts")
+        if rec.get("msg") == FETCH_ERROR and isinstance(ts, int | float):
+            out.append((_node_name(rec.get("node")), float(ts)))
+    return out
+
+
+def _cycles(text: str) -> list[Cycle]:
     out: list[Cycle] = []
     last_error: dict[str, float] = {}
     cur: dict[str, Any] | None = None

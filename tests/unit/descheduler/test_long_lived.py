@@ -327,3 +327,26 @@ def test_start_refuses_a_cronjob_that_is_not_suspended() -> None:
     with pytest.raises(RoundError, match="not suspended"):
         start(cluster, release, "n", LongLivedMode(30, 4), Path("x"))  # type: ignore[arg-type]
     assert cluster.batch.created == []  # type: ignore[attr-defined]
+
+
+def test_a_cycle_bracketed_by_two_failed_collects_reads_the_kept_value() -> None:
+    """v0.35.1's run: the newest error 5.0 s before the cycle (too old alone), and the next
+    collect failed 14 ms after the cycle began: no collect between them could succeed."""
+    text = "\n".join(
+        [
+            *_cycle(1000, *LIVE),
+            _fetch_error(25_000, "w-2"),
+            *_cycle(30_000, *STALE),  # STALE's lines carry 31 s stamps; the start is what counts
+            _fetch_error(30_014, "w-2"),
+        ]
+    )
+    cyc = cycles(text)[1]
+    assert cyc.last_fetch_error_ms == {"w-2": T0 + 25_000}
+    assert cyc.next_fetch_error_ms == {"w-2": T0 + 30_014}
+    assert classified_on_failed_fetch(cyc) == ["w-2"]
+    # the next error a whole period later: a collect in between (at 30 s) succeeded
+    late = "\n".join(
+        [*_cycle(1000, *LIVE), _fetch_error(25_000, "w-2"), *_cycle(30_000, *STALE),
+         _fetch_error(35_000, "w-2")]
+    )  # fmt: skip
+    assert classified_on_failed_fetch(cycles(late)[1]) == []
