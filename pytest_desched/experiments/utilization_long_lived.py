@@ -178,10 +178,12 @@ class _LongLivedOutage(UtilizationBase):
         missing = self.missing()
         self.r.check(
             "ll-collector-fetch-failed",
-            f"before cycle {out.number} the collector's last fetch of {missing} failed "
-            f'("{FETCH_ERROR}" within one collect period)',
+            f"at cycle {out.number} the collector held {missing}'s value over a failed fetch "
+            f'("{FETCH_ERROR}" within one collect period before the start, or in the '
+            "collects on both sides of it)",
             all(out.fetch_failed_last(n) for n in missing),
-            f"cycle start {out.start_ms}, newest fetch error per node {out.last_fetch_error_ms}",
+            f"cycle start {out.start_ms}, newest fetch error per node before it "
+            f"{out.last_fetch_error_ms}, first after it {out.next_fetch_error_ms}",
         )
         self.check_outage_classification(out)
         gone = sorted(self.s_outage.uids - self.s_after.uids)
