@@ -179,6 +179,16 @@ class Supervisor:
         t.start()
         return "run"
 
+    def gone_since_last_list(self, listed_uids: set[str]) -> list[str]:
+        """After a (re-)list: stop every running pod the listing no longer has. Its DELETED
+        event fell in a watch gap (an error, a stuck stream under load); without this a
+        deleted long-lived pod's process would run on to its deadline. Returns the uids."""
+        with self.lock:
+            gone = [u for u, ev in self.stops.items() if u not in listed_uids and not ev.is_set()]
+            for uid in gone:
+                self.stops[uid].set()
+        return gone
+
     def refuse(self, pod: Any, why: str) -> None:
         """Leave the pod Pending, say why in a Warning event (and a file the plugin reads)."""
         path = facts_path(self.cluster_dir, pod.metadata.uid, "refused")
@@ -280,6 +290,8 @@ class Supervisor:
                     listed = core.list_pod_for_all_namespaces(label_selector=JOB_POD_SELECTOR)
                     for p in listed.items:
                         self.handle(p)
+                    if gone := self.gone_since_last_list({p.metadata.uid for p in listed.items}):
+                        self.log(f"stopping {gone}: deleted while the watch was not looking")
                     rv = listed.metadata.resource_version
                     ready.write_text(str(os.getpid()))
                 for ev in watch.Watch().stream(

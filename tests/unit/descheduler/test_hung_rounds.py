@@ -215,3 +215,15 @@ def test_a_stopped_round_exercises_no_other_bug() -> None:
     assert judge_bug(BY_ID["descheduler#1882"], _row("v0.35.0", "0.35.0", Cell.of(res))).run != (
         NOT_EXERCISED
     )
+
+
+def test_a_pod_deleted_in_a_watch_gap_is_stopped_at_the_next_list(tmp_path: Any) -> None:
+    """A DELETED event lost while the watch was down (or stuck): the next listing lacks the
+    pod, so its process is stopped then, not left to its deadline (a long-lived round)."""
+    sup = Supervisor(SimpleNamespace(), tmp_path, lambda _m: None)  # type: ignore[arg-type]
+    running, ended, listed = threading.Event(), threading.Event(), threading.Event()
+    ended.set()  # its run is over: nothing to stop
+    sup.stops.update({"gone": running, "done": ended, "still": listed})
+    assert sup.gone_since_last_list({"still"}) == ["gone"]
+    assert running.is_set() and not listed.is_set()
+    assert sup.gone_since_last_list({"still"}) == []  # once
