@@ -186,6 +186,7 @@ RANGE_LONG_LIVED_STALE = VersionRange(
         '"duplicate the previous value": v0.36.0 and v0.35.1 pkg/descheduler/metricscollector/'
         "metricscollector.go:131-133 (the same file), v0.33.0 :129-131, v0.32.2 :128-130; the "
         "collector is started once per process (descheduler.go bootstrapDescheduler), so a "
-        "long-lived process keeps it across cycles. Runs: v0.36.0 (utilization-long-lived-missing)"
+        "long-lived process keeps it across cycles. Runs: v0.36.0 and v0.35.1 "
+        "(utilization-long-lived-missing, utilization-long-lived-absent)"
     ),
 )
