@@ -461,17 +461,85 @@ def test_1687_does_not_excuse_a_binary_that_sends_none_when_it_keeps_running() -
     assert tolerated("eviction-failed-events", replace(facts, events_outliving=3)) is not None
 
 
+REFUSALS = "".join(
+    f'{{"ts":1,"msg":"Error evicting pod","pod":{{"name":"web-{x}","namespace":"lab"}}}}\n'
+    for x in "abc"
+)
+
+
+def _fake_descheduler(tmp_path: Path, startup_s: float = 0.0) -> tuple[Path, Path]:
+    """A stand-in binary: `startup_s` of start-up, then its three refusals logged, then a
+    marker file (its events may arrive from then on), then it keeps running."""
+    fake, mark = tmp_path / "descheduler", tmp_path / "refused"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"/bin/sleep {startup_s}\n"
+        f"/usr/bin/printf '%s' '{REFUSALS}'\n"
+        f"/usr/bin/touch {mark}\n"
+        "exec /bin/sleep 30\n"
+    )
+    fake.chmod(0o755)
+    return fake, mark
+
+
 def test_the_event_probe_stops_the_process_once_every_event_arrived(tmp_path) -> None:
     from pytest_desched.descheduler.event_probe import delivered_when_outliving
 
-    fake = tmp_path / "descheduler"
-    fake.write_text("#!/bin/sh\nexec sleep 30\n")
-    fake.chmod(0o755)
+    fake, _ = _fake_descheduler(tmp_path)
     seen = iter([0, 1, 3, 3])
     n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: next(seen), 3)
     assert (n, how) == (3, "3 of 3 delivered by a process that kept running")
     n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: 0, 2, timeout=1)
-    assert n == 0 and "0 of 2 delivered" in how
+    assert n == 0 and "0 of 2 delivered" in how and "after every pod's refusal" in how
+
+
+def test_the_event_probe_times_its_events_from_the_refusals_not_the_start(tmp_path) -> None:
+    """Issue 54: at load ~45 the probe's 20 s went on the binary's start-up (its log: one
+    line) and a binary that delivers every event was read as one that loses them."""
+    from pytest_desched.descheduler.event_probe import delivered_when_outliving
+
+    fake, mark = _fake_descheduler(tmp_path, startup_s=2.5)
+    n, how = delivered_when_outliving(
+        fake, tmp_path / "kc", "x: 1\n", lambda: 3 if mark.exists() else 0, 3, timeout=2
+    )
+    assert (n, how) == (3, "3 of 3 delivered by a process that kept running")
+
+
+def test_the_event_probe_names_a_process_that_never_refused_as_not_measured(tmp_path) -> None:
+    from pytest_desched.descheduler.event_probe import delivered_when_outliving
+
+    fake, _ = _fake_descheduler(tmp_path, startup_s=30)
+    pods = ["lab/web-a", "lab/web-b", "lab/web-c"]
+    n, how = delivered_when_outliving(
+        fake, tmp_path / "kc", "x: 1\n", lambda: 0, 3, pods=pods, startup_timeout=1
+    )
+    assert n == 0 and how.startswith("not measured: timed out after 1s waiting for the ")
+    assert "0 refused" in how and "0 log line(s)" in how
+
+
+def test_a_rounds_events_are_awaited_unless_the_log_proves_them_unsent() -> None:
+    """A POST cut at exit may still land (seen: 3 of 3 with `Post ...: context canceled`
+    logged); a write the rate limiter never let out cannot."""
+    import time
+
+    from pytest_desched.descheduler.event_probe import round_events
+
+    cut = (
+        '{"msg":"Unable to write event (may retry after sleeping)","err":"Post '
+        '\\"https://127.0.0.1:1/apis/events.k8s.io/v1/namespaces/lab/events\\": context canceled"}\n'
+    )
+    unsent = (
+        '{"msg":"Unable to write event (may retry after sleeping)","err":"client rate limiter '
+        'Wait returned an error: context canceled"}\n'
+    )
+    late = iter([2, 2, 2, 3])
+    n, how = round_events(lambda: next(late), 3, REFUSALS + cut, timeout=5)
+    assert n == 3 and "after a wait" in how
+    started = time.monotonic()
+    n, how = round_events(lambda: 2, 3, REFUSALS + unsent, timeout=5)
+    assert n == 2 and time.monotonic() - started < 1 and "1 write(s) the log proves never" in how
+    n, how = round_events(lambda: 2, 3, REFUSALS + cut, timeout=0.5)
+    assert n == 2 and "context canceled" in how and "timed out" in how
 
 
 def test_a_track_starts_its_cluster_with_the_metrics_sources_its_experiments_read() -> None:
