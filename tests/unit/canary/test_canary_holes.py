@@ -357,8 +357,8 @@ def test_a_renamed_loop_metric_still_gets_its_family_set_proven() -> None:
     watch = FamilySettle()
     renamed = _scrape_text("descheduler_cycle_seconds", 1)
     assert not watch.see("", 0.0) and "no descheduler_* family" in watch.describe()
-    assert not watch.see(renamed, 1.0)
-    assert watch.see(renamed, 1.0 + SETTLE_S)
+    assert not watch.see(renamed, 1.0, logged_loops=3)
+    assert watch.see(renamed, 1.0 + SETTLE_S, logged_loops=3)  # its log proves the loops
     assert watch.families == ("descheduler_build_info", "descheduler_cycle_seconds")
     b = track("baseline", metric_names=FAMILIES)
     c = track("candidate", metric_names=list(watch.families))
@@ -377,6 +377,24 @@ def test_the_probe_waits_past_the_first_loops_and_for_a_settled_set() -> None:
     grown += 'descheduler_pods_evicted_total{result="success"} 1\n'
     assert not watch.see(grown, 7.0)  # the set changed: the window starts again
     assert watch.see(grown, 9.0) and "descheduler_pods_evicted_total" in watch.families
+
+
+def test_a_set_taken_before_the_first_loop_ended_is_not_proven() -> None:
+    """Issue 54: a 1,000-node candidate's first loop outlasted the settle window; its scrape
+    served only build_info (histograms without an observation are not served), the set was
+    taken, and both duration histograms were called lost (`lost-metric`, a rollback)."""
+    from pytest_desched.descheduler.metric_probe import SETTLE_S, FamilySettle, loops_logged
+
+    build_only = '# TYPE descheduler_build_info gauge\ndescheduler_build_info{GitVersion="v9"} 1\n'
+    watch = FamilySettle()
+    assert not watch.see(build_only, 0.0)
+    assert not watch.see(build_only, 2 * SETTLE_S)  # settled, but no loop proven finished
+    assert "0 by the log" in watch.describe() and "descheduler_build_info" in watch.describe()
+    log = '{"ts":1,"v":1,"msg":"Number of evictions/requests","totalEvicted":0}\n' * 3
+    assert loops_logged(log) == 3
+    # three loops logged and still no loop family: dropped, proven, and compared as such
+    assert watch.see(build_only, 3 * SETTLE_S, loops_logged(log))
+    assert watch.families == ("descheduler_build_info",)
 
 
 # -- hole 5 (the comparison): a candidate that sends no EvictionFailed event is a change ---------
