@@ -429,6 +429,19 @@ def test_a_candidate_sending_no_eviction_failed_event_is_a_change() -> None:
     assert rd.candidate is not None and rd.candidate.events == "1/3"
 
 
+def test_a_probe_that_never_refused_does_not_hide_the_rounds_events() -> None:
+    """The long-running probe counts only its own events since issue 54; one that never
+    reached its refusals says 0 and must not turn the round's 2 of 3 into `events-lost`."""
+    unmeasured = _pdb_round(2, bug=True)
+    unmeasured["events_delivered"].update(outliving=0, outliving_how="not measured: ...")
+    proven = _pdb_round(2, bug=True)
+    proven["events_delivered"].update(outliving=3)
+    (rd,) = diff_rounds("pdb[r]", [proven], [unmeasured], B_ROLES, B_ROLES)
+    assert "events-lost" not in [ch.kind for ch, _ in changes_of([rd])]
+    assert rd.candidate is not None and rd.candidate.events == "2/3"
+    assert rd.baseline is not None and rd.baseline.events == "3/3"
+
+
 def test_the_cli_exits_3_with_the_reason_when_both_tracks_errored(
     tmp_path, capsys, monkeypatch
 ) -> None:
