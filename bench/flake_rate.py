@@ -19,11 +19,13 @@ Smoke (one experiment once): `--e2e-runs 1 --test-runs 0 -k positive_affinity_mi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -38,6 +40,37 @@ sys.path.insert(0, str(HERE))
 from shard_bench import CLEARED, SUITE, e2e_mark  # noqa: E402 (bench/ is on the path now)
 
 RUN_TIMEOUT_S = {"e2e": 1800, "test": 7200}
+LOAD_EVERY_S = 5.0  # /proc/loadavg sampled this often during each run
+
+
+class LoadSampler:
+    """The machine's 1-minute load sampled from /proc/loadavg while a run goes on: on a
+    shared machine the load at a run's start says little about the run (issue 54)."""
+
+    def __init__(self, every: float = LOAD_EVERY_S, path: Path = Path("/proc/loadavg")) -> None:
+        self.every, self.path = every, path
+        self.samples: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self) -> None:
+        # no /proc (not Linux): the start figure (os.getloadavg) stands alone
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            self.samples.append(float(self.path.read_text().split()[0]))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def __enter__(self) -> LoadSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
 
 
 def failures(junit: Path) -> tuple[Counter[str], list[dict[str, str]]]:
@@ -97,10 +130,12 @@ def run_once(kind: str, i: int, workdir: Path, extra: list[str]) -> dict[str, An
         cmd = ["make", "test", f"PYTEST_ARGS={args}"]
     load = round(os.getloadavg()[0], 2)
     started = time.monotonic()
+    sampler = LoadSampler()
     try:
-        proc = subprocess.run(
-            cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S[kind]
-        )
+        with sampler:
+            proc = subprocess.run(
+                cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S[kind]
+            )
         rc, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as exc:  # its partial output comes as bytes
         partial = b"".join(
@@ -108,13 +143,22 @@ def run_once(kind: str, i: int, workdir: Path, extra: list[str]) -> dict[str, An
         )
         rc, output = None, f"{partial.decode(errors='replace')}\ntimed out after {exc.timeout}s"
     (workdir / f"{name}.log").write_text(output)
-    return summarize(name, kind, rc, junit, output, load, round(time.monotonic() - started, 1))
+    wall = round(time.monotonic() - started, 1)
+    return summarize(name, kind, rc, junit, output, load, wall, sampler.samples)
 
 
 def summarize(
-    name: str, kind: str, rc: int | None, junit: Path, output: str, load: float, wall: float
+    name: str,
+    kind: str,
+    rc: int | None,
+    junit: Path,
+    output: str,
+    load: float,
+    wall: float,
+    loads: list[float] | None = None,
 ) -> dict[str, Any]:
-    """One run's record: its counts and named failures (a missing report is one)."""
+    """One run's record: its counts and named failures (a missing report is one), and the
+    load during it (`loads`: /proc/loadavg's 1-minute figure sampled while it ran)."""
     if junit.is_file():
         counts, failed = failures(junit)
     else:
@@ -135,6 +179,12 @@ def summarize(
         "rc": rc,
         "wall_s": wall,
         "load_1m": load,
+        "load_during": {
+            "min": min(loads or [load]),
+            "max": max(loads or [load]),
+            "mean": round(sum(loads or [load]) / len(loads or [load]), 2),
+            "samples": len(loads or []),
+        },
         "counts": dict(counts),
         "failures": failed,
     }
@@ -163,6 +213,10 @@ def aggregate(runs: list[dict[str, Any]]) -> dict[str, Any]:
                 "min": min(r["load_1m"] for r in mine),
                 "max": max(r["load_1m"] for r in mine),
             },
+            "load_during": {  # over every sample of every run of the kind
+                "min": min(r["load_during"]["min"] for r in mine),
+                "max": max(r["load_during"]["max"] for r in mine),
+            },
         }
     return out
 
@@ -175,19 +229,43 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"`{result['command']}`; every run one after another, none retried.",
         "",
-        "| suite | runs | failed runs | flake rate | wall (s) | load (1 min) |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| suite | runs | failed runs | flake rate | wall (s) | load at start (1 min) | load during |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for kind, agg in result["summary"].items():
         lines.append(
             f"| {what[kind]} | {agg['runs']} | {agg['failed_runs']} | "
             f"{agg['flake_rate']:.1%} | {agg['wall_s']['min']}-{agg['wall_s']['max']} | "
-            f"{agg['load_1m']['min']}-{agg['load_1m']['max']} |"
+            f"{agg['load_1m']['min']}-{agg['load_1m']['max']} | "
+            f"{agg['load_during']['min']}-{agg['load_during']['max']} |"
+        )
+    lines += [
+        "",
+        "| run | result | wall (s) | load at start | load during (min-max, mean; samples) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in result["runs"]:
+        ld = r["load_during"]
+        verdict = "pass" if not r["failures"] else f"FAIL ({len(r['failures'])})"
+        lines.append(
+            f"| {r['run']} | {verdict} | {r['wall_s']} | {r['load_1m']} | "
+            f"{ld['min']}-{ld['max']}, {ld['mean']}; {ld['samples']} |"
         )
     named = [(r["run"], f) for r in result["runs"] for f in r["failures"]]
     lines += ["", "Failures:" if named else "No failure.", ""]
     lines += [f"- {run}: `{f['test']}`: {f['first_line']}" for run, f in named]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _head() -> str | None:
+    """The checkout's commit, so the figures name the code they measured."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     extra = ["-k", args.select] if args.select else []
     started = datetime.now(UTC)
     runs: list[dict[str, Any]] = []
+
+    def result() -> dict[str, Any]:
+        return {
+            "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+            "load": round(os.getloadavg()[0], 2),
+            "command": "python bench/flake_rate.py "
+            + " ".join(sys.argv[1:] if argv is None else argv),
+            "commit": _head(),
+            "runs": runs,
+            "summary": aggregate(runs),
+        }
+
     with tempfile.TemporaryDirectory(prefix="flake-rate-") as tmp:
         workdir = args.keep or Path(tmp)
         workdir.mkdir(parents=True, exist_ok=True)
@@ -211,19 +301,16 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(run)
                 print(
                     f"{run['run']}: exit {run['rc']}, {len(run['failures'])} failed, "
-                    f"{run['wall_s']}s, load {run['load_1m']}",
+                    f"{run['wall_s']}s, load {run['load_1m']} "
+                    f"(during {run['load_during']['min']}-{run['load_during']['max']})",
                     flush=True,
                 )
-    result = {
-        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "load": round(os.getloadavg()[0], 2),
-        "command": "python bench/flake_rate.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "runs": runs,
-        "summary": aggregate(runs),
-    }
+                if args.out:  # after every run: a run cut short still leaves its figures
+                    args.out.write_text(json.dumps(result(), indent=2) + "\n")
+    final = result()
     if args.out:
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
-    text = markdown(result)
+        args.out.write_text(json.dumps(final, indent=2) + "\n")
+    text = markdown(final)
     if args.md:
         args.md.write_text(text)
     print(text)

@@ -125,9 +125,11 @@ def round_figures(record: Mapping[str, Any]) -> RoundFigures:
     f.availability = dict(record.get("availability") or {})
     ev = record.get("events_delivered") or {}
     if ev:
-        # The long-running process's count is the proof where it was measured.
-        got = ev.get("outliving", ev.get("delivered"))
-        f.events_delivered, f.events_owed = int(got or 0), int(ev.get("owed") or 0)
+        # Refused pods with an event from the round or, where it was measured, from the
+        # long-running process (which counts only its own: a probe that never reached its
+        # refusals says 0, and must not hide what the round delivered).
+        got = max(int(ev.get("outliving") or 0), int(ev.get("delivered") or 0))
+        f.events_delivered, f.events_owed = got, int(ev.get("owed") or 0)
     return f
 
 

@@ -5,11 +5,15 @@ rarely land (metrics.round_metrics says so). An upgrade canary still has to know
 candidate serves every family the baseline did, so this runs the binary the way a
 Deployment would (`--descheduling-interval`, dry run, loopback port) on a lab cluster until
 its first cycles are done, and stops it. The proof is the served family set itself, not one
-family's name: the set is taken once it stayed the same for SETTLE_S seconds of 1 s cycles
-(and, where a `*_loop_duration_seconds_count` is served, past CYCLES loops), so a candidate
-that renames or drops the loop metric still gets its set proven, and then compared. Only
-families with at least one sample appear (Prometheus omits untouched vectors); the canary
-compares the same cycles on both tracks, so that limit applies to both alike.
+family's name: the set is taken once it stayed the same for SETTLE_S seconds, and only after
+CYCLES finished loops, counted by the scrape's `*_loop_duration_seconds_count` where one is
+served, else by the process's own log (its `Number of evictions/requests` line ends every
+loop), so a candidate that renames or drops the loop metric still gets its set proven, and
+then compared. Only families with at least one sample appear (Prometheus omits untouched
+vectors): before a loop has finished, the loop and strategy histograms are not served at all.
+Issue 54: on a 1,000-node snapshot at load ~50 a candidate's first loop outlasted the settle
+window, its set `{descheduler_build_info}` was taken as settled (no loop family served, so no
+loop was awaited) and both histograms were called lost.
 """
 
 from __future__ import annotations
@@ -29,6 +33,13 @@ from pytest_desched.proc import free_port
 LOOP_FAMILY = "_loop_duration_seconds"
 CYCLES = 3  # finished loops before the scrape counts: past the first cycle's dry-run race
 SETTLE_S = 3.0  # the family set unchanged this long (three 1 s cycles) is the served set
+LOOP_END_MSG = '"msg":"Number of evict'  # V(1), the last line of every loop (all releases)
+PROBE_TIMEOUT_S = 180.0  # three loops over a 1,000-node snapshot at load ~50: 52 s seen
+
+
+def loops_logged(log: str) -> int:
+    """Finished loops the process's log shows (its per-loop eviction totals line)."""
+    return sum(LOOP_END_MSG in line for line in log.splitlines())
 
 
 @dataclass
@@ -39,9 +50,13 @@ class FamilySettle:
     families: tuple[str, ...] = ()
     since: float | None = None  # when the current set was first seen
     loops: float = 0.0
+    logged: int = 0  # finished loops the process's log showed by then
     unreadable: str = ""  # why the last scrape could not be parsed, if it could not
 
-    def see(self, text: str, now: float) -> bool:
+    def see(self, text: str, now: float, logged_loops: int = 0) -> bool:
+        """Whether the set is proven: settled, and past CYCLES finished loops (the scrape's
+        count where a loop family is served, else the log's)."""
+        self.logged = logged_loops
         try:
             fams = tuple(served_names(text)) if text else ()
             self.loops = _loops(text) if text else 0.0
@@ -51,7 +66,10 @@ class FamilySettle:
         self.unreadable = ""
         if fams != self.families or self.since is None:
             self.families, self.since = fams, now
-        looped = self.loops >= CYCLES or not any(f.endswith(LOOP_FAMILY) for f in fams)
+        if any(f.endswith(LOOP_FAMILY) for f in fams):
+            looped = self.loops >= CYCLES
+        else:  # renamed, dropped, or no loop finished yet: only the log can tell them apart
+            looped = logged_loops >= CYCLES
         return bool(fams) and looped and now - self.since >= self.settle_s
 
     def describe(self) -> str:
@@ -60,8 +78,9 @@ class FamilySettle:
         if not self.families:
             return "no descheduler_* family served yet"
         return (
-            f"{len(self.families)} famil(ies) served, {_loops_said(self.loops)}; "
-            f"unchanged for less than {self.settle_s:g}s"
+            f"{len(self.families)} famil(ies) served ({', '.join(self.families)}), "
+            f"{_loops_said(self.loops)} by the scrape, {self.logged} by the log; "
+            f"fewer than {CYCLES} loops, or unchanged for less than {self.settle_s:g}s"
         )
 
 
@@ -100,7 +119,7 @@ def _loops(text: str) -> float:
 
 
 def served_metric_names(
-    binary: Path, kubeconfig: Path, policy_yaml: str, timeout: float = 60
+    binary: Path, kubeconfig: Path, policy_yaml: str, timeout: float = PROBE_TIMEOUT_S
 ) -> list[str]:
     """The `descheduler_*` families the binary serves after a few dry-run cycles.
 
@@ -137,7 +156,8 @@ def served_metric_names(
             if proc.poll() is not None:
                 tail = log.read_text(errors="replace")[-600:]
                 raise RuntimeError(f"{binary.name} exited {proc.returncode}: {tail}")
-            return watch.see(_scrape(port) or "", time.monotonic())
+            logged = loops_logged(log.read_text(errors="replace"))  # before the scrape
+            return watch.see(_scrape(port) or "", time.monotonic(), logged)
 
         try:
             wait_for(

@@ -254,6 +254,7 @@ class LabBase:
             for e in self.cluster.core.list_namespaced_event(ns).items:
                 out.append(
                     {
+                        "event": e.metadata.name,
                         "reason": e.reason,
                         "type": e.type,
                         "kind": e.involved_object.kind,

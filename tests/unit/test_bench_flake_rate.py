@@ -113,6 +113,7 @@ def test_runs_are_counted_never_retried_and_the_section_names_every_failure(
         "failing_tests": {},
         "wall_s": {"min": 1500.0, "max": 1500.0},
         "load_1m": {"min": 5.0, "max": 5.0},
+        "load_during": {"min": 5.0, "max": 5.0},
     }
     md = flake.markdown(
         {
@@ -124,8 +125,9 @@ def test_runs_are_counted_never_retried_and_the_section_names_every_failure(
         }
     )
     assert md.startswith("## Flake rate (issue 43), 2026-12-02 16:00 UTC, load 1.2\n")
-    assert "| the runbook's six experiments | 2 | 1 | 50.0% | 35.5-40.0 | 2.0-3.1 |" in md
-    assert "| `make test` | 1 | 0 | 0.0% | 1500.0-1500.0 | 5.0-5.0 |" in md
+    assert "| the runbook's six experiments | 2 | 1 | 50.0% | 35.5-40.0 | 2.0-3.1 | 2.0-3.1 |" in md
+    assert "| `make test` | 1 | 0 | 0.0% | 1500.0-1500.0 | 5.0-5.0 | 5.0-5.0 |" in md
+    assert "| e2e-01 | FAIL (2) | 40.0 | 3.1 | 3.1-3.1, 3.1; 0 |" in md
     assert (
         "- e2e-01: `tests/e2e/test_experiments.py::test_runbook[pdb-runbook]`: "
         "AssertionError: no-rollout: generation 2 != 1"
@@ -157,3 +159,28 @@ def test_the_experiments_run_is_make_e2e_selection_with_its_own_report(
     k = cmd.index("-k")
     assert cmd[k : k + 2] == ["-k", "positive"]
     assert rec["run"] == "e2e-01" and len(rec["failures"]) == 2
+
+
+def test_the_load_is_sampled_during_each_run_not_only_at_its_start(tmp_path: Path) -> None:
+    """Issue 54: on a shared machine the load at a run's start says little about the run."""
+    import time
+
+    loadavg = tmp_path / "loadavg"
+    loadavg.write_text("3.00 2.00 1.00 1/100 42\n")
+
+    def until(n: int, sampler: flake.LoadSampler) -> None:  # the run under way, bounded
+        deadline = time.monotonic() + 5
+        while len(sampler.samples) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(sampler.samples) >= n, sampler.samples
+
+    with flake.LoadSampler(every=0.05, path=loadavg) as sampler:
+        until(2, sampler)  # the sampler's own thread read while the run went on
+        loadavg.write_text("41.50 20.00 9.00 1/100 42\n")
+        until(len(sampler.samples) + 2, sampler)
+    assert sampler.samples[0] == 3.0 and 41.5 in sampler.samples[2:]
+    ok = tmp_path / "ok.xml"
+    ok.write_text("<testsuites><testsuite/></testsuites>")
+    run = flake.summarize("e2e-01", "e2e", 0, ok, "", 3.0, 9.0, sampler.samples)
+    assert run["load_during"]["min"] == 3.0 and run["load_during"]["max"] == 41.5
+    assert run["load_during"]["samples"] == len(sampler.samples)

@@ -357,8 +357,8 @@ def test_a_renamed_loop_metric_still_gets_its_family_set_proven() -> None:
     watch = FamilySettle()
     renamed = _scrape_text("descheduler_cycle_seconds", 1)
     assert not watch.see("", 0.0) and "no descheduler_* family" in watch.describe()
-    assert not watch.see(renamed, 1.0)
-    assert watch.see(renamed, 1.0 + SETTLE_S)
+    assert not watch.see(renamed, 1.0, logged_loops=3)
+    assert watch.see(renamed, 1.0 + SETTLE_S, logged_loops=3)  # its log proves the loops
     assert watch.families == ("descheduler_build_info", "descheduler_cycle_seconds")
     b = track("baseline", metric_names=FAMILIES)
     c = track("candidate", metric_names=list(watch.families))
@@ -377,6 +377,24 @@ def test_the_probe_waits_past_the_first_loops_and_for_a_settled_set() -> None:
     grown += 'descheduler_pods_evicted_total{result="success"} 1\n'
     assert not watch.see(grown, 7.0)  # the set changed: the window starts again
     assert watch.see(grown, 9.0) and "descheduler_pods_evicted_total" in watch.families
+
+
+def test_a_set_taken_before_the_first_loop_ended_is_not_proven() -> None:
+    """Issue 54: a 1,000-node candidate's first loop outlasted the settle window; its scrape
+    served only build_info (histograms without an observation are not served), the set was
+    taken, and both duration histograms were called lost (`lost-metric`, a rollback)."""
+    from pytest_desched.descheduler.metric_probe import SETTLE_S, FamilySettle, loops_logged
+
+    build_only = '# TYPE descheduler_build_info gauge\ndescheduler_build_info{GitVersion="v9"} 1\n'
+    watch = FamilySettle()
+    assert not watch.see(build_only, 0.0)
+    assert not watch.see(build_only, 2 * SETTLE_S)  # settled, but no loop proven finished
+    assert "0 by the log" in watch.describe() and "descheduler_build_info" in watch.describe()
+    log = '{"ts":1,"v":1,"msg":"Number of evictions/requests","totalEvicted":0}\n' * 3
+    assert loops_logged(log) == 3
+    # three loops logged and still no loop family: dropped, proven, and compared as such
+    assert watch.see(build_only, 3 * SETTLE_S, loops_logged(log))
+    assert watch.families == ("descheduler_build_info",)
 
 
 # -- hole 5 (the comparison): a candidate that sends no EvictionFailed event is a change ---------
@@ -409,6 +427,19 @@ def test_a_candidate_sending_no_eviction_failed_event_is_a_change() -> None:
     (rd,) = diff_rounds("pdb[r]", [_pdb_round(2)], [_pdb_round(1, bug=True)], B_ROLES, B_ROLES)
     assert [ch.kind for ch, _ in changes_of([rd])] == ["bug-intermittent"]
     assert rd.candidate is not None and rd.candidate.events == "1/3"
+
+
+def test_a_probe_that_never_refused_does_not_hide_the_rounds_events() -> None:
+    """The long-running probe counts only its own events since issue 54; one that never
+    reached its refusals says 0 and must not turn the round's 2 of 3 into `events-lost`."""
+    unmeasured = _pdb_round(2, bug=True)
+    unmeasured["events_delivered"].update(outliving=0, outliving_how="not measured: ...")
+    proven = _pdb_round(2, bug=True)
+    proven["events_delivered"].update(outliving=3)
+    (rd,) = diff_rounds("pdb[r]", [proven], [unmeasured], B_ROLES, B_ROLES)
+    assert "events-lost" not in [ch.kind for ch, _ in changes_of([rd])]
+    assert rd.candidate is not None and rd.candidate.events == "2/3"
+    assert rd.baseline is not None and rd.baseline.events == "3/3"
 
 
 def test_the_cli_exits_3_with_the_reason_when_both_tracks_errored(
@@ -461,17 +492,85 @@ def test_1687_does_not_excuse_a_binary_that_sends_none_when_it_keeps_running() -
     assert tolerated("eviction-failed-events", replace(facts, events_outliving=3)) is not None
 
 
+REFUSALS = "".join(
+    f'{{"ts":1,"msg":"Error evicting pod","pod":{{"name":"web-{x}","namespace":"lab"}}}}\n'
+    for x in "abc"
+)
+
+
+def _fake_descheduler(tmp_path: Path, startup_s: float = 0.0) -> tuple[Path, Path]:
+    """A stand-in binary: `startup_s` of start-up, then its three refusals logged, then a
+    marker file (its events may arrive from then on), then it keeps running."""
+    fake, mark = tmp_path / "descheduler", tmp_path / "refused"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f"/bin/sleep {startup_s}\n"
+        f"/usr/bin/printf '%s' '{REFUSALS}'\n"
+        f"/usr/bin/touch {mark}\n"
+        "exec /bin/sleep 30\n"
+    )
+    fake.chmod(0o755)
+    return fake, mark
+
+
 def test_the_event_probe_stops_the_process_once_every_event_arrived(tmp_path) -> None:
     from pytest_desched.descheduler.event_probe import delivered_when_outliving
 
-    fake = tmp_path / "descheduler"
-    fake.write_text("#!/bin/sh\nexec sleep 30\n")
-    fake.chmod(0o755)
+    fake, _ = _fake_descheduler(tmp_path)
     seen = iter([0, 1, 3, 3])
     n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: next(seen), 3)
     assert (n, how) == (3, "3 of 3 delivered by a process that kept running")
     n, how = delivered_when_outliving(fake, tmp_path / "kc", "x: 1\n", lambda: 0, 2, timeout=1)
-    assert n == 0 and "0 of 2 delivered" in how
+    assert n == 0 and "0 of 2 delivered" in how and "after every pod's refusal" in how
+
+
+def test_the_event_probe_times_its_events_from_the_refusals_not_the_start(tmp_path) -> None:
+    """Issue 54: at load ~45 the probe's 20 s went on the binary's start-up (its log: one
+    line) and a binary that delivers every event was read as one that loses them."""
+    from pytest_desched.descheduler.event_probe import delivered_when_outliving
+
+    fake, mark = _fake_descheduler(tmp_path, startup_s=2.5)
+    n, how = delivered_when_outliving(
+        fake, tmp_path / "kc", "x: 1\n", lambda: 3 if mark.exists() else 0, 3, timeout=2
+    )
+    assert (n, how) == (3, "3 of 3 delivered by a process that kept running")
+
+
+def test_the_event_probe_names_a_process_that_never_refused_as_not_measured(tmp_path) -> None:
+    from pytest_desched.descheduler.event_probe import delivered_when_outliving
+
+    fake, _ = _fake_descheduler(tmp_path, startup_s=30)
+    pods = ["lab/web-a", "lab/web-b", "lab/web-c"]
+    n, how = delivered_when_outliving(
+        fake, tmp_path / "kc", "x: 1\n", lambda: 0, 3, pods=pods, startup_timeout=1
+    )
+    assert n == 0 and how.startswith("not measured: timed out after 1s waiting for the ")
+    assert "0 refused" in how and "0 log line(s)" in how
+
+
+def test_a_rounds_events_are_awaited_unless_the_log_proves_them_unsent() -> None:
+    """A POST cut at exit may still land (seen: 3 of 3 with `Post ...: context canceled`
+    logged); a write the rate limiter never let out cannot."""
+    import time
+
+    from pytest_desched.descheduler.event_probe import round_events
+
+    cut = (
+        '{"msg":"Unable to write event (may retry after sleeping)","err":"Post '
+        '\\"https://127.0.0.1:1/apis/events.k8s.io/v1/namespaces/lab/events\\": context canceled"}\n'
+    )
+    unsent = (
+        '{"msg":"Unable to write event (may retry after sleeping)","err":"client rate limiter '
+        'Wait returned an error: context canceled"}\n'
+    )
+    late = iter([2, 2, 2, 3])
+    n, how = round_events(lambda: next(late), 3, REFUSALS + cut, timeout=5)
+    assert n == 3 and "after a wait" in how
+    started = time.monotonic()
+    n, how = round_events(lambda: 2, 3, REFUSALS + unsent, timeout=5)
+    assert n == 2 and time.monotonic() - started < 1 and "1 write(s) the log proves never" in how
+    n, how = round_events(lambda: 2, 3, REFUSALS + cut, timeout=0.5)
+    assert n == 2 and "context canceled" in how and "timed out" in how
 
 
 def test_a_track_starts_its_cluster_with_the_metrics_sources_its_experiments_read() -> None:

@@ -119,3 +119,90 @@ def test_a_refusal_that_is_not_transient_is_a_gap(monkeypatch: pytest.MonkeyPatc
     pods = Scripted([([], ApiException(status=403, reason="Forbidden"))])
     rec = _record(monkeypatch, pods)
     assert rec.watch_errors == ["pods watch broke (list_namespaced_pod): HTTP 403 Forbidden"]
+
+
+class ApiServer:
+    """A pod list function as the API server answers a watch: opened without a
+    resourceVersion it lists what exists now; resumed from one, it replays what happened
+    after it. Between the recorder's streams, pod `b` is evicted and removed (kwok)."""
+
+    def __init__(self) -> None:
+        self.opens: list[str | None] = []
+        self.drained = threading.Event()
+
+    def __call__(self, ns: str, watch: bool = False, **kw: Any) -> Any:
+        rv = kw.get("resource_version")
+        self.opens.append(rv)
+        if len(self.opens) == 1:
+            return [_added("a", "1"), _added("b", "2")]
+        if len(self.opens) == 2:
+            if rv is None:  # a fresh listing: b is simply not there any more
+                return [_added("a", "1")]
+            gone = _pod("b", "3")
+            gone.metadata.deletion_timestamp = "2026-12-06T22:00:00Z"
+            return [{"type": "MODIFIED", "object": gone}, {"type": "DELETED", "object": gone}]
+        self.drained.set()
+        return None
+
+
+class ResumingWatch(FakeWatch):
+    """FakeWatch that hands the open's keyword arguments (the resourceVersion) through."""
+
+    def stream(self, func: Any, ns: str, **kw: Any) -> Any:
+        events = func(ns, watch=True, **kw)
+        if events is None:
+            self._stopped.wait(5)
+            return
+        yield from events
+
+
+def test_a_pod_removed_between_two_streams_is_seen_going(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 54: every stream re-listed without a resourceVersion, so a pod evicted and removed
+    between two streams was never seen going; the positive round's replacement Ready latency
+    was then None (`first_deleting` found nothing) and the runbook test failed."""
+    monkeypatch.setattr(watch, "Watch", ResumingWatch)
+    server = ApiServer()
+    server.__name__ = "list_namespaced_pod"  # type: ignore[attr-defined]
+    cluster = SimpleNamespace(
+        core=SimpleNamespace(list_namespaced_pod=server),
+        policy=SimpleNamespace(list_namespaced_pod_disruption_budget=Scripted([])),
+    )
+    with record_lab(cluster, NS) as rec:  # type: ignore[arg-type]
+        assert server.drained.wait(10), server.opens
+    assert server.opens[:3] == [None, "2", "3"], server.opens  # each resumed from the last
+    assert rec.first_deleting("uid-b") is not None, rec.pod_events
+    assert [e["stream"] for e in rec.pod_events] == [1, 1, None, None]
+    assert rec.watch_errors == [] and rec.watch_notes == []
+
+
+def test_an_expired_resume_point_lists_again_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resume point the watch cache no longer holds (410) is not a gap: the next stream
+    lists, and its listing tells which pods went (outcome/availability.unseen_deletions)."""
+    monkeypatch.setattr(watch, "Watch", ResumingWatch)
+    opens: list[str | None] = []
+    drained = threading.Event()
+
+    def pods(ns: str, watch: bool = False, **kw: Any) -> Any:
+        opens.append(kw.get("resource_version"))
+        if len(opens) == 1:
+            return [_added("a", "1")]
+        if len(opens) == 2:
+            raise ApiException(status=410, reason="Expired")
+        if len(opens) == 3:
+            return [_added("a", "5")]
+        drained.set()
+        return None
+
+    pods.__name__ = "list_namespaced_pod"  # type: ignore[attr-defined]
+    cluster = SimpleNamespace(
+        core=SimpleNamespace(list_namespaced_pod=pods),
+        policy=SimpleNamespace(list_namespaced_pod_disruption_budget=Scripted([])),
+    )
+    with record_lab(cluster, NS) as rec:  # type: ignore[arg-type]
+        assert drained.wait(10), opens
+    assert opens[:4] == [None, "1", None, "5"], opens
+    assert rec.watch_errors == []
+    assert rec.watch_notes == [
+        "pods watch resumed by listing (list_namespaced_pod): HTTP 410 Expired"
+    ]
+    assert [e["stream"] for e in rec.pod_events] == [1, 2]
