@@ -657,6 +657,17 @@ class Runner:
             f"audit 201s {created}; decisions {decisions_table(v.decisions)}",
         )
 
+    def assess_no_eviction_request(self, v: RoundView, s1: Snapshot) -> None:
+        """A policy that must fail closed: nothing evicted (`assess_nothing_evicted`) and not
+        one eviction request, even a refused one, reached the API server."""
+        self.assess_nothing_evicted(v, s1)
+        self.check(
+            "no-eviction-request",
+            "no eviction request reached the API server",
+            not v.refused_by_api,
+            f"audit requests {v.refused_by_api}",
+        )
+
 
 def decisions_table(decisions: list[PodDecision]) -> str:
     """The lab's decisions as compact tuples, for check details."""

@@ -228,13 +228,7 @@ class PrometheusUtilization(StrategyExperiment):
             not seen,
             f"logged {seen}",
         )
-        self.r.assess_nothing_evicted(v, self.s1)
-        self.r.check(
-            "no-eviction-request",
-            "no eviction request reached the API server",
-            not v.refused_by_api,
-            f"audit requests {v.refused_by_api}",
-        )
+        self.r.assess_no_eviction_request(v, self.s1)
 
 
 class UtilizationPrometheus(PrometheusUtilization):
@@ -385,7 +379,6 @@ class UtilizationPrometheusSecretToken(UtilizationPrometheus):
     name = "prometheus-secret-token"
     title = "utilization-prometheus-secret-token"
     token_mode = "secret"
-    # What v0.36.0's first-cycle race fails (known_bugs "desched:prometheus-secret-first-cycle"):
-    # "usage-logged-overutilized", "usage-logged-underutilized", "evictions:LowNodeUtilization",
-    # "evicted:hot", "replaced:hot"; utilization-prometheus is the variant that shows the
-    # intended behaviour (the in-cluster token, read before the cycle).
+    # What v0.36.0's first-cycle race fails: known_bugs "desched:prometheus-secret-first-cycle"
+    # (PROM_SECRET_RACE_CHECKS, made by the inherited assess); utilization-prometheus is the
+    # variant that shows the intended behaviour (the in-cluster token, read before the cycle).
