@@ -130,6 +130,32 @@ def release_file(name: str) -> Path:
     return path
 
 
+# Helm values written for the 0.35 charts: the default policy, protecting pods with PVCs. The
+# chart that lets the descheduler list PVCs (0.35.1, #1839's fix) is a wider ClusterRole than
+# 0.35.0's: what the lint from a release tree and the upgrade canary both name.
+PVC_VALUES = """\
+deschedulerPolicy:
+  profiles:
+    - name: default
+      pluginConfig:
+        - name: DefaultEvictor
+          args:
+            podProtections:
+              extraEnabled: [PodsWithPVC]
+        - name: RemoveDuplicates
+      plugins:
+        balance:
+          enabled: [RemoveDuplicates]
+"""
+
+
+def pvc_values(folder: Path, name: str = "values.yaml") -> Path:
+    """PVC_VALUES written to `folder/name`, for a command's `--values`."""
+    path = folder / name
+    path.write_text(PVC_VALUES)
+    return path
+
+
 def build(names: list[str]) -> int:
     """`make test-releases`: each named release tree's descheduler and policy checker, built
     (or found cached by commit) before the first test, like every other tool; a tree that is

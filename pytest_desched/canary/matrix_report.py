@@ -248,8 +248,10 @@ def unexplained(row: Row, registry: Sequence[KnownBug] = REGISTRY) -> list[str]:
 
 
 def short(bug_id: str | None) -> str:
-    """`descheduler#1882` -> `#1882` (the table's width)."""
-    return "#" + (bug_id or "").rpartition("#")[2]
+    """`descheduler#1882` -> `#1882` (the table's width); a project entry, which has no
+    upstream number (`desched:stale-read-as-idle`), keeps its whole id."""
+    repo, sep, number = (bug_id or "").rpartition("#")
+    return f"#{number}" if sep and repo and number.isdigit() else bug_id or ""
 
 
 def _finding_text(f: BugFinding) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from pytest_desched.descheduler.metrics_layer import metrics_stopped
 from pytest_desched.outcome.fates import CHAIN, EVICTED_LABEL, FATE_LAYER, Fate, Layer
 
 # Fate, Layer, CHAIN and FATE_LAYER live in outcome/fates.py; imported from here for one release.
@@ -124,12 +125,17 @@ class RoundVerdict:
 
 
 def decide(
-    decisions: list[PodDecision], skipped: str | None = None, replacement: str | None = None
+    decisions: list[PodDecision],
+    skipped: str | None = None,
+    replacement: str | None = None,
+    errors: Iterable[str] = (),
 ) -> RoundVerdict:
     """The deciding layer of a round's decisions (pass only the lab's own pods).
 
     `replacement` is what followed an eviction, when the caller watched it: `ready`,
     `missing` (the controller made none) or `pending` (the scheduler placed none).
+    `errors` are the round's error lines (`RoundResult.errors`): a round no pod's fate
+    decided is `stopped-by:metrics` when one proves the metrics source stopped it.
     """
     if skipped:
         return RoundVerdict(f"skipped:{skipped}")
@@ -146,6 +152,8 @@ def decide(
         return RoundVerdict(f"stopped-by:{layer.value}", layer)
     if any(d.fate == Fate.DRY_RUN for d in decisions):
         return RoundVerdict(Fate.DRY_RUN.value, Layer.DRY_RUN)
+    if metrics_stopped(errors) is not None:
+        return RoundVerdict(f"stopped-by:{Layer.METRICS.value}", Layer.METRICS)
     return RoundVerdict("no-candidates")
 
 

@@ -185,7 +185,7 @@ class RoundRecord:
         notes += [f"error without pod: {e}" for e in result.errors]
         if result.unparsed:
             notes.append(f"{result.unparsed} of {result.lines} log lines were not JSON")
-        decided = decide(ds, result.skipped, replacement)
+        decided = decide(ds, result.skipped, replacement, result.errors)
         return cls(
             experiment=experiment,
             round_name=round_name,

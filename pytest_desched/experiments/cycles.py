@@ -81,7 +81,7 @@ def observe(
         if d.fate == Fate.EVICTED and d.key in before  # else: only in `fates`
     ]
     arrived = [pod_row(p) for p in after.live if p.uid not in before_uids]
-    verdict = decide(view.decisions, view.rnd.result.skipped)
+    verdict = decide(view.decisions, view.rnd.result.skipped, errors=view.rnd.result.errors)
     return {
         "cycle": cycle,
         "round": view.rnd.name,

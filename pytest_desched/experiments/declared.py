@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 from pytest_desched import interrupts
 from pytest_desched.descheduler.cleanup import emergency_stop
 from pytest_desched.errors import ControlPlaneDied, ProviderError, RoundHung
+from pytest_desched.experiments.assertions import Expect
+from pytest_desched.experiments.checks_made import checks_in, steps
 from pytest_desched.experiments.cycles import run_cycles
 from pytest_desched.experiments.framework import ExperimentContext, Runner
 from pytest_desched.experiments.results import ExperimentResult
@@ -57,6 +59,12 @@ class Experiment:
                 )
             REGISTRY[cls.name] = cls
 
+    @classmethod
+    def checks(cls) -> frozenset[str]:
+        """The check ids this experiment can make, read from its code (checks_made.py): its
+        steps' own, those of the helpers they call, and those the runner makes every round."""
+        return checks_in([*steps(cls, _STEPS), *_ROUND_STEPS], (Runner, Expect, cls))
+
     def __init__(self, runner: Runner) -> None:
         self.r = runner
         self.lab = runner.lab
@@ -96,6 +104,17 @@ class Experiment:
 
     def after_cycles(self) -> None:
         """After the last cycle and the loop verdict (`result.cycles`, `result.loops`)."""
+
+
+_STEPS = ("policy_for", "arrange", "act", "assess", "between_cycles", "after_cycles")
+# What the framework runs around every experiment's steps (drive): their checks are every
+# experiment's (round-finished, job-completed, no-rollout, ...).
+_ROUND_STEPS = (Runner.run_round, Runner.record, Runner.check_no_rollout, run_cycles)
+
+
+def round_checks() -> frozenset[str]:
+    """The check ids the framework makes in any experiment, whatever its steps."""
+    return checks_in(_ROUND_STEPS, (Runner,))
 
 
 def lookup(experiment: str | type[Experiment]) -> type[Experiment]:

@@ -331,7 +331,7 @@ class Runner:
         self.views.append(view)
         evicted = [d for d in decisions if d.fate == Fate.EVICTED]
         self.result.evictions = len(evicted)
-        decided = decide(decisions, rnd.result.skipped)
+        decided = decide(decisions, rnd.result.skipped, errors=rnd.result.errors)
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
         self.check(
             "round-not-skipped",
@@ -498,7 +498,7 @@ class Runner:
         log_path = str(rnd.log_path) if rnd.log_path else None
         if ctx.evidence is not None:  # the audit copy of the log, redacted like the record
             log_path = str(ctx.evidence.write_log(self.label, rnd.name, rnd.logs))
-        decided = decide(view.decisions, rnd.result.skipped, view.replacement)
+        decided = decide(view.decisions, rnd.result.skipped, view.replacement, rnd.result.errors)
         if rnd.timed_out is not None and self.hang_verdict is not None:
             decided = self.hang_verdict  # no cycle ran: what stopped it is the hang's cause
         self.result.blocking_layer, self.result.verdict = decided.label, decided.verdict
@@ -655,6 +655,17 @@ class Runner:
             "no eviction succeeded at the API server",
             not created and not any(d.fate == Fate.EVICTED for d in v.decisions),
             f"audit 201s {created}; decisions {decisions_table(v.decisions)}",
+        )
+
+    def assess_no_eviction_request(self, v: RoundView, s1: Snapshot) -> None:
+        """A policy that must fail closed: nothing evicted (`assess_nothing_evicted`) and not
+        one eviction request, even a refused one, reached the API server."""
+        self.assess_nothing_evicted(v, s1)
+        self.check(
+            "no-eviction-request",
+            "no eviction request reached the API server",
+            not v.refused_by_api,
+            f"audit requests {v.refused_by_api}",
         )
 
 

@@ -42,9 +42,8 @@ from pytest_desched.descheduler.policy import Policy
 from pytest_desched.experiments.strategies.base import (
     SAFETY_CAP,
     StrategyExperiment,
-    strategy_policy,
 )
-from pytest_desched.experiments.utilization import LOW, STRATEGY, TARGET
+from pytest_desched.experiments.utilization import STRATEGY, usage_args, usage_policy
 from pytest_desched.lab.workloads import Deployment, PodDisruptionBudget
 
 REPLICAS, REQUEST_M, USAGE_M = 6, 100, 500
@@ -63,18 +62,10 @@ class _RebuildBase(StrategyExperiment):
     pdb_min_available: ClassVar[int | None] = None
 
     def strategy_args(self) -> dict[str, Any]:
-        return {
-            **self.lab_scope(),
-            "thresholds": {"cpu": LOW},
-            "targetThresholds": {"cpu": TARGET},
-            "metricsUtilization": {"source": KUBERNETES_METRICS},
-        }
+        return usage_args(self)
 
     def policy(self) -> Policy:
-        doc = strategy_policy(self.strategy, self.strategy_args(), cap=None).to_dict()
-        doc["metricsProviders"] = [{"source": KUBERNETES_METRICS}]
-        doc.update(INCIDENT_CAPS)
-        return Policy.from_dict(doc, source=f"<{self.name} incident policy>")
+        return usage_policy(self, INCIDENT_CAPS, "incident policy", cap=None)
 
     def arrange(self) -> None:
         self.node = self.workers[0]

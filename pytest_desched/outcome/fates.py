@@ -90,6 +90,10 @@ class Layer(StrEnum):
     # syncs, no cycle (a round stopped at its timeout, known_bugs.hang_cause; not in CHAIN:
     # no pod's fate reaches it)
     RBAC = "rbac"
+    # The utilization plugins' metrics source: no usage for a node, so the balance extension
+    # point failed and no pod was picked (the descheduler's own error line proves it:
+    # descheduler/metrics_layer.py; not in CHAIN: it stops the round before any pod's fate)
+    METRICS = "metrics"
 
 
 # The runbook's chain in order. A pod reaches a later link only by passing the earlier ones,

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_desched.descheduler.known_bugs import BY_ID
-from tests.upstream import release_file
+from tests.upstream import pvc_values, release_file
 
 pytestmark = pytest.mark.desched_selftest
 
@@ -248,23 +248,6 @@ def test_a_baseline_that_cannot_express_a_protection_is_refused_before_any_clust
         )
 
 
-PVC_VALUES = """\
-# written for chart 0.35.0: the default policy, protecting pods with PVCs
-deschedulerPolicy:
-  profiles:
-    - name: default
-      pluginConfig:
-        - name: DefaultEvictor
-          args:
-            podProtections:
-              extraEnabled: [PodsWithPVC]
-        - name: RemoveDuplicates
-      plugins:
-        balance:
-          enabled: [RemoveDuplicates]
-"""
-
-
 def test_canary_v0350_to_v0351_names_1839_as_a_trigger(
     desched_canary: Canary, tmp_path: Path
 ) -> None:
@@ -275,8 +258,7 @@ def test_canary_v0350_to_v0351_names_1839_as_a_trigger(
     as #1839's fix; explained by its link, the canary passes."""
     tree0, tree1 = release_file("v0.35.0"), release_file("v0.35.1")
     chart0, chart1 = release_file("chart-0.35.0"), release_file("chart-0.35.1")
-    values = tmp_path / "values-0.35.yaml"
-    values.write_text(PVC_VALUES)
+    values = pvc_values(tmp_path, "values-0.35.yaml")
     rep = desched_canary(
         f"source:{tree1}",
         str(chart1),

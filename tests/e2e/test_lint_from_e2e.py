@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.upstream import REPO, release_file
+from tests.upstream import REPO, pvc_values, release_file
 
 pytestmark = pytest.mark.desched_selftest
 
@@ -93,23 +93,6 @@ def test_lint_from_v0351_lists_the_migration_findings_with_codes(tmp_path: Path)
     assert said == {"DP004", "DM004"}, text.stdout
 
 
-PVC_VALUES = """\
-# protecting PVC pods, as the runbook does
-deschedulerPolicy:
-  profiles:
-    - name: default
-      pluginConfig:
-        - name: DefaultEvictor
-          args:
-            podProtections:
-              extraEnabled: [PodsWithPVC]
-        - name: RemoveDuplicates
-      plugins:
-        balance:
-          enabled: [RemoveDuplicates]
-"""
-
-
 # (release tree, the chart it shipped, exit, the error findings): the trees whose descheduler
 # and policy checker `make test` already builds (make test-releases; v0.33.0's canary test).
 # v0.32.2 and master 7d2b28bf2 were run by hand (docs/lint.md): their checkers are minutes
@@ -128,7 +111,7 @@ def test_lint_from_each_release_tree_reads_it_as_its_own_release(
     """No @LABEL: the tree is read as its release from its own markers, with the chart it
     shipped; the PVC rule chart 0.36.0 adds is the one error (a wider ClusterRole) for
     charts without it, named as #1839's fix where v0.35.0 needs it."""
-    (tmp_path / "values.yaml").write_text(PVC_VALUES)
+    pvc_values(tmp_path)
     argv = ["values.yaml", "--from", f"source:{release_file(tree)}"]
     res = lint(tmp_path, *argv, "--from-chart", str(release_file(chart)), "-o", "json")
     assert res.returncode == code, res.stderr

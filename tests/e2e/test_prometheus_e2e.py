@@ -103,6 +103,7 @@ def test_a_failing_prometheus_source_evicts_nothing(
         assert checks.get(cid), (cid, res.message)
     assert res.evictions == 0
     assert res.records[-1]["utilization"]["metrics_source_errors"]
+    assert res.records[-1]["deciding_layer"] == "metrics", res.records[-1]["verdict"]
 
 
 def test_the_secret_token_path_finds_no_client_in_its_one_shot_cycle(

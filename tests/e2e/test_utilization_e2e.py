@@ -96,3 +96,6 @@ def test_utilization_missing_source_evicts_nothing(metrics_session: DeschedSessi
     ):
         assert checks.get(cid), (cid, res.message)
     assert res.evictions == 0
+    # the metrics source decided the round, proven by the descheduler's own line
+    assert res.blocking_layer == "metrics", res.records[-1]["deciding_layer"]
+    assert res.records[-1]["verdict"] == "stopped-by:metrics"

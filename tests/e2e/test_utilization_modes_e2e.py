@@ -53,6 +53,7 @@ def test_utilization_absent_node_evicts_nothing(modes_session: DeschedSession) -
     ):
         assert checks.get(cid), (cid, res.message)
     assert res.evictions == 0
+    assert res.records[-1]["deciding_layer"] == "metrics", res.records[-1]["verdict"]
 
 
 def test_utilization_stale_node_is_read_as_idle(modes_session: DeschedSession) -> None:
@@ -96,6 +97,7 @@ def test_deprecated_form_through_the_chart_reads_nothing(modes_session: DeschedS
     assert policy.get("metricsCollector") == {"enabled": True}, policy
     assert not policy.get("metricsProviders"), policy
     assert res.evictions == 0
+    assert res.records[-1]["deciding_layer"] == "metrics", res.records[-1]["verdict"]
 
 
 def test_deprecated_and_new_metrics_forms_read_the_same_usage(

@@ -302,6 +302,9 @@ class Supervisor:
                     allow_watch_bookmarks=True,
                 ):
                     obj = ev["object"]
+                    if ev["type"] == "BOOKMARK":  # the client leaves it a dict: only its rv
+                        rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                        continue
                     rv = obj.metadata.resource_version
                     if ev["type"] in ("ADDED", "MODIFIED"):
                         self.handle(obj)

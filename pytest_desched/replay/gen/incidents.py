@@ -27,6 +27,21 @@ class Incident:
     story: str = ""
 
 
+def with_descheduler(g: Gen, inc: Incident) -> Incident:
+    """The incident's snapshot as a capture of a v0.36.0 CronJob running `inc.policy` would
+    file it: the policy, the descheduler it names and a note naming the incident."""
+    g.snap.policy = inc.policy
+    g.snap.header["descheduler"] = {
+        "kind": "CronJob",
+        "namespace": "kube-system",
+        "name": "descheduler",
+        "version": "v0.36.0",
+        "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
+    }
+    g.snap.header["notes"].append(f"incident: {inc.name}")
+    return inc
+
+
 def _policy(deschedule: dict[str, Any], extra_enabled: list[str] | None = None) -> str:
     import yaml
 
@@ -192,16 +207,7 @@ def label_move(seed: int = 1) -> Incident:
         },
         ["PodsWithPVC"],
     )
-    g.snap.policy = inc.policy
-    g.snap.header["descheduler"] = {
-        "kind": "CronJob",
-        "namespace": "kube-system",
-        "name": "descheduler",
-        "version": "v0.36.0",
-        "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
-    }
-    g.snap.header["notes"].append(f"incident: {inc.name}")
-    return inc
+    return with_descheduler(g, inc)
 
 
 def pdb_drain(seed: int = 2) -> Incident:
@@ -257,16 +263,7 @@ def pdb_drain(seed: int = 2) -> Incident:
         "taints": [maint, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}],
     }
     inc.policy = _policy({"name": "RemovePodsViolatingNodeTaints", "args": {}})
-    g.snap.policy = inc.policy
-    g.snap.header["descheduler"] = {
-        "kind": "CronJob",
-        "namespace": "kube-system",
-        "name": "descheduler",
-        "version": "v0.36.0",
-        "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
-    }
-    g.snap.header["notes"].append(f"incident: {inc.name}")
-    return inc
+    return with_descheduler(g, inc)
 
 
 INCIDENTS = {"label-move": label_move, "pdb-drain": pdb_drain}

@@ -24,7 +24,7 @@ import yaml
 from pytest_desched.replay.capture.format import key
 from pytest_desched.replay.capture.usage import SOURCE, figure, summary
 from pytest_desched.replay.gen.generator import Gen
-from pytest_desched.replay.gen.incidents import Incident
+from pytest_desched.replay.gen.incidents import Incident, with_descheduler
 
 NODE_CPU_M, NODE_MEM_MI = 4000, 16384
 LOW, TARGET = 20, 50  # percent of allocatable CPU, by actual usage
@@ -127,16 +127,7 @@ def utilization_hotspot(seed: int = 3, nodes: int = 102, hot: int = 3, cold: int
         if key(p) not in inc.expected:
             inc.expected[key(p)] = _fate("not-evicted", None)
     inc.policy = _policy()
-    g.snap.policy = inc.policy
-    g.snap.header["descheduler"] = {
-        "kind": "CronJob",
-        "namespace": "kube-system",
-        "name": "descheduler",
-        "version": "v0.36.0",
-        "image": "registry.k8s.io/descheduler/descheduler:v0.36.0",
-    }
-    g.snap.header["notes"].append(f"incident: {inc.name}")
-    return inc
+    return with_descheduler(g, inc)
 
 
 def _fate(fate: str, layer: str | None) -> dict[str, Any]:

@@ -303,17 +303,26 @@ def replay_on_host(
     inp.snap = plan.snapshot
     inp.scope = frozenset(plan.namespaces.values())
     cluster.lab_node_selector = plan.node_selector  # apply_policy holds the policy to it
-    cluster.workdir = scratch.make("desched-host-")
-    before = fingerprint(api)
     image = kwok_image or default_kwok_image(toolchain.versions.kwok.version)
     provider = HostProvider(cluster, plan, image, pinned_kwok_stages(toolchain), report)
-    timings = {"inputs_and_host_read": round(time.monotonic() - t0, 3)}
     # heavy: session and its imports, kept out of the input checks
     from pytest_desched.session import DeschedSession
 
-    with DeschedSession(
+    session = DeschedSession(
         config, report=report, provider=provider, release_namespace=release_namespace(run_id)
-    ) as session:
+    )
+    if policy is None:  # the session announces the values' deschedulerPolicy: it runs, narrowed
+        try:  # rendered and linted before any write, as the embedded replay does (Replay.run)
+            announced = session.inputs.policy
+            if announced is not None:
+                inp.policy = narrow_policy(announced, plan.namespaces, plan.node_selector)
+        except BaseException:
+            close_clients(cluster)
+            raise
+    cluster.workdir = scratch.make("desched-host-")
+    before = fingerprint(api)
+    timings = {"inputs_and_host_read": round(time.monotonic() - t0, 3)}
+    with session:
         result = host_replay.play(session, inp)
         result.timings = {**timings, **session.timings, **result.timings}
         result.restore.setdefault("deviations", []).extend(plan.deviations)

@@ -21,6 +21,7 @@ from pytest_desched.canary.matrix_report import (
     Matrix,
     Row,
     judge_bug,
+    short,
     unexplained,
 )
 from pytest_desched.descheduler.bug_ranges import VersionRange
@@ -305,3 +306,20 @@ def test_a_row_says_which_policy_fields_its_release_ran_without() -> None:
     assert "without" not in _matrix(row("v0.36.0", result("v0.36.0", "pass", bug=False))).render(
         "md"
     )
+
+
+@pytest.mark.parametrize(
+    ("bug_id", "shown"),
+    [
+        ("descheduler#1882", "#1882"),  # upstream: its issue number, the table's width
+        ("desched:stale-read-as-idle", "desched:stale-read-as-idle"),  # the project's own
+        ("desched:prometheus-secret-first-cycle", "desched:prometheus-secret-first-cycle"),
+    ],
+)
+def test_only_upstream_ids_are_shortened_to_their_number(bug_id: str, shown: str) -> None:
+    assert short(bug_id) == shown
+
+
+def test_every_registered_bug_shows_under_a_name_of_its_own() -> None:
+    shown = [short(b.id) for b in REGISTRY]
+    assert len(set(shown)) == len(shown) and not any(s.startswith("#desched") for s in shown)

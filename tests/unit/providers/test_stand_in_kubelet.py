@@ -275,3 +275,36 @@ def test_a_round_ends_on_the_kubelets_facts_without_another_api_probe(
         timer.cancel()
     assert [r.uid for r in runs] == ["uid-1"] and runs[0].exit_code == 0
     assert api.reads == 1  # the first probe only: the exit came from the file
+
+
+def test_a_bookmark_moves_the_watch_on_without_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client hands a BOOKMARK's object over undecoded (a dict): the watch resumes from
+    its resourceVersion; reading it as a pod logged `'dict' object has no attribute
+    'metadata'` and re-listed every pod after each bookmark."""
+    import threading
+
+    from kubernetes import watch
+
+    stop, resumed, lists, logged = threading.Event(), [], [], []
+
+    class _Listing:
+        def list_pod_for_all_namespaces(self, **_kw: Any) -> Any:
+            lists.append(1)
+            return SimpleNamespace(items=[], metadata=SimpleNamespace(resource_version="10"))
+
+    class _Watch:
+        def stream(self, _fn: Any, **kw: Any) -> Any:
+            resumed.append(kw["resource_version"])
+            if len(resumed) == 1:
+                yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "42"}}}
+            else:
+                stop.set()
+                yield from ()
+
+    monkeypatch.setattr(watch, "Watch", _Watch)
+    sup = Supervisor(SimpleNamespace(core=_Listing()), tmp_path, logged.append)  # type: ignore[arg-type]
+    sup.serve(stop, tmp_path / "ready")
+    assert logged == [] and lists == [1]  # listed once: no error, no re-list
+    assert resumed == ["10", "42"]

@@ -97,3 +97,17 @@ def test_incident_policies_pass_the_descheduler_own_check(make: object) -> None:
     from pytest_desched.descheduler.policy import Policy
 
     Policy.from_yaml(make().policy).validate()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("name", [*INCIDENTS, "utilization-hotspot"])
+def test_every_incident_is_filed_as_a_v036_cronjob_running_its_policy(name: str) -> None:
+    from pytest_desched.replay.gen.utilization_incident import utilization_hotspot
+
+    make = {**INCIDENTS, "utilization-hotspot": lambda: utilization_hotspot(nodes=16)}[name]
+    inc = make()
+    header = inc.snapshot.header
+    assert inc.snapshot.policy == inc.policy and inc.policy
+    assert header["descheduler"]["kind"] == "CronJob"
+    assert header["descheduler"]["version"] == "v0.36.0"
+    assert header["descheduler"]["image"].endswith(":v0.36.0")
+    assert header["notes"].count(f"incident: {inc.name}") == 1

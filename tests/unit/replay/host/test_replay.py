@@ -13,6 +13,7 @@ from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.providers.existing import ALLOW_OPTION
 from pytest_desched.replay.capture.snapshot import find_descheduler
 from pytest_desched.replay.gen.generator import generate
+from pytest_desched.replay.gen.incidents import label_move
 from pytest_desched.replay.host import replay as host
 from pytest_desched.replay.host.plan import HostState
 
@@ -175,3 +176,83 @@ def test_the_cli_s_host_flags_are_checked_first(
     args = parse("replay", str(snapshot), "--host", "host", "--existing-kubeconfig", str(kc))
     with pytest.raises(ProviderError, match=ALLOW_OPTION):
         args.func(args)
+
+
+class _Played(Exception):
+    """Raised where the host replay's rounds would start: the policy handed over is enough."""
+
+
+VALUES_POLICY = {
+    "apiVersion": "descheduler/v1alpha2",
+    "kind": "DeschedulerPolicy",
+    "profiles": [
+        {
+            "name": "from-values",
+            "pluginConfig": [{"name": "DefaultEvictor", "args": {}}, {"name": "PodLifeTime"}],
+            "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("given", [None, POLICY])
+def test_the_policy_the_session_announces_is_the_one_the_host_replay_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: Any
+) -> None:
+    """`--values` with a deschedulerPolicy: the session announces it (policy: prod.yaml
+    (deschedulerPolicy)); the host replay ran the snapshot's own. It runs the announced one,
+    narrowed to the replay like any; an explicit policy (--policy) stands."""
+    from types import SimpleNamespace
+
+    from pytest_desched.descheduler.policy import Policy
+
+    rec = _host_with(monkeypatch, HostState(namespaces={"kube-system"}), desched=False)
+    announced = Policy.from_dict(VALUES_POLICY, source="prod.yaml (deschedulerPolicy)")
+    given_policy = Policy.from_dict(given) if given is not None else None
+    entered: list[bool] = []
+
+    class Session(SimpleNamespace):
+        def __enter__(self) -> Any:
+            entered.append(True)
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    played: list[Any] = []
+
+    def play(self: Any, session: Any, inp: Any) -> Any:
+        played.append(inp.policy)
+        raise _Played
+
+    said = given_policy if given_policy is not None else announced
+    monkeypatch.setattr(
+        "pytest_desched.session.DeschedSession",
+        lambda *a, **kw: Session(inputs=SimpleNamespace(policy=said), timings={}),
+    )
+    monkeypatch.setattr(host.HostReplay, "play", play)
+    monkeypatch.setattr(host, "pinned_kwok_stages", lambda tc: "")
+    monkeypatch.setattr(host, "fingerprint", lambda api: {})
+    monkeypatch.setattr(host.scratch, "make", lambda *a, **kw: tmp_path / "work")
+    incident = label_move().snapshot.write(tmp_path / "incident.yaml")  # with its own policy
+    with pytest.raises(_Played):
+        host.replay_on_host(
+            incident,
+            "host",
+            allow=True,
+            kubeconfig=_kubeconfig(tmp_path),
+            namespace_prefix="r-",
+            kwok_image="kwok:test",
+            policy=given,
+            toolchain=object(),  # type: ignore[arg-type]
+            run_id="run1",
+        )
+    (ran,) = played
+    plugins = str(ran.to_dict()["profiles"][0]["plugins"])
+    if given is None:
+        assert "PodLifeTime" in plugins and ran.source.startswith("prod.yaml")
+    else:
+        assert "RemoveDuplicates" in plugins and "PodLifeTime" not in plugins
+    assert "RemovePodsViolatingNodeAffinity" not in plugins  # never the snapshot's own
+    # narrowed like any policy the host replay runs: the replay's namespaces only
+    assert "r-" in str(ran.to_dict()) and entered == [True] and rec.calls == []
