@@ -1,0 +1,86 @@
+"""Deleting an embedded cluster leaves no zombie child of the process that owned it.
+
+The owner is a child subreaper (cluster.become_subreaper): kwokctl's daemonized components,
+and whatever else outlives its parent under it, are adopted by the pytest process. Before
+the deletion reaped every adopted process it could prove was the cluster's, a long run
+gathered them: 79 zombies (etcd, kube-apiserver, controllers, kwok, metrics-server,
+`python`) in one pytest process after ~30 clusters.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pytest_desched.capabilities import KUBERNETES_METRICS
+from pytest_desched.providers.embedded.cluster import EmbeddedProvider, unique_name
+from pytest_desched.providers.embedded.processes import component_pids
+from pytest_desched.tools.toolchain import Toolchain
+
+pytestmark = pytest.mark.desched_selftest
+
+
+def _new_zombies(since: float) -> list[str]:
+    """This process's zombie children created at or after `since` (other tests' are not ours)."""
+    out = []
+    for child in psutil.Process(os.getpid()).children():
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE and child.create_time() >= since - 0.01:
+                out.append(f"{child.name()} (pid {child.pid})")
+        except psutil.NoSuchProcess:
+            continue  # reaped meanwhile (another test's Popen): not a zombie
+    return out
+
+
+def _kill_dead(cdir: Path, component: str) -> int:
+    """SIGKILL the cluster's `component` (its kwokctl pid file) and wait until it is a zombie."""
+    pid = component_pids(cdir)[component]
+    proc = psutil.Process(pid)
+    proc.kill()
+    # psutil's wait, not kube.wait_for: that runs the cluster's liveness check, whose
+    # death report reaps the dead component (processes.dead_components), as a run's next
+    # wait would; here the deletion must do it.
+    deadline = time.monotonic() + 10
+    while (status := proc.status()) != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, (
+            f"{component} (pid {pid}) still {status} 10 s after SIGKILL"
+        )
+        time.sleep(0.02)
+    return pid
+
+
+@pytest.mark.parametrize("died", ["", "etcd"], ids=["deleted", "component-died-first"])
+def test_deleted_embedded_cluster_leaves_no_zombie_child(
+    desched_toolchain: Toolchain, tmp_path: Path, died: str
+) -> None:
+    """Both a plain deletion and one after a component died (as a fault or the OOM killer
+    leaves it: a zombie adopted by this process, that kwokctl delete no longer sees)."""
+    since = time.time()
+    provider = EmbeddedProvider(
+        desched_toolchain,
+        name=unique_name("reap"),
+        workers=2,
+        kubeconfig_dir=tmp_path,
+        metrics_sources=(KUBERNETES_METRICS,),
+    )
+    try:
+        cluster = provider.start()
+        cdir = provider.cluster_dir
+        assert cluster.core.list_node().items, f"no node in {cluster.name}"
+        if died:
+            _kill_dead(cdir, died)
+    finally:
+        provider.stop()
+    assert provider.teardown is not None and not provider.teardown["left"], provider.teardown
+    assert not cdir.exists(), f"{cdir} left"
+    # What kwokctl delete and the sweep killed must be reaped when stop() returns, not left
+    # for a later Popen's cleanup or the process's exit: no zombie at all, none waited for.
+    zombies = _new_zombies(since)
+    assert not zombies, (
+        f"deleting embedded cluster {cluster.name} left zombie children of pid {os.getpid()}: "
+        f"{zombies}"
+    )
