@@ -9,6 +9,7 @@ gathered them: 79 zombies (etcd, kube-apiserver, controllers, kwok, metrics-serv
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -24,16 +25,19 @@ from pytest_desched.tools.toolchain import Toolchain
 pytestmark = pytest.mark.desched_selftest
 
 
-def _new_zombies(since: float) -> list[str]:
-    """This process's zombie children created at or after `since` (other tests' are not ours)."""
-    out = []
+def _children() -> dict[tuple[int, float], str]:
+    """This process's children: (pid, create time) -> "name status"."""
+    out = {}
     for child in psutil.Process(os.getpid()).children():
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE and child.create_time() >= since - 0.01:
-                out.append(f"{child.name()} (pid {child.pid})")
-        except psutil.NoSuchProcess:
-            continue  # reaped meanwhile (another test's Popen): not a zombie
+        with contextlib.suppress(psutil.NoSuchProcess):  # reaped meanwhile
+            out[(child.pid, child.create_time())] = f"{child.name()} {child.status()}"
     return out
+
+
+def _new_children(old: dict[tuple[int, float], str]) -> dict[tuple[int, float], str]:
+    """Children that were not there at the test's start (an earlier test's are not ours;
+    psutil's create times are compared with each other, never with the wall clock)."""
+    return {k: v for k, v in _children().items() if k not in old}
 
 
 def _kill_dead(cdir: Path, component: str) -> int:
@@ -59,7 +63,7 @@ def test_deleted_embedded_cluster_leaves_no_zombie_child(
 ) -> None:
     """Both a plain deletion and one after a component died (as a fault or the OOM killer
     leaves it: a zombie adopted by this process, that kwokctl delete no longer sees)."""
-    since = time.time()
+    old = _children()
     provider = EmbeddedProvider(
         desched_toolchain,
         name=unique_name("reap"),
@@ -73,14 +77,21 @@ def test_deleted_embedded_cluster_leaves_no_zombie_child(
         assert cluster.core.list_node().items, f"no node in {cluster.name}"
         if died:
             _kill_dead(cdir, died)
+        before = _new_children(old)
     finally:
         provider.stop()
     assert provider.teardown is not None and not provider.teardown["left"], provider.teardown
     assert not cdir.exists(), f"{cdir} left"
-    # What kwokctl delete and the sweep killed must be reaped when stop() returns, not left
-    # for a later Popen's cleanup or the process's exit: no zombie at all, none waited for.
-    zombies = _new_zombies(since)
-    assert not zombies, (
-        f"deleting embedded cluster {cluster.name} left zombie children of pid {os.getpid()}: "
-        f"{zombies}"
+    # Its components (adopted: kwokctl exited), the stand-in kubelet and the watchdog were
+    # children of this process: each must be reaped when stop() returns, not left to a
+    # later Popen's cleanup or this process's exit (a `desched` command exits right after,
+    # and a subreaper above it inherits what is left).
+    named = " ".join(before.values())
+    assert "etcd" in named and "metrics-server" in named and "python" in named, before
+    now = _new_children(old)
+    left = {f"{desc} (pid {pid})" for (pid, ctime), desc in now.items() if (pid, ctime) in before}
+    zombies = {f"{desc} (pid {pid})" for (pid, _), desc in now.items() if desc.endswith("zombie")}
+    assert not (left | zombies), (
+        f"deleting embedded cluster {cluster.name} left children of pid {os.getpid()}: "
+        f"{sorted(left | zombies)}"
     )

@@ -36,6 +36,7 @@ from pytest_desched.providers.embedded.processes import remove_cluster
 RELEASE = b"release\n"
 LOG = "watchdog.log"  # under the clusters root: one line per cluster torn down
 POLL_S = 0.2
+RELEASE_WAIT_S = 2.0  # a released watchdog exits at once; a loaded machine may take a while
 
 
 class Watchdog:
@@ -73,7 +74,11 @@ class Watchdog:
         with contextlib.suppress(OSError):
             self._pipe.close()
         self._pipe = None
-        self.proc.poll()  # reaped when it has ended already; else on exit or a later poll
+        # Reaped here: it ends as soon as it reads the release. Left to a later Popen's
+        # cleanup, it outlived an owner that exited right after (a `desched` command), and
+        # a subreaper above that owner (a pytest that ran the command) inherited a zombie.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=RELEASE_WAIT_S)
 
 
 def watch(stream: IO[bytes]) -> tuple[dict[str, str] | None, bool]:
