@@ -145,28 +145,28 @@ def cluster_processes(name: str) -> dict[int, str]:
     return out
 
 
-def descendants(cmd: Cmd) -> dict[int, float]:
-    """The command's processes below it (pid -> create time), recorded while it runs: what
+def descendants(pid: int) -> dict[int, float]:
+    """The processes below a command (pid -> create time), recorded while it runs: what
     this (subreaper) process adopts if the command is killed (`reap_orphans`)."""
     out = {}
     with contextlib.suppress(psutil.NoSuchProcess):
-        for p in psutil.Process(cmd.proc.pid).children(recursive=True):
+        for p in psutil.Process(pid).children(recursive=True):
             with contextlib.suppress(psutil.NoSuchProcess):
                 out[p.pid] = p.create_time()
     return out
 
 
-def reap_orphans(cmd: Cmd, recorded: dict[int, float]) -> None:
-    """Reap what a killed command left to this process (its components, kubelet, watchdog:
-    none is a Popen of ours), as the owner of a deleted cluster does (processes.py)."""
-    name = " ".join(cmd.clusters()) or f"of pid {cmd.proc.pid}"
-    reap_adopted(recorded, {cmd.proc.pid}, name, print)
+def reap_orphans(pid: int, recorded: dict[int, float], name: str) -> None:
+    """Reap what killed command `pid` (of cluster `name`) left to this process (components,
+    kubelet, watchdog, recorded by `descendants`: none is a Popen of ours), as the owner of
+    a deleted cluster does (processes.py), and check none is left a zombie here."""
+    reap_adopted(recorded, {pid}, name, print)
     ours = []
     for p in psutil.Process(os.getpid()).children():
         with contextlib.suppress(psutil.NoSuchProcess):
             if p.pid in recorded and p.status() == psutil.STATUS_ZOMBIE:
                 ours.append(f"{p.name()} (pid {p.pid})")
-    assert not ours, f"zombies the killed command {cmd.proc.pid} left to pid {os.getpid()}: {ours}"
+    assert not ours, f"zombies the killed command {pid} left to pid {os.getpid()}: {ours}"
 
 
 def up_dirs_of(cache: Path, pid: int) -> list[Path]:
