@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -126,7 +127,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the owner's to handle
     header, released = watch(sys.stdin.buffer)
     if header is None or released:
-        return 0
+        os._exit(0)  # nothing to flush: no interpreter teardown for the owner to wait on
     root = Path(header["root"])
     said = tear_down(root, header["name"])
     with contextlib.suppress(OSError), open(root / LOG, "a") as log:
