@@ -8,6 +8,7 @@ an observable point, and checks afterwards that nothing of it is left.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import psutil
 import pytest
 
 from pytest_desched.kube import wait_for
+from pytest_desched.providers.embedded.processes import reap_adopted
 from pytest_desched.tools.toolchain import Toolchain
 from tests.commands import DESCHED, child_env, start, stop
 
@@ -141,6 +143,30 @@ def cluster_processes(name: str) -> dict[int, str]:
         if name in line:
             out[p.pid] = line[:200]
     return out
+
+
+def descendants(pid: int) -> dict[int, float]:
+    """The processes below a command (pid -> create time), recorded while it runs: what
+    this (subreaper) process adopts if the command is killed (`reap_orphans`)."""
+    out = {}
+    with contextlib.suppress(psutil.NoSuchProcess):
+        for p in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                out[p.pid] = p.create_time()
+    return out
+
+
+def reap_orphans(pid: int, recorded: dict[int, float], name: str) -> None:
+    """Reap what killed command `pid` (of cluster `name`) left to this process (components,
+    kubelet, watchdog, recorded by `descendants`: none is a Popen of ours), as the owner of
+    a deleted cluster does (processes.py), and check none is left a zombie here."""
+    reap_adopted(recorded, {pid}, name, print)
+    ours = []
+    for p in psutil.Process(os.getpid()).children():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if p.pid in recorded and p.status() == psutil.STATUS_ZOMBIE:
+                ours.append(f"{p.name()} (pid {p.pid})")
+    assert not ours, f"zombies the killed command {pid} left to pid {os.getpid()}: {ours}"
 
 
 def up_dirs_of(cache: Path, pid: int) -> list[Path]:

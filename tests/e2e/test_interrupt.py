@@ -13,6 +13,7 @@ import pytest
 
 from pytest_desched.kube import wait_for
 from pytest_desched.providers.base import choose_provider
+from tests.e2e.commands import descendants, reap_orphans
 from tests.e2e.inner_run import start_inner
 
 pytestmark = pytest.mark.desched_selftest
@@ -170,6 +171,7 @@ def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
         assert dogs, "the inner run's cluster has no watchdog"
         for dog in dogs:  # pending before the owner's death closes its pipe: it never reads
             dog.kill()
+        orphans = descendants(proc.pid)  # this process's once the inner run is killed
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -179,6 +181,7 @@ def test_killed_run_is_reaped_by_the_next(tmp_path, desched_toolchain):
     assert name in reaped
     assert not cdir.exists()
     assert not {pid: c for pid, c in _live_cmdlines().items() if name in c}
+    reap_orphans(proc.pid, {**orphans, **{d.pid: d.create_time() for d in dogs}}, name)
 
 
 @pytest.mark.parametrize("interrupt", [True, False], ids=["SIGINT-mid-round", "to-completion"])

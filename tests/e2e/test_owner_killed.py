@@ -19,7 +19,15 @@ from pathlib import Path
 import pytest
 
 from pytest_desched.kube import wait_for
-from tests.e2e.commands import Cmd, cluster_processes, round_running, up_dirs_of, wait_point
+from tests.e2e.commands import (
+    Cmd,
+    cluster_processes,
+    descendants,
+    reap_orphans,
+    round_running,
+    up_dirs_of,
+    wait_point,
+)
 
 # serial: the bounds here are wall-clock seconds, measured with no other test of the run
 # beside them (tests/concurrency.py; other workers' clusters would stretch them)
@@ -55,6 +63,9 @@ def _sigkill_and_wait_clean(
     [name] = cmd.clusters()
     assert cluster_processes(name), f"no process of {name} to begin with:\n{cmd.text()}"
     assert not scratch or cmd.scratch(), f"no temporary folder in {cmd.tmp} to begin with"
+    orphans = descendants(
+        cmd.proc.pid
+    )  # this process's to reap if it is a subreaper (reap_orphans)
     t0 = time.monotonic()
     cmd.proc.send_signal(signal.SIGKILL)  # the process alone, as `timeout -s KILL` does
     cmd.wait(timeout=30)
@@ -69,6 +80,7 @@ def _sigkill_and_wait_clean(
     record_property("sigkill_to_clean_s", took)
     print(f"SIGKILL -> 0 processes, 0 folders of {name} in {took}s")
     assert not left
+    reap_orphans(cmd.proc.pid, orphans, name)
 
 
 def test_sigkill_at_bring_up(run_cmd, record_property) -> None:

@@ -21,7 +21,12 @@ from typing import Any
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import wait_for
 from pytest_desched.providers.embedded.metrics_server import METRICS_SERVER
-from pytest_desched.providers.embedded.processes import component_pids, dead_components, log_tail
+from pytest_desched.providers.embedded.processes import (
+    component_pids,
+    dead_components,
+    log_tail,
+    reap,
+)
 
 START_RACE = "unable to load configmap based request-header-client-ca-file"
 ATTEMPTS = 3
@@ -47,6 +52,9 @@ def restart(
             )
         made += 1
         report(f"metrics-server lost its start-up race with a loaded API server; restart {made}")
+        # Reaped before its pid file goes: kwokctl has exited, so the dead one is this
+        # (subreaper) process's zombie, and the deletion would no longer know its pid.
+        reap([pid for c, pid in component_pids(cdir).items() if c == METRICS_SERVER])
         (cdir / "pids" / f"{METRICS_SERVER}.pid").unlink(missing_ok=True)
         kwokctl("start", "cluster", "--name", name, "--timeout", "60s", timeout=120)
         wait_for(

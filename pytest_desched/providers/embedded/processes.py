@@ -110,27 +110,106 @@ def kill_cluster_processes(
     between the scan and its own kill (and a live `kwokctl create` a component). So it
     scans again after each pass. A pid file's pid recycled by a stranger is not touched.
     `pids`: ones read before the pid files went (kwokctl delete removes them).
+    What this process adopted of the cluster is reaped before it returns (`reap_adopted`).
     """
-    todo = [*pids, *component_pids(cdir).values()]
+    recorded = {*pids, *component_pids(cdir).values()}
+    adopted: dict[int, float] = {}  # pid -> create time, recorded while provably the cluster's
+    dying: set[int] = set()
+    todo = sorted(recorded)
     for _ in range(5):
         todo = sorted({*todo, *processes_under(cdir, name)})
         killed = []
         for pid in todo:
             try:
                 proc = psutil.Process(pid)
+                if adoptable(pid in recorded, proc.name(), proc.ppid()):
+                    # Even with its command line gone (exiting, or a zombie already: what
+                    # kwokctl delete stopped, or one that died before it)
+                    adopted[pid] = proc.create_time()
+                    if proc.status() == psutil.STATUS_ZOMBIE:
+                        continue
             except psutil.Error:
                 continue
             if pid == os.getpid() or not _ours(proc, cdir, name):
                 continue  # a recycled pid, not one of this cluster's processes
             with contextlib.suppress(psutil.Error):
+                if proc.ppid() != os.getpid() or pid in recorded:  # never a Popen's own child
+                    adopted[pid] = proc.create_time()
                 proc.send_signal(signal.SIGKILL)
                 killed.append(pid)
         # Only those killed: a pid file's pid recycled by another process is not waited on.
         wait_exited(killed, name, report)
+        dying.update(killed)
         todo = []
         if not killed:
             break
+    reap_adopted(adopted, dying, name, report)
     return processes_under(cdir, name)
+
+
+# The components kwokctl records a pid file for, as the kernel names them (15 characters).
+COMPONENTS = frozenset(c[:15] for c in (*ORDER, "metrics-server"))
+
+
+def adoptable(recorded: bool, comm: str, ppid: int) -> bool:
+    """A component the deletion reaps even once its command line is gone (a zombie's is):
+    kwokctl recorded it (its pid file), it is named as a component, and it is this
+    process's child. Proof enough that no subprocess.Popen here owns it: none of them
+    runs a component binary."""
+    return recorded and comm in COMPONENTS and ppid == os.getpid()
+
+
+def disposition(
+    recorded_ctime: float, ctime: float, ppid: int, status: str, dying: set[int]
+) -> str:
+    """What to do with a process recorded as the cluster's (`reap_adopted`): `reap` (this
+    process's zombie), `wait` (still exiting, or its parent is one of the killed: a subreaper
+    gets it when that parent exits) or `skip` (its pid is another process's now, or another
+    reaper has it: the watchdog is no subreaper, its cluster's orphans go to init)."""
+    if abs(ctime - recorded_ctime) > 0.01:
+        return "skip"
+    if ppid == os.getpid():
+        return "reap" if status == psutil.STATUS_ZOMBIE else "wait"
+    return "wait" if ppid in dying else "skip"
+
+
+def reap_recorded(adopted: dict[int, float], dying: set[int]) -> list[int]:
+    """One pass of `reap_adopted`: reap those that are this process's zombies; the pids to
+    wait for still."""
+    left = []
+    for pid, ctime in adopted.items():
+        try:
+            proc = psutil.Process(pid)
+            what = disposition(ctime, proc.create_time(), proc.ppid(), proc.status(), dying)
+        except psutil.Error:
+            continue  # reaped already (by wait_exited, or its parent)
+        if what == "reap":
+            reap([pid])
+        elif what == "wait":
+            left.append(pid)
+    return left
+
+
+def reap_adopted(
+    adopted: dict[int, float], dying: set[int], name: str, report: Reporter, timeout: float = 5
+) -> None:
+    """Reap every process recorded as cluster `name`'s once it is this process's zombie.
+
+    The owner is a child subreaper (cluster.become_subreaper): what outlives its parent
+    (kwokctl's components, a killed kubelet's round pods) comes to it, and stays a zombie
+    for the run's whole length unless reaped here. Only these pids: never waitpid(-1), which
+    would take a subprocess.Popen's child from it (Popen then reports exit 0).
+    """
+    try:
+        wait_for(
+            f"the processes of cluster {name} to be reaped",
+            lambda: reap_recorded(adopted, dying),
+            lambda left: not left,
+            timeout=timeout,
+            max_interval=0.05,
+        )
+    except WaitTimeout as exc:
+        report(str(exc))
 
 
 def remove_cluster(

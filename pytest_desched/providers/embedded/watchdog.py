@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -36,6 +37,7 @@ from pytest_desched.providers.embedded.processes import remove_cluster
 RELEASE = b"release\n"
 LOG = "watchdog.log"  # under the clusters root: one line per cluster torn down
 POLL_S = 0.2
+RELEASE_WAIT_S = 2.0  # a released watchdog exits at once; a loaded machine may take a while
 
 
 class Watchdog:
@@ -73,7 +75,11 @@ class Watchdog:
         with contextlib.suppress(OSError):
             self._pipe.close()
         self._pipe = None
-        self.proc.poll()  # reaped when it has ended already; else on exit or a later poll
+        # Reaped here: it ends as soon as it reads the release. Left to a later Popen's
+        # cleanup, it outlived an owner that exited right after (a `desched` command), and
+        # a subreaper above that owner (a pytest that ran the command) inherited a zombie.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=RELEASE_WAIT_S)
 
 
 def watch(stream: IO[bytes]) -> tuple[dict[str, str] | None, bool]:
@@ -121,7 +127,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the owner's to handle
     header, released = watch(sys.stdin.buffer)
     if header is None or released:
-        return 0
+        os._exit(0)  # nothing to flush: no interpreter teardown for the owner to wait on
     root = Path(header["root"])
     said = tear_down(root, header["name"])
     with contextlib.suppress(OSError), open(root / LOG, "a") as log:
