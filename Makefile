@@ -106,7 +106,9 @@ KIND_KUBERNETES ?=
 kind-image: tools
 	$(PY) -m dev.kind_node $(if $(KIND_KUBERNETES),--kubernetes $(KIND_KUBERNETES))
 
-## The runbook's experiments and the project's own e2e suite on real kind. The tool's own
+## The runbook's experiments and the project's own e2e suite on real kind (KIND_KUBERNETES also
+## as DESCHED_KUBERNETES, so the nested pytest runs and `desched` commands the suite starts
+## run at that version too, not at the pin whose node image may not be built). The tool's own
 ## dockerd (started by this target or by `make kind-image` before it) is stopped at the end
 ## (DESCHED_KEEP_ENGINE=1 keeps it, e.g. with PYTEST_ARGS=--desched-keep=always); an engine
 ## that was answering before either is never touched. `make kind-image` leaves its engine
@@ -114,7 +116,7 @@ kind-image: tools
 e2e-kind: tools
 	@engine=$$($(PY) -m dev.kind_node engine --print-env) || exit 1; eval "$$engine"; \
 	rc=0; $(PY) -m dev.kind_node build $(if $(KIND_KUBERNETES),--kubernetes $(KIND_KUBERNETES)) || rc=$$?; \
-	[ $$rc -ne 0 ] || $(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(if $(KIND_KUBERNETES),--desched-kubernetes $(KIND_KUBERNETES)) $(PYTEST_ARGS) || rc=$$?; \
+	[ $$rc -ne 0 ] || $(if $(KIND_KUBERNETES),DESCHED_KUBERNETES=$(KIND_KUBERNETES)) $(PYTEST) -m "descheduler_e2e or desched_selftest" -p no:cacheprovider --desched-provider=kind $(if $(KIND_KUBERNETES),--desched-kubernetes $(KIND_KUBERNETES)) $(PYTEST_ARGS) || rc=$$?; \
 	if [ "$$DESCHED_ENGINE_OWN" = yes ] && [ -z "$$DESCHED_KEEP_ENGINE" ]; then \
 	  $(PY) -m dev.kind_node stop-engine; \
 	elif [ "$$DESCHED_ENGINE_OWN" = yes ]; then \

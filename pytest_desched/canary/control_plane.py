@@ -254,7 +254,17 @@ def read_profile(session: DeschedSession) -> dict[str, Any]:
     proc = cluster.kubectl("api-versions", check=False, timeout=60)
     if proc.returncode == 0:
         out["apis"] = sorted(v.strip() for v in proc.stdout.splitlines() if v.strip())
+    else:  # said like the other readings: an area left out silently looks like no difference
+        said = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        miss = f"kubectl api-versions exited {proc.returncode}: {said[0]}"
+        out["why"] = f"{out['why']}; {miss}" if out.get("why") else miss
     return out
+
+
+def kubernetes_differ(versions: Iterable[str | None]) -> bool:
+    """Whether the tracks run different Kubernetes (each track's chosen version, or its
+    server's): then the report has a control-plane section, with readings or why not."""
+    return len({v for v in versions if v}) > 1
 
 
 __all__ = [
@@ -266,6 +276,7 @@ __all__ = [
     "differences",
     "flatten",
     "gate_defaults",
+    "kubernetes_differ",
     "read_binaries",
     "read_profile",
     "scheduler_defaults",

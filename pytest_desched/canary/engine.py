@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.compare import diff_rounds, no_cycle, node_roles
-from pytest_desched.canary.control_plane import attribute, attribute_outcome, differences
+from pytest_desched.canary.control_plane import (
+    attribute,
+    attribute_outcome,
+    differences,
+    kubernetes_differ,
+)
 from pytest_desched.canary.expectations import NO_ROUND, Change, load_explanations
 from pytest_desched.canary.report import CanaryReport
 from pytest_desched.canary.static_run import (
@@ -311,10 +316,15 @@ def control_plane_attribution(
     """Where the tracks' clusters run different Kubernetes: their readings that differ, what
     could not be read, and each pod-class change those readings explain (canary.control_plane).
 
-    Same Kubernetes on both tracks (or readings missing): nothing is attributed.
+    Same Kubernetes on both tracks (or readings missing): nothing is attributed. Where they
+    differ, a track without readings is a gap said by name (TrackResult.readings_gap).
     """
-    gaps = [f"{t.name}: {t.control_plane['why']}" for t in (b, c) if t.control_plane.get("why")]
     bk, ck = b.control_plane.get("kubernetes"), c.control_plane.get("kubernetes")
+    chosen = [t.skew.get("kubernetes") for t in (b, c)]
+    if kubernetes_differ(chosen) or kubernetes_differ([bk, ck]):
+        gaps = [g for t in (b, c) if (g := t.readings_gap())]
+    else:
+        gaps = [f"{t.name}: {t.control_plane['why']}" for t in (b, c) if t.control_plane.get("why")]
     if not (bk and ck) or bk == ck:
         return [], gaps, {}
     diffs = differences(b.control_plane, c.control_plane)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_desched.canary.compare import RoundDiff
+from pytest_desched.canary.control_plane import kubernetes_differ
 from pytest_desched.canary.expectations import NO_ROUND
 from pytest_desched.canary.tracks import TrackResult
 from pytest_desched.canary.verdict import CanaryVerdict
@@ -50,6 +51,20 @@ class CanaryReport:
     control_plane: list[Any] = field(default_factory=list)
     control_plane_gaps: list[str] = field(default_factory=list)
 
+    def control_plane_said(self) -> tuple[bool, list[str]]:
+        """Whether the report has a control-plane section, and its gaps: with the tracks'
+        Kubernetes different it always has one, so missing readings are said by name
+        (TrackResult.readings_gap) rather than look like no difference."""
+        b, c = self.baseline, self.candidate
+        versions = [t.skew.get("kubernetes") for t in (b, c)]
+        differ = kubernetes_differ(versions) or kubernetes_differ(
+            [t.control_plane.get("kubernetes") for t in (b, c)]
+        )
+        gaps = list(self.control_plane_gaps)
+        if differ and not gaps:
+            gaps = [g for t in (b, c) if (g := t.readings_gap())]
+        return bool(differ or self.control_plane or gaps), gaps
+
     @property
     def ok(self) -> bool:
         return self.verdict.ok and not self.broken and not self.regressions
@@ -77,6 +92,7 @@ class CanaryReport:
         return "PASS" if self.ok else "FAIL (roll back or explain)"
 
     def to_dict(self) -> dict[str, Any]:
+        said, gaps = self.control_plane_said()
         return {
             "ok": self.ok,
             "no_verdict": self.no_verdict,
@@ -92,11 +108,11 @@ class CanaryReport:
                 {
                     "control_plane": {
                         "differences": [d.to_dict() for d in self.control_plane],
-                        "gaps": self.control_plane_gaps,
+                        "gaps": gaps,
                         "attributed": self.verdict.control_plane,
                     }
                 }
-                if self.control_plane or self.control_plane_gaps
+                if said
                 else {}
             ),
             "wall_s": round(self.wall_s, 2),
@@ -197,9 +213,12 @@ class CanaryReport:
                 changes.append([where, kind, ch.subject, j.status, j.by or "", ch.detail])
             heads = ["experiment", "kind", "pods / subject", "status", "by", "detail"]
             lines.append(table(changes, heads, "md"))
-        if self.control_plane or self.control_plane_gaps:
+        said, gaps = self.control_plane_said()
+        if said:
             lines += ["", "## Control plane (the tracks' Kubernetes differ)", ""]
-            lines += [f"- not read: {g}" for g in self.control_plane_gaps]
+            lines += [f"- not read: {g}" for g in gaps]
+            if not (gaps or self.control_plane):
+                lines.append("- read on both tracks: no reading differs")
             gates = [d for d in self.control_plane if d.area == "feature-gate"]
             for d in self.control_plane:
                 if d.area != "feature-gate":

@@ -9,7 +9,6 @@ removes its cluster.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 import traceback
@@ -97,6 +96,21 @@ class TrackResult:
 
     def by_label(self) -> dict[str, ExperimentResult]:
         return {r.label: r for r in self.results}
+
+    def readings_gap(self) -> str | None:
+        """Why this track's control-plane readings are missing or partial (None: none is).
+
+        A track asked for them records either readings or a `why`; one that holds neither was
+        never read (it failed first, or the run did not ask), and the report says so rather
+        than leave its control-plane section out as if nothing differed.
+        """
+        if why := self.control_plane.get("why"):
+            return f"{self.name}: {why}"
+        if self.control_plane.get("kubernetes"):
+            return None
+        if self.error:
+            return f"{self.name}: no control-plane readings: the track failed first: {self.error}"
+        return f"{self.name}: no control-plane readings were taken while its cluster was up"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -226,8 +240,8 @@ def read_control_plane(session: DeschedSession, out: TrackResult) -> None:
     with session.phase("control-plane-readings"):
         try:
             out.control_plane = read_profile(session)
-        except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-            out.control_plane = {"why": f"not read: {exc}"}
+        except Exception as exc:  # a YAML, API or tool error alike: said, never the track's
+            out.control_plane = {"why": f"not read: {type(exc).__name__}: {exc}"}
 
 
 def probe_metrics(session: DeschedSession, out: TrackResult) -> None:

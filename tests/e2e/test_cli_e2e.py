@@ -75,10 +75,18 @@ class CliRun:
 
 
 @pytest.fixture(scope="module")
-def cli_run(tmp_path_factory: pytest.TempPathFactory, desched_toolchain: Toolchain) -> CliRun:
+def cli_run(
+    tmp_path_factory: pytest.TempPathFactory,
+    desched_toolchain: Toolchain,
+    desched_settings: DeschedConfig,
+) -> CliRun:
     d = tmp_path_factory.mktemp("cli-run")
     (d / "tmp").mkdir()
     art = d / "artifacts"
+    # No DESCHED_* reaches the command (child_env): the session's Kubernetes, when it names
+    # one (make e2e-kind KIND_KUBERNETES=...), is passed as the option, so the CLI's record
+    # is compared with the plugin's at the same version.
+    kube = ["--kubernetes", desched_settings.kubernetes] if desched_settings.kubernetes else []
     run = _desched(
         desched_toolchain.cache_dir,
         d / "tmp",
@@ -90,6 +98,7 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory, desched_toolchain: Toolcha
         "embedded",
         "--artifacts",
         str(art),
+        *kube,
     )
     m = re.search(r"starting embedded cluster (\S+)", run.err)
     assert m, f"no cluster was started:\n{run}"

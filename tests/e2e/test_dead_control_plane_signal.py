@@ -40,6 +40,9 @@ pytestmark = [pytest.mark.desched_selftest, pytest.mark.serial]
 # request already in flight to a dead etcd runs to its read timeout (kube.READ_TIMEOUT_S),
 # and the cluster's deletion follows.
 DEATH_TO_EXIT_BOUND_S = 20.0
+# The components killed here are the embedded cluster's own processes: pinned, so a Docker
+# engine that answers (make e2e-kind) does not make `auto` choose kind.
+EMBEDDED = ("--provider", "embedded")
 
 
 def _kill_component(cluster: str, component: str) -> int:
@@ -107,7 +110,7 @@ def _assert_no_transport_trace(cmd: Cmd) -> None:
 
 def test_run_names_an_api_server_that_stopped_answering(run_cmd, tmp_path: Path) -> None:
     """No signal: kube-apiserver SIGKILLed mid-round is a named error (exit 3), cleaned up."""
-    cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
+    cmd = run_cmd("run", "positive", *EMBEDDED, "--artifacts", str(tmp_path / "art"))
     wait_point(cmd, "desched run's round", round_running)
     [name] = cmd.clusters()
     _kill_component(name, "kube-apiserver")
@@ -122,7 +125,7 @@ def test_run_names_an_api_server_that_stopped_answering(run_cmd, tmp_path: Path)
 def test_run_names_etcd_that_died_within_seconds(run_cmd, tmp_path: Path, record_property) -> None:
     """No signal: etcd SIGKILLed mid-round. Every request then hangs to its read timeout, and
     a run waited silently; now the first wait's liveness check names etcd (exit 3)."""
-    cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
+    cmd = run_cmd("run", "positive", *EMBEDDED, "--artifacts", str(tmp_path / "art"))
     wait_point(cmd, "desched run's round", round_running)
     [name] = cmd.clusters()
     _kill_component(name, "etcd")
@@ -154,7 +157,7 @@ def test_run_exits_on_sigterm_after_its_control_plane_died(
     may see that before the signal: then it ends with the named error (exit 3), and the
     signal either finds it gone or comes during its cleanup (held back: exit 130). Whichever
     came first, that outcome is checked in full, and nothing may be left in either."""
-    cmd = run_cmd("run", "positive", "--artifacts", str(tmp_path / "art"))
+    cmd = run_cmd("run", "positive", *EMBEDDED, "--artifacts", str(tmp_path / "art"))
     wait_point(cmd, "desched run's round", round_running)
     [name] = cmd.clusters()
     _kill_component(name, component)

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_desched.tools.toolchain import Toolchain
 from tests.commands import DESCHED, child_env
+from tests.e2e.test_canary_e2e import metrics_gap_expect
 from tests.unit import REPO
 
 pytestmark = pytest.mark.desched_selftest
@@ -87,7 +88,15 @@ def test_a_canary_on_helm_3(desched_settings: Any, tmp_path: Path) -> None:
         run_dir=tmp_path, artifacts=desched_settings.artifacts / "canary-helm3", helm="3"
     )
     said: list[str] = []
-    rep = run_canary(config, "pinned", report=said.append, static=False, experiments=["positive"])
+    expect = metrics_gap_expect(desched_settings, tmp_path)  # kind: no local metric probe
+    rep = run_canary(
+        config,
+        "pinned",
+        expect=expect,
+        report=said.append,
+        static=False,
+        experiments=["positive"],
+    )
     assert rep.baseline.error is None and rep.candidate.error is None, "\n".join(said[-30:])
     outcomes = {o["experiment"]: (o["baseline"], o["candidate"]) for o in rep.outcomes}
     assert outcomes["positive-affinity-migration[pdb-lister-workaround]"] == ("pass", "pass")

@@ -61,8 +61,11 @@ def kind_host(desched_cluster: Any, desched_toolchain: Any) -> Any:
 def _config(desched_settings: Any, tmp_path: Path, name: str, provider: str) -> Any:
     run_dir = tmp_path / name
     run_dir.mkdir()
+    # An existing cluster runs the Kubernetes it runs: the session's choice (make e2e-kind
+    # KIND_KUBERNETES=...) is refused there, so it goes with the provider.
+    kube = {"kubernetes": None} if provider == "existing" else {}
     return desched_settings.with_(
-        run_dir=run_dir, artifacts=run_dir / "artifacts", provider=provider
+        run_dir=run_dir, artifacts=run_dir / "artifacts", provider=provider, **kube
     )
 
 

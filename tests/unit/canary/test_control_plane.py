@@ -274,3 +274,120 @@ def test_an_outcome_made_worse_by_placement_is_attributed_through_the_engine() -
     _, _, attributed = control_plane_attribution(b, c, rounds)
     verdict = judge(changes, [], attributed)
     assert not verdict.ok and "outcome-changed" in verdict.reasons[0]
+
+
+# The first combined CLI run (v0.35.1 on 1.36.3 against v0.36.0 on 1.37.2) came back PASS with
+# no control-plane section and no word why: its tracks held no readings and no `why` (neither
+# timed a control-plane-readings phase). Tracks on different Kubernetes now always get the
+# section, with the readings or, by name, why a track has none.
+def quiet_tracks(b_kube: str, c_kube: str) -> tuple[Any, Any]:
+    b, c = tracks(b_kube, c_kube)
+    b.skew, c.skew = {"kubernetes": b_kube}, {"kubernetes": c_kube}
+    return b, c
+
+
+def report_with(b: Any, c: Any) -> CanaryReport:
+    rounds, rows, changes = compare_tracks(b, c)
+    diffs, gaps, attributed = control_plane_attribution(b, c, rounds)
+    rep = CanaryReport(b, c, rounds, judge(changes, [], attributed), None, rows)
+    rep.control_plane, rep.control_plane_gaps = diffs, gaps
+    return rep
+
+
+def test_tracks_on_different_kubernetes_without_readings_say_why_in_the_report() -> None:
+    b, c = quiet_tracks(V36, V37)
+    b.control_plane, c.control_plane = {}, {}  # never read: the first combined run's shape
+    rep = report_with(b, c)
+    want = [
+        "baseline: no control-plane readings were taken while its cluster was up",
+        "candidate: no control-plane readings were taken while its cluster was up",
+    ]
+    assert rep.control_plane_gaps == want and rep.control_plane == []
+    # nothing is attributed without readings: the candidate's grown set stays unexplained
+    assert [j.status for j in rep.verdict.judged] == ["unexplained"] and not rep.ok
+    md = rep.markdown()
+    assert "## Control plane (the tracks' Kubernetes differ)" in md
+    assert f"- not read: {want[0]}" in md and f"- not read: {want[1]}" in md
+    assert rep.to_dict()["control_plane"]["gaps"] == want
+    # a track that failed before its readings names its error
+    c.error = "RuntimeError: the API server stopped answering"
+    assert report_with(b, c).control_plane_gaps[1] == (
+        "candidate: no control-plane readings: the track failed first: "
+        "RuntimeError: the API server stopped answering"
+    )
+
+
+def test_a_report_built_without_the_attribution_still_says_the_readings_are_missing() -> None:
+    b, c = quiet_tracks(V36, V37)
+    b.control_plane = {}
+    rep = CanaryReport(b, c, [], judge([], []))  # no control_plane_attribution call at all
+    said, gaps = rep.control_plane_said()
+    assert said and gaps == [
+        "baseline: no control-plane readings were taken while its cluster was up"
+    ]
+    assert rep.to_dict()["control_plane"]["gaps"] == gaps
+
+
+def test_readings_on_both_tracks_that_do_not_differ_are_said_as_such() -> None:
+    b, c = quiet_tracks(V36, V37)
+    c.control_plane = {**P36, "kubernetes": V37}  # the same readings, another version
+    rep = report_with(b, c)
+    assert (rep.control_plane, rep.control_plane_gaps) == ([], [])
+    md = rep.markdown()
+    assert "## Control plane (the tracks' Kubernetes differ)" in md
+    assert "- read on both tracks: no reading differs" in md
+    assert rep.to_dict()["control_plane"] == {"differences": [], "gaps": [], "attributed": []}
+
+
+def test_the_same_kubernetes_without_readings_has_no_control_plane_section() -> None:
+    b, c = quiet_tracks(V36, V36)
+    b.control_plane, c.control_plane = {}, {}
+    rep = report_with(b, c)
+    assert rep.control_plane_gaps == [] and "## Control plane" not in rep.markdown()
+    assert "control_plane" not in rep.to_dict()
+
+
+class _Proc:
+    def __init__(self, rc: int, out: str = "", err: str = "") -> None:
+        self.returncode, self.stdout, self.stderr = rc, out, err
+
+
+def _session(api_rc: int, server: Any = V37) -> Any:
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    def server_version() -> str:
+        if isinstance(server, Exception):
+            raise server
+        return str(server)
+
+    cluster = SimpleNamespace(
+        server_version=server_version,
+        capabilities=SimpleNamespace(chooses_kubernetes=False),
+        kubectl=lambda *a, **k: _Proc(api_rc, "v1\npolicy/v1\n", "the server is gone\n"),
+    )
+    toolchain = SimpleNamespace(where=lambda tool: (None, "build"))
+    return SimpleNamespace(cluster=cluster, toolchain=toolchain, phase=lambda name: nullcontext())
+
+
+def test_a_discovery_that_fails_is_said_beside_the_other_gaps() -> None:
+    from pytest_desched.canary.control_plane import read_profile
+
+    ok = read_profile(_session(0))
+    assert ok["apis"] == ["policy/v1", "v1"] and "kubectl" not in ok["why"]
+    bad = read_profile(_session(1))
+    assert "apis" not in bad
+    assert bad["why"] == (
+        "the cluster's control-plane binaries are not local: defaults not read; "
+        "kubectl api-versions exited 1: the server is gone"
+    )
+
+
+def test_any_error_reading_a_control_plane_is_the_readings_gap_never_the_tracks() -> None:
+    from pytest_desched.canary.tracks import TrackResult, read_control_plane
+
+    out = TrackResult("candidate")
+    read_control_plane(_session(0, ValueError("no gitVersion in /version")), out)
+    assert out.control_plane == {"why": "not read: ValueError: no gitVersion in /version"}
+    assert out.error is None
+    assert out.readings_gap() == "candidate: not read: ValueError: no gitVersion in /version"
