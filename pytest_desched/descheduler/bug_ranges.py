@@ -20,6 +20,7 @@ __all__ = [
     "RANGE_1917",
     "RANGE_LONG_LIVED_STALE",
     "RANGE_PROM_SECRET_RACE",
+    "RANGE_PROM_STALE_LOOKBACK",
     "RANGE_STALE_IDLE",
     "VersionRange",
     "release_key",
@@ -188,5 +189,20 @@ RANGE_LONG_LIVED_STALE = VersionRange(
         "collector is started once per process (descheduler.go bootstrapDescheduler), so a "
         "long-lived process keeps it across cycles. Runs: v0.36.0 and v0.35.1 "
         "(utilization-long-lived-missing, utilization-long-lived-absent)"
+    ),
+)
+
+
+# Not an upstream issue (none is filed): what prometheus-stale-in-lookback proves.
+RANGE_PROM_STALE_LOOKBACK = VersionRange(
+    since="v0.33.0",
+    fixed_in=None,
+    since_proof=(
+        "code: NodeUsageFromPrometheusMetrics makes an instant query at time.Now() and keeps "
+        "only sample.Value (an instant vector's sample carries the evaluation time, not its "
+        "own): v0.36.0 pkg/framework/plugins/nodeutilization/usageclients.go:266-295, v0.35.1 "
+        "the same lines, v0.33.0 :266-294; v0.32.2 has no Prometheus source. Runs: v0.36.0 "
+        "(prometheus-stale-in-lookback, tests/e2e/test_prometheus_e2e.py); v0.35.x stop at "
+        "start on #1840 before any query"
     ),
 )

@@ -28,6 +28,7 @@ from pytest_desched.descheduler.bug_ranges import (
     RANGE_1917,
     RANGE_LONG_LIVED_STALE,
     RANGE_PROM_SECRET_RACE,
+    RANGE_PROM_STALE_LOOKBACK,
     RANGE_STALE_IDLE,
     VersionRange,
 )
@@ -530,6 +531,23 @@ def _sig_long_lived_stale(f: RoundFacts) -> str | None:
     return None
 
 
+def _sig_prom_stale_lookback(f: RoundFacts) -> str | None:
+    """A node classified from the Prometheus source (`usagePercentage` on MetricResource):
+    the descheduler read samples. In prometheus-stale-in-lookback (the only experiment this
+    bug explains) Prometheus ingested nothing since before the round, which that experiment's
+    own, never excused, `source-stale-in-lookback` check proves; a fresh-sample guard in the
+    query leaves no such line."""
+    for rec in _json_lines(f.log, "Node has been classified"):
+        pct = rec.get("usagePercentage")
+        if isinstance(pct, Mapping) and "MetricResource" in pct:
+            return (
+                f"node {_node_name(rec)} classified {rec.get('category')} at "
+                f"{pct.get('MetricResource')}% from Prometheus samples no longer ingested "
+                "(the instant query's answer carries no sample age)"
+            )
+    return None
+
+
 # Checks the secret-token race makes fail (the positive experiment's, literal in its module).
 PROM_SECRET_RACE_CHECKS = frozenset(
     {
@@ -678,6 +696,36 @@ REGISTRY: tuple[KnownBug, ...] = (
             "run the descheduler as the runbook's Job (a fresh collector fails closed), or "
             "alert on metrics-server's availability and suspend a long-lived descheduler while "
             "metrics.k8s.io is unavailable"
+        ),
+    ),
+    KnownBug(
+        id="desched:prometheus-stale-in-lookback",
+        title=(
+            "Prometheus samples older than the rule interval but inside the query's lookback are "
+            "taken as the nodes' usage (no sample-age check)"
+        ),
+        link=(
+            "https://github.com/kubernetes-sigs/descheduler/blob/v0.36.0/pkg/framework/plugins/"
+            "nodeutilization/usageclients.go#L266-L295"
+        ),
+        affected=RANGE_PROM_STALE_LOOKBACK,
+        explains={
+            "utilization-prometheus-stale-in-lookback": frozenset(
+                {
+                    "no-node-read-as-idle",
+                    "uids-unchanged",
+                    "no-replacement",
+                    "no-eviction-succeeded",
+                    "no-eviction-request",
+                }
+            )
+        },
+        signature=_sig_prom_stale_lookback,
+        fix="none upstream (no issue filed)",
+        workaround=(
+            "guard the policy's query with the samples' age, e.g. `Q and on(instance) "
+            "(time() - timestamp(Q)) < 2 * the rule interval` (prometheus-stale-in-lookback-"
+            "guarded): a stale source then has no entry and the round fails closed"
         ),
     ),
     KnownBug(

@@ -22,8 +22,19 @@ Metrics one's: four `hot` pods use 800m CPU each (request 100m) on one 4-CPU nod
   series exist but their last sample is past the lookback.
 * `prometheus-wrong-labels`: the policy's query yields `instance` = the scrape
   address (Prometheus' default), not the node name.
+* `prometheus-stale-in-lookback`: Prometheus restarted with nothing to scrape and no rule,
+  and the round runs while the last samples are still *inside* the query's lookback (older
+  than two rule intervals, younger than the lookback). An instant query answers each series'
+  last sample within the lookback stamped with the evaluation time, and v0.36.0 reads only
+  `sample.Value` (usageclients.go:266-295, NodeUsageFromPrometheusMetrics): it cannot tell
+  the sample's age and classifies every node from samples no longer ingested. It fails open
+  (known_bugs `desched:prometheus-stale-in-lookback`); only the checks that cause explains
+  are excused.
+* `prometheus-stale-in-lookback-guarded`: the same fault, with the query guarding the age
+  itself (`... and on(instance) (time() - timestamp(...)) < FRESH_S`): no sample is young
+  enough, the node has no entry, the policy fails closed: the intended behaviour.
 
-v0.36.0 fails closed in each negative case (see descheduler/prometheus_log.py for the lines):
+v0.36.0 fails closed in each other negative case (see descheduler/prometheus_log.py for the lines):
 no node is classified, nothing is evicted, UIDs stay, and its error line is the evidence.
 """
 
@@ -367,3 +378,105 @@ class UtilizationPrometheusSecretToken(UtilizationPrometheus):
     # What v0.36.0's first-cycle race fails: known_bugs "desched:prometheus-secret-first-cycle"
     # (PROM_SECRET_RACE_CHECKS, made by the inherited assess); utilization-prometheus is the
     # variant that shows the intended behaviour (the in-cluster token, read before the cycle).
+
+    # What v0.36.0's first-cycle race fails (known_bugs "desched:prometheus-secret-first-cycle"):
+    # "usage-logged-overutilized", "usage-logged-underutilized", "evictions:LowNodeUtilization",
+    # "evicted:hot", "replaced:hot"; utilization-prometheus is the variant that shows the
+    # intended behaviour (the in-cluster token, read before the cycle).
+
+
+# The rule's samples count as fresh for this long (its interval is 2 s: providers/embedded/
+# prometheus.py); the stale-in-lookback round runs once every node's newest sample is older.
+FRESH_S = 4.0
+# What the stale-in-lookback round fails when the descheduler reads the old samples (known_bugs
+# "desched:prometheus-stale-in-lookback"): "no-node-read-as-idle", "uids-unchanged",
+# "no-replacement", "no-eviction-succeeded", "no-eviction-request"; never
+# "source-stale-in-lookback", which proves the fault was made.
+
+
+class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
+    """Prometheus ingests nothing any more, and the round runs while its last samples are
+    still inside the lookback: the policy should fail closed (a stale source), v0.36.0 reads
+    the old samples as the nodes' usage and evicts (an expected failure, its cause proven)."""
+
+    name = "prometheus-stale-in-lookback"
+    title = "utilization-prometheus-stale-in-lookback"
+
+    def act(self) -> None:
+        # optional: the embedded provider's Prometheus, only where these experiments run
+        from pytest_desched.providers.embedded.prometheus import LOOKBACK_S
+        from pytest_desched.providers.embedded.prometheus import PROMETHEUS as PROCESS
+
+        self.grant_token()
+        src = self.source
+        age = f"time() - timestamp({NODE_CPU})"
+        # Killed (no staleness markers) and started again on the same storage with nothing to
+        # scrape and no rule: the last samples stay, and age, inside the lookback.
+        src.stop((PROCESS,))
+        src.write_files(ingest=False, token=src.token())
+        src.start((PROCESS,))
+        try:
+            src.wait_ready()
+            self.ages = wait_for(
+                f"every node's newest {NODE_CPU} sample older than {FRESH_S:.0f}s, inside the "
+                f"{LOOKBACK_S:.0f}s lookback",
+                lambda: src.node_usage(age),
+                lambda a: (
+                    bool(a)
+                    and all(w in a for w in self.workers)
+                    and all(FRESH_S < v < LOOKBACK_S for v in a.values())
+                ),
+                timeout=LOOKBACK_S,
+                max_interval=0.5,
+            )
+            self.read_before = src.node_usage(NODE_CPU)
+            self.v = self.round()
+        finally:
+            src.stop((PROCESS,))
+            src.write_files(ingest=True, token=src.token())
+            src.start((PROCESS,))
+            src.wait_ready()
+        self.lookback_s = LOOKBACK_S
+
+    def assess(self) -> None:
+        ages = {k: round(v, 1) for k, v in (self.ages or {}).items()}
+        self.r.check(
+            "source-stale-in-lookback",
+            f"Prometheus ingested nothing; every node's newest sample was older than "
+            f"{FRESH_S:.0f}s and inside the {self.lookback_s:.0f}s lookback as the round began, "
+            "and the instant query still answered it",
+            bool(ages)
+            and all(FRESH_S < a < self.lookback_s for a in ages.values())
+            and bool(self.read_before)
+            and all(w in (self.read_before or {}) for w in self.workers),
+            f"ages {ages}; the query answered {self.read_before}",
+        )
+        self.v.extra.setdefault("notes", []).append(
+            f"newest sample ages at the round's start: {ages} s (lookback {self.lookback_s:.0f}s)"
+        )
+        self.assess_stale(self.v)
+
+    def assess_stale(self, v: Any) -> None:
+        """The runbook's rule: a stale source fails closed (no node read, nothing evicted)."""
+        seen = self.usage_seen(v)
+        self.r.check(
+            "no-node-read-as-idle",
+            "no node was classified from samples Prometheus no longer ingests",
+            not seen,
+            f"logged {seen}",
+        )
+        self.r.assess_no_eviction_request(v, self.s1)
+
+
+class UtilizationPrometheusStaleInLookbackGuarded(UtilizationPrometheusStaleInLookback):
+    """The same fault with the query guarding its samples' age: none is fresh, no node has
+    an entry, the policy fails closed (the intended behaviour, by the query)."""
+
+    name = "prometheus-stale-in-lookback-guarded"
+    title = "utilization-prometheus-stale-in-lookback-guarded"
+
+    def node_query(self) -> str:
+        return f"{NODE_CPU} and on(instance) (time() - timestamp({NODE_CPU})) < {FRESH_S:g}"
+
+    def assess_stale(self, v: Any) -> None:
+        self.assess_failed_closed(v, NO_ENTRY, "no sample young enough for the query's guard")

@@ -28,6 +28,7 @@ from pytest_desched.lab.workloads import (
     DaemonSet,
     Job,
     LabObject,
+    LocalVolume,
     Pod,
     PodDisruptionBudget,
     PriorityClass,
@@ -192,6 +193,11 @@ class ObjectSteps(NodeSteps):
                             f"{o.kind} {o.name!r}: PriorityClass {pc!r} does not exist; apply "
                             f"PriorityClass({pc!r}, value=...) in the same call"
                         )
+            if isinstance(o, LocalVolume) and o.node not in self.cluster.workers:
+                raise LabConfigError(
+                    f"LocalVolume {o.name!r}: node {o.node!r} is not a worker; use one of "
+                    f"{list(self.cluster.workers)}"
+                )
         if only_on is not None and only_on not in self.cluster.workers:
             raise LabConfigError(
                 f"Lab.apply: only_on={only_on!r} is not a worker; use one of {list(self.cluster.workers)}"
@@ -208,6 +214,9 @@ class ObjectSteps(NodeSteps):
             self._objects.append((o.kind, None, o.name))
             return
         ns = o.namespace or self.namespace
+        if isinstance(o, LocalVolume):
+            self._create_local_volume(o, ns)
+            return
         if isinstance(o, PodDisruptionBudget):
             c.policy.create_namespaced_pod_disruption_budget(ns, o.manifest(ns))
         else:
@@ -230,10 +239,29 @@ class ObjectSteps(NodeSteps):
             create(ns, body)
         self._objects.append((o.kind, ns, o.name))
 
+    def _create_local_volume(self, o: LocalVolume, ns: str) -> None:
+        """The lab's local StorageClass (once), the PV on its node, then the claim."""
+        from kubernetes import client
+
+        c = self.cluster
+        managed = {MANAGED_BY: MANAGER, LAB_LABEL: self.namespace}
+        sc = o.storage_class(self.namespace, managed)
+        name = sc["metadata"]["name"]
+        if ("StorageClass", None, name) not in self._objects:
+            client.StorageV1Api(c.api_client).create_storage_class(sc)
+            self._objects.append(("StorageClass", None, name))
+        pv = o.persistent_volume(ns, self.namespace, managed)
+        c.core.create_persistent_volume(pv)
+        self._objects.append(("PersistentVolume", None, pv["metadata"]["name"]))
+        c.core.create_namespaced_persistent_volume_claim(ns, o.claim(ns, self.namespace))
+        self._objects.append((o.kind, ns, o.name))
+
     def _unsettled(self, o: LabObject, snap: Snapshot) -> str | None:
         """Why `o` has not settled yet, or None once it has."""
         c = self.cluster
         if isinstance(o, PriorityClass):
+            return None
+        if isinstance(o, LocalVolume):  # bound by the PV controller or the first consumer
             return None
         ns = o.namespace or self.namespace
         if isinstance(o, PodDisruptionBudget):
@@ -296,7 +324,7 @@ class ObjectSteps(NodeSteps):
     ) -> Snapshot:
         """Create lab objects (namespaces as needed) and wait until they settle.
 
-        Order: PriorityClasses, then workloads (StatefulSet PVs first), then PDBs. With
+        Order: PriorityClasses and LocalVolumes, then workloads (StatefulSet PVs first), then PDBs. With
         `only_on=NODE` every other worker is cordoned while the workloads schedule (the
         cordons are undone before returning), and a pod placed elsewhere is an error.
         Every input is checked before the first change.
@@ -307,7 +335,7 @@ class ObjectSteps(NodeSteps):
                 "Lab.apply: only_on= needs wait=True (the other workers are cordoned until the "
                 "pods are placed); drop one of them"
             )
-        rank = {PriorityClass: 0, PodDisruptionBudget: 2}
+        rank = {PriorityClass: 0, LocalVolume: 0, PodDisruptionBudget: 2}
         ordered = sorted(objects, key=lambda o: rank.get(type(o), 1))
         for ns in dict.fromkeys(
             (o.namespace or self.namespace) for o in ordered if not isinstance(o, PriorityClass)

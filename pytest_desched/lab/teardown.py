@@ -138,7 +138,8 @@ class TeardownSteps(LabBase):
         self._extra_namespaces.clear()
 
     def delete_cluster_objects(self, timeout: float = 60) -> list[str]:
-        """PersistentVolumes and PriorityClasses this lab made (after its namespaces)."""
+        """PersistentVolumes, StorageClasses and PriorityClasses this lab made (after its
+        namespaces)."""
         from kubernetes import client
 
         gone = []
@@ -154,10 +155,14 @@ class TeardownSteps(LabBase):
                 timeout,
             )
             gone += [f"PersistentVolume/{n}" for n in pvs]
+        storage = client.StorageV1Api(self.cluster.api_client)
         for kind, _, name in self._objects:
             if kind == "PriorityClass":
                 ignore_404(sched.delete_priority_class, name)
                 gone.append(f"PriorityClass/{name}")
+            if kind == "StorageClass":
+                ignore_404(storage.delete_storage_class, name)
+                gone.append(f"StorageClass/{name}")
         self._objects = [o for o in self._objects if o[1] is not None]
         return gone
 

@@ -22,6 +22,7 @@ from pytest_desched.lab.budgets import PodDisruptionBudget, PriorityClass
 from pytest_desched.lab.inputs import EVICTABLE_LABEL
 from pytest_desched.lab.snapshot import WORKLOAD_LABEL
 from pytest_desched.lab.startup import check_startup, startup_annotations
+from pytest_desched.lab.termination import check_grace, grace_annotations
 from pytest_desched.lab.usage_values import check_usage, usage_annotations
 from pytest_desched.lab.values import (
     DEFAULT_IMAGE,
@@ -41,6 +42,7 @@ from pytest_desched.lab.values import (
     check_quantity,
     config_error,
 )
+from pytest_desched.lab.volumes import LocalVolume
 
 
 # --- workloads -----------------------------------------------------------------------------
@@ -73,6 +75,9 @@ class Workload:
     claims: Sequence[str] = ()  # existing PVCs to mount (PodsWithPVC)
     opt_in: bool = True  # the runbook evictor's labelSelector opt-in label
     grace_period: int | None = None
+    # Seconds an evicted pod stays Terminating (lab/termination.py): its
+    # terminationGracePeriodSeconds, honoured by kwok's pod-delete-graceful Stage.
+    termination_grace_seconds: int = 0
 
     kind: ClassVar[str] = ""
     api_version: ClassVar[str] = "apps/v1"
@@ -121,6 +126,14 @@ class Workload:
         if clash:
             raise config_error(
                 what, f"annotations {clash} are set from startup_seconds", "declare it only"
+            )
+        check_grace(what, self.termination_grace_seconds, self.grace_period)
+        clash = sorted(set(grace_annotations(1)) & set(self.annotations))
+        if clash:
+            raise config_error(
+                what,
+                f"annotations {clash} are set from termination_grace_seconds",
+                "declare it only",
             )
         aff: dict[str, tuple[str, ...]] = {}
         if not isinstance(self.node_affinity, Mapping):
@@ -244,14 +257,17 @@ class Workload:
             spec["priorityClassName"] = self.priority_class
         if self.grace_period is not None:
             spec["terminationGracePeriodSeconds"] = self.grace_period
+        if self.termination_grace_seconds:
+            spec["terminationGracePeriodSeconds"] = self.termination_grace_seconds
         return spec
 
     def pod_annotations(self) -> dict[str, str]:
-        """Every pod's annotations: the declared ones, usage and start-up time."""
+        """Every pod's annotations: the declared ones, usage, start-up time and grace."""
         return {
             **self.annotations,
             **usage_annotations(self.usage),
             **startup_annotations(self.startup_seconds, self.startup_jitter_seconds),
+            **grace_annotations(self.termination_grace_seconds),
         }
 
     def pod_template(self, image: str = DEFAULT_IMAGE) -> dict[str, Any]:
@@ -480,7 +496,7 @@ class Pod(Workload):
         return 1
 
 
-LabObject = Workload | PodDisruptionBudget | PriorityClass
+LabObject = Workload | PodDisruptionBudget | PriorityClass | LocalVolume
 
 __all__ = [
     "DEFAULT_IMAGE",

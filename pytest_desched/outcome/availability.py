@@ -10,11 +10,14 @@ workload its pods carry), how many of its pods were available at every instant:
   `availableReplicas` counts with `minReadySeconds: 0` (a terminating pod is no longer
   active to its ReplicaSet);
 * Pending: phase Pending and not terminating: unscheduled, or bound and still starting
-  (image pull, cold start), as `kubectl get pods` shows both.
+  (image pull, cold start), as `kubectl get pods` shows both;
+* Terminating: deleted (a `deletionTimestamp`) and not gone yet: waiting out its grace.
+  Its ReplicaSet has already replaced it, so it does not lengthen the dip by itself; it
+  still holds its node's requests, and a volume only one pod may use, until it goes.
 
 Figures per owner (`OwnerWindow`): the minimum available against desired, how long it was
 below desired, most pods Pending at once and at the end, the replacements the window saw and
-the slowest one's Ready latency. Pure: events in, figures out; the runner reads desired
+the slowest one's Ready latency, and how long its evicted pods stayed Terminating. Pure: events in, figures out; the runner reads desired
 replicas from each owner's spec and gives the window's bounds.
 """
 
@@ -46,6 +49,13 @@ class OwnerWindow:
     window_s: float
     # (t_s, available, pending) at each change, the first at 0.0: the dip as it happened.
     series: list[tuple[float, int, int]] = field(default_factory=list)
+    # Terminating pods (deleted, waiting out their grace): most at once, the time at least
+    # one was, the longest one pod was (from its deletion seen to gone or the window's
+    # end), and how many still were at the window's end.
+    terminating_max: int = 0
+    terminating_s: float = 0.0
+    terminating_longest_s: float | None = None
+    terminating_after: int = 0
 
     @property
     def dipped(self) -> bool:
@@ -72,10 +82,16 @@ class OwnerWindow:
             if self.ready_latency_s
             else ""
         )
+        term = (
+            f", Terminating max {self.terminating_max} for {self.terminating_s:.1f} s "
+            f"(longest pod {self.terminating_longest_s or 0:.1f} s, {self.terminating_after} after)"
+            if self.terminating_max
+            else ""
+        )
         return (
             f"{self.owner}: min {self.min_available}/{self.desired} available, "
             f"{self.below_desired_s:.1f} s below desired, Pending max {self.pending_max} "
-            f"({self.pending_after} after){lat}{back}"
+            f"({self.pending_after} after){lat}{term}{back}"
         )
 
 
@@ -86,6 +102,9 @@ class _Pod:
     pending: bool = False
     first_seen: float = 0.0
     ready_at: float | None = None
+    terminating: bool = False
+    terminating_since: float | None = None  # its deletion first seen
+    terminated_at: float | None = None  # gone (a DELETED event)
 
 
 def _state(e: Mapping[str, Any]) -> tuple[bool, bool]:
@@ -94,6 +113,21 @@ def _state(e: Mapping[str, Any]) -> tuple[bool, bool]:
         return False, False
     phase = e.get("phase")
     return bool(e.get("ready")) and phase == "Running", phase == "Pending"
+
+
+def _terminating(e: Mapping[str, Any]) -> bool:
+    """Deleted and not gone yet, as one event shows it."""
+    return bool(e.get("deleting")) and e.get("type") != "DELETED"
+
+
+def _apply(p: _Pod, e: Mapping[str, Any], t: float) -> None:
+    """A pod's state after one event at `t`."""
+    p.available, p.pending = _state(e)
+    p.terminating = _terminating(e)
+    if p.terminating and p.terminating_since is None:
+        p.terminating_since = t
+    if e.get("type") == "DELETED" and p.terminated_at is None:
+        p.terminated_at = t
 
 
 def unseen_deletions(
@@ -175,21 +209,27 @@ def owner_windows(
     for e in initial:
         if e.get("workload") in desired:
             snap = pods[e["uid"]] = _Pod(str(e["workload"]), first_seen=start)
-            snap.available, snap.pending = _state(e)
+            _apply(snap, e, start)
     counts = {o: (0, 0) for o in desired}
 
     def count(owner: str) -> tuple[int, int]:
         mine = [p for p in pods.values() if p.owner == owner]
         return sum(p.available for p in mine), sum(p.pending for p in mine)
 
+    def terminating(owner: str) -> int:
+        return sum(p.terminating for p in pods.values() if p.owner == owner)
+
     i = 0
     while i < len(evs) and evs[i]["t"] <= start:  # the state the window opens with
         e = evs[i]
         known = pods.setdefault(e["uid"], _Pod(str(e["workload"]), first_seen=e["t"]))
-        known.available, known.pending = _state(e)
+        _apply(known, e, max(float(e["t"]), start))
         i += 1
     for o in desired:
         counts[o] = count(o)
+    terms = {o: terminating(o) for o in desired}
+    term_max = dict(terms)
+    term_s = dict.fromkeys(desired, 0.0)
     before = dict(counts)
     series: dict[str, list[tuple[float, int, int]]] = {o: [(0.0, *counts[o])] for o in desired}
     lows = {o: (counts[o][0], 0.0 if counts[o][0] < desired[o] else None) for o in desired}
@@ -205,13 +245,17 @@ def owner_windows(
         if p is None:
             p = pods[uid] = _Pod(owner, first_seen=t)
             fresh.add(uid)
-        p.available, p.pending = _state(e)
+        _apply(p, e, t)
         if p.available and p.ready_at is None:
             p.ready_at = t
         was = counts[owner]
         if was[0] < desired[owner]:
             below[owner] += t - last_t[owner]
+        if terms[owner]:
+            term_s[owner] += t - last_t[owner]
         last_t[owner] = t
+        terms[owner] = terminating(owner)
+        term_max[owner] = max(term_max[owner], terms[owner])
         now = counts[owner] = count(owner)
         if now == was:
             continue
@@ -226,8 +270,15 @@ def owner_windows(
         avail, pending = counts[o]
         if avail < want:
             below[o] += end - last_t[o]
+        if terms[o]:
+            term_s[o] += end - last_t[o]
         new = [p for u, p in pods.items() if u in fresh and p.owner == o]
         latencies = [p.ready_at - p.first_seen for p in new if p.ready_at is not None]
+        held = [
+            (end if p.terminated_at is None else p.terminated_at) - p.terminating_since
+            for p in pods.values()
+            if p.owner == o and p.terminating_since is not None
+        ]
         out[o] = OwnerWindow(
             owner=o,
             desired=int(want),
@@ -243,6 +294,10 @@ def owner_windows(
             ready_latency_s=round(max(latencies), 3) if latencies else None,
             window_s=round(end - start, 3),
             series=series[o],
+            terminating_max=term_max[o],
+            terminating_s=round(term_s[o], 3),
+            terminating_longest_s=round(max(held), 3) if held else None,
+            terminating_after=terms[o],
         )
     return out
 

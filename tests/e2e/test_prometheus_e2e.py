@@ -4,7 +4,8 @@ One cluster for the module, started with Prometheus (the pinned v0.316.0 build) 
 emulated kubelets through kwok's own http_sd, its recording rule `instance:node_cpu:rate:sum`,
 and its authenticating front; the policy reads the token from a Secret (`secretReference`).
 The positive experiment moves a pod off the over-used node; the three failure modes (missing,
-stale, wrong labels) evict nothing, by the descheduler's own error lines. The last test
+stale, wrong labels) evict nothing, by the descheduler's own error lines; samples stale but
+inside the lookback are read (an expected failure) unless the query guards their age. The last test
 searches everything the run wrote for the planted fake token. See docs/utilization.md.
 """
 
@@ -104,6 +105,42 @@ def test_a_failing_prometheus_source_evicts_nothing(
     assert res.evictions == 0
     assert res.records[-1]["utilization"]["metrics_source_errors"]
     assert res.records[-1]["deciding_layer"] == "metrics", res.records[-1]["verdict"]
+
+
+def test_stale_samples_inside_the_lookback_are_read_and_the_guard_fails_closed(
+    prom_session: DeschedSession,
+) -> None:
+    """Prometheus ingests nothing and the round runs while its last samples are inside the
+    lookback: v0.36.0 classifies the nodes from them and evicts (xfail, excused only by the
+    proven `desched:prometheus-stale-in-lookback`; the fault's own check is never excused).
+    The guarded query (the samples' age in PromQL) fails closed on the same fault."""
+    from pytest_desched.experiments.utilization_prometheus import FRESH_S
+
+    res = prom_session.run("prometheus-stale-in-lookback")
+    checks = _checks(res)
+    assert checks.get("source-stale-in-lookback"), res.message  # the fault was made
+    assert res.outcome == "xfail", res.message
+    proof = res.known_bugs.get("desched:prometheus-stale-in-lookback", "")
+    assert "from Prometheus samples no longer ingested" in proof, res.known_bugs
+    assert not checks["no-node-read-as-idle"] and res.evictions == 1, res.message
+    logged = res.records[-1]["utilization"]["node_usage_logged"]
+    assert len(logged) == 3 and all("MetricResource" in u["usage_percent"] for u in logged.values())
+    ages = [n for n in res.records[-1]["notes"] if n.startswith("newest sample ages")]
+    assert ages, res.records[-1]["notes"]
+
+    guarded = prom_session.run("prometheus-stale-in-lookback-guarded")
+    assert guarded.outcome == "pass", guarded.message
+    g = _checks(guarded)
+    for cid in (
+        "source-stale-in-lookback",
+        "descheduler-says-source-failed",
+        "no-node-read-as-idle",
+    ):
+        assert g.get(cid), (cid, guarded.message)
+    assert guarded.evictions == 0 and not guarded.known_bugs, guarded.known_bugs
+    errors = guarded.records[-1]["utilization"]["metrics_source_errors"]
+    assert any("unable to find metric entry for" in e for e in errors), errors
+    print(f"stale in lookback (fresh < {FRESH_S} s): {proof}; {ages}; guarded: {errors[:1]}")
 
 
 def test_the_secret_token_path_finds_no_client_in_its_one_shot_cycle(

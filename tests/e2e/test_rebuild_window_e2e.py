@@ -135,3 +135,67 @@ def test_canary_compares_the_rebuild_window_between_tracks(desched_canary: Any) 
     assert rep.ok, rep.verdict.reasons
     assert "min available" in rep.markdown()
     print(f"canary: {rd.baseline.availability['web']} / {rd.candidate.availability['web']}")
+
+
+def test_incident_with_grace_holds_terminating_pods(window_session: DeschedSession) -> None:
+    """Termination grace (kwok honours the pods' 30 s): every evicted pod stays Terminating
+    about its grace, the record times it per owner; the dip is still the start (< grace)."""
+    from pytest_desched.experiments.rebuild import (
+        GRACE_EARLY_S,
+        GRACE_LATE_S,
+        GRACE_S,
+        REPLICAS,
+        STARTUP_S,
+    )
+
+    res = window_session.run("rebuild-window-grace")
+    assert res.outcome == "pass", res.message
+    checks = _checks(res)
+    for cid in ("evicted-pods-terminated-with-grace", "dip-is-the-start-not-the-grace"):
+        assert checks.get(cid), (cid, res.message)
+    w = _window(res)
+    rec = res.records[-1]
+    evicted = {d["name"] for d in rec["decisions"] if d["fate"] == "evicted"}
+    assert len(evicted) == res.evictions >= 2, evicted
+    assert w["min_available"] == REPLICAS - len(evicted) < w["desired"] == REPLICAS, w
+    # the dip: at least the start, shorter than the grace (replaced at once, not after it)
+    assert STARTUP_S - 1 <= w["below_desired_s"] < GRACE_S, w
+    # every evicted pod Terminating at once, each about its grace, all gone by the end
+    assert w["terminating_max"] >= len(evicted) and w["terminating_after"] == 0, w
+    assert GRACE_S - GRACE_EARLY_S <= w["terminating_longest_s"] <= GRACE_S + GRACE_LATE_S, w
+    assert w["terminating_s"] >= GRACE_S - GRACE_EARLY_S and w["recovered"], w
+    print(f"rebuild window with {GRACE_S} s grace: evicted {sorted(evicted)}; {w}")
+
+
+def test_incident_with_local_volume_leaves_a_replacement_pending(
+    window_session: DeschedSession,
+) -> None:
+    """A pod on a local PV of the (cordoned) source node: its eviction succeeds, its
+    replacement stays Pending with the scheduler's volume node affinity conflict, and the
+    record shows db below desired to the window's end; web recovers elsewhere."""
+    from pytest_desched.experiments.rebuild import REPLICAS, STARTUP_S, names_volume_conflict
+
+    res = window_session.run("rebuild-window-volume")
+    assert res.outcome == "pass", res.message
+    checks = _checks(res)
+    for cid in ("db-evicted", "db-replacement-pending", "scheduler-named-the-volume"):
+        assert checks.get(cid), (cid, res.message)
+    rec = res.records[-1]
+    db, web = rec["availability"]["db"], rec["availability"]["web"]
+    evicted = {d["name"] for d in rec["decisions"] if d["fate"] == "evicted"}
+    assert any(n.startswith("db-") for n in evicted), evicted
+    assert (db["desired"], db["available_before"], db["min_available"]) == (1, 1, 0), db
+    assert db["pending_after"] == 1 and db["pending_max"] == 1 and not db["recovered"], db
+    # below desired from its eviction to the window's end, and at least web's start
+    assert abs(db["below_desired_s"] - (db["window_s"] - db["min_at_s"])) <= 1.0, db
+    assert db["below_desired_s"] >= STARTUP_S - 1, db
+    assert web["recovered"] and web["desired"] == REPLICAS and web["pending_after"] == 0, web
+    pending = [p for p in rec["pending_pods"] if "db-" in p]
+    assert len(pending) == 1 and len(rec["pending_pods"]) == 1, rec["pending_pods"]
+    said = [
+        e["message"]
+        for e in rec["events"]
+        if e["reason"] == "FailedScheduling" and e["name"].startswith("db-")
+    ]
+    assert said and all(names_volume_conflict(m) for m in said), (said, rec["events"])
+    print(f"rebuild window with a local volume: evicted {sorted(evicted)}; db {db}; {said}")

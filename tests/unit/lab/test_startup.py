@@ -74,3 +74,46 @@ def test_the_pod_ready_stage_reads_the_annotations_it_is_given() -> None:
         f'.metadata.annotations["{STARTUP_JITTER_ANNOTATION}"]'
     )
     assert "delay" not in _stage("pod-delete")["spec"]  # an evicted pod still goes at once
+
+
+def test_termination_grace_renders_the_spec_and_the_opt_in() -> None:
+    """`termination_grace_seconds` sets the pod's grace and the annotation the graceful
+    pod-delete Stage selects; without it neither, and the plain Stage skips opted-in pods."""
+    from pytest_desched.lab.termination import GRACE_ANNOTATION
+
+    tpl = Deployment("web", termination_grace_seconds=20).pod_template()
+    assert tpl["spec"]["terminationGracePeriodSeconds"] == 20
+    assert tpl["metadata"]["annotations"][GRACE_ANNOTATION] == "true"
+    plain = Deployment("web", grace_period=20).pod_template()
+    assert GRACE_ANNOTATION not in plain["metadata"].get("annotations", {})
+    key = f'.metadata.annotations["{GRACE_ANNOTATION}"]'
+    ops = {
+        s: {e["key"]: e["operator"] for e in _stage(s)["spec"]["selector"]["matchExpressions"]}
+        for s in ("pod-delete", "pod-delete-graceful")
+    }
+    assert ops["pod-delete"][key] == "DoesNotExist"
+    assert ops["pod-delete-graceful"][key] == "Exists"
+    graceful = _stage("pod-delete-graceful")["spec"]
+    assert graceful["delay"]["durationFrom"]["jq"]["expression"] == ".metadata.deletionTimestamp"
+    assert graceful["next"] == {"delete": True}
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"termination_grace_seconds": -1}, "whole seconds"),
+        ({"termination_grace_seconds": 2.5}, "whole seconds"),
+        ({"termination_grace_seconds": 601}, "whole seconds"),
+        ({"termination_grace_seconds": 5, "grace_period": 5}, "both set"),
+        (
+            {
+                "termination_grace_seconds": 5,
+                "annotations": {"desched.pytest.io/honour-termination-grace": "x"},
+            },
+            "termination_grace_seconds",
+        ),
+    ],
+)
+def test_bad_termination_grace_fails_when_declared(kw: dict[str, Any], said: str) -> None:
+    with pytest.raises(LabConfigError, match=said):
+        Deployment("x", **kw)

@@ -148,3 +148,38 @@ def test_new_pods_and_a_half_caught_listing_remove_nothing() -> None:
     assert [g["uid"] for g in unseen_deletions(closed)] == ["a"]
     other_ns = [*half, ev(3.1, "q", type="ADDED", stream=2, namespace="lab-b")]
     assert unseen_deletions(other_ns) == []  # another namespace's stream lists its own pods
+
+
+def test_terminating_pods_are_timed_per_owner() -> None:
+    """Two pods deleted at 12 and 13 wait out their grace (gone at 32 and 33); their
+    replacements are Ready at 20: the dip ends then, the Terminating time runs on."""
+    evs = [
+        ev(1, "a", type="ADDED"),
+        ev(1, "b", type="ADDED"),
+        ev(12, "a", deleting=True),
+        ev(12.2, "a2", phase="Pending", ready=False, type="ADDED"),
+        ev(13, "b", deleting=True),
+        ev(13.2, "b2", phase="Pending", ready=False, type="ADDED"),
+        ev(20, "a2"),
+        ev(20.5, "b2"),
+        ev(32, "a", type="DELETED", deleting=True),
+        ev(33, "b", type="DELETED", deleting=True),
+    ]
+    web = owner_windows(evs, {"web": 2}, start=10, end=40)["web"]
+    assert web.below_desired_s == pytest.approx(8.5)  # 12 -> 20.5: grace is not the dip
+    assert (web.terminating_max, web.terminating_after) == (2, 0)
+    assert web.terminating_s == pytest.approx(21.0)  # 12 -> 33, one or two at a time
+    assert web.terminating_longest_s == pytest.approx(20.0)
+    assert "Terminating max 2 for 21.0 s" in web.line()
+    # still terminating at the window's end: counted to the end, and said
+    cut = owner_windows(evs[:-2], {"web": 2}, start=10, end=30)["web"]
+    assert (cut.terminating_after, cut.terminating_longest_s) == (2, pytest.approx(18.0))
+    back = OwnerWindow.from_dict(windows_to_dict({"web": web})["web"])
+    assert back == web
+
+
+def test_an_instant_removal_has_no_terminating_time() -> None:
+    evs = [ev(1, "a", type="ADDED"), ev(12, "a", type="DELETED", deleting=True)]
+    web = owner_windows(evs, {"web": 1}, start=10, end=20)["web"]
+    assert (web.terminating_max, web.terminating_s, web.terminating_longest_s) == (0, 0.0, None)
+    assert "Terminating" not in web.line()
