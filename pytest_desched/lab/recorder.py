@@ -87,7 +87,6 @@ class Recorder:
 # The statuses the API conventions call retriable: throttled (429, APF), or the server
 # briefly unable to serve (500, 502, 503, 504), as a loaded control plane answers.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
-GONE = 410  # a watch's resourceVersion older than the API server's watch cache holds
 
 
 def _transient(exc: Exception) -> bool:
@@ -114,7 +113,6 @@ def record_lab(
 
     rec = Recorder()
     stop = threading.Event()
-    expired: set[str] = set()  # kinds whose resume point once expired (noted once)
     watches: list[watch.Watch] = []
 
     def broke(kind: str, fn: str, exc: Exception) -> None:
@@ -160,16 +158,7 @@ def record_lab(
         return False
 
     def follow(kind: str, list_fn: Any, on_event: Any, ns: str, **kw: Any) -> Any:
-        """A watch resumed until stop: list_fn's events in `ns` handed to on_event.
-
-        Each stream ends after 1 s (so `stop` is seen) and the next resumes from the last
-        event's resourceVersion: the API server replays what happened in between. A stream
-        opened without one (the first, and any after a break or refusal) starts by listing
-        every object as ADDED and delivers nothing from the gap before it: a pod evicted and
-        removed there (kwok removes it at once) was never seen going (issue 54: a positive
-        round's evicted pod had no deletion and its replacement's Ready latency was None).
-        Only such listing streams carry a stream number (`unseen_deletions` reads them).
-        """
+        """A watch resumed until stop: list_fn's events in `ns` handed to on_event."""
 
         def loop() -> None:
             w = watch.Watch()
@@ -177,41 +166,25 @@ def record_lab(
             rec.watches[kind] = w
             last: dict[str, str] = {}  # name -> resourceVersion, as the last event left it
             fn = getattr(list_fn, "__name__", "watch")
-            streams = 0  # listing streams: opened without a resourceVersion
-            resume: str | None = None  # the last event's resourceVersion, to resume from
+            streams = 0  # each stream opens without a resourceVersion: it starts by listing
             while not stop.is_set():
                 delivered = False
-                since = {"resource_version": resume} if resume is not None else {}
-                if resume is None:
-                    streams += 1
+                streams += 1
                 try:
-                    for ev in w.stream(list_fn, ns, timeout_seconds=1, **since, **kw):
+                    for ev in w.stream(list_fn, ns, timeout_seconds=1, **kw):
                         delivered = True
-                        # which listing an ADDED belongs to; None: a resumed stream's event
-                        ev["stream"] = streams if not since else None
+                        ev["stream"] = streams  # which listing an ADDED belongs to
                         meta = ev["object"].metadata
                         if ev["type"] == "DELETED":
                             last.pop(meta.name, None)
                         else:
                             last[meta.name] = meta.resource_version
-                        if meta.resource_version:
-                            resume = meta.resource_version  # as client-go's reflector does
                         on_event(ev)
                         if stop.is_set():
                             break
                 except Exception as exc:  # resumed until stop, but never unseen
-                    resume = None  # the next stream lists: what it cannot replay is a gap
                     if stop.is_set():
                         break
-                    if getattr(exc, "status", None) == GONE:
-                        # the resume point left the API server's watch cache (a busy
-                        # cluster): the next stream lists, as every stream did before
-                        if kind not in expired:
-                            expired.add(kind)
-                            rec.watch_notes.append(
-                                f"{kind} watch resumed by listing ({fn}): {_said(exc)}"[:300]
-                            )
-                        continue
                     if not delivered and _transient(exc):
                         if refused_open(kind, fn, exc, list_fn, ns, last):
                             continue
