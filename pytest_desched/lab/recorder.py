@@ -87,6 +87,11 @@ class Recorder:
 # The statuses the API conventions call retriable: throttled (429, APF), or the server
 # briefly unable to serve (500, 502, 503, 504), as a loaded control plane answers.
 TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
+GONE = 410  # a watch's resourceVersion older than the API server's watch cache holds
+
+
+class _Expired(Exception):
+    """A watch stream's ERROR event saying its resume point expired (410 Gone)."""
 
 
 def _transient(exc: Exception) -> bool:
@@ -158,7 +163,19 @@ def record_lab(
         return False
 
     def follow(kind: str, list_fn: Any, on_event: Any, ns: str, **kw: Any) -> Any:
-        """A watch resumed until stop: list_fn's events in `ns` handed to on_event."""
+        """List, then watch from the list's resourceVersion until stop, as client-go's
+        reflector does: list_fn's objects and events in `ns` handed to on_event.
+
+        Each stream ends after 1 s (so `stop` is seen) and the next resumes from the last
+        watched event's resourceVersion, so the API server replays what happened between two
+        streams: a pod evicted and removed there (kwok removes it at once) is still seen going
+        (issue 54, flake e2e-02: a positive round's replacement had no Ready latency). The
+        resume point is the list's resourceVersion or a watched event's, never a listed
+        object's own (when that object last changed: resuming there replayed history from
+        before the round into it). A listing (the first, and after a break, a refusal or an
+        expired resume point) hands every object over as ADDED with its listing's number
+        (`unseen_deletions` reads them).
+        """
 
         def loop() -> None:
             w = watch.Watch()
@@ -166,25 +183,59 @@ def record_lab(
             rec.watches[kind] = w
             last: dict[str, str] = {}  # name -> resourceVersion, as the last event left it
             fn = getattr(list_fn, "__name__", "watch")
-            streams = 0  # each stream opens without a resourceVersion: it starts by listing
+            streams = 0  # listings so far
+            resume: str | None = None  # where the next stream starts; None: list first
+            noted_expiry = False
+
+            def seen(ev: dict[str, Any]) -> None:
+                meta = ev["object"].metadata
+                if ev["type"] == "DELETED":
+                    last.pop(meta.name, None)
+                else:
+                    last[meta.name] = meta.resource_version
+                on_event(ev)
+
             while not stop.is_set():
                 delivered = False
-                streams += 1
                 try:
-                    for ev in w.stream(list_fn, ns, timeout_seconds=1, **kw):
+                    if resume is None:
+                        listed = list_fn(ns, **kw)
+                        streams += 1
+                        for obj in listed.items:
+                            seen({"type": "ADDED", "object": obj, "stream": streams})
+                        resume = listed.metadata.resource_version
+                        if stop.is_set():
+                            break
+                    for ev in w.stream(
+                        list_fn, ns, timeout_seconds=1, resource_version=resume, **kw
+                    ):
+                        if ev["type"] == "ERROR":  # e.g. 410: the resume point expired
+                            code = (ev.get("raw_object") or {}).get("code")
+                            raise (
+                                _Expired(str(code))
+                                if code == GONE
+                                else RuntimeError(f"watch error event: {ev.get('raw_object')}")
+                            )
                         delivered = True
-                        ev["stream"] = streams  # which listing an ADDED belongs to
-                        meta = ev["object"].metadata
-                        if ev["type"] == "DELETED":
-                            last.pop(meta.name, None)
-                        else:
-                            last[meta.name] = meta.resource_version
-                        on_event(ev)
+                        ev["stream"] = None  # watched, not listed
+                        if ev["object"].metadata.resource_version:
+                            resume = ev["object"].metadata.resource_version
+                        seen(ev)
                         if stop.is_set():
                             break
                 except Exception as exc:  # resumed until stop, but never unseen
+                    resume = None  # the next pass lists again
                     if stop.is_set():
                         break
+                    if isinstance(exc, _Expired) or getattr(exc, "status", None) == GONE:
+                        # the resume point left the API server's watch cache: list again,
+                        # and a pod gone meanwhile is missing from that listing
+                        if not noted_expiry:
+                            noted_expiry = True
+                            rec.watch_notes.append(
+                                f"{kind} watch resumed by listing ({fn}): HTTP {GONE}"[:300]
+                            )
+                        continue
                     if not delivered and _transient(exc):
                         if refused_open(kind, fn, exc, list_fn, ns, last):
                             continue
