@@ -37,7 +37,9 @@ from pytest_desched.providers.embedded.processes import remove_cluster
 RELEASE = b"release\n"
 LOG = "watchdog.log"  # under the clusters root: one line per cluster torn down
 POLL_S = 0.2
-RELEASE_WAIT_S = 10.0  # a released watchdog exits at once; a loaded machine (load 13+) took over 2 s
+RELEASE_WAIT_S = (
+    10.0  # a released watchdog exits at once; a loaded machine (load 13+) took over 2 s
+)
 
 
 class Watchdog:
