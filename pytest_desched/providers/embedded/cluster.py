@@ -251,22 +251,7 @@ class EmbeddedProvider(Provider):
         # Every wait from now on ends with a named error if a component dies (kube.wait_for).
         LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
-        avoid: set[int] = set()
-        attempt = 1
-        while True:
-            try:
-                kubelet = self._create_control_plane(bins, options, metrics)
-                break
-            except ProviderError as exc:
-                # A port another process bound after it was chosen (port_collision.py):
-                # deleted, checked, and created again with new ports; nothing else is.
-                taken = retry_after(str(exc), attempt)
-                if taken is None or not self._delete_for_retry():
-                    raise
-                attempt += 1
-                avoid.update(taken)
-                self.report(retry_line(self.cluster_name, taken, attempt))
-                self.ports = self._reserve_ports(fields, avoid)
+        kubelet = self._create_retrying(bins, options, metrics, fields)
         self.timings["control_plane_s"] = time.monotonic() - t1
         prometheus = None
         if prom:  # started now, ready while the nodes come up (it discovers them itself)
@@ -336,6 +321,30 @@ class EmbeddedProvider(Provider):
             fields,
             avoid,
         )
+
+    def _create_retrying(
+        self,
+        bins: dict[str, Path],
+        options: dict[str, object],
+        metrics: bool,
+        fields: tuple[str, ...],
+    ) -> subprocess.Popen[bytes] | None:
+        """`_create_control_plane`, again with new ports while a port another process bound
+        after it was chosen killed a component (port_collision.py), at most CREATE_ATTEMPTS
+        creations; every other failure is raised as it came."""
+        avoid: set[int] = set()
+        attempt = 1
+        while True:
+            try:
+                return self._create_control_plane(bins, options, metrics)
+            except ProviderError as exc:
+                taken = retry_after(str(exc), attempt)
+                if taken is None or not self._delete_for_retry():
+                    raise
+                attempt += 1
+                avoid.update(taken)
+                self.report(retry_line(self.cluster_name, taken, attempt))
+                self.ports = self._reserve_ports(fields, avoid)
 
     def _create_control_plane(
         self, bins: dict[str, Path], options: dict[str, object], metrics: bool
