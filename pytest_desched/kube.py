@@ -84,6 +84,12 @@ def control_plane_death() -> str | None:
     return None
 
 
+def forget_death(name: str) -> None:
+    """Cluster `name` was deleted and is being created again under its name (a port taken
+    at create: providers/embedded/port_collision.py): the old one's death is not the new one's."""
+    _DIED.pop(name, None)
+
+
 def check_liveness(every: float = LIVENESS_EVERY_S) -> None:
     """ControlPlaneDied (exit 3) naming a dead cluster process; checks every `every` s at
     most, but a death once found raises on every call."""

@@ -23,6 +23,7 @@ from pytest_desched.kube import (
     LIVENESS_CHECKS,
     WaitTimeout,
     bound_requests,
+    forget_death,
     wait_for,
     wait_nodes_ready,
 )
@@ -59,6 +60,7 @@ from pytest_desched.providers.embedded.owners import (
     this_process,
     write_record,
 )
+from pytest_desched.providers.embedded.port_collision import retry_after, retry_line
 from pytest_desched.providers.embedded.ports import CONFIG as PORTS_CONFIG
 from pytest_desched.providers.embedded.ports import (
     METRICS_SERVER_PORT,
@@ -241,53 +243,15 @@ class EmbeddedProvider(Provider):
         self._created = True
         # The owner record, whole or not at all (the other canary track's reap_stale may be
         # reading: owners.py), with the cluster's ports, chosen under a short lock (ports.py).
-        self.ports = reserve_ports(
-            self.root,
-            self.cluster_name,
-            {**this_process(), "created": time.time()},
-            (*PORT_FIELDS, *[METRICS_SERVER_PORT] * metrics, *PROMETHEUS_PORTS * prom),
-        )
+        fields = (*PORT_FIELDS, *[METRICS_SERVER_PORT] * metrics, *PROMETHEUS_PORTS * prom)
+        self.ports = self._reserve_ports(fields, set())
         # Before any component starts: if this process is killed (SIGKILL, as a CI timeout
         # does), the watchdog deletes the cluster at once (watchdog.py), no later run needed.
         self._watchdog = Watchdog(self.root, self.cluster_name)
         # Every wait from now on ends with a named error if a component dies (kube.wait_for).
         LIVENESS_CHECKS[self.cluster_name] = self.death_report
         self.report(f"starting embedded cluster {self.cluster_name} (kwokctl, binary runtime)")
-        self.cluster_dir.mkdir(parents=True, exist_ok=True)
-        patches = component_patches() if metrics else None
-        kwokctl_ports = {k: v for k, v in self.ports.items() if k not in PROMETHEUS_PORTS}
-        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(kwokctl_ports, options, patches))
-        create = kwokctl_create_args(
-            self.cluster_name,
-            bins,
-            int(self.wait_timeout),
-            KWOK_NODE_ANNOTATION,
-            self.cluster_dir / PORTS_CONFIG,
-        )
-        if metrics:  # metrics.k8s.io from kwok's emulated kubelets (metrics_server.py)
-            create += kwokctl_args(bins[METRICS_SERVER])
-            # kwok's default Metric and the frozen one (the stale fault: metrics_endpoints.py)
-            create += ["-c", str(write_metrics_config(self.cluster_dir, self.toolchain))]
-        # While kwokctl brings the control plane up (mostly waiting), the rest of the
-        # bring-up's own work goes on beside it (_beside_kwokctl).
-        side = Beside(self._beside_kwokctl, name="desched-bring-up")
-        try:
-            self._creating = metrics
-            try:
-                self._create(create)
-                if metrics:  # a metrics-server that lost its start-up race, started again
-                    restart_metrics_server(
-                        self.cluster_dir, self.cluster_name, self._kwokctl_start, self.report
-                    )
-            finally:
-                self._creating = False
-        except BaseException:  # kwokctl's failure (or Ctrl-C) is the one said
-            # Not joined: the side may be seconds into importing the API client, and a
-            # signal must end the command within 2 s; abandoning it only guarantees that
-            # it starts no kubelet the cluster's deletion could miss.
-            side.abandon()
-            raise
-        kubelet = side.join()  # the side's own error raises here
+        kubelet = self._create_retrying(bins, options, metrics, fields)
         self.timings["control_plane_s"] = time.monotonic() - t1
         prometheus = None
         if prom:  # started now, ready while the nodes come up (it discovers them itself)
@@ -349,6 +313,91 @@ class EmbeddedProvider(Provider):
         self.cluster = cluster
         return cluster
 
+    def _reserve_ports(self, fields: tuple[str, ...], avoid: set[int]) -> dict[str, int]:
+        return reserve_ports(
+            self.root,
+            self.cluster_name,
+            {**this_process(), "created": time.time()},
+            fields,
+            avoid,
+        )
+
+    def _create_retrying(
+        self,
+        bins: dict[str, Path],
+        options: dict[str, object],
+        metrics: bool,
+        fields: tuple[str, ...],
+    ) -> subprocess.Popen[bytes] | None:
+        """`_create_control_plane`, again with new ports while a port another process bound
+        after it was chosen killed a component (port_collision.py), at most CREATE_ATTEMPTS
+        creations; every other failure is raised as it came."""
+        avoid: set[int] = set()
+        attempt = 1
+        while True:
+            try:
+                return self._create_control_plane(bins, options, metrics)
+            except ProviderError as exc:
+                taken = retry_after(str(exc), attempt)
+                if taken is None or not self._delete_for_retry():
+                    raise
+                attempt += 1
+                avoid.update(taken)
+                self.report(retry_line(self.cluster_name, taken, attempt))
+                self.ports = self._reserve_ports(fields, avoid)
+
+    def _create_control_plane(
+        self, bins: dict[str, Path], options: dict[str, object], metrics: bool
+    ) -> subprocess.Popen[bytes] | None:
+        """kwokctl create with `self.ports`, and the work beside it; the stand-in kubelet
+        the side started, or None."""
+        self.cluster_dir.mkdir(parents=True, exist_ok=True)
+        patches = component_patches() if metrics else None
+        kwokctl_ports = {k: v for k, v in self.ports.items() if k not in PROMETHEUS_PORTS}
+        (self.cluster_dir / PORTS_CONFIG).write_text(ports_config(kwokctl_ports, options, patches))
+        create = kwokctl_create_args(
+            self.cluster_name,
+            bins,
+            int(self.wait_timeout),
+            KWOK_NODE_ANNOTATION,
+            self.cluster_dir / PORTS_CONFIG,
+        )
+        if metrics:  # metrics.k8s.io from kwok's emulated kubelets (metrics_server.py)
+            create += kwokctl_args(bins[METRICS_SERVER])
+            # kwok's default Metric and the frozen one (the stale fault: metrics_endpoints.py)
+            create += ["-c", str(write_metrics_config(self.cluster_dir, self.toolchain))]
+        # While kwokctl brings the control plane up (mostly waiting), the rest of the
+        # bring-up's own work goes on beside it (_beside_kwokctl).
+        side = Beside(self._beside_kwokctl, name="desched-bring-up")
+        try:
+            self._creating = metrics
+            try:
+                self._create(create)
+                if metrics:  # a metrics-server that lost its start-up race, started again
+                    restart_metrics_server(
+                        self.cluster_dir, self.cluster_name, self._kwokctl_start, self.report
+                    )
+            finally:
+                self._creating = False
+        except BaseException:  # kwokctl's failure (or Ctrl-C) is the one said
+            # Not joined: the side may be seconds into importing the API client, and a
+            # signal must end the command within 2 s; abandoning it only guarantees that
+            # it starts no kubelet the cluster's deletion could miss.
+            side.abandon()
+            raise
+        return side.join()  # the side's own error raises here
+
+    def _delete_for_retry(self) -> bool:
+        """Delete the partly created cluster (checked, as stop() does) before it is created
+        again under its name; False when something of it is left (then it is not)."""
+        LIVENESS_CHECKS.pop(self.cluster_name, None)  # its processes are about to be killed
+        found = delete_cluster(self.toolchain, self.root, self.cluster_name, self.report)
+        if found["processes_left"] or found["dir_left"]:
+            return False
+        forget_death(self.cluster_name)
+        LIVENESS_CHECKS[self.cluster_name] = self.death_report
+        return True
+
     def _beside_kwokctl(self, done: Stop) -> subprocess.Popen[bytes] | None:
         """The other tools, the API client's imports, and the stand-in kubelet's start (its
         Python and imports) once kwokctl wrote the kubeconfig; the kubelet retries until the
@@ -392,8 +441,10 @@ class EmbeddedProvider(Provider):
             self._kwokctl(*create, timeout=self.wait_timeout + 60)
         except (subprocess.TimeoutExpired, CommandError) as exc:
             watcher.join()
-            if died:
-                raise ProviderError(died[0]) from None
+            # kwokctl may fail on its own just before the watcher sees the death
+            why = died[0] if died else self.death_report()
+            if why:
+                raise ProviderError(why) from None
             tails = []  # the cluster dir is removed on failure: keep what its logs said
             for log in sorted((self.cluster_dir / "logs").glob("*.log")):
                 lines = log.read_text(errors="replace").splitlines()[-3:]

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+from collections.abc import Iterable
 from pathlib import Path
 
 from pytest_desched.providers.embedded.owners import read_record, write_record
@@ -90,18 +91,24 @@ def handed_out(root: Path) -> set[int]:
 
 
 def reserve_ports(
-    root: Path, name: str, record: dict, fields: tuple[str, ...] = PORT_FIELDS
+    root: Path,
+    name: str,
+    record: dict,
+    fields: tuple[str, ...] = PORT_FIELDS,
+    avoid: Iterable[int] = (),
 ) -> dict[str, int]:
     """Choose cluster `name`'s ports (one per KwokctlConfiguration option in `fields`) and
     write its owner record (`record` plus them).
 
     Under `<root>/create.lock` for the choice only (milliseconds): no two clusters of this
-    root get the same port, and none gets one a live or kept cluster was given.
+    root get the same port, and none gets one a live or kept cluster was given. `avoid`:
+    ports not to choose even when free now (one another process took at a failed create,
+    port_collision.py, may be free again for a moment).
     """
     owners = root / "owners"
     owners.mkdir(parents=True, exist_ok=True)
     with file_lock(root / LOCK):
-        taken = handed_out(root)
+        taken = handed_out(root) | set(avoid)
         ports: dict[str, int] = {}
         candidates = (p for p in range(HIGHEST, LOWEST - 1, -1) if p not in taken)
         for field in fields:

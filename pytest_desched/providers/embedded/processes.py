@@ -27,6 +27,8 @@ HELD_DOWN: set[Path] = set()
 LOG_LINES = 5
 # The order a death report names dead components in: a cause before its effects (without
 # etcd, kube-apiserver fails; without it, the controllers lose their leases and exit).
+# What every death report says, and only a death report (port_collision.py tells them apart).
+DIED = "its control plane died"
 ORDER = ("etcd", "kube-apiserver", "kwok-controller", "kube-controller-manager", "kube-scheduler")
 
 
@@ -273,7 +275,7 @@ def death_report(cdir: Path, name: str) -> str | None:
         for component, pid in dead
     ]
     return (
-        f"embedded cluster {name}: its control plane died: " + "\n".join(parts) + "\n"
+        f"embedded cluster {name}: {DIED}: " + "\n".join(parts) + "\n"
         "The run cannot go on without it. Rerun; if it recurs, look for what killed it "
         "(memory limits: `dmesg`, the cgroup's memory.max) in the lines above"
     )
