@@ -26,7 +26,7 @@ makes it overutilized (a requests-based policy sees every node under its thresho
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pytest_desched.capabilities import KUBERNETES_METRICS
@@ -89,6 +89,14 @@ def deploy_hot(exp: StrategyExperiment) -> tuple[str, Deployment, Snapshot]:
     return node, hot, s1
 
 
+def _idle(m: int) -> bool:
+    return m < 300
+
+
+def _at_least(floor: float) -> Callable[[int], bool]:
+    return lambda m: m >= floor
+
+
 class _UtilizationBase(StrategyExperiment):
     """The policy and lab the utilization experiments share; not registered."""
 
@@ -105,16 +113,23 @@ class _UtilizationBase(StrategyExperiment):
 
     def arrange(self) -> None:
         self.node, self.hot, self.s1 = deploy_hot(self)
+        busy = self.deploy_more()
         used = HOT_PODS * HOT_USAGE_M
-        others = [n for n in self.workers if n != self.node]
+        want: dict[str, Callable[[int], bool]] = {self.node: lambda m: m >= used * 0.9}
+        for n in self.workers:
+            if n != self.node:  # an idle node, or a variant's busy one at its declared usage
+                want[n] = _idle if n not in busy else _at_least(busy[n] * 0.9)
         # What the round will read: metrics-server serving the declared usage (a CPU rate needs
         # two scrapes, so this waits one --metric-resolution after the pods start).
-        self.served = self.lab.wait_node_usage(
-            {self.node: lambda m: m >= used * 0.9, **{n: (lambda m: m < 300) for n in others}},
-            timeout=90,
-        )
+        self.served = self.lab.wait_node_usage(want, timeout=90)
         self.lab.wait_pod_usage([p.name for p in self.s1.live], timeout=90)
         self.r.result.notes.append(f"metrics-server served before the round: {self.served}")
+
+    def deploy_more(self) -> dict[str, int]:
+        """A variant's own pods beside `hot`, applied before the usage wait so that one wait
+        (one or two metrics-server scrapes) covers both: node -> the CPU millicores they
+        declare there. None by default."""
+        return {}
 
     def usage_seen(self, view: Any) -> dict[str, dict[str, Any]]:
         """Each node's usage as the round's descheduler logged it, filed with the round."""

@@ -110,8 +110,7 @@ class UtilizationStale(UtilizationBase):
     name = "utilization-stale"
     title = "utilization-kubernetes-metrics-stale"
 
-    def arrange(self) -> None:
-        super().arrange()  # hot: 4 x 800m on workers[0]
+    def deploy_more(self) -> dict[str, int]:
         self.busy_nodes = [n for n in self.workers if n != self.node]
         self.busy = []
         for i, node in enumerate(self.busy_nodes):
@@ -123,6 +122,10 @@ class UtilizationStale(UtilizationBase):
             )
             self.lab.apply(d, only_on=node)
             self.busy.append(d)
+        return {n: BUSY_PODS * HOT_USAGE_M for n in self.busy_nodes}
+
+    def arrange(self) -> None:
+        super().arrange()  # hot: 4 x 800m on workers[0], busy beside it (one usage wait)
         want = BUSY_PODS * HOT_USAGE_M
         self.served_live = self.lab.wait_node_usage(
             {n: (lambda m: want * 0.9 <= m < TARGET * 40) for n in self.busy_nodes}, timeout=90
