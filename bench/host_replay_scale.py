@@ -57,6 +57,7 @@ def one(
     workers: int,
     owners_first: bool = False,
 ) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     snap = generate(seed=seed, nodes=nodes, pods=pods)
     api = cluster.api_client
     before = fingerprint(api)
@@ -101,7 +102,7 @@ def one(
         "verified": res.verified.get("ok"),
         "host_changes": changes,
         "host_untouched": not changes,
-        "load_before_after": os.getloadavg(),
+        "load_1min_before_after": (round(load_before, 1), round(os.getloadavg()[0], 1)),
     }
 
 
