@@ -34,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dev.kind_node.kwok_image import build_kwok_image
+from pytest_desched.kube import wait_for
 from pytest_desched.log import say
 from pytest_desched.providers.base import Cluster
 from pytest_desched.replay import kubeapi
@@ -56,6 +57,7 @@ def one(
     workers: int,
     owners_first: bool = False,
 ) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     snap = generate(seed=seed, nodes=nodes, pods=pods)
     api = cluster.api_client
     before = fingerprint(api)
@@ -80,6 +82,7 @@ def one(
         t1 = time.monotonic()
         provider.stop()
         teardown_s = time.monotonic() - t1
+    changes = host_changes(before, fingerprint(cluster.api_client))
     written = sum(v for k, v in res.counts.items() if k not in ("skipped_pods",))
     writing = sum(res.timings.get(k, 0.0) for k in ("nodes", "api_objects", "api_pods"))
     return {
@@ -97,15 +100,61 @@ def one(
         "kwok_start_s": round(kwok_s, 1),
         "teardown_s": round(teardown_s, 1),
         "verified": res.verified.get("ok"),
-        "host_untouched": fingerprint(cluster.api_client) == before,
-        "load_before_after": os.getloadavg(),
+        "host_changes": changes,
+        "host_untouched": not changes,
+        "load_1min_before_after": (round(load_before, 1), round(os.getloadavg()[0], 1)),
     }
+
+
+def host_changes(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) -> list[str]:
+    """Each host namespace or node gone, replaced (another UID) or added between two
+    `fingerprint`s: empty is the claim "the host is unchanged", and any entry names what moved."""
+    out = []
+    for what in sorted(before.keys() | after.keys()):
+        was, now = before.get(what, {}), after.get(what, {})
+        for name in sorted(was.keys() | now.keys()):
+            if name not in was:
+                out.append(f"{what} {name}: added")
+            elif name not in now:
+                out.append(f"{what} {name}: gone")
+            elif was[name] != now[name]:
+                out.append(f"{what} {name}: replaced (new UID)")
+    return out
+
+
+def namespace_state(ns: dict[str, Any] | None) -> str:
+    """What a namespace being deleted still waits on: its phase and the conditions that hold
+    it (NamespaceContentRemaining, NamespaceFinalizersRemaining, ...), or "gone"."""
+    if ns is None:
+        return "gone"
+    held = [
+        f"{c.get('type')}: {c.get('message', '')}".rstrip(": ")
+        for c in (ns.get("status") or {}).get("conditions") or []
+        if c.get("status") == "True"
+    ]
+    phase = (ns.get("status") or {}).get("phase", "?")
+    return f"{ns['metadata']['name']} {phase}" + (f" ({'; '.join(held)})" if held else "")
+
+
+def delete_namespace(api: Any, ns: str, timeout: float = 300) -> None:
+    """Delete `ns` and wait until the API no longer has it: a namespace is deleted
+    asynchronously (Terminating first), and the replay's fingerprint of the host, taken next,
+    must not see it. On timeout, fails with the namespace's last state."""
+    kubeapi.request(api, "DELETE", f"/api/v1/namespaces/{ns}")
+    wait_for(
+        f"namespace {ns} deleted",
+        lambda: kubeapi.get_or_none(api, f"/api/v1/namespaces/{ns}"),
+        lambda o: o is None,
+        timeout,
+        describe=namespace_state,
+    )
 
 
 def ceiling(cluster: Cluster, per_step: int = 300) -> list[dict[str, Any]]:
     """The host's own ceiling for small writes: `per_step` ConfigMap creates in a namespace of
     their own at 1, 4, 16 and 32 at once, with the writer's client CPU (what is left of a
-    write's cost is the server's). The restore cannot write faster than this."""
+    write's cost is the server's). The restore cannot write faster than this. Returns once
+    that namespace is gone, so the host is as it was."""
     api = cluster.api_client
     ns = f"desched-bench-ceiling-{os.getpid()}"
     kubeapi.request(
@@ -147,7 +196,9 @@ def ceiling(cluster: Cluster, per_step: int = 300) -> list[dict[str, Any]]:
             )
             say(f"host bench ceiling: {out[-1]}")
     finally:
-        kubeapi.request(api, "DELETE", f"/api/v1/namespaces/{ns}")
+        t0 = time.monotonic()
+        delete_namespace(api, ns)
+        say(f"host bench ceiling: namespace {ns} gone in {time.monotonic() - t0:.1f}s")
     return out
 
 

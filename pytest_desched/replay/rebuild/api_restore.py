@@ -39,6 +39,16 @@ OWNERS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet")  # the ones it
 
 
 SYNC_ANNOTATION = "desched.pytest.io/replay-sync"
+# The wait for the restored pods lists every pod each poll: 10,000 pods are 20 pages the API
+# server reads and serialises while it also takes kwok's status writes. At most one such list
+# a second per 2,000 pods (1 s up to 2,000, 5 s at 10,000), never slower than one in 5 s.
+PODS_PER_POLL_S = 2000
+MAX_POD_POLL_S = 5.0
+
+
+def pod_poll_s(pods: int) -> float:
+    """The longest gap between two pod lists while waiting for `pods` restored pods."""
+    return min(MAX_POD_POLL_S, max(1.0, pods / PODS_PER_POLL_S))
 
 
 def _patch(api: Any, kind: str, ns: str, name: str, body: dict[str, Any]) -> None:
@@ -423,6 +433,8 @@ def restore_via_api(
         lambda r: not r[1],
         timeout,
         describe=lambda r: f"{len(r[1])} waiting, e.g. {r[1][:5]}",
+        max_interval=pod_poll_s(len(plan.pods)),
+        progress=report,
     )
 
     def patch(p: dict[str, Any]) -> None:

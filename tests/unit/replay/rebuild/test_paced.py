@@ -291,3 +291,13 @@ def test_restore_via_api_writes_in_tier_order_and_maps_the_servers_uids(
 
 class StopAsync(Exception):
     pass
+
+
+def test_pod_poll_grows_with_the_pods_and_is_bounded() -> None:
+    """The restored-pods wait lists every pod each poll: seldom for 10,000, never rarer than 5 s."""
+    pod_poll_s = api_restore.pod_poll_s
+    assert pod_poll_s(0) == 1.0
+    assert pod_poll_s(1_000) == 1.0
+    assert pod_poll_s(10_000) == 5.0
+    assert pod_poll_s(200_000) == 5.0
+    assert pod_poll_s(4_000) == 2.0
