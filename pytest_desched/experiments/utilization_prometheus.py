@@ -305,17 +305,13 @@ class UtilizationPrometheusStale(PrometheusUtilization):
     def act(self) -> None:
         # optional: the embedded provider's Prometheus, only where these experiments run
         from pytest_desched.providers.embedded.prometheus import LOOKBACK_S
-        from pytest_desched.providers.embedded.prometheus import PROMETHEUS as PROCESS
 
         self.grant_token()
         src = self.source
-        # Killed (no staleness markers, as a crashed or wedged ingest leaves none) and started
-        # again on the same storage with nothing to scrape and no rule to evaluate.
-        src.stop((PROCESS,))
-        src.write_files(ingest=False, token=src.token())
-        src.start((PROCESS,))
         try:
-            src.wait_ready()
+            # Killed (no staleness markers) and started again on the same storage with nothing
+            # to scrape and no rule to evaluate: its series only age.
+            src.restart_ingesting(False)
             kept = f"last_over_time({NODE_CPU}[10m])"
             self.stale = wait_for(
                 f"every node's {NODE_CPU} past the {LOOKBACK_S:.0f}s lookback, its series kept",
@@ -325,10 +321,7 @@ class UtilizationPrometheusStale(PrometheusUtilization):
             )
             self.v = self.round()
         finally:
-            src.stop((PROCESS,))
-            src.write_files(ingest=True, token=src.token())
-            src.start((PROCESS,))
-            src.wait_ready()
+            src.restart_ingesting(True)
 
     def assess(self) -> None:
         now, kept = self.stale
@@ -405,18 +398,14 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
     def act(self) -> None:
         # optional: the embedded provider's Prometheus, only where these experiments run
         from pytest_desched.providers.embedded.prometheus import LOOKBACK_S
-        from pytest_desched.providers.embedded.prometheus import PROMETHEUS as PROCESS
 
         self.grant_token()
         src = self.source
         age = f"time() - timestamp({NODE_CPU})"
-        # Killed (no staleness markers) and started again on the same storage with nothing to
-        # scrape and no rule: the last samples stay, and age, inside the lookback.
-        src.stop((PROCESS,))
-        src.write_files(ingest=False, token=src.token())
-        src.start((PROCESS,))
         try:
-            src.wait_ready()
+            # Killed (no staleness markers) and started again on the same storage with nothing
+            # to scrape and no rule: the last samples stay, and age, inside the lookback.
+            src.restart_ingesting(False)
             self.ages = wait_for(
                 f"every node's newest {NODE_CPU} sample older than {FRESH_S:.0f}s, inside the "
                 f"{LOOKBACK_S:.0f}s lookback",
@@ -432,10 +421,7 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
             self.read_before = src.node_usage(NODE_CPU)
             self.v = self.round()
         finally:
-            src.stop((PROCESS,))
-            src.write_files(ingest=True, token=src.token())
-            src.start((PROCESS,))
-            src.wait_ready()
+            src.restart_ingesting(True)
         self.lookback_s = LOOKBACK_S
 
     def assess(self) -> None:
