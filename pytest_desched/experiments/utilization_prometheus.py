@@ -55,6 +55,7 @@ from pytest_desched.descheduler.utilization_log import node_usage
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.strategies.base import StrategyExperiment, strategy_policy
 from pytest_desched.experiments.utilization import HOT_PODS, HOT_USAGE_M, deploy_hot
+from pytest_desched.experiments.utilization_checks import assess_moved_one, assess_nothing_read
 from pytest_desched.kube import wait_for
 
 STRATEGY = "LowNodeUtilization"
@@ -210,7 +211,6 @@ class PrometheusUtilization(StrategyExperiment):
     def assess_failed_closed(self, v: Any, marker: str, why: str) -> None:
         """The negative experiments' checks: the descheduler's own line, no node read, no
         eviction, UIDs unchanged, no eviction request at the API server."""
-        seen = self.usage_seen(v)
         errors = v.extra["utilization"]["metrics_source_errors"]
         self.r.check(
             "descheduler-says-source-failed",
@@ -218,13 +218,7 @@ class PrometheusUtilization(StrategyExperiment):
             says(errors, marker),
             "\n".join(errors[:4]) or "no such line in the round's log",
         )
-        self.r.check(
-            "no-node-read-as-idle",
-            "no node was classified (none read as idle without a sample)",
-            not seen,
-            f"logged {seen}",
-        )
-        self.r.assess_no_eviction_request(v, self.s1)
+        assess_nothing_read(self, v, "no node was classified (none read as idle without a sample)")
 
 
 class UtilizationPrometheus(PrometheusUtilization):
@@ -240,30 +234,8 @@ class UtilizationPrometheus(PrometheusUtilization):
         self.v = self.round()
 
     def assess(self) -> None:
-        v, node = self.v, self.node
-        seen = self.usage_seen(v)
-        hot = seen.get(node, {})
-        self.r.check(
-            "usage-logged-overutilized",
-            f"the descheduler read {node} as overutilized by Prometheus (>{TARGET}%)",
-            hot.get("category") == "overutilized"
-            and hot.get("usage_percent", {}).get(METRIC, 0) > TARGET,
-            f"logged {seen}; errors {v.extra['utilization']['metrics_source_errors'][:2]}",
-        )
-        others = {n: u for n, u in seen.items() if n != node}
-        self.r.check(
-            "usage-logged-underutilized",
-            f"the other nodes read as underutilized (<{LOW}%)",
-            len(others) == len(self.workers) - 1
-            and all(u.get("category") == "underutilized" for u in others.values()),
-            f"logged {others}",
-        )
-        final = self.settle(self.hot)
-        e = self.expect(v)
-        e.eviction_count(1, self.strategy)
-        e.evicted(workload="hot", count=1, strategy=self.strategy)
-        e.replaced(final, workload="hot", count=1, avoid=[node])
-        e.nothing_pending(final)
+        errors = self.v.extra["utilization"]["metrics_source_errors"][:2]
+        assess_moved_one(self, self.v, METRIC, "Prometheus", LOW, TARGET, f"; errors {errors}")
 
 
 class UtilizationPrometheusMissing(PrometheusUtilization):
@@ -444,14 +416,9 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
 
     def assess_stale(self, v: Any) -> None:
         """The runbook's rule: a stale source fails closed (no node read, nothing evicted)."""
-        seen = self.usage_seen(v)
-        self.r.check(
-            "no-node-read-as-idle",
-            "no node was classified from samples Prometheus no longer ingests",
-            not seen,
-            f"logged {seen}",
+        assess_nothing_read(
+            self, v, "no node was classified from samples Prometheus no longer ingests"
         )
-        self.r.assess_no_eviction_request(v, self.s1)
 
 
 class UtilizationPrometheusStaleInLookbackGuarded(UtilizationPrometheusStaleInLookback):
