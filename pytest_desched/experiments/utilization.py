@@ -139,7 +139,8 @@ class Utilization(_UtilizationBase):
         self.v = self.round()
 
     def assess(self) -> None:
-        assess_moved_one(self, self.v, "cpu", "actual CPU usage", LOW, TARGET)
+        seen = self.usage_seen(self.v)
+        assess_moved_one(self, self.v, seen, "cpu", "actual CPU usage", (LOW, TARGET))
 
 
 class UtilizationMissing(_UtilizationBase):
@@ -169,6 +170,7 @@ class UtilizationMissing(_UtilizationBase):
             self.gone is None,
             f"served {self.gone}",
         )
+        seen = self.usage_seen(v)  # files the round's usage and errors: read them after
         errors = v.extra["utilization"]["metrics_source_errors"]
         self.r.check(
             "descheduler-says-source-failed",
@@ -178,7 +180,9 @@ class UtilizationMissing(_UtilizationBase):
             and any("in the collected metrics" in e for e in errors),
             "\n".join(errors[:4]) or "no such line in the round's log",
         )
-        assess_nothing_read(self, v, "no node was classified (none read as idle without a sample)")
+        assess_nothing_read(
+            self, v, seen, "no node was classified (none read as idle without a sample)"
+        )
 
 
 # The shared lab and policy, for the other failure modes' experiments (utilization_modes.py).

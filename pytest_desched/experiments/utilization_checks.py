@@ -21,13 +21,21 @@ Served = dict[str, dict[str, int] | None]  # node -> metrics.k8s.io's usage (Non
 
 
 def assess_moved_one(
-    exp: Any, v: Any, resource: str, source: str, low: float, target: float, detail: str = ""
+    exp: Any,
+    v: Any,
+    seen: dict[str, Any],
+    resource: str,
+    source: str,
+    limits: tuple[float, float],
+    detail: str = "",
 ) -> None:
-    """The positive round: `exp.node` read as overutilized by `resource` (over `target`%),
-    the others as underutilized (under `low`%), one `hot` pod evicted (usage alone would move
-    two: the per-node cap holds it to one) and replaced off the node, nothing Pending."""
+    """The positive round: `exp.node` read (`seen`: the usage its log shows,
+    `exp.usage_seen`) as overutilized by `resource` over the target percent of `limits` (low,
+    target), the others as underutilized under the low one, one `hot` pod evicted (usage alone
+    would move two: the per-node cap holds it to one) and replaced off the node, nothing
+    Pending."""
+    low, target = limits
     node = exp.node
-    seen = exp.usage_seen(v)
     hot = seen.get(node, {})
     exp.r.check(
         "usage-logged-overutilized",
@@ -52,10 +60,10 @@ def assess_moved_one(
     e.nothing_pending(final)
 
 
-def assess_nothing_read(exp: Any, v: Any, why: str) -> None:
-    """A source that failed for every node: the round classified no node (`why` says from
-    what none may be read) and asked the API server for no eviction."""
-    seen = exp.usage_seen(v)
+def assess_nothing_read(exp: Any, v: Any, seen: dict[str, Any], why: str) -> None:
+    """A source that failed for every node: the round classified no node (`seen`: the usage
+    its log shows, `exp.usage_seen`; `why` says from what none may be read) and asked the API
+    server for no eviction."""
     exp.r.check("no-node-read-as-idle", why, not seen, f"logged {seen}")
     exp.r.assess_no_eviction_request(v, exp.s1)
 

@@ -66,12 +66,13 @@ class UtilizationAbsent(UtilizationBase):
         check_source_absent(
             self.r, "source-absent-node", absent, self.workers, self.during, self.after
         )
+        seen = self.usage_seen(v)  # files the round's usage and errors: read them after
         errors = v.extra["utilization"]["metrics_source_errors"]
         check_absent_node(
             self.r,
             absent,
             errors,
-            self.usage_seen(v),
+            seen,
             says_id="descheduler-says-node-missing",
             idle_id="no-node-read-as-idle",
         )

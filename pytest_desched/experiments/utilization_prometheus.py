@@ -211,6 +211,7 @@ class PrometheusUtilization(StrategyExperiment):
     def assess_failed_closed(self, v: Any, marker: str, why: str) -> None:
         """The negative experiments' checks: the descheduler's own line, no node read, no
         eviction, UIDs unchanged, no eviction request at the API server."""
+        seen = self.usage_seen(v)  # files the round's usage and errors: read them after
         errors = v.extra["utilization"]["metrics_source_errors"]
         self.r.check(
             "descheduler-says-source-failed",
@@ -218,7 +219,9 @@ class PrometheusUtilization(StrategyExperiment):
             says(errors, marker),
             "\n".join(errors[:4]) or "no such line in the round's log",
         )
-        assess_nothing_read(self, v, "no node was classified (none read as idle without a sample)")
+        assess_nothing_read(
+            self, v, seen, "no node was classified (none read as idle without a sample)"
+        )
 
 
 class UtilizationPrometheus(PrometheusUtilization):
@@ -234,8 +237,11 @@ class UtilizationPrometheus(PrometheusUtilization):
         self.v = self.round()
 
     def assess(self) -> None:
+        seen = self.usage_seen(self.v)  # files the round's usage and errors: read them after
         errors = self.v.extra["utilization"]["metrics_source_errors"][:2]
-        assess_moved_one(self, self.v, METRIC, "Prometheus", LOW, TARGET, f"; errors {errors}")
+        assess_moved_one(
+            self, self.v, seen, METRIC, "Prometheus", (LOW, TARGET), f"; errors {errors}"
+        )
 
 
 class UtilizationPrometheusMissing(PrometheusUtilization):
@@ -417,7 +423,10 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
     def assess_stale(self, v: Any) -> None:
         """The runbook's rule: a stale source fails closed (no node read, nothing evicted)."""
         assess_nothing_read(
-            self, v, "no node was classified from samples Prometheus no longer ingests"
+            self,
+            v,
+            self.usage_seen(v),
+            "no node was classified from samples Prometheus no longer ingests",
         )
 
 
