@@ -403,14 +403,15 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
         self.lookback_s = LOOKBACK_S
 
     def assess(self) -> None:
-        ages = {k: round(v, 1) for k, v in (self.ages or {}).items()}
+        raw = self.ages or {}
+        ages = {k: round(v, 1) for k, v in raw.items()}  # shown; the check reads the raw ages
         self.r.check(
             "source-stale-in-lookback",
             f"Prometheus ingested nothing; every node's newest sample was older than "
             f"{FRESH_S:.0f}s and inside the {self.lookback_s:.0f}s lookback as the round began, "
             "and the instant query still answered it",
-            bool(ages)
-            and all(FRESH_S < a < self.lookback_s for a in ages.values())
+            bool(raw)
+            and all(FRESH_S < a < self.lookback_s for a in raw.values())
             and bool(self.read_before)
             and all(w in (self.read_before or {}) for w in self.workers),
             f"ages {ages}; the query answered {self.read_before}",
