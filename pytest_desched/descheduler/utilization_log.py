@@ -47,7 +47,8 @@ class NodeUsage:
         }
 
 
-def _records(text: str) -> Iterator[dict[str, Any]]:
+def _line_records(text: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each line that carries a JSON object (after any prefix), with that object."""
     for line in text.splitlines():
         start = line.find("{")
         if start < 0:
@@ -57,7 +58,12 @@ def _records(text: str) -> Iterator[dict[str, Any]]:
         except ValueError:
             continue
         if isinstance(rec, dict):
-            yield rec
+            yield line, rec
+
+
+def _records(text: str) -> Iterator[dict[str, Any]]:
+    for _, rec in _line_records(text):
+        yield rec
 
 
 def _node_name(value: Any) -> str:
@@ -91,14 +97,7 @@ def node_usage(text: str) -> dict[str, NodeUsage]:
 def source_errors(text: str) -> list[str]:
     """The log's own lines that say the metrics source failed, as they were written."""
     out = []
-    for line in text.splitlines():
-        start = line.find("{")
-        try:
-            rec = json.loads(line[start:]) if start >= 0 else None
-        except ValueError:
-            rec = None
-        if not isinstance(rec, dict):
-            continue
+    for line, rec in _line_records(text):
         msg, err = rec.get("msg"), str(rec.get("err", ""))
         if msg == FETCH_ERROR or (msg == BALANCE_FAILED and NO_NODE_METRICS in err):
             out.append(line.strip())
@@ -202,14 +201,7 @@ def _cycles(text: str) -> list[Cycle]:
             )
         )
 
-    for line in text.splitlines():
-        start = line.find("{")
-        try:
-            rec = json.loads(line[start:]) if start >= 0 else None
-        except ValueError:
-            rec = None
-        if not isinstance(rec, dict):
-            continue
+    for line, rec in _line_records(text):
         msg, ts = rec.get("msg"), rec.get("ts")
         ts = float(ts) if isinstance(ts, int | float) else None
         if msg == FETCH_ERROR and ts is not None:

@@ -38,6 +38,7 @@ from pytest_desched.experiments.strategies.base import (
     StrategyExperiment,
     strategy_policy,
 )
+from pytest_desched.experiments.utilization_checks import assess_moved_one, assess_nothing_read
 from pytest_desched.lab.snapshot import Snapshot
 from pytest_desched.lab.workloads import Deployment
 
@@ -153,30 +154,8 @@ class Utilization(_UtilizationBase):
         self.v = self.round()
 
     def assess(self) -> None:
-        v, node = self.v, self.node
-        seen = self.usage_seen(v)
-        hot = seen.get(node, {})
-        self.r.check(
-            "usage-logged-overutilized",
-            f"the descheduler read {node} as overutilized by actual CPU usage (>{TARGET}%)",
-            hot.get("category") == "overutilized"
-            and hot.get("usage_percent", {}).get("cpu", 0) > TARGET,
-            f"logged {seen}",
-        )
-        others = {n: u for n, u in seen.items() if n != node}
-        self.r.check(
-            "usage-logged-underutilized",
-            f"the other nodes read as underutilized (<{LOW}% CPU)",
-            len(others) == len(self.workers) - 1
-            and all(u.get("category") == "underutilized" for u in others.values()),
-            f"logged {others}",
-        )
-        final = self.settle(self.hot)
-        e = self.expect(v)
-        e.eviction_count(1, self.strategy)  # usage alone would move two: the cap holds it to one
-        e.evicted(workload="hot", count=1, strategy=self.strategy)
-        e.replaced(final, workload="hot", count=1, avoid=[node])
-        e.nothing_pending(final)
+        seen = self.usage_seen(self.v)
+        assess_moved_one(self, self.v, seen, "cpu", "actual CPU usage", (LOW, TARGET))
 
 
 class UtilizationMissing(_UtilizationBase):
@@ -206,7 +185,7 @@ class UtilizationMissing(_UtilizationBase):
             self.gone is None,
             f"served {self.gone}",
         )
-        seen = self.usage_seen(v)
+        seen = self.usage_seen(v)  # files the round's usage and errors: read them after
         errors = v.extra["utilization"]["metrics_source_errors"]
         self.r.check(
             "descheduler-says-source-failed",
@@ -216,13 +195,9 @@ class UtilizationMissing(_UtilizationBase):
             and any("in the collected metrics" in e for e in errors),
             "\n".join(errors[:4]) or "no such line in the round's log",
         )
-        self.r.check(
-            "no-node-read-as-idle",
-            "no node was classified (none read as idle without a sample)",
-            not seen,
-            f"logged {seen}",
+        assess_nothing_read(
+            self, v, seen, "no node was classified (none read as idle without a sample)"
         )
-        self.r.assess_no_eviction_request(v, self.s1)
 
 
 # The shared lab and policy, for the other failure modes' experiments (utilization_modes.py).

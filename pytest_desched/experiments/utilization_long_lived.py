@@ -52,6 +52,11 @@ from pytest_desched.experiments.utilization import (
     TARGET,
     UtilizationBase,
 )
+from pytest_desched.experiments.utilization_checks import (
+    check_absent_node,
+    check_source_absent,
+    node_absent_from_metrics,
+)
 from pytest_desched.kube import wait_for
 from pytest_desched.lab.workloads import Deployment
 
@@ -319,25 +324,10 @@ class UtilizationLongLivedAbsent(_LongLivedOutage):
 
     @contextlib.contextmanager
     def outage(self) -> Iterator[None]:
-        # optional: the embedded provider's kubelet endpoints, only where this experiment runs
-        from pytest_desched.providers.embedded.metrics_endpoints import node_absent
-
         new = [p for p in self.s_first.of("hot") if p.uid not in self.s_before.uids]
         self.absent = new[0].node if len(new) == 1 and new[0].node else self.workers[1]
         self.absent_pods = [p.name for p in self.s_first.live if p.node == self.absent]
-        with node_absent(self.ctx.cluster, self.absent) as path:
-            self.r.result.notes.append(f"fault: {self.absent}'s metrics endpoint {path}: 404")
-            wait_for(  # metrics-server drops the node at its next scrape; the others stay
-                f"metrics-server to drop {self.absent} and keep serving the others",
-                lambda: {n: self.lab.node_usage(n) for n in self.workers},
-                lambda s: (
-                    s[self.absent] is None
-                    and all(v is not None for n, v in s.items() if n != self.absent)
-                ),
-                timeout=60,
-                max_interval=1.0,
-                describe=str,
-            )
+        with node_absent_from_metrics(self, self.absent):
             yield
 
     def missing(self) -> list[str]:
@@ -345,14 +335,13 @@ class UtilizationLongLivedAbsent(_LongLivedOutage):
 
     def check_source(self) -> None:
         absent = self.absent
-        after = {n: u for n, u in self.served_after.items() if u is not None}
-        self.r.check(
+        check_source_absent(
+            self.r,
             "ll-source-absent-node",
-            f"metrics.k8s.io served every node but {absent} during the outage",
-            self.served_during[absent] is None
-            and absent not in after
-            and len(after) == len(self.workers) - 1,
-            f"served at the fault {self.served_during}, after the cycle {self.served_after}",
+            absent,
+            self.workers,
+            self.served_during,
+            self.served_after,
         )
         hot_pods = [n for n in self.absent_pods if n.startswith("hot-")]
         self.r.check(
@@ -375,18 +364,11 @@ class UtilizationLongLivedAbsent(_LongLivedOutage):
         )
 
     def check_job_round_lines(self, errors: list[str], seen: dict[str, Any]) -> None:
-        named = [e for e in errors if self.absent in e]
-        self.r.check(
-            "job-says-node-missing",
-            f"the Job round's own log says {self.absent}'s fetch failed and the balance "
-            "extension point stopped for want of its metrics",
-            any(f'"{FETCH_ERROR}"' in e for e in named)
-            and any(NO_NODE_METRICS in e for e in named),
-            "\n".join(errors[:4]) or "no such line in the round's log",
-        )
-        self.r.check(
-            "job-no-node-read-as-idle",
-            f"the Job round did not classify {self.absent}",
-            self.absent not in seen,
-            f"{seen}",
+        check_absent_node(
+            self.r,
+            self.absent,
+            errors,
+            seen,
+            says_id="job-says-node-missing",
+            idle_id="job-no-node-read-as-idle",
         )

@@ -26,13 +26,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_desched.descheduler.utilization_log import FETCH_ERROR, NO_NODE_METRICS
 from pytest_desched.experiments.utilization import (
     HOT_REQUEST_M,
     HOT_USAGE_M,
     LOW,
     TARGET,
     UtilizationBase,
+)
+from pytest_desched.experiments.utilization_checks import (
+    check_absent_node,
+    check_source_absent,
+    node_absent_from_metrics,
 )
 from pytest_desched.kube import wait_for
 from pytest_desched.lab.workloads import Deployment
@@ -52,52 +56,25 @@ class UtilizationAbsent(UtilizationBase):
     title = "utilization-kubernetes-metrics-absent"
 
     def act(self) -> None:
-        # optional: the embedded provider's kubelet endpoints, only where this experiment runs
-        from pytest_desched.providers.embedded.metrics_endpoints import node_absent
-
         self.absent = self.workers[1]
-        with node_absent(self.ctx.cluster, self.absent) as path:
-            self.r.result.notes.append(f"fault: {self.absent}'s metrics endpoint {path}: 404")
-            # metrics-server drops the node at its next scrape; the others stay served
-            self.during = wait_for(
-                f"metrics-server to drop {self.absent} and keep serving the others",
-                lambda: _served(self.lab, self.workers),
-                lambda s: (
-                    s[self.absent] is None
-                    and all(v is not None for n, v in s.items() if n != self.absent)
-                ),
-                timeout=60,
-                max_interval=1.0,
-                describe=str,
-            )
+        with node_absent_from_metrics(self, self.absent) as self.during:
             self.v = self.round()
             self.after = _served(self.lab, self.workers)
 
     def assess(self) -> None:
         v, absent = self.v, self.absent
-        served = {n: u for n, u in self.after.items() if u is not None}
-        self.r.check(
-            "source-absent-node",
-            f"metrics.k8s.io served every node but {absent} while the round ran",
-            absent not in served and len(served) == len(self.workers) - 1,
-            f"served after the round {self.after}",
+        check_source_absent(
+            self.r, "source-absent-node", absent, self.workers, self.during, self.after
         )
-        seen = self.usage_seen(v)
+        seen = self.usage_seen(v)  # files the round's usage and errors: read them after
         errors = v.extra["utilization"]["metrics_source_errors"]
-        named = [e for e in errors if absent in e]
-        self.r.check(
-            "descheduler-says-node-missing",
-            f"the descheduler's own log says {absent}'s metrics fetch failed and the balance "
-            "extension point stopped for want of its metrics",
-            any(f'"{FETCH_ERROR}"' in e for e in named)
-            and any(NO_NODE_METRICS in e for e in named),
-            "\n".join(errors[:4]) or "no such line in the round's log",
-        )
-        self.r.check(
-            "no-node-read-as-idle",
-            f"{absent} was not classified (no node read as idle without a sample)",
-            absent not in seen,
-            f"logged {seen}",
+        check_absent_node(
+            self.r,
+            absent,
+            errors,
+            seen,
+            says_id="descheduler-says-node-missing",
+            idle_id="no-node-read-as-idle",
         )
         self.r.assess_no_eviction_request(v, self.s1)
 

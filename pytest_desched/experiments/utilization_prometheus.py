@@ -55,6 +55,7 @@ from pytest_desched.descheduler.utilization_log import node_usage
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.strategies.base import StrategyExperiment, strategy_policy
 from pytest_desched.experiments.utilization import HOT_PODS, HOT_USAGE_M, deploy_hot
+from pytest_desched.experiments.utilization_checks import assess_moved_one, assess_nothing_read
 from pytest_desched.kube import wait_for
 
 STRATEGY = "LowNodeUtilization"
@@ -210,7 +211,7 @@ class PrometheusUtilization(StrategyExperiment):
     def assess_failed_closed(self, v: Any, marker: str, why: str) -> None:
         """The negative experiments' checks: the descheduler's own line, no node read, no
         eviction, UIDs unchanged, no eviction request at the API server."""
-        seen = self.usage_seen(v)
+        seen = self.usage_seen(v)  # files the round's usage and errors: read them after
         errors = v.extra["utilization"]["metrics_source_errors"]
         self.r.check(
             "descheduler-says-source-failed",
@@ -218,13 +219,9 @@ class PrometheusUtilization(StrategyExperiment):
             says(errors, marker),
             "\n".join(errors[:4]) or "no such line in the round's log",
         )
-        self.r.check(
-            "no-node-read-as-idle",
-            "no node was classified (none read as idle without a sample)",
-            not seen,
-            f"logged {seen}",
+        assess_nothing_read(
+            self, v, seen, "no node was classified (none read as idle without a sample)"
         )
-        self.r.assess_no_eviction_request(v, self.s1)
 
 
 class UtilizationPrometheus(PrometheusUtilization):
@@ -240,30 +237,11 @@ class UtilizationPrometheus(PrometheusUtilization):
         self.v = self.round()
 
     def assess(self) -> None:
-        v, node = self.v, self.node
-        seen = self.usage_seen(v)
-        hot = seen.get(node, {})
-        self.r.check(
-            "usage-logged-overutilized",
-            f"the descheduler read {node} as overutilized by Prometheus (>{TARGET}%)",
-            hot.get("category") == "overutilized"
-            and hot.get("usage_percent", {}).get(METRIC, 0) > TARGET,
-            f"logged {seen}; errors {v.extra['utilization']['metrics_source_errors'][:2]}",
+        seen = self.usage_seen(self.v)  # files the round's usage and errors: read them after
+        errors = self.v.extra["utilization"]["metrics_source_errors"][:2]
+        assess_moved_one(
+            self, self.v, seen, METRIC, "Prometheus", (LOW, TARGET), f"; errors {errors}"
         )
-        others = {n: u for n, u in seen.items() if n != node}
-        self.r.check(
-            "usage-logged-underutilized",
-            f"the other nodes read as underutilized (<{LOW}%)",
-            len(others) == len(self.workers) - 1
-            and all(u.get("category") == "underutilized" for u in others.values()),
-            f"logged {others}",
-        )
-        final = self.settle(self.hot)
-        e = self.expect(v)
-        e.eviction_count(1, self.strategy)
-        e.evicted(workload="hot", count=1, strategy=self.strategy)
-        e.replaced(final, workload="hot", count=1, avoid=[node])
-        e.nothing_pending(final)
 
 
 class UtilizationPrometheusMissing(PrometheusUtilization):
@@ -305,17 +283,13 @@ class UtilizationPrometheusStale(PrometheusUtilization):
     def act(self) -> None:
         # optional: the embedded provider's Prometheus, only where these experiments run
         from pytest_desched.providers.embedded.prometheus import LOOKBACK_S
-        from pytest_desched.providers.embedded.prometheus import PROMETHEUS as PROCESS
 
         self.grant_token()
         src = self.source
-        # Killed (no staleness markers, as a crashed or wedged ingest leaves none) and started
-        # again on the same storage with nothing to scrape and no rule to evaluate.
-        src.stop((PROCESS,))
-        src.write_files(ingest=False, token=src.token())
-        src.start((PROCESS,))
         try:
-            src.wait_ready()
+            # Killed (no staleness markers) and started again on the same storage with nothing
+            # to scrape and no rule to evaluate: its series only age.
+            src.restart_ingesting(False)
             kept = f"last_over_time({NODE_CPU}[10m])"
             self.stale = wait_for(
                 f"every node's {NODE_CPU} past the {LOOKBACK_S:.0f}s lookback, its series kept",
@@ -325,10 +299,7 @@ class UtilizationPrometheusStale(PrometheusUtilization):
             )
             self.v = self.round()
         finally:
-            src.stop((PROCESS,))
-            src.write_files(ingest=True, token=src.token())
-            src.start((PROCESS,))
-            src.wait_ready()
+            src.restart_ingesting(True)
 
     def assess(self) -> None:
         now, kept = self.stale
@@ -405,18 +376,14 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
     def act(self) -> None:
         # optional: the embedded provider's Prometheus, only where these experiments run
         from pytest_desched.providers.embedded.prometheus import LOOKBACK_S
-        from pytest_desched.providers.embedded.prometheus import PROMETHEUS as PROCESS
 
         self.grant_token()
         src = self.source
         age = f"time() - timestamp({NODE_CPU})"
-        # Killed (no staleness markers) and started again on the same storage with nothing to
-        # scrape and no rule: the last samples stay, and age, inside the lookback.
-        src.stop((PROCESS,))
-        src.write_files(ingest=False, token=src.token())
-        src.start((PROCESS,))
         try:
-            src.wait_ready()
+            # Killed (no staleness markers) and started again on the same storage with nothing
+            # to scrape and no rule: the last samples stay, and age, inside the lookback.
+            src.restart_ingesting(False)
             self.ages = wait_for(
                 f"every node's newest {NODE_CPU} sample older than {FRESH_S:.0f}s, inside the "
                 f"{LOOKBACK_S:.0f}s lookback",
@@ -432,21 +399,19 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
             self.read_before = src.node_usage(NODE_CPU)
             self.v = self.round()
         finally:
-            src.stop((PROCESS,))
-            src.write_files(ingest=True, token=src.token())
-            src.start((PROCESS,))
-            src.wait_ready()
+            src.restart_ingesting(True)
         self.lookback_s = LOOKBACK_S
 
     def assess(self) -> None:
-        ages = {k: round(v, 1) for k, v in (self.ages or {}).items()}
+        raw = self.ages or {}
+        ages = {k: round(v, 1) for k, v in raw.items()}  # shown; the check reads the raw ages
         self.r.check(
             "source-stale-in-lookback",
             f"Prometheus ingested nothing; every node's newest sample was older than "
             f"{FRESH_S:.0f}s and inside the {self.lookback_s:.0f}s lookback as the round began, "
             "and the instant query still answered it",
-            bool(ages)
-            and all(FRESH_S < a < self.lookback_s for a in ages.values())
+            bool(raw)
+            and all(FRESH_S < a < self.lookback_s for a in raw.values())
             and bool(self.read_before)
             and all(w in (self.read_before or {}) for w in self.workers),
             f"ages {ages}; the query answered {self.read_before}",
@@ -458,14 +423,12 @@ class UtilizationPrometheusStaleInLookback(PrometheusUtilization):
 
     def assess_stale(self, v: Any) -> None:
         """The runbook's rule: a stale source fails closed (no node read, nothing evicted)."""
-        seen = self.usage_seen(v)
-        self.r.check(
-            "no-node-read-as-idle",
+        assess_nothing_read(
+            self,
+            v,
+            self.usage_seen(v),
             "no node was classified from samples Prometheus no longer ingests",
-            not seen,
-            f"logged {seen}",
         )
-        self.r.assess_no_eviction_request(v, self.s1)
 
 
 class UtilizationPrometheusStaleInLookbackGuarded(UtilizationPrometheusStaleInLookback):

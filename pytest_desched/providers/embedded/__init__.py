@@ -2,27 +2,8 @@
 
 `cluster` brings the cluster up and down (and reaps killed runs' clusters by the records in
 `owners`); `kubelet` runs round pods with the real descheduler binary, since kwok nodes run
-no containers.
+no containers. Import them from their modules: this package imports none of them, so that
+`python -m pytest_desched.providers.embedded.kubelet` (the stand-in kubelet's own process,
+and likewise `prometheus_front`) does not import its module before running it as __main__
+(cluster imports kubelet: runpy's RuntimeWarning, and two copies of the module).
 """
-
-from __future__ import annotations
-
-from pytest_desched.providers.embedded.cluster import (
-    EmbeddedProvider,
-    NodeSpec,
-    delete_cluster,
-    from_config,
-    reap_stale,
-    unique_name,
-)
-from pytest_desched.providers.embedded.owners import kept_clusters
-
-__all__ = [
-    "EmbeddedProvider",
-    "NodeSpec",
-    "delete_cluster",
-    "from_config",
-    "kept_clusters",
-    "reap_stale",
-    "unique_name",
-]

@@ -261,6 +261,17 @@ class PrometheusSource:
         wait_for("the stopped Prometheus processes to exit", left, lambda x: not x, timeout=20)
         return pids
 
+    def restart_ingesting(self, ingest: bool, timeout: float = 60) -> list[int]:
+        """Kill Prometheus (SIGKILL: no staleness markers, as a crashed or wedged ingest leaves
+        none) and start it again on the same storage and token, scraping kwok and evaluating
+        the rule only when `ingest`; the front keeps running. Waits until it answers through
+        the front; returns the pids killed. The stale experiments' fault, and its undoing."""
+        killed = self.stop((PROMETHEUS,))
+        self.write_files(ingest=ingest, token=self.token())
+        self.start((PROMETHEUS,))
+        self.wait_ready(timeout)
+        return killed
+
     def alive(self) -> dict[str, bool]:
         out = {}
         for name in (PROMETHEUS, "prometheus-front"):

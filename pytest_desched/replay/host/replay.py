@@ -216,6 +216,18 @@ class HostReplay(Replay):
         return super().restore(cluster, snap, runner=False, **kw)
 
 
+def announced_policy(config: DeschedConfig, report: Reporter = say) -> Any:
+    """The policy a session on `config` announces: its --policy file, else its --values'
+    deschedulerPolicy as helm renders it, linted as every session's inputs are, with no
+    cluster; None: neither sets one. The host replay runs it in place of the snapshot's (or
+    where the snapshot holds none), checked like any policy (`check_inputs`) before the host
+    is read."""
+    # heavy: session and its imports, kept out of the input checks until values are given
+    from pytest_desched.session import DeschedSession
+
+    return DeschedSession(config, report=report).inputs.policy
+
+
 def replay_on_host(
     snapshot_path: str | Path,
     context: str | None,
@@ -240,6 +252,11 @@ def replay_on_host(
     """Replay a snapshot on the host behind `context` (see the module docstring)."""
     t0 = time.monotonic()
     path, ctx = opted_in_context(kubeconfig, context, allow, WHAT, HOST_OPTION)
+    config = config or build_config({"--desched-provider": "existing"})
+    given = "--policy" if policy is not None else ""
+    if policy is None and (config.values or config.policy):
+        policy = announced_policy(config, report)
+        given = ("--policy" if config.policy else "--values") if policy is not None else ""
     options = ReplayOptions(
         descheduler=descheduler,
         policy=policy,
@@ -253,8 +270,9 @@ def replay_on_host(
     )
     host_replay = HostReplay(snapshot_path, options, report=report)
     inp = host_replay.check(capacity=False)  # the host holds it, not this machine
+    policy_from = f"{given or 'the snapshot'} ({inp.policy.source})"
+    report(f"host replay: the policy from {policy_from}")
     run_id = run_id or new_run_id()
-    config = config or build_config({"--desched-provider": "existing"})
     changes: dict[str, Any] = {
         "provider": "existing",
         "release": f"desched-replay-{run_id}",
@@ -311,14 +329,6 @@ def replay_on_host(
     session = DeschedSession(
         config, report=report, provider=provider, release_namespace=release_namespace(run_id)
     )
-    if policy is None:  # the session announces the values' deschedulerPolicy: it runs, narrowed
-        try:  # rendered and linted before any write, as the embedded replay does (Replay.run)
-            announced = session.inputs.policy
-            if announced is not None:
-                inp.policy = narrow_policy(announced, plan.namespaces, plan.node_selector)
-        except BaseException:
-            close_clients(cluster)
-            raise
     cluster.workdir = scratch.make("desched-host-")
     before = fingerprint(api)
     timings = {"inputs_and_host_read": round(time.monotonic() - t0, 3)}
@@ -327,6 +337,7 @@ def replay_on_host(
         result.timings = {**timings, **session.timings, **result.timings}
         result.restore.setdefault("deviations", []).extend(plan.deviations)
         result.notes += [f"host: {n}" for n in host_notes]
+        result.notes.append(f"policy from {policy_from}")
         result.notes.append(
             f"host replay run {run_id} on context {ctx}: namespaces "
             + ", ".join(f"{k}->{v}" for k, v in sorted(plan.namespaces.items()))

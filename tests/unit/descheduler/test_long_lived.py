@@ -23,6 +23,8 @@ from pytest_desched.descheduler.utilization_log import (
     classified_on_failed_fetch,
     cycles,
     fetch_errors_since,
+    node_usage,
+    source_errors,
 )
 from pytest_desched.errors import InputError
 from pytest_desched.providers.audit_log import EvictionRequest
@@ -350,3 +352,21 @@ def test_a_cycle_bracketed_by_two_failed_collects_reads_the_kept_value() -> None
          _fetch_error(35_000, "w-2")]
     )  # fmt: skip
     assert classified_on_failed_fetch(cycles(late)[1]) == []
+
+
+def test_every_reader_skips_and_keeps_the_same_lines() -> None:
+    """node_usage, source_errors and cycles read one parse of each line: a prefixed line
+    (as `kubectl logs --prefix` writes it) counts, kept as written; text, broken JSON and a
+    JSON line that is not an object are skipped by all three."""
+    prefixed = [f"[pod/descheduler-x] {line}" for line in _cycle(1000, *LIVE)]
+    failed = "[pod/descheduler-x] " + _fetch_error(22_000, "w-1")
+    noise = ["I1207 plain klog text", '{"msg": "Evicted pod"', '["Resetting pod evictor counters"]']
+    text = "\n".join([noise[0], *prefixed, noise[1], failed, noise[2], *_cycle(31_000, *STALE)])
+    first, second = cycles(text)
+    assert (first.number, first.start_ms, first.end_ms) == (1, T0 + 1000, T0 + 1100)
+    assert set(first.classified) == {"w-1", "w-2"}
+    assert first.evicted == ("descheduler-lab/hot-a",)
+    assert second.last_fetch_error_ms == {"w-1": T0 + 22_000}
+    assert second.evicted == ("descheduler-lab/hot-b",)
+    assert source_errors(text) == [failed]
+    assert set(node_usage(text)) == {"w-1", "w-2"}

@@ -35,6 +35,48 @@ def test_a_helpers_check_counts_and_text_alone_does_not() -> None:
     assert matches("dynamic:hot", made) and not matches("only-in-a-comment", made)
 
 
+SAYS = "constant-says"
+
+
+class _IdHelpers:
+    def check(self, *_a: object) -> None: ...
+
+    def absent(self, node: str, says_id: str, idle_id: str = "default-idle") -> None:
+        self.check(says_id, node, True)
+        self.check(idle_id, node, True)
+
+    def relay(self, cid: str) -> None:
+        self.absent("n", cid, idle_id="relayed-idle")
+
+    def not_an_id(self, label: str) -> None:
+        self.check("fixed", label, True)
+
+
+class _Caller:
+    r: _IdHelpers
+
+    def assess(self) -> None:
+        self.r.absent("w-1", "positional-says")
+        self.r.absent("w-1", says_id=SAYS, idle_id=f"kw-idle:{self}")
+        self.r.relay("relayed-says")
+        self.r.not_an_id("not-an-id")
+
+
+def test_an_id_passed_to_a_helper_is_the_callers_check() -> None:
+    """Positional, keyword, a module constant, an f-string, the parameter's default, and an
+    id handed on through a second helper all count; an argument that is no id does not."""
+    made = checks_in([_Caller.assess], (_IdHelpers,))
+    assert made == {
+        "positional-says",
+        "default-idle",
+        "constant-says",
+        "kw-idle:*",
+        "relayed-says",
+        "relayed-idle",
+        "fixed",
+    }
+
+
 def test_the_fail_closed_helpers_checks_are_the_callers() -> None:
     missing = REGISTRY["utilization-missing"].checks()
     for c in ("uids-unchanged", "no-replacement", "no-eviction-succeeded", "no-eviction-request"):
@@ -48,3 +90,16 @@ def test_the_runner_makes_round_finished_in_every_experiment() -> None:
     assert all(round_checks() <= cls.checks() for cls in REGISTRY.values())
     assert Experiment.checks() == round_checks()
     assert "starts-on-source" in checks_in([Runner.arrange_violation], (Runner,))
+
+
+def test_the_shared_absent_node_helper_gives_each_experiment_its_own_ids() -> None:
+    """utilization_checks.check_absent_node takes the ids: each caller is seen to make its
+    own (the registry's entries name them), not the other's."""
+    absent = REGISTRY["utilization-absent"].checks()
+    long_lived = REGISTRY["utilization-long-lived-absent"].checks()
+    assert {"source-absent-node", "descheduler-says-node-missing", "no-node-read-as-idle"} <= absent
+    assert {"ll-source-absent-node", "job-says-node-missing", "job-no-node-read-as-idle"} <= (
+        long_lived
+    )
+    assert not {"ll-source-absent-node", "job-says-node-missing"} & absent
+    assert not {"source-absent-node", "descheduler-says-node-missing"} & long_lived

@@ -30,10 +30,13 @@ from pytest_desched.providers.embedded.prometheus import (
     LAB_TOKEN,
     NODE_CPU,
     PORT_FIELDS,
+    PROMETHEUS,
     PrometheusSource,
     prometheus_config,
     rules,
 )
+
+FRONT = "prometheus-front"
 
 
 def test_prometheus_scrapes_kwok_through_its_http_sd_and_names_the_node() -> None:
@@ -140,6 +143,49 @@ def test_the_front_says_502_when_prometheus_is_down() -> None:
     with serving(prometheus_front.handler_for(b"t", up)) as front:
         code, body = get(front, "Bearer t")
     assert code == 502 and b"upstream" in body
+
+
+class Ready(BaseHTTPRequestHandler):
+    """The front's place in the restart test: says Prometheus is ready to a bearer token."""
+
+    def do_GET(self) -> None:
+        ok = self.path == "/-/ready" and self.headers.get("Authorization", "").startswith("Bearer")
+        body = b"Prometheus Server is Ready.\n" if ok else b"no"
+        self.send_response(200 if ok else 401)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_restart_ingesting_kills_prometheus_and_starts_it_on_the_new_configuration(
+    tmp_path: Path,
+) -> None:
+    """The stale experiments' fault and its undoing: a new Prometheus process each time, the
+    scrape and the rule off then on again, the token kept, the front left alone."""
+    fake = tmp_path / "prometheus-bin"
+    fake.write_text("#!/bin/sh\nexec sleep 300\n")
+    fake.chmod(0o755)
+    with serving(Ready) as front:
+        src = PrometheusSource(tmp_path / "c" / "prometheus", str(fake), 1, front, 31003, 4.0)
+        src.write_files(token="kept-token")
+        src.start((PROMETHEUS,))
+        try:
+            [first] = src.restart_ingesting(False, timeout=10)
+            assert src.alive() == {PROMETHEUS: True, FRONT: False}
+            idle = yaml.safe_load((src.folder / "prometheus.yml").read_text())
+            assert "scrape_configs" not in idle and "rule_files" not in idle
+            assert src.token() == "kept-token"
+            [second] = src.restart_ingesting(True, timeout=10)
+            conf = yaml.safe_load((src.folder / "prometheus.yml").read_text())
+            assert conf["scrape_configs"] and conf["rule_files"] == ["rules.yml"]
+            assert src.token() == "kept-token"
+        finally:
+            [last] = src.stop((PROMETHEUS,))
+    assert len({first, second, last}) == 3  # a new process each time
+    assert src.alive()[PROMETHEUS] is False
 
 
 LOG = "\n".join(

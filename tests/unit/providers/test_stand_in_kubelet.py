@@ -308,3 +308,24 @@ def test_a_bookmark_moves_the_watch_on_without_an_error(
     sup.serve(stop, tmp_path / "ready")
     assert logged == [] and lists == [1]  # listed once: no error, no re-list
     assert resumed == ["10", "42"]
+
+
+@pytest.mark.parametrize("module", ["kubelet", "prometheus_front"])
+def test_the_provider_s_own_processes_start_without_importing_themselves_first(
+    module: str,
+) -> None:
+    """`python -m pytest_desched.providers.embedded.<module>` (the stand-in kubelet, the
+    Prometheus front): the package imports none of its modules, so runpy finds the module
+    unimported and runs one copy (no RuntimeWarning, here made an error)."""
+    import subprocess
+    import sys
+
+    name = f"pytest_desched.providers.embedded.{module}"
+    done = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", name, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stderr
+    assert "RuntimeWarning" not in done.stderr, done.stderr

@@ -188,27 +188,43 @@ VALUES_POLICY = {
     "profiles": [
         {
             "name": "from-values",
-            "pluginConfig": [{"name": "DefaultEvictor", "args": {}}, {"name": "PodLifeTime"}],
+            "pluginConfig": [
+                {"name": "DefaultEvictor", "args": {}},
+                {"name": "PodLifeTime", "args": {"maxPodLifeTimeSeconds": 86400}},
+            ],
             "plugins": {"deschedule": {"enabled": ["PodLifeTime"]}},
         }
     ],
 }
 
 
-@pytest.mark.parametrize("given", [None, POLICY])
-def test_the_policy_the_session_announces_is_the_one_the_host_replay_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: Any
-) -> None:
-    """`--values` with a deschedulerPolicy: the session announces it (policy: prod.yaml
-    (deschedulerPolicy)); the host replay ran the snapshot's own. It runs the announced one,
-    narrowed to the replay like any; an explicit policy (--policy) stands."""
+def _values_file(tmp_path: Path, policy: dict[str, Any] | None) -> Path:
+    f = tmp_path / "prod.yaml"
+    f.write_text(yaml.safe_dump({"deschedulerPolicy": policy} if policy else {"suspend": True}))
+    return f
+
+
+def _play_on_host(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    snapshot: Path,
+    given: Any,
+    values: dict[str, Any] | None,
+) -> tuple[Any, list[str], list[bool], Recorder]:
+    """The host replay up to its rounds, a stand-in session announcing `values`' policy (as
+    a real one renders and lints it); (the policy handed over, what was said, sessions
+    entered, the host requests made)."""
     from types import SimpleNamespace
 
+    from pytest_desched.config import build_config
     from pytest_desched.descheduler.policy import Policy
 
     rec = _host_with(monkeypatch, HostState(namespaces={"kube-system"}), desched=False)
-    announced = Policy.from_dict(VALUES_POLICY, source="prod.yaml (deschedulerPolicy)")
-    given_policy = Policy.from_dict(given) if given is not None else None
+    announced = (
+        Policy.from_dict(values, source="prod.yaml (deschedulerPolicy, as helm renders it)")
+        if values
+        else None
+    )
     entered: list[bool] = []
 
     class Session(SimpleNamespace):
@@ -225,34 +241,95 @@ def test_the_policy_the_session_announces_is_the_one_the_host_replay_runs(
         played.append(inp.policy)
         raise _Played
 
-    said = given_policy if given_policy is not None else announced
     monkeypatch.setattr(
         "pytest_desched.session.DeschedSession",
-        lambda *a, **kw: Session(inputs=SimpleNamespace(policy=said), timings={}),
+        lambda *a, **kw: Session(inputs=SimpleNamespace(policy=announced), timings={}),
     )
     monkeypatch.setattr(host.HostReplay, "play", play)
     monkeypatch.setattr(host, "pinned_kwok_stages", lambda tc: "")
     monkeypatch.setattr(host, "fingerprint", lambda api: {})
     monkeypatch.setattr(host.scratch, "make", lambda *a, **kw: tmp_path / "work")
-    incident = label_move().snapshot.write(tmp_path / "incident.yaml")  # with its own policy
+    config = build_config(
+        {
+            "--desched-provider": "existing",
+            "--desched-values": [str(_values_file(tmp_path, values))],
+            "--desched-artifacts": str(tmp_path / "artifacts"),
+        }
+    )
+    said: list[str] = []
     with pytest.raises(_Played):
         host.replay_on_host(
-            incident,
+            snapshot,
             "host",
             allow=True,
             kubeconfig=_kubeconfig(tmp_path),
             namespace_prefix="r-",
             kwok_image="kwok:test",
             policy=given,
+            config=config,
+            report=said.append,
             toolchain=object(),  # type: ignore[arg-type]
             run_id="run1",
         )
     (ran,) = played
+    return ran, said, entered, rec
+
+
+@pytest.mark.parametrize("given", [None, POLICY])
+def test_the_values_policy_is_the_one_the_host_replay_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, given: Any
+) -> None:
+    """`--values` with a deschedulerPolicy runs in place of the snapshot's own, narrowed to
+    the replay like any; an explicit policy (--policy) stands. The line says which."""
+    incident = label_move().snapshot.write(tmp_path / "incident.yaml")  # with its own policy
+    ran, said, entered, rec = _play_on_host(tmp_path, monkeypatch, incident, given, VALUES_POLICY)
     plugins = str(ran.to_dict()["profiles"][0]["plugins"])
     if given is None:
         assert "PodLifeTime" in plugins and ran.source.startswith("prod.yaml")
+        assert (
+            "host replay: the policy from --values (prod.yaml (deschedulerPolicy, as helm renders it))"
+            in said
+        )
     else:
         assert "RemoveDuplicates" in plugins and "PodLifeTime" not in plugins
+        assert any(s.startswith("host replay: the policy from --policy") for s in said), said
     assert "RemovePodsViolatingNodeAffinity" not in plugins  # never the snapshot's own
     # narrowed like any policy the host replay runs: the replay's namespaces only
     assert "r-" in str(ran.to_dict()) and entered == [True] and rec.calls == []
+
+
+def test_a_snapshot_without_a_policy_runs_the_values_one(
+    tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot holds no policy (no descheduler when it was taken): --values' runs."""
+    from pytest_desched.replay.capture.snapshot import Snapshot
+
+    assert not Snapshot.load(snapshot).policy
+    ran, said, _, rec = _play_on_host(tmp_path, monkeypatch, snapshot, None, VALUES_POLICY)
+    assert "PodLifeTime" in str(ran.to_dict()["profiles"][0]["plugins"])
+    assert ran.source.startswith("prod.yaml") and rec.calls == []
+    assert any(s.startswith("host replay: the policy from --values (prod.yaml") for s in said)
+
+
+def test_values_without_a_policy_and_a_snapshot_without_one_are_refused_first(
+    tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(ConfigError, match="holds no descheduler policy"):
+        _play_on_host(tmp_path, monkeypatch, snapshot, None, None)
+
+
+def test_the_values_policy_is_validated_as_any_before_the_host_is_read(
+    tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A values policy the descheduler would refuse stops the replay at the input checks."""
+    from pytest_desched.errors import PolicyError
+
+    bad = {
+        **VALUES_POLICY,
+        "profiles": [{"name": "p", "plugins": {"balance": {"enabled": ["Nope"]}}}],
+    }
+    read: list[bool] = []
+    monkeypatch.setattr(host, "read_host", lambda api: read.append(True))
+    with pytest.raises(PolicyError, match="Nope"):
+        _play_on_host(tmp_path, monkeypatch, snapshot, None, bad)
+    assert read == []
