@@ -197,8 +197,10 @@ def test_fidelity_refuses_halves_of_different_scope(desched_session):
 
 def test_desched_fidelity_command(desched_toolchain, desched_settings, tmp_path):
     """`desched fidelity`: the runbook's nodeFit and PDB negatives, the line, table, exit 0.
-    No DESCHED_* reaches the command (child_env): the session's provider and Kubernetes are
-    passed as options, so under make e2e-kind it runs on kind at the suite's version."""
+    On the embedded provider, as test_cli_e2e's `desched run` (with `auto`, a Docker engine
+    that answers means kind); no DESCHED_* reaches the command (child_env), so the session's
+    Kubernetes is passed as the option (under make e2e-kind, the suite's version). The
+    fidelity paths on kind are the in-process tests above, on the session's cluster."""
     kube = ["--kubernetes", desched_settings.kubernetes] if desched_settings.kubernetes else []
     run = _desched(
         desched_toolchain.cache_dir,
@@ -211,7 +213,7 @@ def test_desched_fidelity_command(desched_toolchain, desched_settings, tmp_path)
         "--artifacts",
         str(tmp_path / "art"),
         "--provider",
-        desched_settings.provider,
+        "embedded",
         *kube,
     )
     assert run.code == 0, run
