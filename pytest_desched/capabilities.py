@@ -14,6 +14,8 @@ __all__ = [
     "CAPABILITIES",
     "KUBERNETES_METRICS",
     "METRICS_SOURCES",
+    "MIRROR_BINARY",
+    "MIRROR_JOBS",
     "PROMETHEUS",
     "Capabilities",
     "capabilities_of",
@@ -25,6 +27,10 @@ __all__ = [
 KUBERNETES_METRICS = "KubernetesMetrics"
 PROMETHEUS = "Prometheus"
 METRICS_SOURCES = (KUBERNETES_METRICS, PROMETHEUS)
+
+# The forms of the dry-run mirror probe (Capabilities.mirror_probe).
+MIRROR_BINARY = "binary"
+MIRROR_JOBS = "jobs"
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,16 @@ class Capabilities:
         if is_image:
             return self.image_refusal(what)
         return None if has_published_image else self.local_build_refusal(what)
+
+    @property
+    def mirror_probe(self) -> str | None:
+        """How descheduler#1917's proof (fidelity/mirror_probe.py) runs its one-shot dry runs:
+        MIRROR_BINARY (the local binary beside the cluster, as the stand-in kubelet runs it),
+        MIRROR_JOBS (Jobs from the suspended CronJob, run by the kubelet from the image), None:
+        not here."""
+        if self.runs_local_binary:
+            return MIRROR_BINARY
+        return MIRROR_JOBS if self.loads_images else None
 
     @property
     def local_binary_gap(self) -> str:

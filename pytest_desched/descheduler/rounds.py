@@ -362,29 +362,45 @@ def stop_round(
     and, where the provider's JobRunner runs them, its runs have ended (their logs so far are
     in the runs). With a real kubelet, the log is read before the deletion.
     """
-    from kubernetes import client
-
     runner = cluster.job_runner
     pods = _job_pods(cluster, name, namespace)
     logs = "" if runner is not None else read_job_logs(cluster, name, namespace)
-    with contextlib.suppress(Exception):  # gone already: the wait below says what is left
-        cluster.batch.delete_namespaced_job(
-            name, namespace, body=client.V1DeleteOptions(propagation_policy="Background")
-        )
-    uids = {p.metadata.uid for p in pods}
-    wait_for(
-        f"the pods of the stopped round Job {namespace}/{name} to be gone",
-        lambda: [p.metadata.name for p in _job_pods_any(cluster, name, namespace)
-                 if p.metadata.uid in uids],
-        lambda left: not left,
-        timeout,
-    )  # fmt: skip
+    _delete_with_pods(cluster, name, namespace, pods, "stopped round", timeout)
     runs: list[PodRun] = []
     if runner is not None:
         started = [p for p in pods if (p.status.phase if p.status else None) == "Running"]
         runs = runner.stopped(cluster, [p.metadata.uid for p in started], log_dir, timeout)
         logs = "\n".join(r.log.rstrip("\n") for r in runs) + "\n"
     return runs, logs
+
+
+def delete_round_job(
+    cluster: Cluster, name: str, namespace: str, timeout: float = STOP_TIMEOUT_S
+) -> None:
+    """Delete a finished round Job with its pods, and wait until each of them is gone (a Job
+    already gone is the goal reached; pods it left are still waited for)."""
+    pods = _job_pods(cluster, name, namespace)
+    _delete_with_pods(cluster, name, namespace, pods, "round", timeout)
+
+
+def _delete_with_pods(
+    cluster: Cluster, name: str, namespace: str, pods: list[Any], what: str, timeout: float
+) -> None:
+    """Delete the Job (propagation Background) and wait until every one of `pods` is gone."""
+    from kubernetes import client
+
+    with contextlib.suppress(Exception):  # gone already: the wait below says what is left
+        cluster.batch.delete_namespaced_job(
+            name, namespace, body=client.V1DeleteOptions(propagation_policy="Background")
+        )
+    uids = {p.metadata.uid for p in pods}
+    wait_for(
+        f"the pods of the {what} Job {namespace}/{name} to be gone",
+        lambda: [p.metadata.name for p in _job_pods_any(cluster, name, namespace)
+                 if p.metadata.uid in uids],
+        lambda left: not left,
+        timeout,
+    )  # fmt: skip
 
 
 def _job_pods_any(cluster: Cluster, name: str, namespace: str) -> list[Any]:

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_desched.capabilities import MIRROR_BINARY
 from pytest_desched.descheduler.known_bugs import signatures
 from pytest_desched.errors import ConfigError
 from pytest_desched.experiments.declared import drive, lookup
@@ -43,7 +44,8 @@ from pytest_desched.fidelity.compare import (
     verdict_summary,
 )
 from pytest_desched.fidelity.explain import BUG_1917, NOT_COMPARABLE, budgets_of, half_gap
-from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe
+from pytest_desched.fidelity.mirror_jobs import JOB_BUDGET, JOB_RUN_TIMEOUT, JOBS, job_runs
+from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe, probe_with
 from pytest_desched.outcome.fates import Fate
 from pytest_desched.outcome.verdict import Verdict
 
@@ -517,7 +519,8 @@ def _settled(
     complete cycle in its time, or the lab changed meanwhile (the text says which).
     `want=None`: a twin's lab before the real round (mirror_probe.probe)."""
     rel, cluster = dry.ctx.release, dry.ctx.cluster
-    if not cluster.capabilities.runs_local_binary or rel.binary is None or not dry.views:
+    form = cluster.capabilities.mirror_probe
+    if form is None or (form == MIRROR_BINARY and rel.binary is None) or not dry.views:
         how = (
             f"{NOT_PROBED}: {cluster.capabilities.local_binary_gap}, and it runs the "
             "descheduler binary one-shot beside the cluster"
@@ -526,16 +529,29 @@ def _settled(
         return None, how
     v = dry.views[-1]
     before = v.before.uids
-    p = probe(
-        rel.binary,
-        cluster.kubeconfig,
-        rel.live_policy_yaml(),
-        dry.ctx.descheduler_version,
-        cluster.core,
-        {x.key: Expect(x.node, x.ready) for x in v.before.live},
-        want,
-        max_runs=max_runs,
-    )
+    expected = {x.key: Expect(x.node, x.ready) for x in v.before.live}
+    if form == MIRROR_BINARY and rel.binary is not None:
+        p = probe(
+            rel.binary,
+            cluster.kubeconfig,
+            rel.live_policy_yaml(),
+            dry.ctx.descheduler_version,
+            cluster.core,
+            expected,
+            want,
+            max_runs=max_runs,
+        )
+    else:  # MIRROR_JOBS: the round's own Job again, from the suspended CronJob, dry run forced
+        p = probe_with(
+            job_runs(cluster, rel, v.rnd.name, dry.ctx.log_dir),
+            JOBS,
+            cluster.core,
+            expected,
+            want,
+            budget=JOB_BUDGET,
+            run_timeout=JOB_RUN_TIMEOUT,
+            max_runs=max_runs,
+        )
     dry.result.notes.append(f"dry-run mirror probe: {p.how}")
     if p.settled is None:
         return None, p.how

@@ -8,8 +8,12 @@ policy*, one-shot in dry run exactly as the Job did, against the *same lab* (a d
 nothing in it): when a run names the pods the Job's cycle missed, on a state whose pod UIDs
 did not change, the shortfall is proven to be the mirror's. One-shot runs, not an interval: a
 long-running process's later cycles differ from any first cycle in more than the mirror
-(v0.36.0's PDB lister, #1882, is filled by then). Only where round pods run as local binaries
-(the embedded provider); elsewhere the caller says so in the verdict (`NOT_PROBED`).
+(v0.36.0's PDB lister, #1882, is filled by then). Two forms, by the provider's capability
+(`Capabilities.mirror_probe`): where round pods run as local binaries (embedded), the binary
+itself beside the cluster (`probe`); where a kubelet runs them from images (kind, existing),
+each run is a Job created from the suspended CronJob exactly as a round is, dry run forced,
+its pod's log read and the Job deleted with its pods (`mirror_jobs.job_runs`). Where neither
+can run, the caller says so in the verdict (`NOT_PROBED`).
 
 When it concludes: first the lab must have settled, read from the API (every pod the round
 saw present, on the node it was on, Ready where it was Ready; `SETTLE_TIMEOUT`), since a run
@@ -30,7 +34,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +49,11 @@ BUDGET = 120.0  # s: one-shot runs until one names what the real run decided
 RUN_TIMEOUT = 30.0  # s: one one-shot run (a cycle on a small lab ends in a few seconds)
 STABLE = 3  # runs naming the most pods any run named: the mirror's answer stopped changing
 NOT_PROBED = "the dry-run mirror probe did not run"  # the head of every "could not" note
+LOCAL = "of the same binary"  # what ran, as `how` says it (the embedded form)
+
+# One one-shot dry run, given the seconds it may take: its parsed log, or None when it was cut
+# short (a run that did not finish names nothing; the probe's deadline bounds the loop).
+OneShot = Callable[[float], RoundResult | None]
 
 
 @dataclass(frozen=True)
@@ -113,8 +122,63 @@ def probe(
     budget: float = BUDGET,
     max_runs: int | None = None,
 ) -> MirrorProbe:
-    """One-shot dry runs of `binary` on the settled lab until one names `want` of the pods
-    `expected` (so it saw at least what the real run decided), within `budget` seconds.
+    """One-shot dry runs of the local `binary` beside the cluster (`probe_with`)."""
+    with tempfile.TemporaryDirectory(prefix="desched-mirror-") as tmp:
+        work = Path(tmp)
+        policy = work / "policy.yaml"
+        policy.write_text(policy_yaml)
+        argv = [
+            str(binary),
+            f"--policy-config-file={policy}",
+            f"--client-connection-kubeconfig={kubeconfig}",
+            "--dry-run=true",
+            "--secure-port=0",
+            "--logging-format=json",
+            "--v=4",
+        ]
+
+        def run_once(timeout: float) -> RoundResult | None:
+            try:
+                done = subprocess.run(
+                    argv,
+                    capture_output=True,
+                    text=True,
+                    cwd=work,
+                    env={"HOME": str(work)},
+                    timeout=timeout,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired:
+                return None
+            return parse_lines((done.stdout + done.stderr).splitlines(), version)
+
+        return probe_with(
+            run_once,
+            LOCAL,
+            core,
+            expected,
+            want,
+            settle_timeout=settle_timeout,
+            budget=budget,
+            max_runs=max_runs,
+        )
+
+
+def probe_with(
+    run_once: OneShot,
+    what: str,
+    core: Any,
+    expected: Mapping[str, Expect],
+    want: int | None,
+    *,
+    settle_timeout: float = SETTLE_TIMEOUT,
+    budget: float = BUDGET,
+    max_runs: int | None = None,
+    run_timeout: float = RUN_TIMEOUT,
+) -> MirrorProbe:
+    """One-shot dry runs (`run_once`, `what` ran: "of the same binary", ...) on the settled lab
+    until one names `want` of the pods `expected` (so it saw at least what the real run
+    decided), within `budget` seconds; each run gets at most `run_timeout` of them.
 
     `want=None`: the real run has not happened yet (a fidelity twin's lab, probed before the
     real round changes it); `max_runs` runs at most, and the one that named the most is
@@ -132,35 +196,13 @@ def probe(
     keys = set(expected)
     runs: list[RoundResult] = []
     deadline = time.monotonic() + budget
-    with tempfile.TemporaryDirectory(prefix="desched-mirror-") as tmp:
-        work = Path(tmp)
-        policy = work / "policy.yaml"
-        policy.write_text(policy_yaml)
-        argv = [
-            str(binary),
-            f"--policy-config-file={policy}",
-            f"--client-connection-kubeconfig={kubeconfig}",
-            "--dry-run=true",
-            "--secure-port=0",
-            "--logging-format=json",
-            "--v=4",
-        ]
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                done = subprocess.run(
-                    argv,
-                    capture_output=True,
-                    text=True,
-                    cwd=work,
-                    env={"HOME": str(work)},
-                    timeout=min(RUN_TIMEOUT, left),
-                    check=False,
-                )
-            except subprocess.TimeoutExpired:
-                continue  # a run cut short names nothing; the deadline bounds the loop
-            runs.append(parse_lines((done.stdout + done.stderr).splitlines(), version))
-            if _done(runs, keys, want) or (max_runs is not None and len(runs) >= max_runs):
-                break
+    while (left := deadline - time.monotonic()) > 0:
+        run = run_once(min(run_timeout, left))
+        if run is None:
+            continue  # a run cut short names nothing; the deadline bounds the loop
+        runs.append(run)
+        if _done(runs, keys, want) or (max_runs is not None and len(runs) >= max_runs):
+            break
     counts = [named(r, keys) for r in runs]
     shown = _counts(counts)
     if want is None:
@@ -169,12 +211,12 @@ def probe(
                 tuple(runs),
                 None,
                 f"on the settled lab ({seen}), {len(runs)} one-shot dry "
-                f"run(s) of the same binary named {shown or 'nothing'} of its {len(keys)} pods",
+                f"run(s) {what} named {shown or 'nothing'} of its {len(keys)} pods",
             )
         chosen = counts.index(max(counts))
         how = (
             f"on the settled lab ({seen}), before the real round, {len(runs)} one-shot dry "
-            f"run(s) of the same binary named {shown} of its {len(keys)} pods; run "
+            f"run(s) {what} named {shown} of its {len(keys)} pods; run "
             f"{chosen + 1} taken (the most any named)"
         )
         return MirrorProbe(tuple(runs), chosen, how)
@@ -188,13 +230,13 @@ def probe(
                 f"answers the same every time): run {chosen + 1} taken"
             )
         how = (
-            f"on the settled lab ({seen}), {len(runs)} one-shot dry run(s) of the same binary "
+            f"on the settled lab ({seen}), {len(runs)} one-shot dry run(s) {what} "
             f"named {shown} of its {len(keys)} pods; {why}"
         )
         return MirrorProbe(tuple(runs), chosen, how)
     how = (
         f"no complete dry-run cycle in {budget:.0f}s: on the settled lab ({seen}), "
-        f"{len(runs)} one-shot dry run(s) of the same binary named {shown or 'nothing'} of its "
+        f"{len(runs)} one-shot dry run(s) {what} named {shown or 'nothing'} of its "
         f"{len(keys)} pods: none the {want} the real run decided, and no count named by "
         f"{STABLE} runs"
     )

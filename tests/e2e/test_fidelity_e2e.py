@@ -107,6 +107,50 @@ def test_fidelity_topology_spread(desched_session):
     assert bugs <= {BUG_1917}, bugs
 
 
+def test_the_mirror_probe_runs_in_the_form_this_provider_allows(desched_session, monkeypatch):
+    """#1917's proof, forced on each twin's lab (on its own it runs only when the race was
+    lost): its one-shot runs are the local binary (embedded) or the round's own Job again
+    from the suspended CronJob (kind, existing), each a complete dry-run cycle (the twin's
+    lab is settled, nothing changed it); every probe Job is gone with its pods, its log kept
+    beside the round logs, and the CronJob still suspended."""
+    from pytest_desched.capabilities import MIRROR_BINARY, MIRROR_JOBS
+    from pytest_desched.descheduler.logparse import parse_log
+    from pytest_desched.fidelity import engine
+    from pytest_desched.fidelity.mirror_jobs import JOBS
+    from pytest_desched.fidelity.mirror_probe import LOCAL
+
+    probed: list[tuple[Any, str]] = []
+    twin_round = engine.DryTwin.twin_round
+
+    def always_probed(self: Any, name: str) -> Any:
+        view = twin_round(self, name)
+        i = len(self.views) - 1
+        if i not in self.settled:
+            self.settled[i] = engine._settled(self, None, max_runs=engine.TWIN_PROBE_RUNS)
+        probed.append((view, self.settled[i][1]))
+        return view
+
+    monkeypatch.setattr(engine.DryTwin, "twin_round", always_probed)
+    out = _fidelity(desched_session, "positive")
+    form = desched_session.cluster.capabilities.mirror_probe
+    assert form in (MIRROR_BINARY, MIRROR_JOBS)
+    what = JOBS if form == MIRROR_JOBS else LOCAL
+    assert probed, "no twin round ran"
+    for _, how in probed:
+        assert f"{engine.TWIN_PROBE_RUNS} one-shot dry run(s) {what} named" in how, how
+    rel = desched_session.release
+    assert rel.live_cronjob().spec.suspend is True
+    if form == MIRROR_JOBS:
+        c = desched_session.cluster
+        jobs = [j.metadata.name for j in c.batch.list_namespaced_job(rel.namespace).items]
+        pods = [p.metadata.name for p in c.core.list_namespaced_pod(rel.namespace).items]
+        assert not [n for n in jobs + pods if "-probe" in n], (jobs, pods)
+        logs = sorted((desched_session.config.run_dir / "round-logs").glob("*-probe*.log"))
+        assert len(logs) >= engine.TWIN_PROBE_RUNS * len(probed), logs
+        assert all(parse_log(x.read_text(), rel.descheduler_version).dry_run for x in logs)
+    assert out.comparison is not None and out.comparison.real_evictions == 1
+
+
 def test_fidelity_refuses_halves_of_different_scope(desched_session):
     """A policy naming one lab's namespace cannot run both halves: refused, nothing changed."""
     policy = {
@@ -151,8 +195,13 @@ def test_fidelity_refuses_halves_of_different_scope(desched_session):
     assert active <= set(after), f"deleted: {sorted(active - set(after))}"
 
 
-def test_desched_fidelity_command(desched_toolchain, tmp_path):
-    """`desched fidelity`: the runbook's nodeFit and PDB negatives, the line, table, exit 0."""
+def test_desched_fidelity_command(desched_toolchain, desched_settings, tmp_path):
+    """`desched fidelity`: the runbook's nodeFit and PDB negatives, the line, table, exit 0.
+    On the embedded provider, as test_cli_e2e's `desched run` (with `auto`, a Docker engine
+    that answers means kind); no DESCHED_* reaches the command (child_env), so the session's
+    Kubernetes is passed as the option (under make e2e-kind, the suite's version). The
+    fidelity paths on kind are the in-process tests above, on the session's cluster."""
+    kube = ["--kubernetes", desched_settings.kubernetes] if desched_settings.kubernetes else []
     run = _desched(
         desched_toolchain.cache_dir,
         tmp_path,
@@ -163,6 +212,9 @@ def test_desched_fidelity_command(desched_toolchain, tmp_path):
         "pdb",
         "--artifacts",
         str(tmp_path / "art"),
+        "--provider",
+        "embedded",
+        *kube,
     )
     assert run.code == 0, run
     lines = run.out.splitlines()

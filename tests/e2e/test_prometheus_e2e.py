@@ -31,7 +31,9 @@ def prom_session(
     desched_settings: DeschedConfig, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DeschedSession]:
     """A session whose embedded cluster runs Prometheus (its own, deleted after)."""
-    config = desched_settings.with_(run_dir=tmp_path_factory.mktemp("prometheus"))
+    config = desched_settings.with_(
+        provider="embedded", run_dir=tmp_path_factory.mktemp("prometheus")
+    )
     session = DeschedSession(config)
     session.need_metrics((PROMETHEUS,), "utilization-prometheus")  # before the cluster starts
     with session:

@@ -27,7 +27,7 @@ def window_session(
     desched_settings: DeschedConfig, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DeschedSession]:
     """A session whose embedded cluster serves metrics.k8s.io (its own, deleted after)."""
-    config = desched_settings.with_(run_dir=tmp_path_factory.mktemp("rebuild"))
+    config = desched_settings.with_(provider="embedded", run_dir=tmp_path_factory.mktemp("rebuild"))
     session = DeschedSession(config)
     session.need_metrics((KUBERNETES_METRICS,), "rebuild-window")  # before the cluster starts
     with session:

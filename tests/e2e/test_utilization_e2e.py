@@ -26,7 +26,7 @@ def metrics_session(
     desched_settings: DeschedConfig, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[DeschedSession]:
     """A session whose embedded cluster serves metrics.k8s.io (its own, deleted after)."""
-    config = desched_settings.with_(run_dir=tmp_path_factory.mktemp("metrics"))
+    config = desched_settings.with_(provider="embedded", run_dir=tmp_path_factory.mktemp("metrics"))
     session = DeschedSession(config)
     session.need_metrics((KUBERNETES_METRICS,), "utilization")  # before the cluster starts
     with session:

@@ -209,25 +209,77 @@ def test_probe_on_a_lab_that_never_settles_says_what_it_saw(tmp_path: Path) -> N
 
 
 def test_where_the_probe_cannot_run_the_verdict_says_so() -> None:
-    """kind/existing: no local binary beside the cluster. No probe, and the words that go
-    into the verdict (and the dry-run half's notes) name the provider and why."""
-    from pytest_desched.capabilities import CAPABILITIES
+    """A provider that neither runs local binaries nor has a kubelet run images (and the
+    embedded one with no binary for the release): no probe, and the words that go into the
+    verdict (and the dry-run half's notes) name the provider and why."""
+    from pytest_desched.capabilities import CAPABILITIES, Capabilities
     from pytest_desched.fidelity.engine import _settled
 
-    for provider in ("kind", "existing"):
+    neither = Capabilities(
+        "other", runs_local_binary=False, loads_images=False, audit_log=False, faults=False,
+        discardable=True,
+    )  # fmt: skip
+    for caps in (neither, CAPABILITIES["embedded"]):
         notes: list[str] = []
         dry = SimpleNamespace(
             ctx=SimpleNamespace(
                 release=SimpleNamespace(binary=None),
-                cluster=SimpleNamespace(capabilities=CAPABILITIES[provider]),
+                cluster=SimpleNamespace(capabilities=caps),
             ),
             views=[object()],
             result=SimpleNamespace(notes=notes),
         )
         fates, how = _settled(dry, 1)  # type: ignore[arg-type]
         assert fates is None
-        assert how.startswith(f"{NOT_PROBED}: the {provider} provider runs round pods from images")
+        assert how.startswith(f"{NOT_PROBED}: the {caps.provider} provider runs round pods from")
         assert notes == [how]
+
+
+def test_on_kind_the_probe_runs_the_rounds_job_again(monkeypatch: Any) -> None:
+    """kind/existing (a kubelet runs round pods from images): the probe's runs are Jobs from
+    the release's suspended CronJob (mirror_jobs.job_runs), named after the round, their logs
+    in the run's log folder; the settled cycle becomes the dry lab's fates."""
+    from pytest_desched.capabilities import CAPABILITIES
+    from pytest_desched.fidelity import engine
+
+    asked: list[tuple[Any, ...]] = []
+    runs = iter([1, 3])
+
+    def job_runs(cluster: Any, release: Any, round_name: str, log_dir: Path) -> Any:
+        asked.append((release.namespace, round_name, log_dir))
+        return lambda timeout: parse_lines(
+            [
+                _line("Evicted pod in dry run mode", pod={"name": x, "namespace": "lab"}, node="n1")
+                for x in "abc"[: next(runs)]
+            ],
+            "v0.36.0",
+        )
+
+    monkeypatch.setattr(engine, "job_runs", job_runs)
+    live = [
+        SimpleNamespace(key=f"lab/{x}", node="n1", ready=True, namespace="lab", workload="app",
+                        owner=None, name=x)
+        for x in "abc"
+    ]  # fmt: skip
+    snap = SimpleNamespace(uids={"u1", "u2", "u3"}, live=live)
+    notes: list[str] = []
+    dry = SimpleNamespace(
+        ctx=SimpleNamespace(
+            release=SimpleNamespace(binary=None, namespace="kube-system"),
+            cluster=SimpleNamespace(capabilities=CAPABILITIES["kind"], core=_settled_lab()),
+            log_dir=Path("/logs"),
+            namespace="lab",
+            descheduler_version="v0.36.0",
+        ),
+        views=[SimpleNamespace(before=snap, rnd=SimpleNamespace(name="descheduler-positive-dry"))],
+        lab=SimpleNamespace(snapshot=lambda: snap),
+        result=SimpleNamespace(notes=notes),
+    )
+    fates, how = engine._settled(dry, 3)  # type: ignore[arg-type]
+    assert asked == [("kube-system", "descheduler-positive-dry", Path("/logs"))]
+    assert fates is not None and [f.fate for f in fates] == [Fate.EVICTED] * 3
+    assert "2 one-shot dry run(s) of the same image and mounted policy (Jobs from the " in how
+    assert "run 2 named the 3 the real run decided" in how and notes[-1].endswith(how)
 
 
 def test_the_real_half_gets_amended_copies_never_a_changed_record() -> None:
