@@ -87,8 +87,10 @@ def test_a_replay_runs_at_its_snapshots_kubernetes(desched_settings: Any, tmp_pa
     said: list[str] = []
     out = replay(
         path,
+        # kubernetes=None: the session's own version (make e2e-kind sets DESCHED_KUBERNETES)
+        # would override the snapshot's, which is what this test is about.
         config=desched_settings.with_(
-            run_dir=run_dir, artifacts=run_dir / "artifacts", provider="embedded"
+            run_dir=run_dir, artifacts=run_dir / "artifacts", provider="embedded", kubernetes=None
         ),
         report=said.append,
     )
