@@ -85,7 +85,12 @@ def test_two_runs_a_canary_and_a_pytest_session_at_once_keep_to_their_own(
     tmp.mkdir()
     sampler = Sampler(cache / "clusters" / "clusters", tmp)
     arts = {k: tmp_path / f"art-{k}" for k in ("a", "b", "canary", "pytest")}
-    runs = [run_cmd("run", "positive", "--artifacts", str(arts[k]), tmp=tmp) for k in "ab"]
+    # --provider embedded: the sampler reads embedded clusters, and with a Docker engine
+    # answering (make e2e-kind) `auto` would choose kind and ask for the pin's node image.
+    runs = [
+        run_cmd("run", "positive", "--provider", "embedded", "--artifacts", str(arts[k]), tmp=tmp)
+        for k in "ab"
+    ]
     canary = run_cmd(
         "canary",
         "--candidate",
