@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -263,7 +264,12 @@ def main() -> int:
             created=False,
         )
     else:
-        prov, cluster = kind_host(tc, Path(tempfile.mkdtemp(prefix="desched-hostbench-")), image)
+        workdir = Path(tempfile.mkdtemp(prefix="desched-hostbench-"))
+        try:
+            prov, cluster = kind_host(tc, workdir, image)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
     out: dict[str, Any] = {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     out["host_nodes"] = len(fingerprint(cluster.api_client)["nodes"])
     out["runs"] = []
@@ -280,6 +286,7 @@ def main() -> int:
     finally:
         if prov is not None:
             prov.stop()
+            shutil.rmtree(workdir, ignore_errors=True)  # its kind config, kubeconfig, audit log
     text = json.dumps(out, indent=1)
     if args.out:
         args.out.write_text(text)
