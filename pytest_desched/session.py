@@ -63,6 +63,7 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         placement: Mapping[str, Any] | None = None,
         provider: Provider | None = None,
         release_namespace: str | None = None,
+        inputs: UserInputs | None = None,
     ) -> None:
         self.config = config or build_config()
         # Where every release's round pods run (Release.placement; a replay's runner node).
@@ -83,7 +84,11 @@ class DeschedSession(SessionExperiments, SessionLifecycle):
         self._release: Release | None = None
         self._evidence: EvidenceWriter | None = None
         self._candidate: Candidate | None = None
-        self._inputs: UserInputs | None = None
+        # `inputs`: this config's --policy / --values, already checked by the front end
+        # (the host replay reads them before the host): not rendered and linted again.
+        self._inputs: UserInputs | None = inputs
+        if inputs is not None:
+            self.info["inputs"] = inputs.evidence()
         self._lane_releases: dict[str, Release] = {}  # run_concurrently's, by release name
         self._namespaces_used: set[str] = set()  # lab namespaces handed out (fresh_namespace)
         # {name, summary, rounds} per experiment run: what `<artifacts>/report.html` shows

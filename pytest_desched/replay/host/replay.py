@@ -216,16 +216,16 @@ class HostReplay(Replay):
         return super().restore(cluster, snap, runner=False, **kw)
 
 
-def announced_policy(config: DeschedConfig, report: Reporter = say) -> Any:
-    """The policy a session on `config` announces: its --policy file, else its --values'
-    deschedulerPolicy as helm renders it, linted as every session's inputs are, with no
-    cluster; None: neither sets one. The host replay runs it in place of the snapshot's (or
-    where the snapshot holds none), checked like any policy (`check_inputs`) before the host
-    is read."""
+def announced_inputs(config: DeschedConfig, report: Reporter = say) -> Any:
+    """The inputs a session on `config` announces: its --policy file, else its --values'
+    deschedulerPolicy as helm renders it (`.policy`; None: neither sets one), linted as every
+    session's inputs are, with no cluster. The host replay runs that policy in place of the
+    snapshot's (or where the snapshot holds none), checked like any policy (`check_inputs`)
+    before the host is read, and hands these inputs to its session, which installs with them."""
     # heavy: session and its imports, kept out of the input checks until values are given
     from pytest_desched.session import DeschedSession
 
-    return DeschedSession(config, report=report).inputs.policy
+    return DeschedSession(config, report=report).inputs
 
 
 def replay_on_host(
@@ -254,9 +254,10 @@ def replay_on_host(
     path, ctx = opted_in_context(kubeconfig, context, allow, WHAT, HOST_OPTION)
     config = config or build_config({"--desched-provider": "existing"})
     given = "--policy" if policy is not None else ""
-    if policy is None and (config.values or config.policy):
-        policy = announced_policy(config, report)
-        given = ("--policy" if config.policy else "--values") if policy is not None else ""
+    inputs = announced_inputs(config, report) if config.values or config.policy else None
+    if policy is None and inputs is not None and inputs.policy is not None:
+        policy = inputs.policy
+        given = "--policy" if config.policy else "--values"
     options = ReplayOptions(
         descheduler=descheduler,
         policy=policy,
@@ -327,7 +328,11 @@ def replay_on_host(
     from pytest_desched.session import DeschedSession
 
     session = DeschedSession(
-        config, report=report, provider=provider, release_namespace=release_namespace(run_id)
+        config,
+        report=report,
+        provider=provider,
+        release_namespace=release_namespace(run_id),
+        inputs=inputs,
     )
     cluster.workdir = scratch.make("desched-host-")
     before = fingerprint(api)

@@ -241,10 +241,14 @@ def _play_on_host(
         played.append(inp.policy)
         raise _Played
 
-    monkeypatch.setattr(
-        "pytest_desched.session.DeschedSession",
-        lambda *a, **kw: Session(inputs=SimpleNamespace(policy=announced), timings={}),
-    )
+    checked = SimpleNamespace(policy=announced)  # what rendering and linting the values gave
+    made: list[dict[str, Any]] = []
+
+    def session(*a: Any, **kw: Any) -> Any:
+        made.append(kw)
+        return Session(inputs=kw.get("inputs") or checked, timings={})
+
+    monkeypatch.setattr("pytest_desched.session.DeschedSession", session)
     monkeypatch.setattr(host.HostReplay, "play", play)
     monkeypatch.setattr(host, "pinned_kwok_stages", lambda tc: "")
     monkeypatch.setattr(host, "fingerprint", lambda api: {})
@@ -272,6 +276,8 @@ def _play_on_host(
             run_id="run1",
         )
     (ran,) = played
+    # the values are rendered and linted once: the host's session is handed those inputs
+    assert [kw.get("inputs") for kw in made] == [None, checked], made
     return ran, said, entered, rec
 
 
