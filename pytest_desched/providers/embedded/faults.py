@@ -46,7 +46,7 @@ from pytest_desched.providers.embedded.cluster import KWOK_NODE_ANNOTATION, kwok
 from pytest_desched.providers.embedded.kubelet import state_dir
 from pytest_desched.providers.embedded.metrics_server import METRICS_SERVER
 from pytest_desched.providers.embedded.ports import LOCK as PORTS_LOCK
-from pytest_desched.providers.embedded.processes import HELD_DOWN, reap, running
+from pytest_desched.providers.embedded.processes import HELD_DOWN, reap, running, unreaped
 from pytest_desched.tools.locate import file_lock
 
 if TYPE_CHECKING:
@@ -125,13 +125,9 @@ class Faults:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
-        def still_running() -> bool:
-            reap([pid])  # a killed component adopted by this subreaper is a zombie until reaped
-            return running(pid)
-
-        wait_for(
+        wait_for(  # a killed component adopted by this subreaper is a zombie until reaped
             f"{component} (pid {pid}) to exit after SIGKILL",
-            still_running,
+            lambda: unreaped([pid]),
             lambda alive: not alive,
             timeout=10,
             max_interval=0.02,

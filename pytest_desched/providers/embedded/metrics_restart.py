@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import wait_for
 from pytest_desched.providers.embedded.metrics_server import METRICS_SERVER
@@ -25,7 +27,6 @@ from pytest_desched.providers.embedded.processes import (
     component_pids,
     dead_components,
     log_tail,
-    reap,
 )
 
 START_RACE = "unable to load configmap based request-header-client-ca-file"
@@ -54,7 +55,17 @@ def restart(
         report(f"metrics-server lost its start-up race with a loaded API server; restart {made}")
         # Reaped before its pid file goes: kwokctl has exited, so the dead one is this
         # (subreaper) process's zombie, and the deletion would no longer know its pid.
-        reap([pid for c, pid in component_pids(cdir).items() if c == METRICS_SERVER])
+        for pid in [pid for c, pid in component_pids(cdir).items() if c == METRICS_SERVER]:
+            # psutil's wait reaps a child, and only once it can be (processes.reap)
+            try:
+                psutil.Process(pid).wait(timeout=10)
+            except psutil.NoSuchProcess:
+                pass
+            except psutil.TimeoutExpired as exc:
+                raise ProviderError(
+                    f"embedded cluster {name}: the dead metrics-server (pid {pid}) was not "
+                    "reapable 10 s after it died; delete the cluster and start it again"
+                ) from exc
         (cdir / "pids" / f"{METRICS_SERVER}.pid").unlink(missing_ok=True)
         kwokctl("start", "cluster", "--name", name, "--timeout", "60s", timeout=120)
         wait_for(

@@ -32,11 +32,20 @@ DIED = "its control plane died"
 ORDER = ("etcd", "kube-apiserver", "kwok-controller", "kube-controller-manager", "kube-scheduler")
 
 
-def reap(pids: list[int]) -> None:
-    """waitpid those that are our children (or adopted: the owner is a subreaper)."""
+def reap(pids: list[int]) -> set[int]:
+    """waitpid those that are our children (or adopted: the owner is a subreaper); the
+    pids reaped.
+
+    A zombie is not always reapable yet: the kernel holds back a thread-group leader that
+    has exited until its last thread has too, while /proc already says Z. A killed Go
+    component (kube-apiserver: hundreds of threads) shows that under load for a while.
+    """
+    done = set()
     for pid in pids:
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                done.add(pid)
+    return done
 
 
 def running(pid: int) -> bool:
@@ -47,6 +56,20 @@ def running(pid: int) -> bool:
         return False
 
 
+def unreaped(pids: list[int]) -> list[int]:
+    """Reap what can be; the pids still running, or still this process's zombie (a leader
+    whose threads are exiting: `reap`). What a wait for killed processes waits on: one
+    that only checked `running` returned with such a zombie left for good."""
+    reap(pids)
+    left = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE or proc.ppid() == os.getpid():
+                left.append(pid)
+    return left
+
+
 def wait_exited(pids: list[int], name: str, report: Reporter, timeout: float = 10) -> None:
     """SIGKILL is delivered asynchronously: wait until every killed process has exited.
 
@@ -55,14 +78,10 @@ def wait_exited(pids: list[int], name: str, report: Reporter, timeout: float = 1
     outlives the timeout is reported by pid, never silently left.
     """
 
-    def still_running() -> list[int]:
-        reap(pids)
-        return [p for p in pids if running(p)]
-
     try:
         wait_for(
             f"the processes of cluster {name} to exit after SIGKILL",
-            still_running,
+            lambda: unreaped(pids),
             lambda left: not left,
             timeout=timeout,
             max_interval=0.05,
@@ -185,10 +204,8 @@ def reap_recorded(adopted: dict[int, float], dying: set[int]) -> list[int]:
             what = disposition(ctime, proc.create_time(), proc.ppid(), proc.status(), dying)
         except psutil.Error:
             continue  # reaped already (by wait_exited, or its parent)
-        if what == "reap":
-            reap([pid])
-        elif what == "wait":
-            left.append(pid)
+        if what == "wait" or (what == "reap" and not reap([pid])):
+            left.append(pid)  # a zombie leader whose threads are still exiting too (`reap`)
     return left
 
 

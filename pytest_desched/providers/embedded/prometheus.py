@@ -51,7 +51,7 @@ import yaml
 
 from pytest_desched.errors import ProviderError
 from pytest_desched.kube import wait_for
-from pytest_desched.providers.embedded.processes import reap, running
+from pytest_desched.providers.embedded.processes import running, unreaped
 
 PROMETHEUS = "prometheus"
 FOLDER = "prometheus"
@@ -254,11 +254,12 @@ class PrometheusSource:
                 pids.append(pid)
             f.unlink(missing_ok=True)
 
-        def left() -> list[int]:
-            reap(pids)
-            return [p for p in pids if running(p)]
-
-        wait_for("the stopped Prometheus processes to exit", left, lambda x: not x, timeout=20)
+        wait_for(
+            "the stopped Prometheus processes to exit",
+            lambda: unreaped(pids),
+            lambda x: not x,
+            timeout=20,
+        )
         return pids
 
     def restart_ingesting(self, ingest: bool, timeout: float = 60) -> list[int]:
