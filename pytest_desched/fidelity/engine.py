@@ -18,6 +18,7 @@ the first change.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass, field, replace
@@ -45,7 +46,14 @@ from pytest_desched.fidelity.compare import (
 )
 from pytest_desched.fidelity.explain import BUG_1917, NOT_COMPARABLE, budgets_of, half_gap
 from pytest_desched.fidelity.mirror_jobs import JOB_BUDGET, JOB_RUN_TIMEOUT, JOBS, job_runs
-from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, probe, probe_with
+from pytest_desched.fidelity.mirror_probe import (
+    LOCAL,
+    NOT_PROBED,
+    Expect,
+    OneShot,
+    binary_runs,
+    probe,
+)
 from pytest_desched.outcome.fates import Fate
 from pytest_desched.outcome.verdict import Verdict
 
@@ -530,28 +538,17 @@ def _settled(
     v = dry.views[-1]
     before = v.before.uids
     expected = {x.key: Expect(x.node, x.ready) for x in v.before.live}
+    runs: contextlib.AbstractContextManager[OneShot]
+    limits: dict[str, float] = {}
     if form == MIRROR_BINARY and rel.binary is not None:
-        p = probe(
-            rel.binary,
-            cluster.kubeconfig,
-            rel.live_policy_yaml(),
-            dry.ctx.descheduler_version,
-            cluster.core,
-            expected,
-            want,
-            max_runs=max_runs,
-        )
+        version = dry.ctx.descheduler_version
+        runs = binary_runs(rel.binary, cluster.kubeconfig, rel.live_policy_yaml(), version)
+        what = LOCAL
     else:  # MIRROR_JOBS: the round's own Job again, from the suspended CronJob, dry run forced
-        p = probe_with(
-            job_runs(cluster, rel, v.rnd.name, dry.ctx.log_dir),
-            JOBS,
-            cluster.core,
-            expected,
-            want,
-            budget=JOB_BUDGET,
-            run_timeout=JOB_RUN_TIMEOUT,
-            max_runs=max_runs,
-        )
+        runs = contextlib.nullcontext(job_runs(cluster, rel, v.rnd.name, dry.ctx.log_dir))
+        what, limits = JOBS, {"budget": JOB_BUDGET, "run_timeout": JOB_RUN_TIMEOUT}
+    with runs as run_once:
+        p = probe(run_once, what, cluster.core, expected, want, max_runs=max_runs, **limits)
     dry.result.notes.append(f"dry-run mirror probe: {p.how}")
     if p.settled is None:
         return None, p.how

@@ -10,7 +10,7 @@ did not change, the shortfall is proven to be the mirror's. One-shot runs, not a
 long-running process's later cycles differ from any first cycle in more than the mirror
 (v0.36.0's PDB lister, #1882, is filled by then). Two forms, by the provider's capability
 (`Capabilities.mirror_probe`): where round pods run as local binaries (embedded), the binary
-itself beside the cluster (`probe`); where a kubelet runs them from images (kind, existing),
+itself beside the cluster (`binary_runs`); where a kubelet runs them from images (kind, existing),
 each run is a Job created from the suspended CronJob exactly as a round is, dry run forced,
 its pod's log read and the Job deleted with its pods (`mirror_jobs.job_runs`). Where neither
 can run, the caller says so in the verdict (`NOT_PROBED`).
@@ -31,10 +31,11 @@ verdict then carries.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,20 +110,12 @@ def lab_state(core: Any, expected: Mapping[str, Expect]) -> tuple[bool, str]:
     return not (missing or moved or unready), seen
 
 
-def probe(
-    binary: Path,
-    kubeconfig: Path,
-    policy_yaml: str,
-    version: str,
-    core: Any,
-    expected: Mapping[str, Expect],
-    want: int | None,
-    *,
-    settle_timeout: float = SETTLE_TIMEOUT,
-    budget: float = BUDGET,
-    max_runs: int | None = None,
-) -> MirrorProbe:
-    """One-shot dry runs of the local `binary` beside the cluster (`probe_with`)."""
+@contextlib.contextmanager
+def binary_runs(
+    binary: Path, kubeconfig: Path, policy_yaml: str, version: str
+) -> Iterator[OneShot]:
+    """One-shot dry runs of the local `binary` beside the cluster, its policy in a temp dir
+    that goes with the context (the embedded form; `mirror_jobs.job_runs` is the Job form)."""
     with tempfile.TemporaryDirectory(prefix="desched-mirror-") as tmp:
         work = Path(tmp)
         policy = work / "policy.yaml"
@@ -152,19 +145,10 @@ def probe(
                 return None
             return parse_lines((done.stdout + done.stderr).splitlines(), version)
 
-        return probe_with(
-            run_once,
-            LOCAL,
-            core,
-            expected,
-            want,
-            settle_timeout=settle_timeout,
-            budget=budget,
-            max_runs=max_runs,
-        )
+        yield run_once
 
 
-def probe_with(
+def probe(
     run_once: OneShot,
     what: str,
     core: Any,

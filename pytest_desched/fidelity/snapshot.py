@@ -31,7 +31,14 @@ from pytest_desched.fidelity.compare import (
     verdict_summary,
 )
 from pytest_desched.fidelity.explain import NOT_COMPARABLE, Budget, budgets_of, half_gap
-from pytest_desched.fidelity.mirror_probe import NOT_PROBED, Expect, MirrorProbe, probe
+from pytest_desched.fidelity.mirror_probe import (
+    LOCAL,
+    NOT_PROBED,
+    Expect,
+    MirrorProbe,
+    binary_runs,
+    probe,
+)
 from pytest_desched.outcome.verdict import Verdict
 from pytest_desched.replay.inputs import ReplayInputs, check_inputs
 from pytest_desched.replay.objects import collection_path
@@ -150,15 +157,9 @@ def _probe(
     if not cluster.capabilities.runs_local_binary or tc is None:
         gap = cluster.capabilities.local_binary_gap
         return MirrorProbe((), None, f"{NOT_PROBED}: {gap}")
-    return probe(
-        tc.path("descheduler"),
-        cluster.kubeconfig,
-        policy.to_yaml(),
-        tc.groups["descheduler"].version,
-        cluster.core,
-        _expected(pods, keys),
-        want,
-    )
+    version = tc.groups["descheduler"].version
+    with binary_runs(tc.path("descheduler"), cluster.kubeconfig, policy.to_yaml(), version) as run:
+        return probe(run, LOCAL, cluster.core, _expected(pods, keys), want)
 
 
 def _half(

@@ -12,13 +12,21 @@ from pytest_desched.descheduler.logparse import parse_lines
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.fidelity.engine import FidelityOutcome, _carry_to_real, scope_problems
 from pytest_desched.fidelity.mirror_probe import (
+    LOCAL,
     NOT_PROBED,
     Expect,
     MirrorProbe,
+    binary_runs,
     lab_state,
     named,
     probe,
 )
+
+
+def _probe_binary(binary: Path, kc: Path, policy: str, *args: Any, **kw: Any) -> MirrorProbe:
+    """The embedded form: the local binary's one-shot runs, probed."""
+    with binary_runs(binary, kc, policy, "v0.36.0") as run_once:
+        return probe(run_once, LOCAL, *args, **kw)
 
 
 def _runner(ns: str, include: list[str]) -> SimpleNamespace:
@@ -174,7 +182,7 @@ def test_probe_waits_for_the_lab_then_runs_until_a_cycle_is_complete(tmp_path: P
     first = [_pod("lab", x, "n1", True) for x in "ab"]
     core = _Core(first, first, [_pod("lab", x, "n1", True) for x in "abc"])
     binary = _fake_descheduler(tmp_path, [1, 0, 2, 1, 0, 3])
-    p = probe(binary, tmp_path / "kc", "policy", "v0.36.0", core, LAB3, 3, budget=60)
+    p = _probe_binary(binary, tmp_path / "kc", "policy", core, LAB3, 3, budget=60)
     assert core.reads >= 3  # it waited for lab/c
     assert p.chosen == 5 and len(p.runs) == 6, p.how
     assert p.settled is not None and named(p.settled, set(LAB3)) == 3
@@ -185,7 +193,7 @@ def test_probe_takes_the_answer_three_runs_agree_on(tmp_path: Path) -> None:
     """A complete dry run may name fewer pods than the real run decided (at a PDB with 0
     disruptions its cap stops the node's walk): 3 runs naming the most any named end it."""
     binary = _fake_descheduler(tmp_path, [2, 0, 2, 1, 2, 3])
-    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, 3, budget=60)
+    p = _probe_binary(binary, tmp_path / "kc", "p", _settled_lab(), LAB3, 3, budget=60)
     assert len(p.runs) == 5 and p.chosen == 0, p.how
     assert "named [2, 0, 2, 1, 2] of its 3 pods; 3 runs named 2, the most any named" in p.how
 
@@ -193,7 +201,7 @@ def test_probe_takes_the_answer_three_runs_agree_on(tmp_path: Path) -> None:
 def test_probe_gives_up_at_its_time_budget_naming_what_it_saw(tmp_path: Path) -> None:
     """Every run skipped (named nothing): no answer to take, until the time is up."""
     binary = _fake_descheduler(tmp_path, [0])
-    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, 3, budget=1.5)
+    p = _probe_binary(binary, tmp_path / "kc", "p", _settled_lab(), LAB3, 3, budget=1.5)
     assert p.chosen is None and p.settled is None and len(p.runs) > 3
     assert p.how.startswith("no complete dry-run cycle in 2s: on the settled lab (3 of 3 pods")
     assert "none the 3 the real run decided, and no count named by 3 runs" in p.how
@@ -202,7 +210,7 @@ def test_probe_gives_up_at_its_time_budget_naming_what_it_saw(tmp_path: Path) ->
 def test_probe_on_a_lab_that_never_settles_says_what_it_saw(tmp_path: Path) -> None:
     core = _Core([_pod("lab", "a", "n1", True)])
     binary = _fake_descheduler(tmp_path, [2])
-    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", core, WANT, 2, settle_timeout=0.5)
+    p = _probe_binary(binary, tmp_path / "kc", "p", core, WANT, 2, settle_timeout=0.5)
     assert p.chosen is None and p.runs == ()
     assert p.how.startswith(NOT_PROBED) and "missing: lab/b" in p.how
     assert (tmp_path / "runs").read_text() == "0\n"  # no run on an unsettled lab
@@ -314,14 +322,14 @@ def test_a_twin_probe_before_the_real_round_takes_the_run_that_named_most(
 ) -> None:
     """Before the real round its count is not known: at most `max_runs` runs, the most taken."""
     binary = _fake_descheduler(tmp_path, [1, 2, 3])
-    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, None, max_runs=2)
+    p = _probe_binary(binary, tmp_path / "kc", "p", _settled_lab(), LAB3, None, max_runs=2)
     assert len(p.runs) == 2 and p.chosen == 1, p.how
     assert "before the real round, 2 one-shot dry run(s)" in p.how and "run 2 taken" in p.how
 
 
 def test_a_twin_probe_whose_runs_named_nothing_settles_nothing(tmp_path: Path) -> None:
     binary = _fake_descheduler(tmp_path, [0])
-    p = probe(binary, tmp_path / "kc", "p", "v0.36.0", _settled_lab(), LAB3, None, max_runs=2)
+    p = _probe_binary(binary, tmp_path / "kc", "p", _settled_lab(), LAB3, None, max_runs=2)
     assert p.settled is None and len(p.runs) == 2 and "named [0, 0]" in p.how
 
 

@@ -15,7 +15,7 @@ from pytest_desched.descheduler.logparse import parse_lines
 from pytest_desched.errors import RoundError, RoundFailed
 from pytest_desched.fidelity import mirror_jobs
 from pytest_desched.fidelity.mirror_jobs import JOBS, NAME_ROOM, job_runs, probe_job_name
-from pytest_desched.fidelity.mirror_probe import Expect, probe_with
+from pytest_desched.fidelity.mirror_probe import Expect, probe
 
 
 def _result(k: int) -> Any:
@@ -106,7 +106,7 @@ def test_probe_job_names_fit_a_job_name_with_a_collision_suffix() -> None:
 
 
 def test_the_probe_over_job_runs_says_what_ran_and_skips_runs_cut_short() -> None:
-    """The same loop as the binary form (mirror_probe.probe_with): a run cut short (None) is
+    """The same loop as the binary form (mirror_probe.probe): a run cut short (None) is
     not counted; the 3rd counted run names what the real run decided and is taken."""
     seq = iter([_result(1), None, _result(2), _result(3)])
     lab = SimpleNamespace(
@@ -128,7 +128,7 @@ def test_the_probe_over_job_runs_says_what_ran_and_skips_runs_cut_short() -> Non
         return next(seq)
 
     want = {f"lab/{x}": Expect("n1", True) for x in "abc"}
-    p = probe_with(run_once, JOBS, lab, want, 3, budget=60, run_timeout=45)
+    p = probe(run_once, JOBS, lab, want, 3, budget=60, run_timeout=45)
     assert p.chosen == 2 and len(p.runs) == 3, p.how
     assert timeouts == [45, 45, 45, 45]
     assert f"3 one-shot dry run(s) {JOBS} named [1, 2, 3] of its 3 pods" in p.how
