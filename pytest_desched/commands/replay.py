@@ -10,8 +10,8 @@
 
 `--policy` is the one configuration's (`--desched-policy`, `DESCHED_POLICY`), as on every
 subcommand: given (or set in the environment), it is the policy the session announces and
-the one the replay applies; unset, the snapshot's own ConfigMap runs. `-o` is the output
-format, as on every `desched` subcommand. Exit 0 done, 1 a round failed, 2 bad input
+the one the replay applies (so is `--values`' deschedulerPolicy); unset, the snapshot's own
+ConfigMap runs. `-o` is the output format, as on every `desched` subcommand. Exit 0 done, 1 a round failed, 2 bad input
 (nothing was changed), 3 no cluster, or a --log/--repeat verdict that compared nothing:
 "not comparable".
 """

@@ -238,7 +238,6 @@ class Replay:
     def run(self) -> ReplayResult:
         """Check, then replay on a fresh embedded cluster (one `DeschedSession`)."""
         t0 = time.monotonic()
-        inp = self.check()
         if self.options.ages not in AGES:
             raise ConfigError(f"ages={self.options.ages!r}: use one of {AGES}")
         config = self.config or build_config({"--desched-provider": "embedded"})
@@ -248,6 +247,12 @@ class Replay:
                 f"replay restores onto a fresh embedded cluster; provider {config.provider!r} "
                 "is not one (use --provider embedded)"
             )
+        inputs = None
+        if self.options.policy is None and (config.values or config.policy):
+            inputs = announced_inputs(config, self.report)
+            if inputs.policy is not None:  # the session says it runs it, so it does
+                self.options = replace(self.options, policy=inputs.policy)
+        inp = self.check()
         changes: dict[str, Any] = {"provider": "embedded"}
         kube = snapshot_kubernetes(inp.snap, config.kubernetes)
         changes["kubernetes"] = None if kube.pinned else kube.version
@@ -262,13 +267,12 @@ class Replay:
         from pytest_desched.session import DeschedSession
 
         # Round pods on the runner node and nowhere else: a chart values layer of every release.
-        session = DeschedSession(config, report=self.report, placement=runner_values())
+        session = DeschedSession(
+            config, report=self.report, placement=runner_values(), inputs=inputs
+        )
         if inp.serves_usage:  # metrics-server on the replay cluster (rebuild/usage.py)
             session.need_metrics(usage_sources(inp), "replay")
         with session:
-            announced = session.inputs.policy if self.options.policy is None else None
-            if announced is not None:  # the configuration's policy (--values' deschedulerPolicy):
-                inp = replace(inp, policy=announced)  # the session said it runs, so it does
             result = self.run_on(session, inp)
             result.timings = {**timings, **result.timings}
             result.kubernetes = {**(session.info.get("kubernetes") or kube.evidence())}
@@ -353,6 +357,18 @@ def snapshot_kubernetes(snap: Snapshot, requested: str | None) -> KubeChoice:
     return for_snapshot(
         load_versions(), source.get("serverVersion"), requested, "--kubernetes / DESCHED_KUBERNETES"
     )
+
+
+def announced_inputs(config: DeschedConfig, report: Reporter = say) -> Any:
+    """The inputs a session on `config` announces: its --policy file, else its --values'
+    deschedulerPolicy as helm renders it (`.policy`; None: neither sets one), linted as every
+    session's inputs are, with no cluster. A replay runs that policy in place of the
+    snapshot's (or where the snapshot holds none), checked like any policy (`check_inputs`)
+    before any cluster, and hands these inputs to its session, which installs with them."""
+    # heavy: session and its imports, kept out of the input checks until values are given
+    from pytest_desched.session import DeschedSession
+
+    return DeschedSession(config, report=report).inputs
 
 
 def replay(

@@ -50,7 +50,7 @@ from pytest_desched.replay.host.plan import (
 from pytest_desched.replay.host.policy import host_descheduler_problems, narrow_policy
 from pytest_desched.replay.host.teardown import Teardown, teardown
 from pytest_desched.replay.objects import collection_path, object_path, path_of
-from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult
+from pytest_desched.replay.run import Replay, ReplayOptions, ReplayResult, announced_inputs
 from pytest_desched.tools.kind_runtime import pinned_kwok_stages
 
 if TYPE_CHECKING:
@@ -214,18 +214,6 @@ class HostReplay(Replay):
 
     def restore(self, cluster: Any, snap: Any, **kw: Any) -> Any:
         return super().restore(cluster, snap, runner=False, **kw)
-
-
-def announced_inputs(config: DeschedConfig, report: Reporter = say) -> Any:
-    """The inputs a session on `config` announces: its --policy file, else its --values'
-    deschedulerPolicy as helm renders it (`.policy`; None: neither sets one), linted as every
-    session's inputs are, with no cluster. The host replay runs that policy in place of the
-    snapshot's (or where the snapshot holds none), checked like any policy (`check_inputs`)
-    before the host is read, and hands these inputs to its session, which installs with them."""
-    # heavy: session and its imports, kept out of the input checks until values are given
-    from pytest_desched.session import DeschedSession
-
-    return DeschedSession(config, report=report).inputs
 
 
 def replay_on_host(

@@ -35,9 +35,15 @@ class _Stop(Exception):
 
 
 def _applied(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, announced: Policy | None, given: Any = None
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    announced: Policy | None,
+    given: Any = None,
+    values: bool = True,
+    snapshot: Path | None = None,
 ) -> Policy:
-    """The policy `replay()` hands the rounds, its session announcing `announced`."""
+    """The policy `replay()` hands the rounds, its session (on --values when `values`)
+    announcing `announced`."""
 
     class Session(SimpleNamespace):
         def __enter__(self) -> Session:
@@ -52,15 +58,25 @@ def _applied(
         seen.append(inp.policy)
         raise _Stop
 
-    monkeypatch.setattr(
-        "pytest_desched.session.DeschedSession",
-        lambda *a, **kw: Session(inputs=SimpleNamespace(policy=announced), timings={}),
-    )
+    checked = SimpleNamespace(policy=announced)  # what rendering and linting the values gave
+    made: list[dict[str, Any]] = []
+
+    def session(*a: Any, **kw: Any) -> Session:
+        made.append(kw)
+        return Session(inputs=kw.get("inputs") or checked, timings={})
+
+    monkeypatch.setattr("pytest_desched.session.DeschedSession", session)
     monkeypatch.setattr(engine.Replay, "run_on", rounds)
-    snap = label_move().snapshot.write(tmp_path / "snap.yaml")
-    config = build_config({"--desched-provider": "embedded", "--desched-artifacts": str(tmp_path)})
+    snap = snapshot or label_move().snapshot.write(tmp_path / "snap.yaml")
+    opts: dict[str, Any] = {"--desched-provider": "embedded", "--desched-artifacts": str(tmp_path)}
+    if values:
+        (tmp_path / "prod-values.yaml").write_text("deschedulerPolicy: {}\n")
+        opts["--desched-values"] = [str(tmp_path / "prod-values.yaml")]
+    config = build_config(opts)
     with pytest.raises(_Stop):
         engine.replay(snap, policy=given, config=config, report=lambda _line: None)
+    if values and given is None:  # rendered and linted once: the session is handed those
+        assert [kw.get("inputs") for kw in made] == [None, checked], made
     return seen[0]
 
 
@@ -87,3 +103,31 @@ def test_a_policy_given_to_replay_is_the_one_applied(
     """A library caller's explicit policy stands (the command passes the configuration's)."""
     applied = _applied(tmp_path, monkeypatch, None, given=DEDUP_ONLY)
     assert applied.digest() == Policy.from_dict(DEDUP_ONLY).digest()
+
+
+def test_a_snapshot_without_a_policy_runs_the_values_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No descheduler when the snapshot was taken: --values' deschedulerPolicy runs (it was
+    refused with "holds no descheduler policy" though the values held one)."""
+    from pytest_desched.replay.capture.snapshot import Snapshot
+
+    snap = label_move().snapshot
+    snap.policy = None
+    bare = snap.write(tmp_path / "bare.yaml")
+    assert not Snapshot.load(bare).policy
+    dedup = Policy.from_dict(DEDUP_ONLY, source="prod-values.yaml (deschedulerPolicy)")
+    applied = _applied(tmp_path, monkeypatch, dedup, snapshot=bare)
+    assert applied.digest() == dedup.digest()
+
+
+def test_a_snapshot_without_a_policy_and_values_without_one_are_refused_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_desched.errors import ConfigError
+
+    snap = label_move().snapshot
+    snap.policy = None
+    bare = snap.write(tmp_path / "bare.yaml")
+    with pytest.raises(ConfigError, match="holds no descheduler policy"):
+        _applied(tmp_path, monkeypatch, None, snapshot=bare)
