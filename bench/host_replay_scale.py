@@ -170,8 +170,9 @@ def ceiling(cluster: Cluster, per_step: int = 300) -> list[dict[str, Any]]:
             widen_pool(api, workers)
             pacer = Pacer(workers)
             t0, c0 = time.monotonic(), time.process_time()
-            pacer.map(
-                lambda i, w=workers: kubeapi.request(
+
+            def create(i: int, w: int = workers) -> Any:
+                return kubeapi.request(
                     api,
                     "POST",
                     f"/api/v1/namespaces/{ns}/configmaps",
@@ -181,7 +182,10 @@ def ceiling(cluster: Cluster, per_step: int = 300) -> list[dict[str, Any]]:
                         "metadata": {"name": f"w{w}-{i}"},
                         "data": {"k": "v" * 200},
                     },
-                ),
+                )
+
+            pacer.map(
+                create,
                 range(per_step),
                 str,
             )
