@@ -24,15 +24,13 @@ series (`count`) on one event, which counts once.
 from __future__ import annotations
 
 import json
-import subprocess
-import tempfile
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from pytest_desched.descheduler.serving import serving
 from pytest_desched.errors import WaitTimeout
 from pytest_desched.kube import wait_for
-from pytest_desched.proc import free_port
 
 INTERVAL = "2s"  # a second cycle retries the refusals if the first one's events were slow
 # A Go binary's start-up (self-signed serving certificate, informer sync) before its first
@@ -143,35 +141,9 @@ def delivered_when_outliving(
     reaches `owed` within `timeout` of those refusals; then stopped. `delivered` must count
     only events written after the process started (the round's own do not prove this one).
     """
-    with tempfile.TemporaryDirectory(prefix="desched-events-") as tmp:
-        work = Path(tmp)
-        policy = work / "policy.yaml"
-        policy.write_text(policy_yaml)
-        log = work / "descheduler.log"
-        argv = [
-            str(binary),
-            f"--policy-config-file={policy}",
-            f"--client-connection-kubeconfig={kubeconfig}",
-            f"--descheduling-interval={INTERVAL}",
-            # a real loopback port: v0.33.0 dereferences a nil serving config on
-            # --secure-port=0 (options.go:147) and exits 2 before its first cycle
-            "--bind-address=127.0.0.1",
-            f"--secure-port={free_port()}",
-            f"--cert-dir={work}",
-            "--logging-format=json",
-            "--v=2",
-        ]
-        with open(log, "w") as logf:
-            proc = subprocess.Popen(
-                argv, stdout=logf, stderr=subprocess.STDOUT, cwd=work, env={"HOME": str(work)}
-            )
-
-        def text() -> str:
-            return log.read_text(errors="replace")
-
-        def alive() -> None:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{binary.name} exited {proc.returncode}: {text()[-400:]}")
+    args = [f"--descheduling-interval={INTERVAL}"]
+    with serving(binary, kubeconfig, policy_yaml, args, "desched-events-") as run:
+        text, alive = run.text, run.check_alive
 
         def refused() -> set[str]:
             alive()
@@ -190,37 +162,29 @@ def delivered_when_outliving(
             return delivered()
 
         try:
-            try:
-                wait_for(
-                    f"the process's log to show a refusal of each of {len(pods) or owed} pod(s)",
-                    refused,
-                    all_refused,
-                    timeout=startup_timeout,
-                    describe=lambda s: f"{len(s)} refused: {sorted(s)}",
-                    max_interval=0.5,
-                )
-            except WaitTimeout as exc:
-                return delivered(), f"not measured: {exc}; the process said: {said()}"
-            try:
-                n = wait_for(
-                    f"an EvictionFailed event for each of {owed} refused pod(s)",
-                    counted,
-                    lambda k: k >= owed,
-                    timeout=timeout,
-                    describe=lambda k: f"{k} of {owed} delivered",
-                    max_interval=0.5,
-                )
-                return n, f"{n} of {owed} delivered by a process that kept running"
-            except WaitTimeout as exc:
-                failures = event_write_failures(text())
-                return delivered(), (
-                    f"{exc} (after every pod's refusal was logged); the event writer said: "
-                    f"{' | '.join(failures)[-600:] or 'nothing'}; the process said: {said()}"
-                )
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            wait_for(
+                f"the process's log to show a refusal of each of {len(pods) or owed} pod(s)",
+                refused,
+                all_refused,
+                timeout=startup_timeout,
+                describe=lambda s: f"{len(s)} refused: {sorted(s)}",
+                max_interval=0.5,
+            )
+        except WaitTimeout as exc:
+            return delivered(), f"not measured: {exc}; the process said: {said()}"
+        try:
+            n = wait_for(
+                f"an EvictionFailed event for each of {owed} refused pod(s)",
+                counted,
+                lambda k: k >= owed,
+                timeout=timeout,
+                describe=lambda k: f"{k} of {owed} delivered",
+                max_interval=0.5,
+            )
+            return n, f"{n} of {owed} delivered by a process that kept running"
+        except WaitTimeout as exc:
+            failures = event_write_failures(text())
+            return delivered(), (
+                f"{exc} (after every pod's refusal was logged); the event writer said: "
+                f"{' | '.join(failures)[-600:] or 'nothing'}; the process said: {said()}"
+            )

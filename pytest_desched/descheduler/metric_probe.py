@@ -20,15 +20,13 @@ from __future__ import annotations
 
 import http.client
 import ssl
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_desched.descheduler.metrics import served_families, served_names
+from pytest_desched.descheduler.serving import serving
 from pytest_desched.kube import wait_for
-from pytest_desched.proc import free_port
 
 LOOP_FAMILY = "_loop_duration_seconds"
 CYCLES = 3  # finished loops before the scrape counts: past the first cycle's dry-run race
@@ -125,54 +123,26 @@ def served_metric_names(
 
     Raises WaitTimeout naming what was seen when no scrape counted a finished loop.
     """
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="desched-metrics-") as tmp:
-        work = Path(tmp)
-        policy = work / "policy.yaml"
-        policy.write_text(policy_yaml)
-        log = work / "descheduler.log"
-        argv = [
-            str(binary),
-            f"--policy-config-file={policy}",
-            f"--client-connection-kubeconfig={kubeconfig}",
-            "--dry-run=true",  # never evicts: the probe only wants the server's metric list
-            # Stays up between cycles, unlike a round. Several cycles: v0.36.0's dry-run
-            # mirror can be empty in the first (#1917), which then runs no strategy at all.
-            "--descheduling-interval=1s",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={port}",
-            f"--cert-dir={work}",
-            "--logging-format=json",
-            "--v=2",
-        ]
-        with open(log, "w") as logf:
-            proc = subprocess.Popen(
-                argv, stdout=logf, stderr=subprocess.STDOUT, cwd=work, env={"HOME": str(work)}
-            )
-
+    args = [
+        "--dry-run=true",  # never evicts: the probe only wants the server's metric list
+        # Stays up between cycles, unlike a round. Several cycles: v0.36.0's dry-run
+        # mirror can be empty in the first (#1917), which then runs no strategy at all.
+        "--descheduling-interval=1s",
+    ]
+    with serving(binary, kubeconfig, policy_yaml, args, "desched-metrics-") as run:
         watch = FamilySettle()
 
         def probe() -> bool:
-            if proc.poll() is not None:
-                tail = log.read_text(errors="replace")[-600:]
-                raise RuntimeError(f"{binary.name} exited {proc.returncode}: {tail}")
-            logged = loops_logged(log.read_text(errors="replace"))  # before the scrape
-            return watch.see(_scrape(port) or "", time.monotonic(), logged)
+            run.check_alive(tail=600)
+            logged = loops_logged(run.text())  # before the scrape
+            return watch.see(_scrape(run.port) or "", time.monotonic(), logged)
 
-        try:
-            wait_for(
-                f"{binary.name} to serve a settled set of descheduler_* metric families",
-                probe,
-                bool,
-                timeout=timeout,
-                describe=lambda _ok: watch.describe(),
-                max_interval=0.25,
-            )
-            return list(watch.families)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        wait_for(
+            f"{binary.name} to serve a settled set of descheduler_* metric families",
+            probe,
+            bool,
+            timeout=timeout,
+            describe=lambda _ok: watch.describe(),
+            max_interval=0.25,
+        )
+        return list(watch.families)
