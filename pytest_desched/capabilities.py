@@ -59,6 +59,10 @@ class Capabilities:
     adopts_named_cluster: bool = False
     # The engine builds the cluster's Kubernetes, so --desched-kubernetes can choose it.
     chooses_kubernetes: bool = False
+    # Lab pods run on kwok's simulated nodes: a pod's status is what the API holds, so a lab
+    # can write a container's restarts into it. A real kubelet owns its pods' status and
+    # overwrites such a write (a failure must then be a real one: Lab.fail_pod).
+    simulated_pods: bool = False
 
     def kubernetes_refusal(self, version: str) -> str | None:
         """Why `--desched-kubernetes version` cannot apply here; None if the cluster is built at it."""
@@ -121,6 +125,15 @@ class Capabilities:
             return MIRROR_BINARY
         return MIRROR_JOBS if self.loads_images else None
 
+    def simulated_pods_refusal(self, what: str) -> str | None:
+        """Why `what` (a pod status written by the lab) cannot hold here; None if it can."""
+        if self.simulated_pods:
+            return None
+        return (
+            f"{what}: the {self.provider} provider's kubelets own their pods' status and "
+            "overwrite a written one; use --desched-provider embedded (kwok's simulated nodes)"
+        )
+
     @property
     def local_binary_gap(self) -> str:
         """What a record says where a check needs a local binary this provider does not run."""
@@ -138,6 +151,7 @@ CAPABILITIES: dict[str, Capabilities] = {
         restores_etcd=True,
         reaps_leftovers=True,
         chooses_kubernetes=True,
+        simulated_pods=True,
         metrics_sources=(KUBERNETES_METRICS, PROMETHEUS),
     ),
     "kind": Capabilities(

@@ -47,6 +47,16 @@ class Experiment:
     # The metrics sources its policy reads (capabilities.METRICS_SOURCES): the cluster is
     # started with them (session.need_metrics).
     metrics_sources: ClassVar[tuple[str, ...]] = ()
+    # What its lab writes into pods' status (Lab.set_restarts) that only kwok's simulated
+    # nodes keep (Capabilities.simulated_pods); "" when it writes none.
+    writes_pod_status: ClassVar[str] = ""
+
+    @classmethod
+    def refusal(cls, caps: Any) -> str | None:
+        """Why this experiment cannot run on a provider with `caps`; None if it can."""
+        if cls.writes_pod_status:
+            return caps.simulated_pods_refusal(f"experiment {cls.name} ({cls.writes_pod_status})")
+        return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

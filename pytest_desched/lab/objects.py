@@ -393,7 +393,14 @@ class ObjectSteps(NodeSteps):
     def fail_pod(
         self, name: str, *, reason: str = "Error", exit_code: int = 1, namespace: str | None = None
     ) -> PodInfo:
-        """Make a running pod Failed, as a kubelet reports a container that exited non-zero."""
+        """Make a running pod Failed, as a kubelet reports a container that exited non-zero.
+
+        Where a real kubelet owns the pod's status (kind, an existing cluster) a written
+        status would be overwritten: the failure is made real instead, its kubelet told to
+        stop the pod (`activeDeadlineSeconds`, mutable on a running pod: phase Failed,
+        reason DeadlineExceeded)."""
+        if not self._simulated():
+            return self._fail_by_deadline(name, namespace)
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
         def change(status: dict[str, Any]) -> None:
@@ -417,11 +424,35 @@ class ObjectSteps(NodeSteps):
 
         return PodInfo.of(self._replace_status(name, namespace, change))
 
+    def _simulated(self) -> bool:
+        """The lab's pods are on kwok's simulated nodes (`Capabilities.simulated_pods`)."""
+        caps = getattr(self.cluster, "capabilities", None)
+        return caps is None or caps.simulated_pods
+
+    def _fail_by_deadline(self, name: str, namespace: str | None) -> PodInfo:
+        ns = namespace or self.namespace
+        self.cluster.core.patch_namespaced_pod(name, ns, {"spec": {"activeDeadlineSeconds": 1}})
+        pod = wait_for(
+            f"pod {ns}/{name} Failed by its kubelet (activeDeadlineSeconds 1)",
+            lambda: self._pod(name, ns),
+            lambda p: p.status.phase == "Failed",
+            self.timeout,
+            describe=lambda p: f"phase {p.status.phase}" if p is not None else "nothing read",
+        )
+        return PodInfo.of(pod)
+
     def set_restarts(self, name: str, restarts: int, *, namespace: str | None = None) -> PodInfo:
-        """Give a running pod's first container `restarts` restarts (it stays Ready)."""
+        """Give a running pod's first container `restarts` restarts (it stays Ready).
+
+        Only on kwok's simulated nodes: a real kubelet overwrites the count it did not make
+        (LabConfigError naming the provider; `Experiment.writes_pod_status` declares it)."""
         if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
             raise LabConfigError(
                 f"Lab.set_restarts({name!r}): restarts must be an int >= 0, got {restarts!r}"
+            )
+        if not self._simulated():
+            raise LabConfigError(
+                self.cluster.capabilities.simulated_pods_refusal(f"Lab.set_restarts({name!r})")
             )
 
         def change(status: dict[str, Any]) -> None:

@@ -151,7 +151,8 @@ def desched_experiment(
     """Run an experiment: `desched_experiment("positive", variant=..., replicas=3)`.
 
     Takes a registered name or an `Experiment` subclass. A pass returns the result; an
-    expected failure raises KnownUpstreamBug; anything else fails the test.
+    expected failure raises KnownUpstreamBug; anything else fails the test. An experiment the
+    provider cannot run (`Experiment.refusal`: say, pod status its kubelets overwrite) skips.
     """
 
     def run(
@@ -164,6 +165,9 @@ def desched_experiment(
             cls = lookup(experiment)
         except KeyError as exc:
             raise pytest.UsageError(str(exc.args[0])) from None
+        refusal = cls.refusal(desched_session.cluster.capabilities)
+        if refusal is not None:  # what the provider cannot do, as a platform's skip
+            pytest.skip(refusal)
         entry: dict[str, Any] = {"nodeid": request.node.nodeid, "rounds": []}
         params.setdefault("why", f"test override in {request.node.nodeid}")
         result = _said_in_one_line(
@@ -293,6 +297,7 @@ def desched_canary(
     `baseline=SPEC, baseline_chart=CHART` start from another release than the pin;
     `values=[...]` (both tracks), `baseline_values=` / `candidate_values=` as the options;
     `round_timeout=` seconds before a round's Job is stopped and read (default 120).
+    `provider=` both tracks' provider, where not the session's.
     `snapshot=FILE` canaries on that snapshot instead of the lab (`desched canary --snapshot`).
 
     Each call brings up its own two clusters (baseline and candidate) and removes them; the
@@ -316,6 +321,8 @@ def desched_canary(
         files: dict[str, Any] = {k: tuple(map(Path, kw.pop(k))) for k in _VALUES_KW if k in kw}
         if "round_timeout" in kw:  # each round's Job stopped and read after this (seconds)
             files["round_timeout"] = float(kw.pop("round_timeout"))
+        if "provider" in kw:  # both tracks' (an experiment that needs what one provider serves)
+            files["provider"] = kw.pop("provider")
         config = desched_settings.with_(
             run_dir=run_dir, artifacts=desched_settings.artifacts / name, **files
         )

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_desched.tools.gobuild import module_dir
+from pytest_desched.tools.locate import cached_text
 from pytest_desched.tools.versions import load_versions
 
 if TYPE_CHECKING:
@@ -66,4 +67,9 @@ def kwok_stages(module_root: Path) -> str:
 def pinned_kwok_stages(tc: Toolchain) -> str:
     """The stages of the pinned kwok module (downloaded from the Go module proxy, cached)."""
     comp = tc.versions.kwok
-    return kwok_stages(module_dir(comp.module, comp.version))
+    text = cached_text(
+        f"kwok-{comp.version}-stages.yaml",
+        lambda: kwok_stages(module_dir(comp.module, comp.version)),
+    )
+    assert text is not None  # kwok_stages returns text or raises
+    return text

@@ -28,6 +28,22 @@ def default_cache_dir() -> Path:
     return Path(base) / "pytest-desched"
 
 
+def cached_text(name: str, read: Callable[[], str | None]) -> str | None:
+    """A text read once from a release's Go module (`read`), kept in the tool cache under
+    `name`: a run then needs neither the module proxy nor a `go mod download` that writes
+    the user's module cache ($HOME/go). None (nothing to read) is not kept."""
+    path = default_cache_dir() / "texts" / name
+    if path.is_file():
+        return path.read_text(errors="replace")
+    text = read()
+    if text is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.replace(path)  # whole or absent, whoever reads beside it
+    return text
+
+
 @contextmanager
 def file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock shared by every process (xdist workers, parallel runs) on this host.

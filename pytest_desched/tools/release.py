@@ -24,6 +24,7 @@ import yaml
 from pytest_desched.errors import ConfigError, ToolError
 from pytest_desched.tools.candidate import Candidate, parse_candidate, parse_chart_spec
 from pytest_desched.tools.gobuild import go_env
+from pytest_desched.tools.locate import cached_text
 from pytest_desched.tools.tarballs import open_checked
 from pytest_desched.tools.versions import load_versions
 
@@ -247,7 +248,15 @@ def release_skew(rel: Candidate | None, kube: str) -> dict[str, Any]:
     """The skew of a release (None: the pin) against `kube`, from the README of its own tree
     or Go module (`release_tree`); a binary or image has no README."""
     version = rel.version if rel is not None else load_versions().descheduler.version
-    tree = release_tree(rel)
-    readme = tree / "README.md" if tree is not None else None
-    text = readme.read_text(errors="replace") if readme is not None and readme.is_file() else None
-    return skew_from_readme(text, version, kube)
+
+    def read() -> str | None:
+        tree = release_tree(rel)
+        readme = tree / "README.md" if tree is not None else None
+        return (
+            readme.read_text(errors="replace") if readme is not None and readme.is_file() else None
+        )
+
+    if rel is not None and (rel.source_dir is not None or rel.kind not in ("pinned", "version")):
+        return skew_from_readme(read(), version, kube)  # a tree at hand, or no README at all
+    # a released version's (or the pin's) README, read from its module once (tool cache)
+    return skew_from_readme(cached_text(f"descheduler-{version}-README.md", read), version, kube)

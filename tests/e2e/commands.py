@@ -66,8 +66,12 @@ class Cmd:
 
 
 def start_cmd(cache: Path, tmp: Path, *argv: str) -> Cmd:
-    # cwd: ./desched-artifacts/ (the CLI's default evidence folder) lands in its own folder
-    proc = start([str(DESCHED), *argv], child_env(tmp, cache), cwd=tmp.parent)
+    # cwd: ./desched-artifacts/ (the CLI's default evidence folder) lands in its own folder.
+    # The provider pinned: these commands are interrupted, killed and checked through an
+    # embedded cluster's processes and folders; under `make e2e-kind` a Docker engine answers
+    # and `auto` would choose kind (a command's own --provider still wins).
+    env = child_env(tmp, cache, DESCHED_PROVIDER="embedded")
+    proc = start([str(DESCHED), *argv], env, cwd=tmp.parent)
     cmd = Cmd(proc, tmp, cache)
     for stream, lines in ((proc.stdout, cmd.out), (proc.stderr, cmd.err)):
         t = threading.Thread(target=lambda s=stream, ls=lines: ls.extend(s), daemon=True)

@@ -17,6 +17,10 @@ def start_inner(
     (workdir / "test_inner.py").write_text(test_source)
     env = dict(os.environ, DESCHED_CACHE_DIR=str(cache_dir), DESCHED_KEEP="never", **env_extra)
     env.pop("PYTEST_XDIST_WORKER", None)
+    if "--desched-provider=existing" in args:
+        # An existing cluster's Kubernetes is what it is (the option is refused there);
+        # `make e2e-kind` sets it for the nested runs that bring up a cluster of their own.
+        env.pop("DESCHED_KUBERNETES", None)
     cmd = [
         sys.executable,
         "-m",

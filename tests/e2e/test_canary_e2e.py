@@ -214,7 +214,14 @@ def test_aa_pinned_version_against_itself_has_no_trigger_and_no_unexplained_chan
         return
     assert (rep.baseline.metric_names, rep.candidate.metric_names) == (None, None)
     assert rep.baseline.metrics_why == rep.candidate.metrics_why == caps.local_binary_gap
-    explained = sorted((j.change.kind, j.change.subject, j.status) for j in rep.verdict.judged)
+    # An intermittent known bug a round showed (#1687: a one-shot round's queued events lost
+    # at exit, seen on kind) is informative: neither a trigger nor a change to explain.
+    informative = [j for j in rep.verdict.judged if j.status == "informative"]
+    assert all(j.change.kind == "bug-intermittent" for j in informative), [
+        j.to_dict() for j in informative
+    ]
+    judged = [j for j in rep.verdict.judged if j.status != "informative"]
+    explained = sorted((j.change.kind, j.change.subject, j.status) for j in judged)
     assert explained == [
         ("metrics-unproven", "baseline", "explained"),
         ("metrics-unproven", "candidate", "explained"),

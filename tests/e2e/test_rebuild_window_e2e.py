@@ -122,7 +122,13 @@ def test_canary_compares_the_rebuild_window_between_tracks(desched_canary: Any) 
     shows it, and the same release changes none of the compared figures."""
     from pytest_desched.experiments.rebuild import PDB_MIN_AVAILABLE, REPLICAS
 
-    rep = desched_canary("version:v0.36.0", None, experiments=["rebuild-window-pdb"], static=False)
+    rep = desched_canary(  # its tracks serve metrics: embedded, as this file's session
+        "version:v0.36.0",
+        None,
+        experiments=["rebuild-window-pdb"],
+        static=False,
+        provider="embedded",
+    )
     assert rep.baseline.error is None and rep.candidate.error is None, rep.verdict.reasons
     (rd,) = [r for r in rep.rounds if r.experiment == "rebuild-window-pdb[own-policy]"]
     assert rd.baseline is not None and rd.candidate is not None

@@ -24,6 +24,7 @@ class TooManyRestarts(StrategyExperiment):
     name = "too-many-restarts"
     strategy = STRATEGY
     upstream = "test/e2e/e2e_toomanyrestarts_test.go TestTooManyRestarts"
+    writes_pod_status = "restart counts written into the pods' status"
 
     def strategy_args(self) -> dict[str, Any]:
         return {

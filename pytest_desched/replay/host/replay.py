@@ -67,7 +67,9 @@ def release_namespace(run_id: str) -> str:
 
 # -- reading the host (no write) -------------------------------------------------------------
 def fingerprint(api: Any) -> dict[str, dict[str, str]]:
-    """The host's own namespaces and nodes, name -> UID (this replay's excluded)."""
+    """The host's own namespaces and nodes, name -> UID: this replay's excluded, and those
+    already being deleted (a Terminating namespace goes on its own, whatever the replay does;
+    on a shared host, another user's teardown)."""
     out: dict[str, dict[str, str]] = {}
     for what, path in (
         ("namespaces", collection_path("Namespace")),
@@ -77,6 +79,7 @@ def fingerprint(api: Any) -> dict[str, dict[str, str]]:
             o["metadata"]["name"]: o["metadata"]["uid"]
             for o in kubeapi.list_all(api, path)
             if RUN_LABEL not in (o["metadata"].get("labels") or {})
+            and not o["metadata"].get("deletionTimestamp")
         }
     return out
 

@@ -177,3 +177,31 @@ def test_release_skew_reads_a_source_trees_readme(tmp_path: Path) -> None:
     assert release_skew(replace(rel, kind="binary", source_dir=None), "v1.36.3")["note"] == (
         "unknown: no README"
     )
+
+
+def test_a_released_versions_readme_is_read_from_its_module_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The skew of a version (or the pin) at another Kubernetes: its README comes from the
+    tool cache after the first read, so a run neither needs the module proxy nor writes the
+    user's Go module cache ($HOME/go) each time."""
+    from pytest_desched.tools import release
+
+    tree = tmp_path / "mod"
+    tree.mkdir()
+    (tree / "README.md").write_text(MATRIX + "| v0.36       | v1.36                        |\n")
+    reads: list[object] = []
+
+    def release_tree(rel: object) -> Path:
+        reads.append(rel)
+        return tree
+
+    monkeypatch.setenv("DESCHED_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(release, "release_tree", release_tree)
+    first = release_skew(None, "v1.37.2")
+    (tree / "README.md").unlink()  # the module gone: the cache answers
+    assert release_skew(None, "v1.37.2") == first and len(reads) == 1
+    assert first["compiled_for"] == "v1.36" and first["minors"] == 1
+    assert [p.name for p in (tmp_path / "cache" / "texts").iterdir()] == [
+        "descheduler-v0.36.0-README.md"
+    ]

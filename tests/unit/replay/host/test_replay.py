@@ -152,6 +152,32 @@ def test_the_host_s_own_objects_are_compared_by_uid() -> None:
     ]
 
 
+def test_a_host_object_already_being_deleted_is_not_the_host_s_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A namespace Terminating when the replay starts goes on its own (on kind: an earlier
+    test's teardown): its going is no change the replay made."""
+
+    def ns(name: str, uid: str, deleting: bool = False, run: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "uid": uid, "labels": {}}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-12-07T05:00:00Z"
+        if run:
+            meta["labels"][host.RUN_LABEL] = "run1"
+        return {"metadata": meta}
+
+    items = {
+        "/api/v1/namespaces": [
+            ns("app", "u1"),
+            ns("going", "u2", deleting=True),
+            ns("r", "u3", run=True),
+        ],
+        "/api/v1/nodes": [ns("w1", "n1"), ns("w2", "n2", deleting=True)],
+    }
+    monkeypatch.setattr(host.kubeapi, "list_all", lambda api, path: items[path])
+    assert host.fingerprint(object()) == {"namespaces": {"app": "u1"}, "nodes": {"w1": "n1"}}
+
+
 def test_the_cli_s_host_flags_are_checked_first(
     tmp_path: Path, snapshot: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
