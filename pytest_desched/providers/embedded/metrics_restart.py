@@ -14,6 +14,7 @@ death is still one.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -58,7 +59,9 @@ def restart(
         for pid in [pid for c, pid in component_pids(cdir).items() if c == METRICS_SERVER]:
             # psutil's wait reaps a child, and only once it can be (processes.reap)
             try:
-                psutil.Process(pid).wait(timeout=10)
+                proc = psutil.Process(pid)
+                if proc.ppid() == os.getpid():  # ours to reap; a recycled pid is a stranger's
+                    proc.wait(timeout=10)
             except psutil.NoSuchProcess:
                 pass
             except psutil.TimeoutExpired as exc:
