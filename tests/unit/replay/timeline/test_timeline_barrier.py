@@ -263,3 +263,17 @@ def test_a_change_waiting_for_its_objects_earlier_one_holds_no_other_object_back
     assert order == [(n1, 1.02), (n0, 1.0), (n0, 1.01)]  # node 0's two in their order
     assert [o["t"] for o in done["outcomes"]] == [1.0, 1.01, 1.02]  # the timeline's order
     assert [o["outcome"] for o in done["outcomes"]] == ["applied"] * 3
+
+
+def test_a_change_is_never_recorded_as_started_before_its_moment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clock read just after the moment (0.3814 s for t=0.381 s): 2 decimals recorded it
+    as started at 0.38, before its moment (a kind run's failure); milliseconds never do."""
+    d = driver_for(tmp_path, monkeypatch, lambda api, c: "applied")
+    reads = iter([0.3814, 0.7304])
+    monkeypatch.setattr(d.clock, "window_t", lambda *a: next(reads))
+    c = Change(0.381, "create", "PodDisruptionBudget", "pdb", "ns", object={})
+    d._apply_one(lambda api, ch: "applied", object(), 0, c)
+    (o,) = d.outcomes
+    assert o["started_t"] >= o["t"] == 0.381 and o["applied_t"] == 0.73, o
