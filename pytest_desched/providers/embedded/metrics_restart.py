@@ -60,7 +60,8 @@ def restart(
             # psutil's wait reaps a child, and only once it can be (processes.reap)
             try:
                 proc = psutil.Process(pid)
-                if proc.ppid() == os.getpid():  # ours to reap; a recycled pid is a stranger's
+                # only our own dead child (a pid file's pid recycled, or a live one, is not)
+                if proc.ppid() == os.getpid() and proc.status() == psutil.STATUS_ZOMBIE:
                     proc.wait(timeout=10)
             except psutil.NoSuchProcess:
                 pass
