@@ -7,7 +7,6 @@ Regression (issue 51): the session announces the configuration's policy (`--poli
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from pytest_desched.config import build_config
 from pytest_desched.descheduler.policy import Policy
 from pytest_desched.replay import run as engine
 from pytest_desched.replay.gen.incidents import label_move
+from tests.unit.replay.stand_in_session import stand_in_sessions
 
 DEDUP_ONLY = {
     "apiVersion": "descheduler/v1alpha2",
@@ -39,18 +39,10 @@ def _applied(
     monkeypatch: pytest.MonkeyPatch,
     announced: Policy | None,
     given: Any = None,
-    values: bool = True,
     snapshot: Path | None = None,
 ) -> Policy:
-    """The policy `replay()` hands the rounds, its session (on --values when `values`)
-    announcing `announced`."""
-
-    class Session(SimpleNamespace):
-        def __enter__(self) -> Session:
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
+    """The policy `replay()` hands the rounds, its session (on --values) announcing
+    `announced`."""
 
     seen: list[Policy] = []
 
@@ -58,25 +50,21 @@ def _applied(
         seen.append(inp.policy)
         raise _Stop
 
-    checked = SimpleNamespace(policy=announced)  # what rendering and linting the values gave
-    made: list[dict[str, Any]] = []
-
-    def session(*a: Any, **kw: Any) -> Session:
-        made.append(kw)
-        return Session(inputs=kw.get("inputs") or checked, timings={})
-
-    monkeypatch.setattr("pytest_desched.session.DeschedSession", session)
+    sessions = stand_in_sessions(monkeypatch, announced)
     monkeypatch.setattr(engine.Replay, "run_on", rounds)
     snap = snapshot or label_move().snapshot.write(tmp_path / "snap.yaml")
-    opts: dict[str, Any] = {"--desched-provider": "embedded", "--desched-artifacts": str(tmp_path)}
-    if values:
-        (tmp_path / "prod-values.yaml").write_text("deschedulerPolicy: {}\n")
-        opts["--desched-values"] = [str(tmp_path / "prod-values.yaml")]
-    config = build_config(opts)
+    (tmp_path / "prod-values.yaml").write_text("deschedulerPolicy: {}\n")
+    config = build_config(
+        {
+            "--desched-provider": "embedded",
+            "--desched-artifacts": str(tmp_path),
+            "--desched-values": [str(tmp_path / "prod-values.yaml")],
+        }
+    )
     with pytest.raises(_Stop):
         engine.replay(snap, policy=given, config=config, report=lambda _line: None)
-    if values and given is None:  # rendered and linted once: the session is handed those
-        assert [kw.get("inputs") for kw in made] == [None, checked], made
+    if given is None:  # rendered and linted once: the session is handed those
+        assert [kw.get("inputs") for kw in sessions.made] == [None, sessions.checked], sessions.made
     return seen[0]
 
 

@@ -16,6 +16,7 @@ from pytest_desched.replay.gen.generator import generate
 from pytest_desched.replay.gen.incidents import label_move
 from pytest_desched.replay.host import replay as host
 from pytest_desched.replay.host.plan import HostState
+from tests.unit.replay.stand_in_session import stand_in_sessions
 
 POLICY = {
     "apiVersion": "descheduler/v1alpha2",
@@ -240,8 +241,6 @@ def _play_on_host(
     """The host replay up to its rounds, a stand-in session announcing `values`' policy (as
     a real one renders and lints it); (the policy handed over, what was said, sessions
     entered, the host requests made)."""
-    from types import SimpleNamespace
-
     from pytest_desched.config import build_config
     from pytest_desched.descheduler.policy import Policy
 
@@ -251,30 +250,13 @@ def _play_on_host(
         if values
         else None
     )
-    entered: list[bool] = []
-
-    class Session(SimpleNamespace):
-        def __enter__(self) -> Any:
-            entered.append(True)
-            return self
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
     played: list[Any] = []
 
     def play(self: Any, session: Any, inp: Any) -> Any:
         played.append(inp.policy)
         raise _Played
 
-    checked = SimpleNamespace(policy=announced)  # what rendering and linting the values gave
-    made: list[dict[str, Any]] = []
-
-    def session(*a: Any, **kw: Any) -> Any:
-        made.append(kw)
-        return Session(inputs=kw.get("inputs") or checked, timings={})
-
-    monkeypatch.setattr("pytest_desched.session.DeschedSession", session)
+    sessions = stand_in_sessions(monkeypatch, announced)
     monkeypatch.setattr(host.HostReplay, "play", play)
     monkeypatch.setattr(host, "pinned_kwok_stages", lambda tc: "")
     monkeypatch.setattr(host, "fingerprint", lambda api: {})
@@ -303,8 +285,8 @@ def _play_on_host(
         )
     (ran,) = played
     # the values are rendered and linted once: the host's session is handed those inputs
-    assert [kw.get("inputs") for kw in made] == [None, checked], made
-    return ran, said, entered, rec
+    assert [kw.get("inputs") for kw in sessions.made] == [None, sessions.checked], sessions.made
+    return ran, said, sessions.entered, rec
 
 
 @pytest.mark.parametrize("given", [None, POLICY])
