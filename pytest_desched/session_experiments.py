@@ -329,6 +329,11 @@ class SessionExperiments(SessionState):
             self._record_result(result, cls.name)
         return results
 
+    def refusal(self, cls: type[Experiment]) -> str | None:
+        """Why this session's provider cannot run experiment `cls` (`Experiment.refusal`);
+        None if it can. The cluster is asked only of an experiment that declares a need."""
+        return cls.refusal(self.cluster.capabilities) if cls.writes_pod_status else None
+
     def run(
         self,
         experiment: str | type[Experiment],
@@ -346,10 +351,9 @@ class SessionExperiments(SessionState):
 
         cls = lookup(experiment)
         self.need_metrics(cls.metrics_sources, cls.name)
-        if cls.writes_pod_status:  # refused before its lab where a kubelet overwrites it
-            refusal = cls.refusal(self.cluster.capabilities)
-            if refusal is not None:
-                raise ConfigError(refusal)
+        refusal = self.refusal(cls)
+        if refusal is not None:  # before its lab: it would be arranged to prove nothing
+            raise ConfigError(refusal)
         if params.get("no_loop") is True:  # before the context takes a namespace
             k = cycles_to_run(check_cycles(params.get("cycles", 1)), cls.default_cycles)
             check_no_loop(k, cls.name, "no_loop=True", "cycles")

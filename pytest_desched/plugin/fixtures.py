@@ -165,10 +165,9 @@ def desched_experiment(
             cls = lookup(experiment)
         except KeyError as exc:
             raise pytest.UsageError(str(exc.args[0])) from None
-        if cls.writes_pod_status:  # what the provider may not keep: a platform's skip
-            refusal = cls.refusal(desched_session.cluster.capabilities)
-            if refusal is not None:
-                pytest.skip(refusal)
+        refusal = desched_session.refusal(cls)
+        if refusal is not None:  # what the provider cannot do: a platform's skip
+            pytest.skip(refusal)
         entry: dict[str, Any] = {"nodeid": request.node.nodeid, "rounds": []}
         params.setdefault("why", f"test override in {request.node.nodeid}")
         result = _said_in_one_line(

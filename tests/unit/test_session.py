@@ -24,6 +24,7 @@ from pytest_desched.config import build_config
 from pytest_desched.descheduler.policy import PolicyError, load_default
 from pytest_desched.errors import ConfigError, ProviderError
 from pytest_desched.experiments import ExperimentContext, ExperimentResult, lab_policy
+from pytest_desched.experiments import lookup as lookup_experiment
 from pytest_desched.session import DeschedSession, interrupts_unwind
 
 WORKERS = ["w-1", "w-2", "w-3"]
@@ -539,3 +540,18 @@ def test_a_kept_clusters_run_folder_outlives_the_runs_temporary_folders(
     s.close()
     assert scratch.remove_all(but=before) == []
     assert s.config.run_dir.is_dir() is (keep == "always")
+
+
+def test_an_experiment_the_provider_cannot_keep_is_refused_before_its_lab(
+    session: DeschedSession,
+) -> None:
+    """too-many-restarts writes restart counts a real kubelet overwrites: on kind it is
+    refused before any namespace or policy (the plugin skips with the same reason)."""
+    from pytest_desched.capabilities import CAPABILITIES
+
+    session._cluster.capabilities = CAPABILITIES["kind"]  # type: ignore[union-attr]
+    assert session.refusal(lookup_experiment("positive")) is None  # declares no need
+    with pytest.raises(ConfigError, match="kind provider's kubelets own their pods' status"):
+        session.run("too-many-restarts")
+    assert session._cluster.scoped == 0  # type: ignore[union-attr]  # no policy was made
+    assert session._evidence is None and session._namespaces_used == set()
