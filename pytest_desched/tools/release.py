@@ -231,13 +231,17 @@ def skew_from_readme(readme: str | None, version: str, kube: str) -> dict[str, A
     return out
 
 
+def from_module(rel: Candidate | None) -> bool:
+    """The release's tree is its Go module's: the pin (None) or a released version, not a
+    source unpacked here (nor a binary or an image, which have none)."""
+    return rel is None or (rel.source_dir is None and rel.kind in ("pinned", "version"))
+
+
 def release_tree(rel: Candidate | None) -> Path | None:
     """The release's own source: a source's unpacked tree (`resolve_source`), a version's or
     the pin's (None) Go module; None for a binary or an image, or a module not at hand."""
-    if rel is not None and rel.source_dir is not None:
-        return rel.source_dir
-    if rel is not None and rel.kind not in ("pinned", "version"):
-        return None
+    if not from_module(rel):
+        return rel.source_dir if rel is not None else None
     pinned = load_versions().descheduler
     with suppress(ConfigError, ToolError):
         return module_dir(pinned.module, rel.version if rel is not None else pinned.version)
@@ -256,7 +260,7 @@ def release_skew(rel: Candidate | None, kube: str) -> dict[str, Any]:
             readme.read_text(errors="replace") if readme is not None and readme.is_file() else None
         )
 
-    if rel is not None and (rel.source_dir is not None or rel.kind not in ("pinned", "version")):
+    if not from_module(rel):
         return skew_from_readme(read(), version, kube)  # a tree at hand, or no README at all
     # a released version's (or the pin's) README, read from its module once (tool cache)
     return skew_from_readme(cached_text(f"descheduler-{version}-README.md", read), version, kube)
