@@ -24,6 +24,7 @@ import pytest
 from pytest_desched import cli, scratch
 from pytest_desched.config import DeschedConfig
 from pytest_desched.kube import wait_for
+from pytest_desched.providers.embedded.processes import command_line
 from tests.commands import REPO, child_env, start, stop
 
 
@@ -122,7 +123,8 @@ signal.pause()
 
 
 def _keeper_of(pid: int) -> psutil.Process:
-    [keeper] = [c for c in psutil.Process(pid).children() if "scratch.py" in " ".join(c.cmdline())]
+    children = psutil.Process(pid).children()
+    [keeper] = [c for c in children if "scratch.py" in " ".join(command_line(c))]
     return keeper
 
 

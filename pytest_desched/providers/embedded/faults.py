@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psutil
+
 from pytest_desched.errors import DeschedError
 from pytest_desched.interrupts import interrupted
 from pytest_desched.kube import api_health, live_watches, node_ready, wait_for
@@ -46,7 +48,13 @@ from pytest_desched.providers.embedded.cluster import KWOK_NODE_ANNOTATION, kwok
 from pytest_desched.providers.embedded.kubelet import state_dir
 from pytest_desched.providers.embedded.metrics_server import METRICS_SERVER
 from pytest_desched.providers.embedded.ports import LOCK as PORTS_LOCK
-from pytest_desched.providers.embedded.processes import HELD_DOWN, reap, running, unreaped
+from pytest_desched.providers.embedded.processes import (
+    HELD_DOWN,
+    command_line,
+    reap,
+    running,
+    unreaped,
+)
 from pytest_desched.tools.locate import file_lock
 
 if TYPE_CHECKING:
@@ -108,11 +116,12 @@ class Faults:
         """The component's live pid from kwokctl's pid file (a recycled pid is not it)."""
         try:
             pid = int(self.pid_file(component).read_text().strip())
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except (OSError, ValueError):
+            proc = psutil.Process(pid)
+        except (OSError, ValueError, psutil.Error):
             return None
         reap([pid])  # an exited component adopted by this (subreaper) process is a zombie
-        return pid if str(self.cdir).encode() in cmdline and running(pid) else None
+        ours = any(str(self.cdir) in arg for arg in command_line(proc))
+        return pid if ours and running(pid) else None
 
     def stop(self, component: str, why: str = "") -> int:
         """SIGKILL the component and remove its pid file, as `kwokctl stop cluster` does."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from pytest_desched.kube import WaitTimeout, wait_for
 from pytest_desched.log import Reporter
@@ -30,6 +31,8 @@ LOG_LINES = 5
 # What every death report says, and only a death report (port_collision.py tells them apart).
 DIED = "its control plane died"
 ORDER = ("etcd", "kube-apiserver", "kwok-controller", "kube-controller-manager", "kube-scheduler")
+# How long a process just started may show no command line (`command_line`)
+EXEC_WINDOW = 2.0
 
 
 def reap(pids: list[int]) -> set[int]:
@@ -99,13 +102,33 @@ def component_pids(cdir: Path) -> dict[str, int]:
     return out
 
 
+def command_line(proc: psutil.Process) -> list[str]:
+    """The process's command line; [] for a kernel thread or one that is gone.
+
+    The kernel sets a new program's arguments only after it has closed the close-on-exec
+    pipe its starter waits on: for a moment after a Popen (or kwokctl's start) returns, the
+    process has its new executable and an empty command line (seen in most of 300 starts on
+    a loaded 2-core machine). That moment is waited out; a kernel thread has no executable.
+    """
+    try:
+        cmd = proc.cmdline()
+        if cmd or not proc.exe():
+            return cmd
+        cmd = Retrying(
+            stop=stop_after_delay(EXEC_WINDOW),
+            wait=wait_fixed(0.01),
+            retry=retry_if_result(lambda c: not c),
+            retry_error_callback=lambda _: [],
+        )(proc.cmdline)
+        return cmd
+    except psutil.Error:
+        return []
+
+
 def _ours(proc: psutil.Process, cdir: Path, name: str | None) -> bool:
     """The process names the cluster's folder, or is a kwokctl working on cluster `name`
     (a killed owner's `kwokctl create` would go on starting components after a sweep)."""
-    try:
-        cmd = proc.cmdline()
-    except psutil.Error:
-        return False
+    cmd = command_line(proc)
     if any(str(cdir) in arg for arg in cmd):
         return True
     return bool(name and cmd and Path(cmd[0]).name == "kwokctl" and name in cmd[1:])
