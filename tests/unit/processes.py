@@ -14,8 +14,8 @@ def start_sleeper(*args: str, **kw: Any) -> subprocess.Popen[bytes]:
     """A 60 s Python sleeper whose command line carries `args`, returned once it shows them.
 
     Popen returns once the child's exec has begun; /proc/<pid>/cmdline reads empty until the
-    kernel has set up the new argv (seen on a loaded VM). The code under test reads a real
-    component's command line long after kwokctl started it, so the test waits for it too.
+    kernel has set up the new argv (seen on a loaded VM). The code under test waits that
+    moment out (processes.command_line); a test that reads /proc itself waits for it here.
     """
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *args], **kw)
 
