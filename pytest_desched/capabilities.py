@@ -63,6 +63,10 @@ class Capabilities:
     # can write a container's restarts into it. A real kubelet owns its pods' status and
     # overwrites such a write (a failure must then be a real one: Lab.fail_pod).
     simulated_pods: bool = False
+    # It can stop a pod's container on its node (kind: crictl in the node's container), so
+    # the node's own kubelet restarts it: a lab's restart counts are then real ones
+    # (Lab.set_restarts, Cluster.restart_container).
+    restarts_containers: bool = False
 
     def kubernetes_refusal(self, version: str) -> str | None:
         """Why `--desched-kubernetes version` cannot apply here; None if the cluster is built at it."""
@@ -125,13 +129,15 @@ class Capabilities:
             return MIRROR_BINARY
         return MIRROR_JOBS if self.loads_images else None
 
-    def simulated_pods_refusal(self, what: str) -> str | None:
-        """Why `what` (a pod status written by the lab) cannot hold here; None if it can."""
-        if self.simulated_pods:
+    def restarts_refusal(self, what: str) -> str | None:
+        """Why `what` (container restarts a lab makes) cannot be made here; None if they can:
+        written into a simulated pod's status, or made for real by the node's kubelet."""
+        if self.simulated_pods or self.restarts_containers:
             return None
         return (
-            f"{what}: the {self.provider} provider's kubelets own their pods' status and "
-            "overwrite a written one; use --desched-provider embedded (kwok's simulated nodes)"
+            f"{what}: the {self.provider} provider's kubelets own their pods' status (a written "
+            "restart count is overwritten) and the run cannot reach its nodes to stop a "
+            "container; use --desched-provider embedded (kwok's simulated nodes) or kind"
         )
 
     @property
@@ -163,6 +169,7 @@ CAPABILITIES: dict[str, Capabilities] = {
         discardable=True,
         adopts_named_cluster=True,
         chooses_kubernetes=True,
+        restarts_containers=True,
     ),
     "existing": Capabilities(
         "existing",

@@ -332,7 +332,7 @@ class SessionExperiments(SessionState):
     def refusal(self, cls: type[Experiment]) -> str | None:
         """Why this session's provider cannot run experiment `cls` (`Experiment.refusal`);
         None if it can. The cluster is asked only of an experiment that declares a need."""
-        return cls.refusal(self.cluster.capabilities) if cls.writes_pod_status else None
+        return cls.refusal(self.cluster.capabilities) if cls.needs_restarts else None
 
     def run(
         self,

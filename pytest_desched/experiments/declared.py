@@ -47,15 +47,15 @@ class Experiment:
     # The metrics sources its policy reads (capabilities.METRICS_SOURCES): the cluster is
     # started with them (session.need_metrics).
     metrics_sources: ClassVar[tuple[str, ...]] = ()
-    # What its lab writes into pods' status (Lab.set_restarts) that only kwok's simulated
-    # nodes keep (Capabilities.simulated_pods); "" when it writes none.
-    writes_pod_status: ClassVar[str] = ""
+    # Why its lab makes containers restart (Lab.set_restarts), which not every provider can
+    # (Capabilities.restarts_refusal); "" when it makes none.
+    needs_restarts: ClassVar[str] = ""
 
     @classmethod
     def refusal(cls, caps: Any) -> str | None:
         """Why this experiment cannot run on a provider with `caps`; None if it can."""
-        if cls.writes_pod_status:
-            return caps.simulated_pods_refusal(f"experiment {cls.name} ({cls.writes_pod_status})")
+        if cls.needs_restarts:
+            return caps.restarts_refusal(f"experiment {cls.name} ({cls.needs_restarts})")
         return None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

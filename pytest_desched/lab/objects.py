@@ -442,18 +442,25 @@ class ObjectSteps(NodeSteps):
         return PodInfo.of(pod)
 
     def set_restarts(self, name: str, restarts: int, *, namespace: str | None = None) -> PodInfo:
-        """Give a running pod's first container `restarts` restarts (it stays Ready).
+        """Give a running pod's first container `restarts` restarts (it ends Ready).
 
-        Only on kwok's simulated nodes: a real kubelet overwrites the count it did not make
-        (LabConfigError naming the provider; `Experiment.writes_pod_status` declares it)."""
+        On kwok's simulated nodes the count is written into the pod's status. A real kubelet
+        overwrites a count it did not make, so where the provider can reach the node
+        (`Capabilities.restarts_containers`: kind) the container is stopped until its kubelet
+        has restarted it that often, through its real CrashLoopBackOff (10 s, 20 s, 40 s ...);
+        elsewhere LabConfigError naming the provider (`Experiment.needs_restarts` declares it).
+        """
         if not isinstance(restarts, int) or isinstance(restarts, bool) or restarts < 0:
             raise LabConfigError(
                 f"Lab.set_restarts({name!r}): restarts must be an int >= 0, got {restarts!r}"
             )
         if not self._simulated():
-            raise LabConfigError(
-                self.cluster.capabilities.simulated_pods_refusal(f"Lab.set_restarts({name!r})")
-            )
+            caps = self.cluster.capabilities
+            stop = self.cluster.restart_container
+            if stop is None or not caps.restarts_containers:
+                why = caps.restarts_refusal(f"Lab.set_restarts({name!r})")
+                raise LabConfigError(why or f"Lab.set_restarts({name!r}): no way to the node")
+            return self._restart_for_real(name, namespace, restarts, stop)
 
         def change(status: dict[str, Any]) -> None:
             statuses = status.get("containerStatuses") or []
@@ -472,6 +479,67 @@ class ObjectSteps(NodeSteps):
                     }
 
         return PodInfo.of(self._replace_status(name, namespace, change))
+
+    def _restart_for_real(
+        self, name: str, namespace: str | None, restarts: int, stop: Callable[[str, str], None]
+    ) -> PodInfo:
+        """Stop the pod's first container and wait for its kubelet to restart it and report it
+        Ready, until its restart count is `restarts` (a real count only grows)."""
+        ns = namespace or self.namespace
+
+        def first(pod: Any) -> Any:
+            statuses = (pod.status.container_statuses or []) if pod.status else []
+            return statuses[0] if statuses else None
+
+        def seen(c: Any) -> str:
+            if c is None:
+                return "no container status"
+            st = c.state
+            now = (
+                "running"
+                if st is not None and st.running
+                else f"waiting ({st.waiting.reason})"
+                if st is not None and st.waiting
+                else "terminated"
+            )
+            return f"restarts {c.restart_count}, {now}, ready {c.ready}"
+
+        pod = self._pod(name, ns)
+        have = int(getattr(first(pod), "restart_count", 0) or 0)
+        if restarts < have:
+            raise LabConfigError(
+                f"Lab.set_restarts({name!r}, {restarts}): its container has restarted {have} "
+                "times already and a kubelet's count only grows; ask for a count >= it"
+            )
+        for n in range(have + 1, restarts + 1):
+            cs = first(pod)
+            if cs is None or not cs.container_id or not pod.spec.node_name:
+                raise LabConfigError(
+                    f"Lab.set_restarts({name!r}): pod {ns}/{name} has no running container "
+                    "on a node yet; apply it and wait until it is Ready first"
+                )
+            stop(pod.spec.node_name, cs.container_id)
+
+            def restarted(p: Any, n: int = n) -> bool:
+                c = first(p)
+                return bool(
+                    c is not None
+                    and int(c.restart_count or 0) >= n
+                    and c.ready
+                    and c.state is not None
+                    and c.state.running is not None
+                )
+
+            pod = wait_for(
+                f"pod {ns}/{name}'s container restarted by its kubelet ({n} of {restarts})",
+                lambda: self._pod(name, ns),
+                restarted,
+                # the kubelet's back-off doubles from 10 s up to its 300 s maximum
+                self.timeout + min(10 * 2 ** (n - 1), 300),
+                describe=lambda p: seen(first(p)),
+                max_interval=0.5,
+            )
+        return PodInfo.of(pod)
 
     def wait_older_than(
         self,

@@ -42,6 +42,9 @@ class Cluster:
     # Set where nodes run no containers (kwok): the engine runs round pods through it.
     # None: a kubelet runs them ("in-cluster").
     job_runner: JobRunner | None = None
+    # (node, container id) -> that container stopped on its node, so the node's kubelet
+    # restarts it (Lab.set_restarts); set by a provider with `restarts_containers`.
+    restart_container: Callable[[str, str], None] | None = None
     created: bool = True  # False for an existing cluster: never delete it
     # Set by a session that deletes this cluster whole after a signal (it made it and keeps
     # it never): a lab's teardown after the signal is then skipped, the deletion removes it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -187,6 +188,27 @@ def wait_nodes_ready(
         ) from (last.exception() if last.failed else None)
 
 
+CONTAINER_ID = re.compile(r"^(?:[a-z]+://)?([0-9a-f]{12,64})$")
+
+
+def stop_container(node: str, container_id: str) -> None:
+    """Stop a container on a kind node with the node's own crictl: its kubelet restarts it,
+    counting a real restart (what a crash would; Lab.set_restarts)."""
+    found = CONTAINER_ID.match(container_id)
+    if not found or not re.fullmatch(r"[a-z0-9][a-z0-9.-]*", node):
+        raise ProviderError(
+            f"kind node {node!r}, container {container_id!r}: not a kind node name and a "
+            "container id from a pod's status (containerd://<hex>)"
+        )
+    docker = shutil.which("docker")
+    if not docker:
+        raise ProviderError(f"kind node {node}: no docker client to reach it; put one on PATH")
+    try:
+        run([docker, "exec", node, "crictl", "stop", "--timeout", "0", found[1]], timeout=60)
+    except CommandError as exc:
+        raise ProviderError(f"kind node {node}: stopping container {found[1]}: {exc}") from exc
+
+
 def image_present_locally(image: str) -> bool:
     """True when the local Docker engine already holds `image` (nothing is pulled here)."""
     docker = shutil.which("docker")
@@ -336,6 +358,7 @@ class KindProvider(Provider):
             workdir=self.workdir,  # helm's state and the kube caches: this run's own folder
             kube_cache_dir=self.workdir / "kube-cache",
             audit_log=audit_log,
+            restart_container=stop_container,
             info={
                 "node_image": image,
                 "config": str(self.config_path),
@@ -381,6 +404,7 @@ class KindProvider(Provider):
             created=False,
             workdir=self.workdir,
             kube_cache_dir=self.workdir / "kube-cache",
+            restart_container=stop_container,
             info={"reused": True, "user_cluster": True},
         )
         self.cluster = cluster

@@ -545,13 +545,13 @@ def test_a_kept_clusters_run_folder_outlives_the_runs_temporary_folders(
 def test_an_experiment_the_provider_cannot_keep_is_refused_before_its_lab(
     session: DeschedSession,
 ) -> None:
-    """too-many-restarts writes restart counts a real kubelet overwrites: on kind it is
-    refused before any namespace or policy (the plugin skips with the same reason)."""
+    """too-many-restarts needs restarts, which an existing cluster's nodes cannot be asked
+    for: refused before any namespace or policy (the plugin skips with the same reason)."""
     from pytest_desched.capabilities import CAPABILITIES
 
-    session._cluster.capabilities = CAPABILITIES["kind"]  # type: ignore[union-attr]
+    session._cluster.capabilities = CAPABILITIES["existing"]  # type: ignore[union-attr]
     assert session.refusal(lookup_experiment("positive")) is None  # declares no need
-    with pytest.raises(ConfigError, match="kind provider's kubelets own their pods' status"):
+    with pytest.raises(ConfigError, match="existing provider's kubelets own their pods' status"):
         session.run("too-many-restarts")
     assert session._cluster.scoped == 0  # type: ignore[union-attr]  # no policy was made
     assert session._evidence is None and session._namespaces_used == set()
