@@ -1,4 +1,5 @@
-"""`desched down`: delete kept embedded clusters by name (or list them).
+"""`desched down`: delete kept clusters by name (or list them): embedded ones, and the kind
+clusters `desched up` made.
 
 Also removes the `up/run-*` folders interrupted `desched up`s left. The embedded provider is
 imported inside the command: heavy, and `desched --version` needs none of it.
@@ -13,38 +14,55 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import resolve
-from pytest_desched.errors import EXIT_INFRA, EXIT_OK, ConfigError
+from pytest_desched.errors import EXIT_INFRA, EXIT_OK, CommandError, ConfigError, ProviderError
 from pytest_desched.log import say
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     # heavy: providers.embedded.cluster and its imports; providers.embedded.owners and its imports; tools.toolchain and its imports, kept out of `desched` start-up
     from pytest_desched.providers.embedded.cluster import delete_cluster
-    from pytest_desched.providers.embedded.owners import kept_clusters, stale_up_dirs
+    from pytest_desched.providers.embedded.owners import (
+        kept_clusters,
+        kept_up_clusters,
+        stale_up_dirs,
+    )
     from pytest_desched.tools.toolchain import Toolchain
 
     cache = resolve("--desched-cache-dir", args.cache_dir)
     tc = Toolchain(cache_dir=Path(cache) if cache else None, report=say)
     root = tc.cache_dir / "clusters"
     kept = kept_clusters(root)
+    others = kept_up_clusters(tc.cache_dir / "up")  # `desched up` on kind (or existing)
     for stale in stale_up_dirs(tc.cache_dir / "up", root):  # left by interrupted `up`s
         shutil.rmtree(stale, ignore_errors=True)
         say(f"removed {stale} (its cluster is gone)")
-    names = kept if args.all else args.names
+    every = [*kept, *(n for n in others if n not in kept)]
+    names = every if args.all else args.names
     if not names:
+        rows = [[k, "embedded"] for k in kept] + [
+            [n, str(mark.get("provider"))] for n, (_, mark) in others.items() if n not in kept
+        ]
+        data: dict[str, Any] = {"kept": kept}
+        if others:
+            data["kept_up"] = {n: m for n, (_, m) in others.items()}
+        lines = [n if p == "embedded" else f"{n} ({p})" for n, p in rows]
         out.emit(
             out.render(
-                {"kept": kept},
+                data,
                 args.output,
-                text=lambda: "\n".join(kept) if kept else "no kept embedded clusters",
-                md=lambda: out.table([[k] for k in kept], ["kept cluster"], "md"),
+                text=lambda: "\n".join(lines) if lines else "no kept clusters",
+                md=lambda: out.table(rows, ["kept cluster", "provider"], "md"),
             )
         )
         return EXIT_OK
-    unknown = sorted(set(names) - set(kept))
+    unknown = sorted(set(names) - set(every))
     if unknown:
-        raise ConfigError(f"not a kept embedded cluster: {unknown}; kept: {kept or 'none'}")
+        raise ConfigError(f"not a kept cluster: {unknown}; kept: {every or 'none'}")
     for name in names:
+        if name in others and name not in kept:
+            folder, mark = others[name]
+            _forget_up(tc, name, folder, mark)
+            continue
         found = delete_cluster(tc, root, name, say)
         for marker in (tc.cache_dir / "up").glob("run-*/cluster-name"):
             if marker.read_text().strip() == name:  # `desched up`'s kubeconfig copy and files
@@ -56,10 +74,40 @@ def cmd_down(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _forget_up(tc: Any, name: str, folder: Path, mark: dict[str, Any]) -> None:
+    """Delete a kind cluster `desched up` made, then its folder; a cluster it did not make
+    (the user's kind cluster, an existing one) is left as it is, only the folder goes."""
+    provider = mark.get("provider")
+    if provider == "kind" and mark.get("created"):
+        # heavy: the kind provider and its imports
+        from pytest_desched.providers.base import docker_available
+        from pytest_desched.providers.kind import KindCli
+
+        if not docker_available():
+            raise ProviderError(
+                f"kind cluster {name}: no Docker engine answers `docker info`; set DOCKER_HOST "
+                "to the engine it runs on (make e2e-kind's: unix:///run/pytest-desched/"
+                "docker.sock) and run desched down again"
+            )
+        try:
+            KindCli(name, folder / "kind", tc.path("kind"), tc.path("kubectl")).delete()
+        except CommandError as exc:
+            raise ProviderError(f"deleting kind cluster {name}: {exc}") from exc
+        shutil.rmtree(folder, ignore_errors=True)
+        say(f"deleted kind cluster {name} (folder {folder} removed)")
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    say(
+        f"{provider} cluster {name}: not made by desched up, so left as it is; its folder "
+        f"{folder} removed (uninstall the release yourself: helm uninstall descheduler -n "
+        "kube-system)"
+    )
+
+
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("down", help="delete kept embedded clusters (list them without names)")
+    p = sub.add_parser("down", help="delete kept clusters (list them without names)")
     p.set_defaults(func=cmd_down, parser=p)
     p.add_argument("names", nargs="*", help="kept clusters to delete (none: list them)")
-    p.add_argument("--all", action="store_true", help="every kept embedded cluster")
+    p.add_argument("--all", action="store_true", help="every kept cluster")
     p.add_argument("--cache-dir", default=None, help="default: DESCHED_CACHE_DIR or the XDG cache")
     out.add_output(p)

@@ -30,7 +30,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     written shielded, so a signal cannot leave a kept cluster `desched down` does not know.
     """
     # heavy: see above
-    from pytest_desched.providers.embedded.owners import write_up_owner
+    from pytest_desched.providers.embedded.owners import write_up_kept, write_up_owner
 
     # heavy: session and its imports, kept out of `desched` start-up
     from pytest_desched.session import DeschedSession
@@ -57,6 +57,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         with interrupts.shielded(f"desched up's cluster {name}: marking it kept"):
             cluster, release = session.cluster, session.release
             session.close()  # kept: marks the cluster kept, so no later run reaps it
+            if cluster.provider != "embedded":  # what `desched down` deletes, or forgets
+                write_up_kept(run_dir, cluster.provider, cluster.name, cluster.created)
             finished = True
             data = {
                 "cluster": cluster.name,

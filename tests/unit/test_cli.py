@@ -232,7 +232,7 @@ def test_down_without_kept_clusters_says_so(
     cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert cli.main(["down"]) == 0
-    assert capsys.readouterr().out.strip() == "no kept embedded clusters"
+    assert capsys.readouterr().out.strip() == "no kept clusters"
     assert _files_under(cache) == []
 
 
@@ -251,7 +251,7 @@ def test_down_unknown_name_exits_2_and_deletes_nothing(
     before = _files_under(cache)
     assert cli.main(["down", "desched-kept-a", "unknown-name"]) == 2
     err = capsys.readouterr().err
-    assert "not a kept embedded cluster: ['unknown-name']" in err
+    assert "not a kept cluster: ['unknown-name']" in err
     assert "desched-kept-a" in err  # names what is kept
     assert rec.is_file()  # the known one was not deleted either: all names checked first
     assert _files_under(cache) == before
@@ -264,6 +264,94 @@ def test_down_cache_dir_option_is_honoured(
     _kept(other, "desched-elsewhere")
     assert cli.main(["down", "--cache-dir", str(other)]) == 0
     assert capsys.readouterr().out.split() == ["desched-elsewhere"]
+
+
+def _kept_up(cache: Path, name: str, provider: str = "kind", created: bool = True) -> Path:
+    """A finished `desched up`'s folder on a cluster the embedded records do not know."""
+    from pytest_desched.providers.embedded.owners import write_up_kept
+
+    run = cache / "up" / f"run-{name}"
+    (run / "kind").mkdir(parents=True)
+    (run / "kind" / "kubeconfig").write_text("")
+    (run / "cluster-name").write_text(name)
+    (run / "owner.json").write_text(json.dumps({"pid": 1, "start": "gone"}))  # up has ended
+    write_up_kept(run, provider, name, created)
+    return run
+
+
+class _KindCli:
+    """Records the deletions `desched down` asks kind for (the real one runs on kind)."""
+
+    deleted: list[tuple[str, Path]] = []
+
+    def __init__(self, name: str, workdir: Path, kind_path: Path, kubectl_path: Path) -> None:
+        self.name, self.workdir = name, workdir
+
+    def delete(self) -> None:
+        assert (self.workdir / "kubeconfig").is_file()  # kind is told the cluster's own file
+        _KindCli.deleted.append((self.name, self.workdir))
+
+
+@pytest.fixture
+def kind_cli(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path]]:
+    from pytest_desched.providers import base, kind
+    from pytest_desched.tools.toolchain import Toolchain
+
+    _KindCli.deleted = []
+    monkeypatch.setattr(kind, "KindCli", _KindCli)
+    monkeypatch.setattr(base, "docker_available", lambda: True)
+    monkeypatch.setattr(Toolchain, "path", lambda self, tool: Path(f"/nonexistent/{tool}"))
+    return _KindCli.deleted
+
+
+def test_a_kind_cluster_desched_up_kept_is_listed_and_its_folder_outlives_other_downs(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before, a later `desched down` took the folder for an interrupted up's (its owner had
+    exited, no embedded record named it) and removed the kind cluster's kubeconfig."""
+    _kept(cache, "desched-kept-a")
+    run = _kept_up(cache, "desched-kind-b")
+    assert cli.main(["down"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["desched-kept-a", "desched-kind-b (kind)"]
+    assert (run / "kind" / "kubeconfig").is_file()
+    assert cli.main(["down", "--output", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["kept"] == ["desched-kept-a"]
+    assert listed["kept_up"]["desched-kind-b"]["provider"] == "kind"
+
+
+def test_down_deletes_the_kind_cluster_desched_up_made(
+    cache: Path, kind_cli: list[tuple[str, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _kept_up(cache, "desched-kind-b")
+    assert cli.main(["down", "desched-kind-b"]) == 0
+    assert kind_cli == [("desched-kind-b", run / "kind")]
+    assert not run.exists()
+    assert "deleted kind cluster desched-kind-b" in capsys.readouterr().err
+
+
+def test_down_never_deletes_a_kind_cluster_up_did_not_make(
+    cache: Path, kind_cli: list[tuple[str, Path]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _kept_up(cache, "mine", created=False)  # desched up --kind-cluster mine
+    assert cli.main(["down", "mine"]) == 0
+    assert kind_cli == [] and not run.exists()
+    assert "not made by desched up, so left as it is" in capsys.readouterr().err
+
+
+def test_down_without_docker_keeps_the_kind_cluster_and_says_how(
+    cache: Path,
+    kind_cli: list[tuple[str, Path]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_desched.providers import base
+
+    monkeypatch.setattr(base, "docker_available", lambda: False)
+    run = _kept_up(cache, "desched-kind-b")
+    assert cli.main(["down", "desched-kind-b"]) == 3
+    assert kind_cli == [] and (run / "kind" / "kubeconfig").is_file()
+    assert "set DOCKER_HOST" in capsys.readouterr().err
 
 
 # -- exit codes ----------------------------------------------------------------------------

@@ -105,8 +105,28 @@ def write_up_owner(run_dir: Path) -> None:
     write_record(run_dir / "owner.json", this_process())
 
 
+KEPT_UP = "kept.json"  # in a finished `desched up`'s folder whose cluster is not embedded
+
+
+def write_up_kept(run_dir: Path, provider: str, cluster: str, created: bool) -> None:
+    """Mark a finished `desched up` on a cluster the embedded keep records do not know (kind,
+    existing): its folder holds the kubeconfig, and `desched down` deletes what it made."""
+    write_record(run_dir / KEPT_UP, {"provider": provider, "cluster": cluster, "created": created})
+
+
+def kept_up_clusters(up_dir: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
+    """Cluster name -> (its `desched up` folder, its mark) for each kept non-embedded one."""
+    out = {}
+    for d in sorted(up_dir.glob("run-*")):
+        mark = read_record(d / KEPT_UP) if (d / KEPT_UP).exists() else None
+        if mark and isinstance(mark.get("cluster"), str):
+            out[mark["cluster"]] = (d, mark)
+    return out
+
+
 def stale_up_dirs(up_dir: Path, root: Path, legacy_age_s: float = 600) -> list[Path]:
-    """`desched up` folders no one needs: their `up` ended and their cluster is not kept.
+    """`desched up` folders no one needs: their `up` ended and their cluster is not kept
+    (an embedded keep record, or the folder's own mark for kind: `write_up_kept`).
 
     An interrupted `up` deletes its own; these are what a killed one (SIGKILL) left. A
     folder without an owner record (written by older versions) counts once it is
@@ -115,6 +135,8 @@ def stale_up_dirs(up_dir: Path, root: Path, legacy_age_s: float = 600) -> list[P
     kept = set(kept_clusters(root))
     out = []
     for d in sorted(up_dir.glob("run-*")):
+        if (d / KEPT_UP).exists():
+            continue  # a kept kind (or existing) cluster's: its kubeconfig is in there
         marker = d / "cluster-name"
         with contextlib.suppress(OSError):
             if marker.is_file() and marker.read_text().strip() in kept:
