@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_desched import render as out
 from pytest_desched.config import resolve
-from pytest_desched.errors import EXIT_INFRA, EXIT_OK, CommandError, ConfigError, ProviderError
+from pytest_desched.errors import EXIT_INFRA, EXIT_OK, ConfigError
 from pytest_desched.log import say
 
 
@@ -45,7 +45,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         data: dict[str, Any] = {"kept": kept}
         if others:
             data["kept_up"] = {n: m for n, (_, m) in others.items()}
-        lines = [n if p == "embedded" else f"{n} ({p})" for n, p in rows]
+        lines = [*kept, *(f"{n} ({p})" for n, p in rows[len(kept) :])]
         out.emit(
             out.render(
                 data,
@@ -75,33 +75,13 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def _forget_up(tc: Any, name: str, folder: Path, mark: dict[str, Any]) -> None:
-    """Delete a kind cluster `desched up` made, then its folder; a cluster it did not make
-    (the user's kind cluster, an existing one) is left as it is, only the folder goes."""
-    provider = mark.get("provider")
-    if provider == "kind" and mark.get("created"):
-        # heavy: the kind provider and its imports
-        from pytest_desched.providers.base import docker_available
-        from pytest_desched.providers.kind import KindCli
+    """What `desched up` kept on another provider: its module deletes the cluster if `up`
+    made it (`delete_kept`), then the folder goes."""
+    from pytest_desched.providers import delete_kept  # heavy: as the imports above
 
-        if not docker_available():
-            raise ProviderError(
-                f"kind cluster {name}: no Docker engine answers `docker info`; set DOCKER_HOST "
-                "to the engine it runs on (make e2e-kind's: unix:///run/pytest-desched/"
-                "docker.sock) and run desched down again"
-            )
-        try:
-            KindCli(name, folder / "kind", tc.path("kind"), tc.path("kubectl")).delete()
-        except CommandError as exc:
-            raise ProviderError(f"deleting kind cluster {name}: {exc}") from exc
-        shutil.rmtree(folder, ignore_errors=True)
-        say(f"deleted kind cluster {name} (folder {folder} removed)")
-        return
+    said = delete_kept(str(mark.get("provider")), name, folder, bool(mark.get("created")), tc)
     shutil.rmtree(folder, ignore_errors=True)
-    say(
-        f"{provider} cluster {name}: not made by desched up, so left as it is; its folder "
-        f"{folder} removed (uninstall the release yourself: helm uninstall descheduler -n "
-        "kube-system)"
-    )
+    say(f"{said} (folder {folder} removed)")
 
 
 def add_parser(sub: Any) -> None:

@@ -57,7 +57,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         with interrupts.shielded(f"desched up's cluster {name}: marking it kept"):
             cluster, release = session.cluster, session.release
             session.close()  # kept: marks the cluster kept, so no later run reaps it
-            if cluster.provider != "embedded":  # what `desched down` deletes, or forgets
+            if not cluster.capabilities.reaps_leftovers:  # no owner record keeps it
                 write_up_kept(run_dir, cluster.provider, cluster.name, cluster.created)
             finished = True
             data = {

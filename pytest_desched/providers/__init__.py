@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_desched.errors import ConfigError
 from pytest_desched.providers.base import (  # choose_provider: re-exported, its old home
     choose_provider,  # noqa: F401
     kind_tools_missing,
@@ -27,6 +29,22 @@ REGISTRY: dict[str, str] = {
     "kind": "pytest_desched.providers.kind",
     "existing": "pytest_desched.providers.existing",
 }
+
+
+def delete_kept(provider: str, name: str, folder: Path, created: bool, toolchain: Toolchain) -> str:
+    """Delete cluster `name` that `desched up` kept on `provider` (folder: that run's), if the
+    run made it; what was done. The provider's module says how (`delete_kept`)."""
+    if provider not in REGISTRY:
+        raise ConfigError(
+            f"{folder / 'kept.json'}: unknown provider {provider!r}; remove the folder by hand"
+        )
+    module = importlib.import_module(REGISTRY[provider])
+    deleter = getattr(module, "delete_kept", None)
+    if deleter is None:
+        raise ConfigError(
+            f"cluster {name}: the {provider} provider keeps no cluster for desched up"
+        )
+    return str(deleter(name, folder, created, toolchain))
 
 
 def make_provider(

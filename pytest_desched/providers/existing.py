@@ -241,6 +241,15 @@ def _is_kwok_node(node: Any) -> bool:
     return node_annotations(node).get("kwok.x-k8s.io/node") == "fake"
 
 
+def delete_kept(name: str, folder: Path, created: bool, toolchain: Toolchain) -> str:
+    """A `desched up` on an existing cluster kept nothing of its own: the cluster is the
+    user's and stays, with the release `up` installed."""
+    return (
+        f"existing cluster {name}: yours, so left as it is (its release stays: helm uninstall "
+        "descheduler -n kube-system)"
+    )
+
+
 def from_config(config: DeschedConfig, toolchain: Toolchain) -> ExistingProvider:
     """The registry's constructor (see providers.REGISTRY)."""
     return ExistingProvider(

@@ -209,6 +209,24 @@ def stop_container(node: str, container_id: str) -> None:
         raise ProviderError(f"kind node {node}: stopping container {found[1]}: {exc}") from exc
 
 
+def delete_kept(name: str, folder: Path, created: bool, toolchain: Toolchain) -> str:
+    """Delete the kind cluster a `desched up` made and kept (its folder holds the kubeconfig);
+    a cluster of the user's (`--kind-cluster`) is left as it is."""
+    if not created:
+        return f"kind cluster {name}: yours, not made by desched up, so left as it is"
+    if not docker_available():
+        raise ProviderError(
+            f"kind cluster {name}: no Docker engine answers `docker info`; set DOCKER_HOST to "
+            "the engine it runs on (make e2e-kind's: unix:///run/pytest-desched/docker.sock) "
+            "and run desched down again"
+        )
+    try:
+        KindCli(name, folder / "kind", toolchain.path("kind"), toolchain.path("kubectl")).delete()
+    except CommandError as exc:
+        raise ProviderError(f"deleting kind cluster {name}: {exc}") from exc
+    return f"deleted kind cluster {name}"
+
+
 def image_present_locally(image: str) -> bool:
     """True when the local Docker engine already holds `image` (nothing is pulled here)."""
     docker = shutil.which("docker")

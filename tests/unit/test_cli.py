@@ -294,12 +294,12 @@ class _KindCli:
 
 @pytest.fixture
 def kind_cli(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path]]:
-    from pytest_desched.providers import base, kind
+    from pytest_desched.providers import kind
     from pytest_desched.tools.toolchain import Toolchain
 
     _KindCli.deleted = []
     monkeypatch.setattr(kind, "KindCli", _KindCli)
-    monkeypatch.setattr(base, "docker_available", lambda: True)
+    monkeypatch.setattr(kind, "docker_available", lambda: True)
     monkeypatch.setattr(Toolchain, "path", lambda self, tool: Path(f"/nonexistent/{tool}"))
     return _KindCli.deleted
 
@@ -336,7 +336,25 @@ def test_down_never_deletes_a_kind_cluster_up_did_not_make(
     run = _kept_up(cache, "mine", created=False)  # desched up --kind-cluster mine
     assert cli.main(["down", "mine"]) == 0
     assert kind_cli == [] and not run.exists()
-    assert "not made by desched up, so left as it is" in capsys.readouterr().err
+    assert "yours, not made by desched up, so left as it is" in capsys.readouterr().err
+
+
+def test_down_refuses_a_kept_mark_naming_no_provider_and_keeps_its_folder(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _kept_up(cache, "odd", provider="../../etc")  # a hand-edited or hostile mark
+    assert cli.main(["down", "odd"]) == 2
+    assert "unknown provider '../../etc'" in capsys.readouterr().err
+    assert run.is_dir()
+
+
+def test_down_lists_past_a_kept_mark_that_is_not_a_record(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _kept_up(cache, "odd")
+    (run / "kept.json").write_text("[1, 2]")
+    assert cli.main(["down"]) == 0
+    assert capsys.readouterr().out.strip() == "no kept clusters"
 
 
 def test_down_without_docker_keeps_the_kind_cluster_and_says_how(
@@ -345,9 +363,9 @@ def test_down_without_docker_keeps_the_kind_cluster_and_says_how(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from pytest_desched.providers import base
+    from pytest_desched.providers import kind
 
-    monkeypatch.setattr(base, "docker_available", lambda: False)
+    monkeypatch.setattr(kind, "docker_available", lambda: False)
     run = _kept_up(cache, "desched-kind-b")
     assert cli.main(["down", "desched-kind-b"]) == 3
     assert kind_cli == [] and (run / "kind" / "kubeconfig").is_file()

@@ -119,7 +119,7 @@ def kept_up_clusters(up_dir: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     out = {}
     for d in sorted(up_dir.glob("run-*")):
         mark = read_record(d / KEPT_UP) if (d / KEPT_UP).exists() else None
-        if mark and isinstance(mark.get("cluster"), str):
+        if isinstance(mark, dict) and isinstance(mark.get("cluster"), str):
             out[mark["cluster"]] = (d, mark)
     return out
 
