@@ -355,6 +355,7 @@ def test_down_lists_past_a_kept_mark_that_is_not_a_record(
     (run / "kept.json").write_text("[1, 2]")
     assert cli.main(["down"]) == 0
     assert capsys.readouterr().out.strip() == "no kept clusters"
+    assert not run.exists()  # an ended up's folder with no mark that holds: swept as stale
 
 
 def test_down_without_docker_keeps_the_kind_cluster_and_says_how(

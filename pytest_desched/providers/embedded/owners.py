@@ -114,12 +114,19 @@ def write_up_kept(run_dir: Path, provider: str, cluster: str, created: bool) -> 
     write_record(run_dir / KEPT_UP, {"provider": provider, "cluster": cluster, "created": created})
 
 
+def _kept_mark(run_dir: Path) -> dict[str, Any] | None:
+    """The folder's kept mark; None without one, or for one that is not a mark (hand-edited)."""
+    if not (run_dir / KEPT_UP).exists():
+        return None
+    mark = read_record(run_dir / KEPT_UP)
+    return mark if isinstance(mark, dict) and isinstance(mark.get("cluster"), str) else None
+
+
 def kept_up_clusters(up_dir: Path) -> dict[str, tuple[Path, dict[str, Any]]]:
     """Cluster name -> (its `desched up` folder, its mark) for each kept non-embedded one."""
     out = {}
     for d in sorted(up_dir.glob("run-*")):
-        mark = read_record(d / KEPT_UP) if (d / KEPT_UP).exists() else None
-        if isinstance(mark, dict) and isinstance(mark.get("cluster"), str):
+        if (mark := _kept_mark(d)) is not None:
             out[mark["cluster"]] = (d, mark)
     return out
 
@@ -135,7 +142,7 @@ def stale_up_dirs(up_dir: Path, root: Path, legacy_age_s: float = 600) -> list[P
     kept = set(kept_clusters(root))
     out = []
     for d in sorted(up_dir.glob("run-*")):
-        if (d / KEPT_UP).exists():
+        if _kept_mark(d) is not None:
             continue  # a kept kind (or existing) cluster's: its kubeconfig is in there
         marker = d / "cluster-name"
         with contextlib.suppress(OSError):
