@@ -32,20 +32,20 @@ def cmd_down(args: argparse.Namespace) -> int:
     tc = Toolchain(cache_dir=Path(cache) if cache else None, report=say)
     root = tc.cache_dir / "clusters"
     kept = kept_clusters(root)
-    others = kept_up_clusters(tc.cache_dir / "up")  # `desched up` on kind (or existing)
+    # `desched up` on kind (or existing); an embedded one is its owner record's
+    others = {n: v for n, v in kept_up_clusters(tc.cache_dir / "up").items() if n not in kept}
     for stale in stale_up_dirs(tc.cache_dir / "up", root):  # left by interrupted `up`s
         shutil.rmtree(stale, ignore_errors=True)
         say(f"removed {stale} (its cluster is gone)")
-    every = [*kept, *(n for n in others if n not in kept)]
+    every = [*kept, *others]
     names = every if args.all else args.names
     if not names:
+        marks = {n: mark for n, (_, mark) in others.items()}
         rows = [[k, "embedded"] for k in kept] + [
-            [n, str(mark.get("provider"))] for n, (_, mark) in others.items() if n not in kept
+            [n, str(m.get("provider"))] for n, m in marks.items()
         ]
-        data: dict[str, Any] = {"kept": kept}
-        if others:
-            data["kept_up"] = {n: m for n, (_, m) in others.items()}
-        lines = [*kept, *(f"{n} ({p})" for n, p in rows[len(kept) :])]
+        data: dict[str, Any] = {"kept": kept} | ({"kept_up": marks} if marks else {})
+        lines = [*kept, *(f"{n} ({p})" for n, p in rows if n not in kept)]
         out.emit(
             out.render(
                 data,
@@ -59,7 +59,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"not a kept cluster: {unknown}; kept: {every or 'none'}")
     for name in names:
-        if name in others and name not in kept:
+        if name in others:
             folder, mark = others[name]
             _forget_up(tc, name, folder, mark)
             continue

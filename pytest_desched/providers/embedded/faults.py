@@ -37,8 +37,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil
-
 from pytest_desched.errors import DeschedError
 from pytest_desched.interrupts import interrupted
 from pytest_desched.kube import api_health, live_watches, node_ready, wait_for
@@ -50,7 +48,7 @@ from pytest_desched.providers.embedded.metrics_server import METRICS_SERVER
 from pytest_desched.providers.embedded.ports import LOCK as PORTS_LOCK
 from pytest_desched.providers.embedded.processes import (
     HELD_DOWN,
-    command_line,
+    live_component,
     reap,
     running,
     unreaped,
@@ -116,12 +114,10 @@ class Faults:
         """The component's live pid from kwokctl's pid file (a recycled pid is not it)."""
         try:
             pid = int(self.pid_file(component).read_text().strip())
-            proc = psutil.Process(pid)
-        except (OSError, ValueError, psutil.Error):
+        except (OSError, ValueError):
             return None
         reap([pid])  # an exited component adopted by this (subreaper) process is a zombie
-        ours = any(str(self.cdir) in arg for arg in command_line(proc))
-        return pid if ours and running(pid) else None
+        return pid if live_component(pid, self.cdir) else None
 
     def stop(self, component: str, why: str = "") -> int:
         """SIGKILL the component and remove its pid file, as `kwokctl stop cluster` does."""

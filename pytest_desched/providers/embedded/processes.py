@@ -114,13 +114,12 @@ def command_line(proc: psutil.Process) -> list[str]:
         cmd = proc.cmdline()
         if cmd or not proc.exe():
             return cmd
-        cmd = Retrying(
+        return Retrying(
             stop=stop_after_delay(EXEC_WINDOW),
             wait=wait_fixed(0.01),
             retry=retry_if_result(lambda c: not c),
             retry_error_callback=lambda _: [],
         )(proc.cmdline)
-        return cmd
     except psutil.Error:
         return []
 
@@ -273,6 +272,14 @@ def remove_cluster(
     return left
 
 
+def live_component(pid: int, cdir: Path) -> bool:
+    """A recorded component's pid is alive and still the cluster's (not a recycled pid)."""
+    try:
+        return running(pid) and _ours(psutil.Process(pid), cdir, None)
+    except psutil.Error:
+        return False
+
+
 def dead_components(cdir: Path) -> list[tuple[str, int]]:
     """(component, pid) of each recorded component that has exited.
 
@@ -283,9 +290,8 @@ def dead_components(cdir: Path) -> list[tuple[str, int]]:
     dead = []
     for component, pid in component_pids(cdir).items():
         reap([pid])
-        with contextlib.suppress(psutil.Error):
-            if running(pid) and _ours(psutil.Process(pid), cdir, None):
-                continue
+        if live_component(pid, cdir):
+            continue
         if component_pids(cdir).get(component) == pid:
             dead.append((component, pid))
     return dead
